@@ -1,0 +1,1 @@
+"""Sans-I/O Kafka wire protocol: bytes in, typed objects out, and back."""

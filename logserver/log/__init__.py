@@ -1,0 +1,1 @@
+"""logserver/log."""
