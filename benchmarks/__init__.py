@@ -1,0 +1,16 @@
+"""Throughput benchmarks for logserver, printed as ratios against same-run baselines.
+
+The machines this runs on are shared and noisy, so absolute figures mean little on
+their own: every run also measures raw loopback-socket and file-append bandwidth and
+reports each workload as a fraction of them (and, with ``--peers``, against peer
+brokers started in the same run). Run ``python -m benchmarks --help``.
+
+Layout, so the suite can grow (issue 7) without reshaping:
+
+- ``targets``: a server under test (ours as a subprocess, an external one, peers).
+- ``peers``: installing peer brokers from the benchmark's own set-up path.
+- ``baselines``: raw loopback socket and file append bandwidth.
+- ``workloads``: Kafka-client workloads, one function each, returning ``WorkloadResult``.
+- ``runner``: runs baselines, then every workload against every target.
+- ``report``: the printed table and the JSON result file.
+"""

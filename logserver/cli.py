@@ -1,0 +1,72 @@
+"""The ``logserver`` command: parse settings, set up logging, run the broker."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from logserver.config import SETTINGS, ConfigError, env_name, load_config
+
+log = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="logserver",
+        description="A Kafka-protocol-compatible log server. Unmodified Kafka clients "
+        "(Java, kafka-python, aiokafka, librdkafka/kcat) produce to and consume from it.",
+        epilog="Every setting can also be given as an environment variable "
+        "(e.g. LOGSERVER_LOG_DIRS for log.dirs) or in a properties file (-c). "
+        "Precedence: flags > environment > file > defaults.",
+    )
+    parser.add_argument("-c", "--config", type=Path, metavar="FILE",
+                        help="Java-properties file with settings (key=value)")
+    parser.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
+                        help="set any setting, as kafka-server-start does (repeatable)")
+    parser.add_argument("--log-level", default="INFO",
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="logging verbosity (default INFO)")
+    settings = parser.add_argument_group("settings (Kafka's names)")
+    for setting in SETTINGS.values():
+        default = "unset" if setting.default is None else setting.default
+        settings.add_argument(f"--{setting.name}", dest=setting.name, metavar="VALUE",
+                              help=f"{setting.doc} (default {default}; env {env_name(setting.name)})")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    flags = {name: value for name, value in vars(args).items() if name in SETTINGS and value is not None}
+    for item in args.override:
+        name, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--override expects NAME=VALUE, got {item!r}")
+        flags[name.strip()] = value
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        config = load_config(flags, args.config)
+    except ConfigError as exc:
+        print(f"logserver: {exc}", file=sys.stderr)
+        return 2
+    from logserver.server import run_server
+
+    try:
+        asyncio.run(run_server(config))
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        log.error("cannot start: %s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

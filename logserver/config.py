@@ -1,0 +1,224 @@
+"""Server settings under Kafka's names, from flags, environment and a properties file.
+
+Precedence: command-line flags > environment (``LOGSERVER_LOG_DIRS`` for ``log.dirs``)
+> config file > defaults. Anything unknown or invalid stops start-up with a message that
+names the setting, because a typo silently ignored is a production incident later.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+ENV_PREFIX = "LOGSERVER_"
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A setting is unknown or its value is invalid; the message names it."""
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse_listeners(text: str) -> list[Listener]:
+    listeners = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        parts = urlsplit(item)
+        if not parts.scheme or parts.port is None:
+            raise ValueError(f"expected NAME://host:port, got {item!r}")
+        host = parts.hostname or ""
+        listeners.append(Listener(parts.scheme.upper(), host, parts.port))
+    if not listeners:
+        raise ValueError("at least one listener is required")
+    return listeners
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "yes", "1", "on"):
+        return True
+    if lowered in ("false", "no", "0", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _int_in(low: int, high: int = LONG_MAX) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text.strip())
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return parse
+
+
+def _optional_int_in(low: int) -> Callable[[str], int | None]:
+    parse_int = _int_in(low)
+
+    def parse(text: str) -> int | None:
+        if text.strip().lower() in ("", "none", "null"):
+            return None
+        return parse_int(text)
+
+    return parse
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        for choice in choices:
+            if text.strip().lower() == choice.lower():
+                return choice
+        raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
+
+    return parse
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: str | None
+    parse: Callable[[str], Any]
+    doc: str
+
+
+SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in [
+        Setting("listeners", "PLAINTEXT://127.0.0.1:9092", parse_listeners,
+                "Addresses to listen on, NAME://host:port, comma separated."),
+        Setting("advertised.listeners", None, parse_listeners,
+                "Addresses given to clients in Metadata; defaults to listeners."),
+        Setting("node.id", "1", _int_in(0, 2**31 - 1), "This broker's id."),
+        Setting("log.dirs", "./data", str, "Data directory (one directory)."),
+        Setting("num.partitions", "1", _int_in(1, 100_000),
+                "Partitions of auto-created topics and of CreateTopics with -1."),
+        Setting("auto.create.topics.enable", "true", _parse_bool,
+                "Create unknown topics when a client's Metadata request allows it."),
+        Setting("delete.topic.enable", "true", _parse_bool, "Allow DeleteTopics."),
+        Setting("log.segment.bytes", "1073741824", _int_in(14, 2**31 - 1),
+                "Roll a new segment when the active one reaches this size."),
+        Setting("log.roll.ms", "604800000", _int_in(1),
+                "Roll a new segment when the active one is this old."),
+        Setting("log.index.size.max.bytes", "10485760", _int_in(4096, 2**31 - 1),
+                "Maximum size of an offset or time index; a full index rolls the segment."),
+        Setting("log.index.interval.bytes", "4096", _int_in(0, 2**31 - 1),
+                "Bytes of log between two index entries."),
+        Setting("log.flush.interval.messages", str(LONG_MAX), _int_in(1),
+                "fsync after this many appended batches; 1 means fsync every append "
+                "before it is acknowledged."),
+        Setting("log.flush.interval.ms", None, _optional_int_in(1),
+                "fsync every this many milliseconds; unset means no timed fsync."),
+        Setting("log.message.timestamp.type", "CreateTime", _choice("CreateTime", "LogAppendTime"),
+                "Keep the producer's timestamps or stamp the broker's time."),
+        Setting("message.max.bytes", "1048588", _int_in(0, 2**31 - 1),
+                "Largest record batch accepted from a producer."),
+        Setting("socket.request.max.bytes", "104857600", _int_in(1, 2**31 - 1),
+                "Largest request frame; larger ones close the connection unread."),
+        Setting("queued.max.requests", "500", _int_in(1, 100_000),
+                "Requests read ahead per connection before reading pauses."),
+    ]
+}
+
+
+class Config(Mapping[str, Any]):
+    """Parsed settings; access with Kafka's names, e.g. ``config["log.dirs"]``."""
+
+    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+        self._values = dict(values)
+        self.sources = dict(sources)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self["log.dirs"].split(",")[0]).expanduser()
+
+    @property
+    def advertised(self) -> list[Listener]:
+        return self["advertised.listeners"] or self["listeners"]
+
+    def with_bound_ports(self, ports: Iterable[int]) -> Config:
+        """Fill in the real port of listeners given as port 0, for advertising."""
+        bound = [Listener(li.name, li.host, port) for li, port in zip(self["listeners"], ports, strict=True)]
+        values = dict(self._values, listeners=bound)
+        if self._values["advertised.listeners"] is None:
+            values["advertised.listeners"] = bound
+        return Config(values, self.sources)
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java .properties subset: key=value or key: value, # and ! comments."""
+    result: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror}") from exc
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"config file {path} line {number}: expected key=value, got {raw!r}")
+        result[line[:sep].strip()] = line[sep + 1:].strip()
+    return result
+
+
+def env_name(setting: str) -> str:
+    return ENV_PREFIX + setting.upper().replace(".", "_")
+
+
+def load_config(
+    flags: Mapping[str, str] | None = None,
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    raw: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    if config_file is not None:
+        for key, value in read_properties(config_file).items():
+            if key not in SETTINGS:
+                raise ConfigError(f"unknown setting {key!r} in config file {config_file}")
+            raw[key], sources[key] = value, f"file {config_file}"
+    env = os.environ if environ is None else environ
+    by_env = {env_name(name): name for name in SETTINGS}
+    for key, value in env.items():
+        if key.startswith(ENV_PREFIX):
+            if key not in by_env:
+                raise ConfigError(f"unknown setting in environment variable {key}")
+            raw[by_env[key]], sources[by_env[key]] = value, f"environment {key}"
+    for key, value in (flags or {}).items():
+        if key not in SETTINGS:
+            raise ConfigError(f"unknown setting {key!r}")
+        raw[key], sources[key] = value, "command line"
+    values: dict[str, Any] = {}
+    for name, setting in SETTINGS.items():
+        text = raw.get(name, setting.default)
+        if text is None:
+            values[name] = None
+            continue
+        try:
+            values[name] = setting.parse(text)
+        except ValueError as exc:
+            where = sources.get(name, "default")
+            raise ConfigError(f"invalid value for setting {name!r} ({where}): {exc}") from exc
+    return Config(values, sources)

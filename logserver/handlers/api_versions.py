@@ -1,0 +1,21 @@
+"""ApiVersions: the versions we serve, taken from the handler registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkaproto import RequestHeader
+from kafkaproto.messages import ApiVersionsRequest, ApiVersionsResponse
+
+
+def handle(broker: Any, header: RequestHeader, request: ApiVersionsRequest) -> ApiVersionsResponse:
+    from logserver.handlers import HANDLERS
+
+    return ApiVersionsResponse(
+        error_code=0,
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=key, min_version=h.min_version, max_version=h.max_version)
+            for key, h in sorted(HANDLERS.items())
+        ],
+        throttle_time_ms=0,
+    )

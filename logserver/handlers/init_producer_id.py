@@ -1,0 +1,30 @@
+"""InitProducerId: ids for idempotent producers; no transactions.
+
+A producer that presents its id and epoch (v3+, KIP-360) keeps its id with the epoch
+bumped, which resets its sequences; everyone else gets a fresh id at epoch 0.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode, RequestHeader
+from kafkaproto.messages import InitProducerIdRequest, InitProducerIdResponse
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+MAX_EPOCH = 32767
+
+
+def handle(broker: Broker, header: RequestHeader, request: InitProducerIdRequest) -> InitProducerIdResponse:
+    if request.transactional_id is not None:
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1, producer_epoch=-1)
+    producer_id, epoch = request.producer_id, request.producer_epoch
+    if header.api_version >= 3 and producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                      producer_id=producer_id, producer_epoch=epoch + 1)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                  producer_id=broker.producer_ids.allocate(), producer_epoch=0)

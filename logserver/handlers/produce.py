@@ -1,0 +1,63 @@
+"""Produce: validate and append one batch per partition; acks decide what we wait for.
+
+acks=0 gets no response at all; acks=1 and acks=-1 are the same on a single node (the
+leader is the whole ISR), and both wait for an fsync when the durability setting asks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode, RequestHeader
+from kafkaproto.messages import ProduceRequest, ProduceResponse
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+PartitionResponse = ProduceResponse.PartitionProduceResponse
+
+
+def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
+        ProduceResponse | Awaitable[ProduceResponse] | None):
+    acks = request.acks
+    if request.transactional_id is not None:
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # no transactions here
+    elif acks not in (-1, 0, 1):
+        error = ErrorCode.INVALID_REQUIRED_ACKS
+    else:
+        error = ErrorCode.NONE
+    waits: list[Awaitable[None]] = []
+    topics = []
+    for topic in request.topic_data:
+        partitions = []
+        for data in topic.partition_data:
+            if error:
+                partitions.append(PartitionResponse(index=data.index, error_code=error, base_offset=-1))
+                continue
+            result = broker.produce(topic.name, data.index, data.records, header.api_version)
+            partitions.append(PartitionResponse(
+                index=data.index, error_code=result.error, base_offset=result.base_offset,
+                log_append_time_ms=result.log_append_time, log_start_offset=result.log_start_offset,
+                error_message=result.message))
+            if result.wait is not None:
+                waits.append(result.wait)
+        topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
+    if acks == 0:
+        return None
+    response = ProduceResponse(responses=topics, throttle_time_ms=0)
+    if not waits:
+        return response
+    return _after_fsync(response, waits)
+
+
+async def _after_fsync(response: ProduceResponse, waits: list[Awaitable[None]]) -> ProduceResponse:
+    results = await asyncio.gather(*waits, return_exceptions=True)
+    if any(isinstance(result, BaseException) for result in results):
+        for topic in response.responses:
+            for partition in topic.partition_responses:
+                if partition.error_code == ErrorCode.NONE:
+                    partition.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                    partition.error_message = "fsync failed"
+    return response

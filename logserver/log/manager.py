@@ -1,0 +1,376 @@
+"""The data directory: topic metadata, partition logs, checkpoints, clean-shutdown marker.
+
+Layout (Kafka's names where Kafka has one)::
+
+    <data>/.lock                              flock: one process per data directory
+    <data>/__topics.json                      topic -> id, partition count, configs
+    <data>/recovery-point-offset-checkpoint   "0", count, "topic partition offset" lines
+    <data>/.kafka_cleanshutdown               present only after a clean close
+    <data>/<topic>-<partition>/               one Log (segments, indexes, snapshots)
+
+Every metadata file is replaced atomically (write tmp, fsync, rename, fsync directory).
+The marker is removed when the manager opens and written by ``close()`` after every log
+has been flushed and closed; its absence makes each Log re-validate everything after its
+checkpointed recovery point.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from logserver.log.config import LogConfig
+from logserver.log.config import setting_value as _setting
+from logserver.log.errors import (
+    InvalidTopicError,
+    LogDirLockedError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from logserver.log.fsutil import atomic_write, fsync_dir
+from logserver.log.log import Log
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CLEAN_SHUTDOWN_FILE",
+    "RECOVERY_POINT_FILE",
+    "TOPICS_FILE",
+    "LogManager",
+    "TopicInfo",
+    "validate_topic_name",
+]
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+TOPICS_FILE = "__topics.json"
+LOCK_FILE = ".lock"
+DELETE_SUFFIX = "-delete"
+_CHECKPOINT_VERSION = 0
+_TOPICS_VERSION = 1
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_TOPIC_NAME_LENGTH = 249
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's Topic.validate: 1-249 of [a-zA-Z0-9._-], not "." or ".."."""
+    if not name or name in (".", ".."):
+        raise InvalidTopicError(f"topic name {name!r} is illegal")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"topic name is {len(name)} characters, more than {MAX_TOPIC_NAME_LENGTH}"
+        )
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise InvalidTopicError(
+            f"topic name {name!r} holds characters other than ASCII alphanumerics, '.', '_', '-'"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """What the metadata file records about one topic."""
+
+    name: str
+    topic_id: bytes  # 16 bytes (uuid4), as Metadata v10+ / Fetch v13+ carry it
+    partitions: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+class LogManager:
+    """Owns every partition Log under one data directory.
+
+    All methods run on the event-loop thread except ``flush`` and
+    ``checkpoint_recovery_points``, which may run on a worker thread.
+    """
+
+    def __init__(
+        self, data_dir: Path | str, config: Mapping[str, Any] | object | None = None
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config = LogConfig.from_settings(config)
+        self._lock = threading.Lock()  # guards _topics/_logs against the flush thread
+        self._checkpoint_lock = threading.Lock()
+        self._lock_fd = self._acquire_dir_lock()
+        interval = _setting(config, "log.flush.offset.checkpoint.interval.ms")
+        self._checkpoint_interval_s = (60_000 if interval is None else int(interval)) / 1000
+        self._last_checkpoint = time.monotonic()
+        self._closed = False
+        try:
+            marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+            self.had_clean_shutdown = marker.exists()
+            if self.had_clean_shutdown:
+                marker.unlink()
+                fsync_dir(self.data_dir)
+            self._remove_deleted_dirs()
+            self._topics: dict[str, TopicInfo] = self._read_topics()
+            self._logs: dict[tuple[str, int], Log] = {}
+            recovery_points = self._read_checkpoint()
+            if not self.had_clean_shutdown:
+                logger.warning(
+                    "%s: no clean shutdown marker: recovering every partition from its "
+                    "recovery point",
+                    self.data_dir,
+                )
+            for info in self._topics.values():
+                for p in range(info.partitions):
+                    self._logs[(info.name, p)] = self._open_log(
+                        info, p, recovery_points.get((info.name, p), 0)
+                    )
+            self._warn_orphans()
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+
+    # -- opening ---------------------------------------------------------------------
+
+    def _acquire_dir_lock(self) -> int:
+        fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogDirLockedError(f"{self.data_dir} is in use by another process") from None
+        return fd
+
+    def _open_log(self, info: TopicInfo, partition: int, recovery_point: int) -> Log:
+        return Log(
+            self.data_dir / f"{info.name}-{partition}",
+            self.config.with_overrides(info.configs),
+            topic=info.name,
+            partition=partition,
+            recovery_point=recovery_point,
+            clean_shutdown=self.had_clean_shutdown,
+        )
+
+    def _remove_deleted_dirs(self) -> None:
+        for path in self.data_dir.iterdir():
+            if path.is_dir() and path.name.endswith(DELETE_SUFFIX):
+                logger.info("%s: finishing deletion of %s", self.data_dir, path.name)
+                shutil.rmtree(path, ignore_errors=True)
+
+    def _warn_orphans(self) -> None:
+        known = {f"{t}-{p}" for t, p in self._logs}
+        for path in self.data_dir.iterdir():
+            if path.is_dir() and path.name not in known:
+                logger.warning(
+                    "%s: directory %s belongs to no known topic; left alone",
+                    self.data_dir,
+                    path.name,
+                )
+
+    def _read_topics(self) -> dict[str, TopicInfo]:
+        path = self.data_dir / TOPICS_FILE
+        try:
+            doc = json.loads(path.read_text("utf-8"))
+        except FileNotFoundError:
+            return {}
+        if doc.get("version") != _TOPICS_VERSION:
+            raise ValueError(f"{path}: unsupported version {doc.get('version')!r}")
+        topics = {}
+        for name, entry in doc["topics"].items():
+            topics[name] = TopicInfo(
+                name=name,
+                topic_id=uuid.UUID(entry["topic_id"]).bytes,
+                partitions=int(entry["partitions"]),
+                configs=dict(entry.get("configs", {})),
+            )
+        return topics
+
+    def _write_topics(self) -> None:
+        doc = {
+            "version": _TOPICS_VERSION,
+            "topics": {
+                info.name: {
+                    "topic_id": str(uuid.UUID(bytes=info.topic_id)),
+                    "partitions": info.partitions,
+                    "configs": dict(info.configs),
+                }
+                for info in self._topics.values()
+            },
+        }
+        atomic_write(
+            self.data_dir / TOPICS_FILE, json.dumps(doc, indent=1, sort_keys=True).encode()
+        )
+
+    def _read_checkpoint(self) -> dict[tuple[str, int], int]:
+        """Kafka's OffsetCheckpointFile: version, count, then "topic partition offset"."""
+        path = self.data_dir / RECOVERY_POINT_FILE
+        try:
+            lines = path.read_text("utf-8").splitlines()
+        except FileNotFoundError:
+            return {}
+        try:
+            if int(lines[0]) != _CHECKPOINT_VERSION:
+                raise ValueError(f"version {lines[0]!r}")
+            count = int(lines[1])
+            points = {}
+            for line in lines[2 : 2 + count]:
+                topic, partition, offset = line.split()
+                points[(topic, int(partition))] = int(offset)
+            if len(points) != count:
+                raise ValueError(f"expected {count} entries, found {len(points)}")
+            return points
+        except (ValueError, IndexError) as exc:
+            # Recovering from offset 0 is always safe, only slower.
+            logger.warning("%s: unreadable (%s); recovering every log from the start", path, exc)
+            return {}
+
+    # -- topics ------------------------------------------------------------------------
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return dict(self._topics)
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def create_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str] | None = None
+    ) -> TopicInfo:
+        """Persist the topic, then create its partition logs."""
+        validate_topic_name(name)
+        if partitions < 1:
+            raise InvalidTopicError(f"partition count must be >= 1, got {partitions}")
+        if name in self._topics:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        configs = {k: str(v) for k, v in (configs or {}).items() if v is not None}
+        self.config.with_overrides(configs)  # raises ValueError on bad values, before persisting
+        info = TopicInfo(name, uuid.uuid4().bytes, partitions, configs)
+        with self._lock:
+            self._topics[name] = info
+        try:
+            self._write_topics()
+        except BaseException:
+            with self._lock:
+                del self._topics[name]
+            raise
+        self._open_partitions(info, range(partitions))
+        logger.info("created topic %s with %d partitions", name, partitions)
+        return info
+
+    def create_partitions(self, name: str, total: int) -> TopicInfo:
+        """Grow a topic to ``total`` partitions (CreatePartitions); never shrinks."""
+        info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        if total <= info.partitions:
+            raise InvalidTopicError(
+                f"topic {name!r} has {info.partitions} partitions; {total} is not more"
+            )
+        new = TopicInfo(name, info.topic_id, total, info.configs)
+        with self._lock:
+            self._topics[name] = new
+        self._write_topics()
+        self._open_partitions(new, range(info.partitions, total))
+        return new
+
+    def _open_partitions(self, info: TopicInfo, partitions: range) -> None:
+        for p in partitions:
+            directory = self.data_dir / f"{info.name}-{p}"
+            if directory.exists():
+                # Left behind by a delete that crashed before renaming it away.
+                logger.warning("%s: removing stale directory %s", self.data_dir, directory.name)
+                shutil.rmtree(directory)
+            log = self._open_log(info, p, 0)
+            with self._lock:
+                self._logs[(info.name, p)] = log
+        fsync_dir(self.data_dir)
+
+    def delete_topic(self, name: str) -> None:
+        """Forget the topic (persisted first), then remove its partition directories."""
+        info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        with self._lock:
+            del self._topics[name]
+            logs = [
+                self._logs.pop((name, p)) for p in range(info.partitions) if (name, p) in self._logs
+            ]
+        self._write_topics()
+        for log in logs:
+            log.close(flush=False)
+            doomed = log.directory.with_name(
+                f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+            )
+            os.rename(log.directory, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+        fsync_dir(self.data_dir)
+        logger.info("deleted topic %s", name)
+
+    def get_log(self, topic: str, partition: int) -> Log:
+        log = self._logs.get((topic, partition))
+        if log is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic partition {topic}-{partition}")
+        return log
+
+    def logs(self) -> dict[tuple[str, int], Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    # -- durability ----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync every log, then checkpoint the recovery points (safe on a worker thread)."""
+        for log in self.logs().values():
+            log.flush()
+        self.checkpoint_recovery_points()
+
+    def maybe_checkpoint_recovery_points(self) -> bool:
+        """Checkpoint at most every ``log.flush.offset.checkpoint.interval.ms`` (Kafka: 60 s).
+
+        Call after each flush: the checkpoint costs two fsyncs, and a stale one is safe
+        (recovery just re-validates a little more). Returns True if it wrote.
+        """
+        now = time.monotonic()
+        if now - self._last_checkpoint < self._checkpoint_interval_s:
+            return False
+        self.checkpoint_recovery_points()
+        return True
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write every log's current recovery point (what its last flush made durable)."""
+        with self._checkpoint_lock:
+            self._last_checkpoint = time.monotonic()
+            points = sorted(
+                (topic, partition, log.recovery_point)
+                for (topic, partition), log in self.logs().items()
+            )
+            lines = [str(_CHECKPOINT_VERSION), str(len(points))]
+            lines.extend(f"{t} {p} {o}" for t, p, o in points)
+            atomic_write(self.data_dir / RECOVERY_POINT_FILE, ("\n".join(lines) + "\n").encode())
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention to every log; returns the number of segments deleted."""
+        return sum(log.delete_old_segments(now_ms) for log in self.logs().values())
+
+    def close(self) -> None:
+        """Flush and close every log, checkpoint, then write the clean-shutdown marker."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for log in self.logs().values():
+                log.close()  # flushes first
+            self.checkpoint_recovery_points()
+            marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+            atomic_write(marker, b"")
+            logger.info("%s: clean shutdown", self.data_dir)
+        finally:
+            os.close(self._lock_fd)
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,499 @@
+"""One log segment: a ``.log`` file of record batches exactly as received, plus its indexes.
+
+The log file is never memory-mapped: appends are one ``os.pwrite`` per batch on a
+descriptor kept open for the segment's life, reads are ``os.pread`` of batch headers
+(never seek+read, so a concurrent fsync thread or sendfile cannot disturb a file
+offset), and fetches hand out ``(fd, position, length)`` for ``os.sendfile``. Only batch
+headers are ever decoded; records are opaque bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from kafkaproto.batch import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    Buffer,
+    CorruptBatchError,
+    parse_header,
+    peek_offset_and_size,
+    verify_crc,
+)
+from logserver.log.config import LogConfig
+from logserver.log.fsutil import fsync_path
+from logserver.log.index import OffsetIndex, TimeIndex, index_file_name
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LOG_SUFFIX", "Segment"]
+
+LOG_SUFFIX = ".log"
+_INT32_MAX = 2**31 - 1
+_SCAN_CHUNK = 1 << 20
+# base offset, length, ... last offset delta: the 27 header bytes that locate an offset.
+_PEEK = struct.Struct(">qi11xi")
+_PEEK_SIZE = _PEEK.size  # 27
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Segment:
+    """A ``.log`` file starting at ``base_offset`` with its offset and time indexes.
+
+    Open with ``Segment(...)`` and then call exactly one of ``load()`` (trusted data:
+    cheap index sanity check, rebuild only if it fails) or ``recover()`` (untrusted:
+    re-validate every batch and rebuild the indexes). A brand-new segment needs neither.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        active: bool,
+        created_ms: int | None = None,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        self.path = directory / index_file_name(base_offset, LOG_SUFFIX)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.size = os.fstat(self.fd).st_size
+            self.offset_index = OffsetIndex(
+                directory / index_file_name(base_offset, OffsetIndex.suffix),
+                base_offset,
+                config.index_max_bytes,
+                writable=active,
+            )
+            self.time_index = TimeIndex(
+                directory / index_file_name(base_offset, TimeIndex.suffix),
+                base_offset,
+                config.index_max_bytes,
+                writable=active,
+            )
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.active = active
+        self.next_offset = base_offset
+        self.max_timestamp = -1  # largest batch max_timestamp in the segment
+        self.offset_of_max_timestamp = base_offset  # base offset of the batch that set it
+        self.created_ms = _now_ms() if created_ms is None else created_ms
+        self._first_batch_timestamp: int | None = None  # rolling time base, as in Kafka
+        self._bytes_since_index_entry = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"Segment({self.path.name}, offsets [{self.base_offset}, {self.next_offset}), "
+            f"{self.size} bytes)"
+        )
+
+    # -- opening -----------------------------------------------------------------
+
+    def load(self) -> bool:
+        """Adopt trusted data: sanity check the indexes and derive the in-memory state.
+
+        A missing, garbage or untrimmed index is rebuilt from the log (logged at
+        WARNING). Returns True if the indexes were rebuilt.
+        """
+        problem = self._index_problem()
+        if problem is None:
+            self._load_state_from_indexes()
+            return False
+        logger.warning("%s: rebuilding indexes: %s", self.path, problem)
+        # Header checks still apply: a torn tail is truncated even in trusted data.
+        self.recover(verify_from=None)
+        return True
+
+    def _index_problem(self) -> str | None:
+        oi, ti = self.offset_index, self.time_index
+        if self.size and not oi.existed:
+            return f"{oi.path.name} is missing"
+        if self.size and not ti.existed:
+            return f"{ti.path.name} is missing"
+        problem = oi.sanity_check(self.size)
+        if problem:
+            return f"{oi.path.name}: {problem}"
+        # The first and last entries must point at batch starts holding those offsets.
+        for i in {0, oi.entries - 1} if oi.entries else ():
+            offset, pos = oi.entry(i)
+            head = os.pread(self.fd, LOG_OVERHEAD, pos)
+            if len(head) < LOG_OVERHEAD or peek_offset_and_size(head)[0] != offset:
+                return f"{oi.path.name}: entry ({offset}, {pos}) is not a batch start"
+        next_offset = self._next_offset_after(*oi.last_entry())
+        if next_offset is None:
+            return f"{self.path.name}: batch headers after the last index entry are torn"
+        problem = ti.sanity_check(next_offset)
+        if problem:
+            return f"{ti.path.name}: {problem}"
+        return None
+
+    def _next_offset_after(self, offset: int, position: int) -> int | None:
+        """Walk headers from a known batch start to the end; None if the tail is torn."""
+        next_offset = offset
+        while position < self.size:
+            head = os.pread(self.fd, _PEEK_SIZE, position)
+            if len(head) < _PEEK_SIZE:
+                return None
+            base, length, last_delta = _PEEK.unpack(head)
+            if (
+                length < BATCH_HEADER_SIZE - LOG_OVERHEAD
+                or position + length + LOG_OVERHEAD > self.size
+            ):
+                return None
+            next_offset = base + last_delta + 1
+            position += length + LOG_OVERHEAD
+        return next_offset
+
+    def _load_state_from_indexes(self) -> None:
+        last_offset, last_pos = self.offset_index.last_entry()
+        next_offset = self._next_offset_after(last_offset, last_pos)
+        assert next_offset is not None  # checked by _index_problem
+        self.next_offset = next_offset if self.size else self.base_offset
+        # A cleanly closed or rolled segment's last time entry is its max (written on close).
+        ts, offset = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = ts, offset
+        self._bytes_since_index_entry = self.size - last_pos
+
+    def make_active(self) -> None:
+        """Preallocate the indexes so this segment can take appends."""
+        if not self.active:
+            self.offset_index.make_writable()
+            self.time_index.make_writable()
+            self.active = True
+
+    def make_inactive(self) -> None:
+        """On roll: record the final max timestamp and trim the indexes, like Kafka."""
+        if self.active:
+            if self.max_timestamp >= 0:
+                self.time_index.maybe_append(
+                    self.max_timestamp, self.offset_of_max_timestamp, final=True
+                )
+            self.offset_index.trim()
+            self.time_index.trim()
+            self.active = False
+
+    # -- recovery ------------------------------------------------------------------
+
+    def recover(self, verify_from: int | None = 0, expected_offset: int | None = None) -> int:
+        """Re-validate the file, truncate at the first bad batch, rebuild both indexes.
+
+        Every batch gets header sanity checks (magic, length, offsets contiguous from
+        ``expected_offset`` — default the segment's base offset — and fitting in a u32
+        relative offset, whole batch present); batches starting at or after
+        ``verify_from`` also get their CRC-32C checked (None: no CRC checks, for a
+        trusted file whose index was lost). Returns the number of bytes truncated.
+        """
+        file_size = os.fstat(self.fd).st_size
+        verify_pos = file_size if verify_from is None else verify_from
+        expected = self.base_offset if expected_offset is None else expected_offset
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self._first_batch_timestamp = None
+        self._bytes_since_index_entry = 0
+        if not self.offset_index.writable:
+            # Rebuilding needs room; trim back to the entries afterwards.
+            self.offset_index.make_writable()
+            self.time_index.make_writable()
+            rewritable = True
+        else:
+            rewritable = False
+        self.size = 0
+        pos = 0
+        buf: bytes = b""
+        buf_pos = 0
+        reason: str | None = None
+        while pos < file_size:
+            off = pos - buf_pos
+            if off + BATCH_HEADER_SIZE > len(buf):
+                buf = os.pread(self.fd, min(_SCAN_CHUNK, file_size - pos), pos)
+                buf_pos, off = pos, 0
+                if len(buf) < BATCH_HEADER_SIZE:
+                    reason = f"torn batch header ({len(buf)} bytes) at position {pos}"
+                    break
+            try:
+                header = parse_header(buf, off)
+            except CorruptBatchError as exc:
+                reason = f"corrupt batch header at position {pos}: {exc}"
+                break
+            size = header.size
+            if pos + size > file_size:
+                reason = (
+                    f"torn batch at position {pos}: {size} bytes declared, "
+                    f"{file_size - pos} present"
+                )
+                break
+            if header.base_offset != expected:
+                reason = (
+                    f"batch at position {pos} has base offset {header.base_offset}, "
+                    f"expected {expected}"
+                )
+                break
+            if (
+                header.last_offset_delta < 0
+                or header.record_count < 0
+                or header.last_offset - self.base_offset > _INT32_MAX
+            ):
+                reason = f"batch at position {pos} has bad offsets/count ({header})"
+                break
+            if pos >= verify_pos:
+                if off + size > len(buf):
+                    buf = os.pread(self.fd, max(_SCAN_CHUNK, size), pos)
+                    buf_pos, off = pos, 0
+                if not verify_crc(buf, off, header):
+                    reason = f"CRC mismatch in batch at position {pos} (offset {expected})"
+                    break
+            self._index_batch(pos, header.base_offset, header.max_timestamp, size)
+            self.size = pos = pos + size
+            expected = header.next_offset
+        self.next_offset = expected if self.size else self.base_offset
+        truncated = file_size - self.size
+        if truncated:
+            logger.warning(
+                "%s: truncating %d bytes at position %d (offsets >= %d): %s",
+                self.path,
+                truncated,
+                self.size,
+                self.next_offset,
+                reason,
+            )
+            os.ftruncate(self.fd, self.size)
+        if rewritable:
+            self.make_inactive_indexes()
+        return truncated
+
+    def make_inactive_indexes(self) -> None:
+        """Trim rebuilt indexes of a segment that takes no appends."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp, final=True
+            )
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    # -- append ----------------------------------------------------------------------
+
+    def should_roll(
+        self, batch_size: int, max_timestamp: int, last_offset: int, now_ms: int
+    ) -> bool:
+        """Kafka's LogSegment.shouldRoll: size, age, full index, or relative offset overflow."""
+        if not self.size:
+            return False
+        if self.size > self.config.segment_bytes - batch_size:
+            return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        if last_offset - self.base_offset > _INT32_MAX:
+            return True
+        first_ts = self._first_batch_timestamp
+        if first_ts is None:
+            head = os.pread(self.fd, BATCH_HEADER_SIZE, 0)
+            first_ts = parse_header(head).max_timestamp if len(head) == BATCH_HEADER_SIZE else -1
+            self._first_batch_timestamp = first_ts
+        # Age: by record timestamps when they exist, else by wall clock since creation.
+        waited = max_timestamp - first_ts if first_ts >= 0 else now_ms - self.created_ms
+        return waited > self.config.roll_ms
+
+    def append(self, batch: Buffer, base_offset: int, max_timestamp: int, next_offset: int) -> int:
+        """Write one whole batch at the end of the file; returns its position."""
+        pos = self.size
+        n = os.pwrite(self.fd, batch, pos)
+        if n != len(batch):  # short writes only happen on a full disk; finish or raise
+            view = memoryview(batch)
+            while n < len(view):
+                n += os.pwrite(self.fd, view[n:], pos + n)
+        self._index_batch(pos, base_offset, max_timestamp, n)
+        self.size = pos + n
+        self.next_offset = next_offset
+        return pos
+
+    def _index_batch(self, pos: int, base_offset: int, max_timestamp: int, size: int) -> None:
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = base_offset
+        if self._first_batch_timestamp is None:
+            self._first_batch_timestamp = max_timestamp
+        if self._bytes_since_index_entry > self.config.index_interval_bytes:
+            # Appends roll before an index fills; only a rebuild with a smaller
+            # log.index.size.max.bytes gets here full, and then the tail stays unindexed.
+            if not self.offset_index.is_full:
+                self.offset_index.append(base_offset, pos)
+            if not self.time_index.is_full:
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += size
+
+    # -- read ------------------------------------------------------------------------
+
+    def translate_offset(self, offset: int) -> tuple[int, int, int] | None:
+        """(position, base_offset, size) of the batch holding ``offset``, or None if past the end.
+
+        One index lookup, then 27-byte preads from batch to batch (at most about
+        ``log.index.interval.bytes`` of log).
+        """
+        if offset >= self.next_offset:
+            return None
+        _, pos = self.offset_index.lookup(offset)
+        end = self.size
+        pread, fd, unpack = os.pread, self.fd, _PEEK.unpack
+        while pos < end:
+            base, length, last_delta = unpack(pread(fd, _PEEK_SIZE, pos))
+            if base + last_delta >= offset:
+                return pos, base, length + LOG_OVERHEAD
+            pos += length + LOG_OVERHEAD
+        return None
+
+    def read_region(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_position: int | None = None,
+        *,
+        min_one: bool = True,
+    ) -> tuple[int, int, int] | None:
+        """``(fd, position, length)`` of whole batches from the one holding ``start_offset``.
+
+        With ``min_one`` the first batch is included whole even when larger than
+        ``max_bytes`` (KIP-74; without it such a read returns None, as Kafka answers
+        later partitions of a full response); later batches only while the total stays
+        within ``max_bytes``. Nothing at or beyond ``max_position`` (the high
+        watermark's position) is included.
+        """
+        limit_pos = self.size if max_position is None else min(max_position, self.size)
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        pos, _, first_size = found
+        if pos + first_size > limit_pos or (not min_one and first_size > max_bytes):
+            return None
+        end_limit = min(pos + max(max_bytes, 0), limit_pos)
+        end = pos + first_size
+        if end < end_limit:
+            # Jump via the index to the last indexed batch start that still fits.
+            _, indexed = self.offset_index.lookup_position(end_limit)
+            if indexed > end:
+                end = indexed
+            pread, fd = os.pread, self.fd
+            while end + LOG_OVERHEAD <= end_limit:
+                size = peek_offset_and_size(pread(fd, LOG_OVERHEAD, end))[1]
+                if end + size > end_limit:
+                    break
+                end += size
+        return self.fd, pos, end - pos
+
+    def iter_headers(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of every batch from ``position`` (a batch start) to the end.
+
+        Reads the file in 1 MiB chunks while batches are small, and only headers once
+        they are big. The data must be trusted (already validated).
+        """
+        end = self.size
+        buf: bytes = b""
+        buf_pos = position
+        chunk = _SCAN_CHUNK
+        while position + BATCH_HEADER_SIZE <= end:
+            off = position - buf_pos
+            if off + BATCH_HEADER_SIZE > len(buf):
+                buf = os.pread(self.fd, min(chunk, end - position), position)
+                buf_pos, off = position, 0
+            header = parse_header(buf, off)
+            yield position, header
+            position += header.size
+            chunk = _SCAN_CHUNK if header.size < _SCAN_CHUNK // 4 else BATCH_HEADER_SIZE
+
+    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """(position, header) data of the first batch whose max_timestamp >= ``timestamp``.
+
+        Returns ``(position, base_offset, max_timestamp)`` or None. Batch granularity:
+        the caller decides whether to decode the batch for the exact record.
+        """
+        if self.max_timestamp < timestamp:
+            return None
+        _, ts_offset = self.time_index.lookup(timestamp)
+        _, pos = self.offset_index.lookup(ts_offset)
+        for position, header in self.iter_headers(pos):
+            if header.max_timestamp >= timestamp:
+                return position, header.base_offset, header.max_timestamp
+        return None
+
+    # -- truncation, durability, lifecycle --------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch holding ``offset`` and everything after; returns bytes removed.
+
+        Kafka semantics: truncation is at batch granularity, so the segment's next
+        offset becomes that batch's base offset (<= ``offset``).
+        """
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        pos = found[0]
+        removed = self.size - pos
+        os.ftruncate(self.fd, pos)
+        self.size = pos
+        # Rare operation: recompute indexes and max timestamp by scanning the headers.
+        self.recover(verify_from=None)
+        return removed
+
+    def flush_targets(self) -> tuple[int, list[Path]]:
+        """The log descriptor and the index files whose fsync makes this segment durable.
+
+        The active segment's indexes are left out: they are rebuilt after an unclean
+        stop anyway (everything from the recovery point on is), so fsyncing them on every
+        flush would only triple the cost. Trimmed indexes of rolled segments are included
+        (fsynced by path: inactive indexes keep no descriptor of their own).
+        """
+        if self.active:
+            return self.fd, []
+        return self.fd, [self.offset_index.path, self.time_index.path]
+
+    def close(self, *, sync: bool = False) -> None:
+        """Record the final max timestamp, trim the indexes, close every descriptor.
+
+        ``sync`` fsyncs the trimmed indexes (clean shutdown of the active segment, so a
+        reopen after a power loss still finds them trimmed).
+        """
+        if self.fd < 0:
+            return
+        self.make_inactive()
+        if sync:
+            fsync_path(self.offset_index.path)
+            fsync_path(self.time_index.path)
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self.fd)
+        self.fd = -1
+
+    def retire(self) -> None:
+        """Delete the files but keep the log descriptor open for in-flight sendfiles.
+
+        The owner closes it later with ``close_fd`` (the unlinked data stays readable
+        until then).
+        """
+        self.offset_index.delete()
+        self.time_index.delete()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    def close_fd(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        self.retire()
+        self.close_fd()

@@ -1,0 +1,302 @@
+"""One asyncio protocol per client connection: framing, in-order responses, sendfile.
+
+Frames are read into a reusable staging buffer; a frame too large for it gets a buffer of
+its own that the socket fills directly, so a big produce request is copied once. Each
+request's synchronous part runs on arrival, in arrival order (so appends keep the
+producer's order); responses that must wait (long-poll fetch, fsync before ack) are
+futures, and responses leave strictly in request order, as Kafka clients require.
+Record bytes of fetch responses go from the segment file to the socket with sendfile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from kafkaproto import FileRegion, RequestHeader, encode_response
+
+if TYPE_CHECKING:
+    from logserver.dispatch import Dispatcher
+
+log = logging.getLogger(__name__)
+
+STAGING_BYTES = 256 * 1024
+# Below this, reading the region and writing it with the header is cheaper than a
+# separate sendfile call (which must wait for the socket buffer to drain first).
+SENDFILE_MIN_BYTES = 64 * 1024
+_SIZE = struct.Struct(">i")
+
+
+class _FdFile:
+    """The minimum of a file object that loop.sendfile needs, over a shared fd."""
+
+    mode = "rb"
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        # loop.sendfile repositions the file when done; our fds are only read by
+        # position (pread/sendfile with offsets), so the position is irrelevant.
+        return offset
+
+
+class ConnectionStats:
+    """Counters shared by every connection, for logs and tests."""
+
+    def __init__(self) -> None:
+        self.connections: set[KafkaConnection] = set()
+        self.open_connections = 0
+        self.requests = 0
+        self.sendfile_calls = 0
+        self.sendfile_bytes = 0
+        self.protocol_errors = 0
+
+    @property
+    def in_flight(self) -> int:
+        return sum(connection.in_flight for connection in self.connections)
+
+    def close_all(self) -> None:
+        for connection in list(self.connections):
+            connection.close()
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    def __init__(self, dispatcher: Dispatcher, stats: ConnectionStats) -> None:
+        self._dispatcher = dispatcher
+        self._stats = stats
+        self._max_request = dispatcher.config["socket.request.max.bytes"]
+        self._max_queued = dispatcher.config["queued.max.requests"]
+        self._staging = bytearray(STAGING_BYTES)
+        self._staging_view = memoryview(self._staging)
+        self._start = 0
+        self._end = 0
+        self._big: bytearray | None = None
+        self._big_filled = 0
+        self._pending: deque[list[Any]] = deque()  # [header, response | future]
+        self._out: deque[bytes | FileRegion] = deque()
+        self._writer: asyncio.Task[None] | None = None
+        self._transport: asyncio.Transport | None = None
+        self._reading_paused = False
+        self._writing_paused = False
+        self._closed = False
+        self.peer = "?"
+
+    # -- asyncio protocol callbacks -------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._stats.open_connections += 1
+        self._stats.connections.add(self)
+        log.debug("connection from %s", self.peer)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._stats.open_connections -= 1
+        self._stats.connections.discard(self)
+        for entry in self._pending:
+            if isinstance(entry[1], asyncio.Future):
+                entry[1].cancel()
+        self._pending.clear()
+        self._out.clear()
+        if self._writer is not None:
+            self._writer.cancel()
+        log.debug("connection from %s closed", self.peer)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending) + len(self._out)
+
+    def close(self) -> None:
+        if self._transport is not None and not self._closed:
+            self._closed = True
+            self._transport.close()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled:]
+        return self._staging_view[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big):
+                frame, self._big = self._big, None
+                self._handle_frame(frame)
+            return
+        self._end += nbytes
+        self._parse_staged()
+
+    def eof_received(self) -> bool:
+        return False
+
+    # -- framing ----------------------------------------------------------------------
+
+    def _parse_staged(self) -> None:
+        staging = self._staging
+        while not self._closed and self._end - self._start >= 4:
+            (size,) = _SIZE.unpack_from(staging, self._start)
+            if size < 8 or size > self._max_request:
+                self._protocol_error(
+                    f"frame size {size} outside 8..{self._max_request} "
+                    "(socket.request.max.bytes)")
+                return
+            available = self._end - self._start - 4
+            if available >= size:
+                body_start = self._start + 4
+                frame = staging[body_start:body_start + size]
+                self._start = body_start + size
+                self._handle_frame(frame)
+                continue
+            if size + 4 > len(staging):
+                self._big = bytearray(size)
+                self._big[:available] = staging[self._start + 4:self._end]
+                self._big_filled = available
+                self._start = self._end = 0
+                return
+            break
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif self._start > 0:
+            remaining = self._end - self._start
+            staging[:remaining] = staging[self._start:self._end]
+            self._start, self._end = 0, remaining
+
+    def _protocol_error(self, reason: str) -> None:
+        self._stats.protocol_errors += 1
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        self._closed = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    # -- requests and responses -------------------------------------------------------
+
+    def _handle_frame(self, frame: bytearray) -> None:
+        self._stats.requests += 1
+        try:
+            outcome = self._dispatcher.dispatch(frame, self.peer)
+        except Exception as exc:  # a bug in a handler must not kill the other clients
+            log.exception("request from %s failed", self.peer)
+            self._protocol_error(f"internal error: {exc!r}")
+            return
+        if outcome is None:
+            return  # acks=0 produce: no response at all
+        header, result = outcome
+        if header is None:
+            self._protocol_error(str(result))
+            return
+        if isinstance(result, Awaitable):
+            future = asyncio.ensure_future(result)
+            self._pending.append([header, future])
+            future.add_done_callback(self._on_response_ready)
+            self._update_reading()
+        elif self._pending:
+            self._pending.append([header, result])
+        else:
+            self._send(header, result)
+
+    def _on_response_ready(self, _future: asyncio.Future[Any]) -> None:
+        while self._pending and not self._closed:
+            header, result = self._pending[0]
+            if isinstance(result, asyncio.Future):
+                if not result.done():
+                    break
+                if result.cancelled():
+                    return
+                error = result.exception()
+                if error is not None:
+                    log.error("request %s from %s failed", header, self.peer, exc_info=error)
+                    self._protocol_error(f"internal error: {error!r}")
+                    return
+                result = result.result()
+            self._pending.popleft()
+            if result is not None:
+                self._send(header, result)
+        self._update_reading()
+
+    def _send(self, header: RequestHeader, body: Any) -> None:
+        chunks = encode_response(header.api_key, header.api_version, header.correlation_id, body)
+        if self._writer is not None:
+            self._out.extend(chunks)
+            return
+        transport = self._transport
+        assert transport is not None
+        for index, chunk in enumerate(chunks):
+            if isinstance(chunk, FileRegion):
+                if chunk.length >= SENDFILE_MIN_BYTES:
+                    self._out.extend(chunks[index:])
+                    self._writer = asyncio.ensure_future(self._write_out())
+                    return
+                chunk = self._pread(chunk)
+                if chunk is None:
+                    return
+            transport.write(chunk)
+
+    def _pread(self, region: FileRegion) -> bytes | None:
+        data = os.pread(region.fd, region.length, region.offset)
+        if len(data) != region.length:
+            self._protocol_error(f"segment shrank under a fetch ({len(data)} of {region.length} bytes)")
+            return None
+        return data
+
+    async def _write_out(self) -> None:
+        transport = self._transport
+        assert transport is not None
+        loop = asyncio.get_running_loop()
+        try:
+            while self._out and not self._closed:
+                chunk = self._out.popleft()
+                if isinstance(chunk, FileRegion):
+                    if chunk.length >= SENDFILE_MIN_BYTES:
+                        sent = await loop.sendfile(transport, _FdFile(chunk.fd), chunk.offset, chunk.length)
+                        self._stats.sendfile_calls += 1
+                        self._stats.sendfile_bytes += sent
+                        if sent != chunk.length:
+                            self._protocol_error("segment shrank under a fetch")
+                            return
+                        continue
+                    data = self._pread(chunk)
+                    if data is None:
+                        return
+                    chunk = data
+                transport.write(chunk)
+        except (ConnectionError, OSError) as exc:
+            log.debug("write to %s failed: %s", self.peer, exc)
+            if not self._closed and self._transport is not None:
+                self._transport.abort()
+        finally:
+            self._writer = None
+
+    def _update_reading(self) -> None:
+        if self._transport is None or self._closed:
+            return
+        should_pause = self._writing_paused or len(self._pending) >= self._max_queued
+        if should_pause and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+        elif not should_pause and self._reading_paused:
+            self._reading_paused = False
+            self._transport.resume_reading()
+
+
+def connection_factory(dispatcher: Dispatcher, stats: ConnectionStats) -> Callable[[], KafkaConnection]:
+    return lambda: KafkaConnection(dispatcher, stats)

@@ -1,0 +1,61 @@
+"""Start-up and shutdown: bind the listeners, serve, and stop cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from logserver.broker import Broker
+from logserver.config import Config
+from logserver.dispatch import Dispatcher
+from logserver.network import ConnectionStats, connection_factory
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_SECONDS = 5.0
+
+
+async def run_server(config: Config, ready: asyncio.Event | None = None,
+                     stop: asyncio.Event | None = None) -> None:
+    loop = asyncio.get_running_loop()
+    broker = Broker(config)
+    broker.open()
+    stats = ConnectionStats()
+    factory = connection_factory(Dispatcher(broker), stats)
+    servers: list[asyncio.Server] = []
+    try:
+        ports = []
+        for listener in config["listeners"]:
+            server = await loop.create_server(factory, listener.host, listener.port,
+                                              reuse_address=True, backlog=1024)
+            servers.append(server)
+            ports.append(server.sockets[0].getsockname()[1])
+        broker.config = config.with_bound_ports(ports)
+        await broker.start()
+        for listener in broker.config["listeners"]:
+            log.info("listening on %s:%d (%s)", listener.host, listener.port, listener.name)
+        log.info("data in %s; durability: %s", config.data_dir.resolve(), broker.durability.mode)
+        stop = stop or asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        if ready is not None:
+            ready.set()
+        await stop.wait()
+        log.info("shutting down: no new connections, finishing in-flight requests")
+    finally:
+        for server in servers:
+            server.close()
+        await _wait_for_in_flight(stats)
+        stats.close_all()
+        await broker.close()
+        log.info("stopped cleanly")
+
+
+async def _wait_for_in_flight(stats: ConnectionStats) -> None:
+    """Give requests already read a moment to be answered before the log closes."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SHUTDOWN_GRACE_SECONDS
+    await asyncio.sleep(0)
+    while stats.in_flight > 0 and loop.time() < deadline:
+        await asyncio.sleep(0.01)

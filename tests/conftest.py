@@ -1,0 +1,112 @@
+"""Shared pytest fixtures: real ``logserver`` processes on 127.0.0.1.
+
+Fixtures
+- ``server``: a fresh server (own data dir under tmp_path) for one test.
+- ``module_server``: one server shared by the tests of a module (fresh data dir per
+  module); tests sharing it must use their own topic names (``topic_name``).
+- ``server_factory``: ``server_factory(settings={...}, env={...}, ...)`` starts more
+  servers (or servers with special settings); all of them are stopped after the test.
+
+A failing test's report gets the output (stderr and stdout) of every server it used.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shutil
+
+import pytest
+from serverproc import ServerProcess
+
+_SERVERS_KEY = pytest.StashKey[list]()
+_counter = itertools.count()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes more than a few seconds (deselect: -m 'not slow')")
+    config.addinivalue_line("markers", "kcat: needs Debian's kcat binary")
+
+
+def _register(node, server: ServerProcess) -> None:
+    node.stash.setdefault(_SERVERS_KEY, []).append(server)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed:
+        servers = list(item.stash.get(_SERVERS_KEY, []))
+        # module-scoped servers the test used
+        for name in getattr(item, "fixturenames", ()):
+            value = item.funcargs.get(name) if hasattr(item, "funcargs") else None
+            if isinstance(value, ServerProcess) and value not in servers:
+                servers.append(value)
+        for srv in servers:
+            report.sections.append(
+                (f"logserver {srv.bootstrap} output ({srv.log_path})", srv.output_tail())
+            )
+    return report
+
+
+def _start(request, server: ServerProcess) -> ServerProcess:
+    _register(request.node, server)
+    request.addfinalizer(server.stop)  # by pid, even when the test failed
+    server.start()
+    return server
+
+
+@pytest.fixture
+def server(request, tmp_path) -> ServerProcess:
+    """A fresh logserver for this test, data in ``tmp_path/data``."""
+    return _start(request, ServerProcess(tmp_path / "data"))
+
+
+@pytest.fixture(scope="module")
+def module_server(request, tmp_path_factory) -> ServerProcess:
+    """One logserver per test module (3 partitions per auto-created topic)."""
+    base = tmp_path_factory.mktemp("module-server")
+    srv = ServerProcess(base / "data", settings={"num.partitions": 3})
+    request.addfinalizer(srv.stop)
+    srv.start()
+    return srv
+
+
+@pytest.fixture
+def server_factory(request, tmp_path):
+    """Start extra servers: ``server_factory(settings=..., env=..., start=True)``."""
+
+    def make(*, start: bool = True, data_dir=None, **kwargs) -> ServerProcess:
+        n = next(_counter)
+        if data_dir is None and kwargs.get("base_flags", True):
+            data_dir = tmp_path / f"data{n}"
+        kwargs.setdefault("log_path", tmp_path / f"logserver-{n}.log")
+        srv = ServerProcess(data_dir, **kwargs)
+        _register(request.node, srv)
+        request.addfinalizer(srv.stop)
+        if start:
+            srv.start()
+        return srv
+
+    return make
+
+
+@pytest.fixture
+def topic_name(request) -> str:
+    """A topic name unique to this test (legal Kafka topic characters only)."""
+    base = re.sub(r"[^A-Za-z0-9._-]", "-", request.node.name)[:180]
+    return f"t-{base}-{next(_counter)}"
+
+
+@pytest.fixture(scope="session")
+def kcat_bin() -> str:
+    """Path of Debian's kcat; skipped locally when absent, a failure under CI."""
+    path = shutil.which("kcat") or shutil.which("kafkacat")
+    if path is None:
+        msg = "kcat not installed (bash tests/run.sh installs it with apt-get)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return path
+

@@ -1,0 +1,264 @@
+"""Kafka frames written by hand with ``struct``, for bad-input tests over a raw socket.
+
+Deliberately independent of ``kafkaproto`` (the code under test): only the few
+non-flexible message versions the tests need.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+import crc32c
+
+HOST = "127.0.0.1"
+
+API_PRODUCE = 0
+API_FETCH = 1
+API_METADATA = 3
+API_API_VERSIONS = 18
+
+UNSUPPORTED_VERSION = 35
+CORRUPT_MESSAGE = 2
+
+
+# ------------------------------------------------------------------ primitives
+def i8(v):
+    return struct.pack(">b", v)
+
+
+def i16(v):
+    return struct.pack(">h", v)
+
+
+def i32(v):
+    return struct.pack(">i", v)
+
+
+def i64(v):
+    return struct.pack(">q", v)
+
+
+def string(s: str | None) -> bytes:
+    if s is None:
+        return i16(-1)
+    b = s.encode()
+    return i16(len(b)) + b
+
+
+def nbytes(b: bytes | None) -> bytes:
+    if b is None:
+        return i32(-1)
+    return i32(len(b)) + b
+
+
+def varint(v: int) -> bytes:
+    z = (v << 1) ^ (v >> 63)  # zig-zag
+    out = bytearray()
+    while True:
+        byte = z & 0x7F
+        z >>= 7
+        if z:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+class Reader:
+    def __init__(self, data: bytes):
+        self.data = data
+        self.pos = 0
+
+    def take(self, fmt: str):
+        (v,) = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return v
+
+    def i16(self):
+        return self.take(">h")
+
+    def i32(self):
+        return self.take(">i")
+
+    def i64(self):
+        return self.take(">q")
+
+    def string(self):
+        n = self.i16()
+        if n < 0:
+            return None
+        s = self.data[self.pos:self.pos + n].decode()
+        self.pos += n
+        return s
+
+    def remaining(self):
+        return len(self.data) - self.pos
+
+
+# ------------------------------------------------------------------ frames
+def request(api_key: int, api_version: int, correlation_id: int, body: bytes = b"",
+            client_id: str | None = "rawwire-test", flexible: bool = False) -> bytes:
+    """A size-prefixed request: header v1 (v2 when ``flexible``: plus an empty tag buffer)."""
+    header = i16(api_key) + i16(api_version) + i32(correlation_id) + string(client_id)
+    if flexible:
+        header += b"\x00"
+    payload = header + body
+    return i32(len(payload)) + payload
+
+
+def record_batch(values: list[tuple[bytes | None, bytes]], base_timestamp: int | None = None,
+                 corrupt_crc: bool = False) -> bytes:
+    """A magic-2 record batch, uncompressed, no producer id, base offset 0."""
+    ts = int(time.time() * 1000) if base_timestamp is None else base_timestamp
+    recs = b""
+    for delta, (key, value) in enumerate(values):
+        body = i8(0) + varint(0) + varint(delta)
+        body += varint(-1) if key is None else varint(len(key)) + key
+        body += varint(len(value)) + value
+        body += varint(0)  # headers
+        recs += varint(len(body)) + body
+    after_crc = (
+        i16(0)  # attributes
+        + i32(len(values) - 1)  # lastOffsetDelta
+        + i64(ts) + i64(ts)  # base/max timestamp
+        + i64(-1) + i16(-1) + i32(-1)  # producer id, epoch, base sequence
+        + i32(len(values))
+        + recs
+    )
+    crc = crc32c.crc32c(after_crc)
+    if corrupt_crc:
+        crc ^= 0xDEADBEEF
+    after_length = i32(-1) + i8(2) + struct.pack(">I", crc) + after_crc
+    return i64(0) + i32(len(after_length)) + after_length
+
+
+def produce_v3(topic: str, partition: int, records: bytes, acks: int = -1,
+               timeout_ms: int = 10000) -> bytes:
+    return (string(None) + i16(acks) + i32(timeout_ms) + i32(1) + string(topic)
+            + i32(1) + i32(partition) + nbytes(records))
+
+
+def parse_produce_v3_response(body: bytes) -> dict[tuple[str, int], tuple[int, int]]:
+    """{(topic, partition): (error_code, base_offset)}"""
+    r = Reader(body)
+    out = {}
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            p = r.i32()
+            err = r.i16()
+            base = r.i64()
+            r.i64()  # log_append_time_ms
+            out[(name, p)] = (err, base)
+    r.i32()  # throttle_time_ms
+    return out
+
+
+def parse_api_versions_v0(body: bytes) -> tuple[int, dict[int, tuple[int, int]]]:
+    """(error_code, {api_key: (min, max)}) of a v0-encoded ApiVersions response body."""
+    r = Reader(body)
+    err = r.i16()
+    n = r.i32()
+    keys = {}
+    for _ in range(max(n, 0)):
+        k, lo, hi = r.i16(), r.i16(), r.i16()
+        keys[k] = (lo, hi)
+    return err, keys
+
+
+# ------------------------------------------------------------------ connection
+class Conn:
+    """A raw client connection to 127.0.0.1:port."""
+
+    def __init__(self, port: int, timeout: float = 10.0):
+        self.sock = socket.create_connection((HOST, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.timeout = timeout
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send(self, data: bytes) -> bool:
+        """Send bytes; False if the server already closed the connection."""
+        try:
+            self.sock.sendall(data)
+            return True
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+
+    def _recv_exact(self, n: int) -> bytes | None:
+        buf = bytearray()
+        while len(buf) < n:
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except ConnectionResetError:
+                return None
+            if not chunk:
+                return None
+            buf += chunk
+        return bytes(buf)
+
+    def recv_frame(self, timeout: float | None = None) -> bytes | None:
+        """One response frame (without the size prefix), or None if the server closed
+        the connection. Raises ``socket.timeout`` when nothing came in ``timeout``."""
+        self.sock.settimeout(self.timeout if timeout is None else timeout)
+        head = self._recv_exact(4)
+        if head is None:
+            return None
+        (size,) = struct.unpack(">i", head)
+        assert 0 <= size < 64 * 1024 * 1024, f"implausible response size {size}"
+        data = self._recv_exact(size)
+        assert data is not None, "connection closed in the middle of a response frame"
+        return data
+
+    def call(self, frame: bytes, timeout: float | None = None) -> tuple[int, bytes] | None:
+        """Send a request, return (correlation_id, body after the v0 response header),
+        or None if the connection was closed instead."""
+        if not self.send(frame):
+            return None
+        data = self.recv_frame(timeout)
+        if data is None:
+            return None
+        (corr,) = struct.unpack_from(">i", data)
+        return corr, data[4:]
+
+    def closed_by_server(self, timeout: float = 10.0) -> bool:
+        """True if the server closes the connection within ``timeout`` (any unread data
+        before the close is returned by ``recv`` first and ignored here)."""
+        self.sock.settimeout(timeout)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return True
+        except ConnectionResetError:
+            return True
+        except TimeoutError:
+            return False
+        return False
+
+
+def api_versions_ok(port: int | None = None, conn: Conn | None = None, correlation_id: int = 7):
+    """ApiVersions v0 on ``conn`` (or a new connection): returns {api_key: (min, max)}."""
+    own = conn is None
+    c = Conn(port) if own else conn
+    try:
+        res = c.call(request(API_API_VERSIONS, 0, correlation_id))
+        assert res is not None, "server closed a healthy connection on ApiVersions v0"
+        corr, body = res
+        assert corr == correlation_id
+        err, keys = parse_api_versions_v0(body)
+        assert err == 0, f"ApiVersions v0 error {err}"
+        return keys
+    finally:
+        if own:
+            c.close()

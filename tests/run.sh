@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The one test command (README, .ci/run): installs what the tests need on a fresh
+# Debian machine (run as root), then lints and runs the whole suite.
+#   bash tests/run.sh                 # everything
+#   bash tests/run.sh -m 'not slow'   # extra arguments go to pytest
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'tests/run.sh: ERROR: %s\n' "$*" >&2; exit 1; }
+
+# --- system packages: kcat (librdkafka CLI) and mosquitto-clients (MQTT bridge tests)
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+command -v mosquitto_pub >/dev/null 2>&1 || missing+=(mosquitto-clients)
+if ((${#missing[@]})); then
+    command -v apt-get >/dev/null 2>&1 || die "need ${missing[*]} and there is no apt-get"
+    SUDO=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || die "need root (or sudo) to apt-get install ${missing[*]}"
+        SUDO=(sudo)
+    fi
+    log "apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    "${SUDO[@]}" apt-get update
+    "${SUDO[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+kcat -V >/dev/null 2>&1 || die "kcat is installed but 'kcat -V' fails"
+command -v mosquitto_pub >/dev/null 2>&1 || die "mosquitto_pub missing after install"
+
+# --- Python packages: the project and its test extras
+PY=python3
+command -v "$PY" >/dev/null 2>&1 || die "python3 not found"
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "need Python >= 3.11"
+log "pip install -e '.[test]'"
+PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
+    "$PY" -m pip install --quiet -e '.[test]'
+"$PY" -c 'import kafka, aiokafka, confluent_kafka, pytest, pytest_timeout' \
+    || die "test dependencies not importable after pip install"
+
+log "ruff check ."
+"$PY" -m ruff check .
+
+log "pytest $*"
+exec "$PY" -m pytest "$@"

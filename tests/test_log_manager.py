@@ -1,0 +1,134 @@
+"""LogManager: topics persisted, marker and checkpoint files, unclean restart recovery."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from test_log_helpers import append, read_records
+
+from logserver.log import (
+    InvalidTopicError,
+    LogDirLockedError,
+    LogManager,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from logserver.log.manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE, TOPICS_FILE
+
+SETTINGS = {"log.segment.bytes": 1000, "log.index.interval.bytes": 100}
+
+
+def test_topics_persist_across_reopen(tmp_path: Path) -> None:
+    mgr = LogManager(tmp_path, SETTINGS)
+    assert not mgr.had_clean_shutdown
+    info = mgr.create_topic("events", 3, {"segment.bytes": "500", "retention.ms": "1000"})
+    mgr.create_topic("other.topic_x-1", 1)
+    assert len(info.topic_id) == 16
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [
+        "events-0",
+        "events-1",
+        "events-2",
+        "other.topic_x-1-0",
+    ]
+    log = mgr.get_log("events", 1)
+    assert log.config.segment_bytes == 500 and log.config.index_interval_bytes == 100
+    for _ in range(20):
+        append(log, n=2)
+    mgr.close()
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    doc = json.loads((tmp_path / TOPICS_FILE).read_text())
+    assert doc["topics"]["events"]["partitions"] == 3
+
+    mgr = LogManager(tmp_path, SETTINGS)
+    assert mgr.had_clean_shutdown and not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert set(mgr.topics()) == {"events", "other.topic_x-1"}
+    assert mgr.topics()["events"].topic_id == info.topic_id
+    assert mgr.topics()["events"].configs == {"segment.bytes": "500", "retention.ms": "1000"}
+    log = mgr.get_log("events", 1)
+    assert log.log_end_offset == 40 and len(read_records(log)) == 40
+    with pytest.raises(UnknownTopicOrPartitionError):
+        mgr.get_log("events", 3)
+    mgr.close()
+
+
+def test_checkpoint_file_format(tmp_path: Path) -> None:
+    with LogManager(tmp_path) as mgr:
+        mgr.create_topic("a", 2)
+        append(mgr.get_log("a", 1), n=5)
+        mgr.flush()
+        lines = (tmp_path / RECOVERY_POINT_FILE).read_text().splitlines()
+        assert lines == ["0", "2", "a 0 0", "a 1 5"]
+
+
+def test_create_delete_and_validation(tmp_path: Path) -> None:
+    mgr = LogManager(tmp_path)
+    mgr.create_topic("t", 2)
+    with pytest.raises(TopicExistsError):
+        mgr.create_topic("t", 1)
+    for bad in ("", ".", "..", "a/b", "sp ace", "x" * 250):
+        with pytest.raises(InvalidTopicError):
+            mgr.create_topic(bad, 1)
+    with pytest.raises(InvalidTopicError):
+        mgr.create_topic("zero", 0)
+    append(mgr.get_log("t", 0), n=3)
+    mgr.delete_topic("t")
+    assert not any(p.is_dir() for p in tmp_path.iterdir())
+    with pytest.raises(UnknownTopicOrPartitionError):
+        mgr.delete_topic("t")
+    info = mgr.create_topic("t", 1)  # same name again: a fresh, empty log
+    assert mgr.get_log("t", 0).log_end_offset == 0
+    grown = mgr.create_partitions("t", 3)
+    assert grown.partitions == 3 and grown.topic_id == info.topic_id
+    assert mgr.get_log("t", 2).log_end_offset == 0
+    mgr.close()
+    mgr = LogManager(tmp_path)
+    assert mgr.topics()["t"].partitions == 3
+    mgr.close()
+
+
+def test_second_manager_is_locked_out(tmp_path: Path) -> None:
+    mgr = LogManager(tmp_path)
+    with pytest.raises(LogDirLockedError):
+        LogManager(tmp_path)
+    mgr.close()
+    LogManager(tmp_path).close()
+
+
+def test_unclean_restart_recovers_from_checkpoint(tmp_path: Path) -> None:
+    mgr = LogManager(tmp_path, SETTINGS)
+    mgr.create_topic("t", 1)
+    log = mgr.get_log("t", 0)
+    for _ in range(20):
+        append(log, n=2)
+    mgr.flush()  # recovery point 40
+    for _ in range(5):
+        append(log, n=2)
+    tail = log.active_segment
+    path, size = tail.path, tail.size
+    # kill -9: no close, no marker; the last write was torn
+    from test_log_helpers import crash
+
+    crash(log)
+    os.close(mgr._lock_fd)
+    os.truncate(path, size - 3)
+    mgr = LogManager(tmp_path, SETTINGS)
+    assert not mgr.had_clean_shutdown
+    log = mgr.get_log("t", 0)
+    assert log.log_end_offset == 48
+    assert log.recovery_point == 40
+    assert mgr.flush() is None and log.recovery_point == 48
+    mgr.close()
+
+
+def test_checkpoint_rate_limit(tmp_path: Path) -> None:
+    with LogManager(tmp_path, {"log.flush.offset.checkpoint.interval.ms": 3_600_000}) as mgr:
+        mgr.create_topic("a", 1)
+        append(mgr.get_log("a", 0), n=2)
+        mgr.get_log("a", 0).flush()
+        assert not mgr.maybe_checkpoint_recovery_points()  # too soon
+        mgr._checkpoint_interval_s = 0
+        assert mgr.maybe_checkpoint_recovery_points()
+        assert (tmp_path / RECOVERY_POINT_FILE).read_text().splitlines()[-1] == "a 0 2"

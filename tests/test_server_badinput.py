@@ -1,0 +1,265 @@
+"""Bad input over a raw socket: garbage frames, an unknown API key, unsupported versions,
+a frame over socket.request.max.bytes, a batch with a wrong CRC.
+
+Each gets the documented answer (an error response, or the connection closed, as Apache
+Kafka does), and in every case another client connected at the same time keeps being
+served and the log is unchanged.
+
+What Apache Kafka does, and what these tests accept:
+- garbage / unparseable header, unknown API key, unsupported version of an API other
+  than ApiVersions: Kafka closes the connection (InvalidRequestException while parsing
+  the header). Accepted: a clean close, or a well-formed response frame carrying the
+  request's correlation id.
+- ApiVersions above the supported range (KIP-511): a v0-encoded response with error 35
+  UNSUPPORTED_VERSION and the ApiVersions range. Required exactly.
+- a frame larger than socket.request.max.bytes: connection closed without reading it.
+- a produce batch with a bad CRC: CORRUPT_MESSAGE (2) in that partition's response.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+
+import pytest
+import rawwire as rw
+from clienthelpers import create_topic, kp_produce, kp_read
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def seeded(module_server, topic_name):
+    """A topic with a few records, a healthy raw connection opened before the bad input,
+    and a check to run afterwards."""
+    create_topic(module_server.bootstrap, topic_name, partitions=1)
+    kp_produce(module_server.bootstrap, topic_name,
+               [{"key": b"k%d" % i, "value": b"seed-%d" % i} for i in range(5)])
+    before = kp_read(module_server.bootstrap, topic_name)
+    assert len(before) == 5
+    healthy = rw.Conn(module_server.port)
+    rw.api_versions_ok(conn=healthy, correlation_id=1)
+
+    def check_still_serving():
+        # the connection opened before the bad input is still served
+        rw.api_versions_ok(conn=healthy, correlation_id=2)
+        # the log is unchanged
+        assert kp_read(module_server.bootstrap, topic_name) == before
+        # and new clients are served too: produce works and lands after the seed records
+        rw.api_versions_ok(module_server.port)
+        more = kp_produce(module_server.bootstrap, topic_name, [{"value": b"after"}])
+        assert more[0].offset == 5
+        assert module_server.running, "the server process died"
+
+    try:
+        yield topic_name, check_still_serving
+    finally:
+        healthy.close()
+
+
+def _closed_or_response(conn: rw.Conn, correlation_id: int, timeout: float = 10.0) -> str:
+    """'closed' if the server closed the connection, 'response' if it answered with a
+    well-formed frame carrying ``correlation_id`` (then it must not hang afterwards)."""
+    try:
+        frame = conn.recv_frame(timeout=timeout)
+    except TimeoutError:
+        pytest.fail(f"no answer and no close within {timeout}s: the connection hangs")
+    if frame is None:
+        return "closed"
+    assert len(frame) >= 4
+    (corr,) = struct.unpack_from(">i", frame)
+    assert corr == correlation_id, f"response with correlation id {corr}, sent {correlation_id}"
+    return "response"
+
+
+# ---------------------------------------------------------------- garbage
+@pytest.mark.parametrize(
+    "payload",
+    [
+        struct.pack(">i", 7) + b"\xde\xad\xbe\xef\x00\x01\x02",  # too short for a header
+        struct.pack(">i", 64) + b"\xff" * 64,  # api key -1, version -1, ...
+        struct.pack(">i", 200) + os.urandom(200),
+        struct.pack(">i", 0),  # empty frame
+        struct.pack(">i", -5) + b"abc",  # negative size
+        b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",  # a web client on the port
+    ],
+    ids=["short", "all-ff", "random", "empty", "negative-size", "http"],
+)
+def test_garbage_frame(module_server, seeded, payload):
+    _, check = seeded
+    with rw.Conn(module_server.port) as c:
+        c.send(payload)
+        (size,) = struct.unpack_from(">i", payload)
+        if 8 <= size <= len(payload) - 4:
+            corr = struct.unpack_from(">i", payload, 8)[0]
+            outcome = _closed_or_response(c, corr)
+        else:
+            # nothing sensible to answer: the connection must be closed (or, for the
+            # HTTP line whose "size" is huge, closed as over the limit)
+            assert c.closed_by_server(timeout=10), "garbage left the connection open"
+            outcome = "closed"
+    print(f"garbage {payload[:12]!r}...: {outcome}")
+    check()
+
+
+# ---------------------------------------------------------------- unknown API key
+@pytest.mark.parametrize("api_key", [9999, 30000, 68])
+def test_unknown_api_key(module_server, seeded, api_key):
+    """An API key the server does not implement (9999, 30000: none; 68
+    ConsumerGroupHeartbeat: real but not served). Kafka closes the connection."""
+    _, check = seeded
+    with rw.Conn(module_server.port) as c:
+        c.send(rw.request(api_key, 0, 4242, b"\x00" * 16))
+        outcome = _closed_or_response(c, 4242)
+        if outcome == "response":
+            assert c.closed_by_server(timeout=1) in (True, False)  # either way, not stuck
+    print(f"unknown api key {api_key}: {outcome}")
+    check()
+
+
+# ---------------------------------------------------------------- versions
+@pytest.mark.parametrize("version", [5, 100, 32767])
+def test_api_versions_unsupported_version_kip511(module_server, seeded, version):
+    """KIP-511: v0-encoded body, error 35, and the ApiVersions range; the connection
+    stays open so the client can retry with a version the server supports."""
+    _, check = seeded
+    with rw.Conn(module_server.port) as c:
+        # a flexible-looking request body the server must not try to parse
+        body = b"\x0csome-client\x061.2.3\x00" + os.urandom(8)
+        res = c.call(rw.request(rw.API_API_VERSIONS, version, 777, body, flexible=True))
+        assert res is not None, "server closed the connection instead of the KIP-511 reply"
+        corr, payload = res
+        assert corr == 777
+        err, keys = rw.parse_api_versions_v0(payload)
+        assert err == rw.UNSUPPORTED_VERSION
+        assert rw.API_API_VERSIONS in keys, keys
+        lo, hi = keys[rw.API_API_VERSIONS]
+        assert lo == 0 and 3 <= hi < version, (lo, hi)
+        # the client retries with v0 on the same connection
+        keys = rw.api_versions_ok(conn=c, correlation_id=778)
+        assert keys[rw.API_PRODUCE][1] >= 7 and keys[rw.API_FETCH][1] >= 11, keys
+    check()
+
+
+def test_api_versions_advertised_ranges(module_server):
+    """The advertised ranges (kafka-compat.md section 2) for the APIs served so far."""
+    keys = rw.api_versions_ok(module_server.port)
+    want = {18: (0, 4), 3: (0, 12), 0: (3, 9), 1: (4, 12), 2: (1, 7), 22: (0, 4),
+            19: (2, 7), 20: (1, 6), 32: (1, 4)}
+    for key, rng in want.items():
+        assert keys.get(key) == rng, f"api {key}: advertised {keys.get(key)}, want {rng}"
+    # group APIs are not advertised yet, nor transactions, nor anything unimplemented
+    for key in (24, 25, 26, 27, 28, 68, 71, 72):
+        assert key not in keys, f"api {key} advertised but not implemented"
+
+
+@pytest.mark.parametrize("version", [0, 2, 10, 1000])
+def test_produce_unsupported_version(module_server, seeded, version):
+    topic, check = seeded
+    batch = rw.record_batch([(b"k", b"must-not-land")])
+    with rw.Conn(module_server.port) as c:
+        c.send(rw.request(rw.API_PRODUCE, version, 5150,
+                          rw.produce_v3(topic, 0, batch)))
+        outcome = _closed_or_response(c, 5150)
+    print(f"produce v{version}: {outcome}")
+    check()
+
+
+# ---------------------------------------------------------------- size limit
+def test_frame_over_socket_request_max_bytes_default(module_server, seeded):
+    """A size prefix above 104857600 (the default limit): closed without reading it."""
+    _, check = seeded
+    with rw.Conn(module_server.port) as c:
+        c.send(struct.pack(">i", 104857600 + 1) + rw.request(rw.API_API_VERSIONS, 0, 1)[4:])
+        t0 = time.monotonic()
+        assert c.closed_by_server(timeout=10), "oversized frame did not close the connection"
+        assert time.monotonic() - t0 < 5
+    check()
+
+
+def test_frame_over_configured_limit(server_factory, topic_name):
+    """With socket.request.max.bytes=20000, a real 30000-byte produce request closes the
+    connection, a 10000-byte one is served, and other clients keep being served."""
+    srv = server_factory(settings={"socket.request.max.bytes": 20000})
+    create_topic(srv.bootstrap, topic_name, partitions=1)
+    with rw.Conn(srv.port) as healthy:
+        rw.api_versions_ok(conn=healthy)
+        with rw.Conn(srv.port) as c:
+            big = rw.request(rw.API_PRODUCE, 3, 9,
+                             rw.produce_v3(topic_name, 0, rw.record_batch([(None, b"x" * 30000)])))
+            c.send(big)
+            assert c.closed_by_server(timeout=10)
+        with rw.Conn(srv.port) as c:
+            ok = rw.request(rw.API_PRODUCE, 3, 10,
+                            rw.produce_v3(topic_name, 0, rw.record_batch([(None, b"y" * 10000)])))
+            res = c.call(ok)
+            assert res is not None
+            assert rw.parse_produce_v3_response(res[1]) == {(topic_name, 0): (0, 0)}
+        rw.api_versions_ok(conn=healthy)
+    assert [r.value for r in kp_read(srv.bootstrap, topic_name)] == [b"y" * 10000]
+
+
+# ---------------------------------------------------------------- record batches
+def test_produce_raw_valid_batch(module_server, seeded):
+    """Sanity check of the hand-written encoder: a valid batch is appended."""
+    topic, _ = seeded
+    with rw.Conn(module_server.port) as c:
+        res = c.call(rw.request(rw.API_PRODUCE, 3, 31,
+                                rw.produce_v3(topic, 0, rw.record_batch([(b"rk", b"raw")]))))
+        assert res is not None and res[0] == 31
+        assert rw.parse_produce_v3_response(res[1]) == {(topic, 0): (0, 5)}
+    assert kp_read(module_server.bootstrap, topic)[-1].value == b"raw"
+
+
+def test_produce_wrong_crc(module_server, seeded):
+    topic, check = seeded
+    bad = rw.record_batch([(b"k1", b"corrupt-1"), (b"k2", b"corrupt-2")], corrupt_crc=True)
+    with rw.Conn(module_server.port) as c:
+        res = c.call(rw.request(rw.API_PRODUCE, 3, 99, rw.produce_v3(topic, 0, bad)))
+        assert res is not None, "server closed the connection on a bad CRC"
+        corr, body = res
+        assert corr == 99
+        (err, _base), = rw.parse_produce_v3_response(body).values()
+        assert err == rw.CORRUPT_MESSAGE, f"error {err}, want CORRUPT_MESSAGE (2)"
+        # the same connection is still usable
+        rw.api_versions_ok(conn=c, correlation_id=100)
+    check()
+
+
+def test_produce_flipped_record_byte(module_server, seeded):
+    """A correct CRC field but a record byte changed in flight: CORRUPT_MESSAGE."""
+    topic, check = seeded
+    batch = bytearray(rw.record_batch([(b"k", b"flip-me-please")]))
+    batch[-5] ^= 0x20
+    with rw.Conn(module_server.port) as c:
+        res = c.call(rw.request(rw.API_PRODUCE, 3, 55, rw.produce_v3(topic, 0, bytes(batch))))
+        assert res is not None
+        (err, _), = rw.parse_produce_v3_response(res[1]).values()
+        assert err == rw.CORRUPT_MESSAGE
+    check()
+
+
+def test_produce_truncated_batch(module_server, seeded):
+    """A batch whose length field promises more bytes than the records field holds."""
+    topic, check = seeded
+    batch = rw.record_batch([(b"k", b"truncated")])[:-4]
+    with rw.Conn(module_server.port) as c:
+        res = c.call(rw.request(rw.API_PRODUCE, 3, 56, rw.produce_v3(topic, 0, batch)))
+        if res is not None:  # an error for the partition (CORRUPT_MESSAGE or similar)
+            assert res[0] == 56
+            (err, _), = rw.parse_produce_v3_response(res[1]).values()
+            assert err != 0, "a truncated batch was accepted"
+    check()
+
+
+def test_many_bad_connections_do_not_starve_good_ones(module_server, seeded):
+    """50 connections of garbage in a row, then the healthy one is still served fast."""
+    _, check = seeded
+    for i in range(50):
+        with socket.create_connection(("127.0.0.1", module_server.port), timeout=5) as s:
+            s.sendall(struct.pack(">i", 12) + os.urandom(12) if i % 2 else b"\xff" * 8)
+    t0 = time.monotonic()
+    check()
+    assert time.monotonic() - t0 < 30
