@@ -96,7 +96,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--baseline-repeats",
         type=int,
         metavar="N",
-        help="runs per raw baseline, best one kept (default 2, quick 1)",
+        help="runs per raw baseline, pooled (default 2, quick 1)",
     )
     p.add_argument(
         "--server-arg",

@@ -53,7 +53,7 @@ class Broker:
 
     def _on_flushed(self, logs: list[Any]) -> None:
         if self.manager is not None:
-            self.manager.checkpoint_recovery_points()
+            self.manager.maybe_checkpoint_recovery_points()
 
     # -- topics ---------------------------------------------------------------------------
 

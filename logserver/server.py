@@ -6,9 +6,11 @@ import asyncio
 import logging
 import signal
 
+from kafkaproto import precompile
 from logserver.broker import Broker
 from logserver.config import Config
 from logserver.dispatch import Dispatcher
+from logserver.handlers import HANDLERS
 from logserver.network import ConnectionStats, connection_factory
 
 log = logging.getLogger(__name__)
@@ -19,6 +21,7 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 async def run_server(config: Config, ready: asyncio.Event | None = None,
                      stop: asyncio.Event | None = None) -> None:
     loop = asyncio.get_running_loop()
+    precompile_served_versions()
     broker = Broker(config)
     broker.open()
     stats = ConnectionStats()
@@ -50,6 +53,11 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         stats.close_all()
         await broker.close()
         log.info("stopped cleanly")
+
+
+def precompile_served_versions() -> None:
+    """Compile every codec we serve now, so no client's first request pays for it."""
+    precompile({key: (h.min_version, h.max_version) for key, h in HANDLERS.items()})
 
 
 async def _wait_for_in_flight(stats: ConnectionStats) -> None:

@@ -179,3 +179,13 @@ def test_codec_source_is_inspectable() -> None:
     src = m.ProduceRequest.codec_source(9, "decode")
     assert src.startswith("def decode(buf, pos):")
     assert issubclass(m.ProduceRequest, Message)
+
+
+def test_type_stub_is_current() -> None:
+    """kafkaproto/messages/__init__.pyi matches the declarations (regenerate: see kafkaproto.stubs)."""
+    from pathlib import Path
+
+    from kafkaproto.stubs import render_stub
+
+    stub = Path(m.__file__).with_suffix(".pyi")
+    assert stub.read_text() == render_stub(), "run: python -m kafkaproto.stubs > " + str(stub)

@@ -192,7 +192,8 @@ class Log:
         if self._unflushed:
             self._dir_dirty = True
         if not clean_shutdown:
-            logger.warning(
+            # INFO: every truncation or index rebuild was already logged at WARNING.
+            logger.info(
                 "%s: recovered after unclean shutdown from recovery point %d: "
                 "log end offset %d, %d segments",
                 self.directory,

@@ -117,7 +117,7 @@ class LogManager:
             self._topics: dict[str, TopicInfo] = self._read_topics()
             self._logs: dict[tuple[str, int], Log] = {}
             recovery_points = self._read_checkpoint()
-            if not self.had_clean_shutdown:
+            if not self.had_clean_shutdown and self._topics:
                 logger.warning(
                     "%s: no clean shutdown marker: recovering every partition from its "
                     "recovery point",
@@ -144,14 +144,16 @@ class LogManager:
             raise LogDirLockedError(f"{self.data_dir} is in use by another process") from None
         return fd
 
-    def _open_log(self, info: TopicInfo, partition: int, recovery_point: int) -> Log:
+    def _open_log(
+        self, info: TopicInfo, partition: int, recovery_point: int, *, new: bool = False
+    ) -> Log:
         return Log(
             self.data_dir / f"{info.name}-{partition}",
             self.config.with_overrides(info.configs),
             topic=info.name,
             partition=partition,
             recovery_point=recovery_point,
-            clean_shutdown=self.had_clean_shutdown,
+            clean_shutdown=new or self.had_clean_shutdown,
         )
 
     def _remove_deleted_dirs(self) -> None:
@@ -282,7 +284,7 @@ class LogManager:
                 # Left behind by a delete that crashed before renaming it away.
                 logger.warning("%s: removing stale directory %s", self.data_dir, directory.name)
                 shutil.rmtree(directory)
-            log = self._open_log(info, p, 0)
+            log = self._open_log(info, p, 0, new=True)
             with self._lock:
                 self._logs[(info.name, p)] = log
         fsync_dir(self.data_dir)
