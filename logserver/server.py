@@ -52,6 +52,9 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         await _wait_for_in_flight(stats)
         stats.close_all()
         await broker.close()
+        log.info("served %d requests; %d connections closed for protocol errors; "
+                 "sendfile: %d calls, %d bytes", stats.requests, stats.protocol_errors,
+                 stats.sendfile_calls, stats.sendfile_bytes)
         log.info("stopped cleanly")
 
 

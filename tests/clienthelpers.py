@@ -336,17 +336,24 @@ async def aio_produce(bootstrap: str, topic: str, items, **config) -> list[Rec]:
     try:
         futs = []
         for it in items:
+            # Always an explicit timestamp: aiokafka 0.14's RecordMetadata.timestamp is the
+            # first record's timestamp for every record of a batch (CreateTime), so the
+            # timestamp we compare against has to be the one we sent.
+            ts = it.get("timestamp_ms")
+            if ts is None:
+                ts = int(time.time() * 1000)
             fut = await producer.send(
                 topic, value=it.get("value"), key=it.get("key"),
                 headers=list(it.get("headers") or []) or None,
-                timestamp_ms=it.get("timestamp_ms"), partition=it.get("partition"),
+                timestamp_ms=ts, partition=it.get("partition"),
             )
-            futs.append((it, fut))
+            futs.append((it, ts, fut))
         out = []
-        for it, fut in futs:
+        for it, ts, fut in futs:
             md = await fut
             out.append(Rec(md.partition, md.offset, it.get("key"), it.get("value"),
-                           _headers(it.get("headers")), md.timestamp))
+                           _headers(it.get("headers")),
+                           md.timestamp if md.timestamp_type == 1 else ts))
         return out
     finally:
         await producer.stop()

@@ -20,7 +20,6 @@ import fcntl
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 import time
@@ -40,6 +39,7 @@ from logserver.log.errors import (
 )
 from logserver.log.fsutil import atomic_write, fsync_dir
 from logserver.log.log import Log
+from logserver.topic_names import topic_name_error
 
 logger = logging.getLogger(__name__)
 
@@ -59,22 +59,11 @@ LOCK_FILE = ".lock"
 DELETE_SUFFIX = "-delete"
 _CHECKPOINT_VERSION = 0
 _TOPICS_VERSION = 1
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-MAX_TOPIC_NAME_LENGTH = 249
-
-
 def validate_topic_name(name: str) -> None:
-    """Kafka's Topic.validate: 1-249 of [a-zA-Z0-9._-], not "." or ".."."""
-    if not name or name in (".", ".."):
-        raise InvalidTopicError(f"topic name {name!r} is illegal")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(
-            f"topic name is {len(name)} characters, more than {MAX_TOPIC_NAME_LENGTH}"
-        )
-    if not _LEGAL_TOPIC.fullmatch(name):
-        raise InvalidTopicError(
-            f"topic name {name!r} holds characters other than ASCII alphanumerics, '.', '_', '-'"
-        )
+    """Kafka's topic-name rules (see logserver.topic_names), as an exception."""
+    problem = topic_name_error(name)
+    if problem is not None:
+        raise InvalidTopicError(problem)
 
 
 @dataclass(frozen=True, slots=True)
