@@ -9,6 +9,8 @@ from kafkaproto import ErrorCode
 from logserver.cluster_meta import load_or_create_cluster_id
 from logserver.config import Config
 from logserver.durability import Durability
+from logserver.groups import INTERNAL_TOPICS, GroupCoordinator
+from logserver.limits import topic_limit_error
 from logserver.log.manager import LogManager
 from logserver.partition import LEADER_EPOCH, AppendResult, Partition
 from logserver.producer_ids import ProducerIdAllocator
@@ -29,6 +31,7 @@ class Broker:
         self.durability = Durability(config["log.flush.interval.messages"], config["log.flush.interval.ms"],
                                      on_flushed=self._on_flushed)
         self._partitions: dict[str, list[Partition]] = {}
+        self.groups = GroupCoordinator(self)  # consumer groups (logserver/groups)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -44,8 +47,10 @@ class Broker:
 
     async def start(self) -> None:
         self.durability.start()
+        self.groups.start()
 
     async def close(self) -> None:
+        await self.groups.close()
         await self.durability.close()
         if self.manager is not None:
             self.manager.close()
@@ -107,20 +112,34 @@ class Broker:
         log.info("created topic %s with %d partitions%s", name, partitions,
                  f" and configs {configs}" if configs else "")
 
+    def topic_limit_error(self, new_partitions: int) -> str | None:
+        """Why one more topic of ``new_partitions`` would break max.topics / max.partitions."""
+        return topic_limit_error(self.config, len(self._partitions),
+                                 sum(len(p) for p in self._partitions.values()), new_partitions)
+
     def delete_topic(self, name: str) -> None:
         assert self.manager is not None
         self._partitions.pop(name, None)
         self.manager.delete_topic(name)
         log.info("deleted topic %s", name)
+        self.groups.on_topic_deleted(name)  # its committed offsets go too, as in Kafka
 
     # -- produce --------------------------------------------------------------------------
 
-    def produce(self, topic: str, index: int, records: Any, api_version: int) -> AppendResult:
+    def produce(self, topic: str, index: int, records: Any, api_version: int, *,
+                internal: bool = False) -> AppendResult:
+        if topic in INTERNAL_TOPICS and not internal:  # only the group coordinator writes there
+            return AppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                message=f"cannot append to internal topic {topic}")
         partition = self.get_partition(topic, index)
         if partition is None:
             return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                 message=f"no partition {index} of topic {topic!r}")
-        result = partition.append(records, api_version)
+        try:
+            result = partition.append(records, api_version)
+        except OSError as exc:  # disk full or I/O error; the segment cut the partial write off
+            log.error("append to %s-%d failed: %s", topic, index, exc)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"write failed: {exc.strerror}")
         if result.error == ErrorCode.NONE:
             result.wait = self.durability.appended(partition.log)
         else:

@@ -9,8 +9,11 @@ import sys
 from pathlib import Path
 
 from logserver.config import SETTINGS, ConfigError, env_name, load_config
+from logserver.log.errors import CorruptLogError
 
 log = logging.getLogger(__name__)
+
+EXIT_CORRUPT = 3  # start-up refused: repairing the log would lose data (see `logserver check`)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,12 +23,16 @@ def build_parser() -> argparse.ArgumentParser:
         "(Java, kafka-python, aiokafka, librdkafka/kcat) produce to and consume from it.",
         epilog="Every setting can also be given as an environment variable "
         "(e.g. LOGSERVER_LOG_DIRS for log.dirs) or in a properties file (-c). "
-        "Precedence: flags > environment > file > defaults.",
+        "Precedence: flags > environment > file > defaults. "
+        "Offline tools: `logserver check DIR`, `logserver repair DIR`.",
     )
     parser.add_argument("-c", "--config", type=Path, metavar="FILE",
                         help="Java-properties file with settings (key=value)")
     parser.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
                         help="set any setting, as kafka-server-start does (repeatable)")
+    parser.add_argument("--mqtt-bridge", nargs="?", const="127.0.0.1:1883", metavar="HOST:PORT",
+                        help="also run the MQTT bridge (mqtt-bridge) as a child process, listening "
+                        "on HOST:PORT (default 127.0.0.1:1883) and writing to this server")
     parser.add_argument("--log-level", default="INFO",
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="logging verbosity (default INFO)")
@@ -38,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    if args_list and args_list[0] in ("check", "repair"):
+        from logserver.log.check import main as check_main
+
+        return check_main(args_list)
     parser = build_parser()
     args = parser.parse_args(argv)
     flags = {name: value for name, value in vars(args).items() if name in SETTINGS and value is not None}
@@ -59,12 +71,20 @@ def main(argv: list[str] | None = None) -> int:
     from logserver.server import run_server
 
     try:
-        asyncio.run(run_server(config))
+        asyncio.run(run_server(config, mqtt_bridge=args.mqtt_bridge))
     except KeyboardInterrupt:
         pass
     except OSError as exc:
         log.error("cannot start: %s", exc)
         return 1
+    except CorruptLogError as exc:
+        print(f"logserver: refusing to start: {exc}\n"
+              f"The damaged segment was left as it is. To cut the damage off (and lose what "
+              f"follows it), "
+              f"run `logserver repair {config.data_dir}` or start with "
+              f"--log.recovery.allow.data.loss true; `logserver check {config.data_dir}` "
+              f"lists every problem.", file=sys.stderr)
+        return EXIT_CORRUPT
     return 0
 
 

@@ -128,6 +128,57 @@ SETTINGS: dict[str, Setting] = {
                 "Largest request frame; larger ones close the connection unread."),
         Setting("queued.max.requests", "500", _int_in(1, 100_000),
                 "Requests read ahead per connection before reading pauses."),
+        # -- consumer groups (logserver/groups) ---------------------------------------
+        Setting("group.min.session.timeout.ms", "6000", _int_in(1, 2**31 - 1),
+                "Smallest session timeout a group member may ask for (else INVALID_SESSION_TIMEOUT)."),
+        Setting("group.max.session.timeout.ms", "1800000", _int_in(1, 2**31 - 1),
+                "Largest session timeout a group member may ask for (else INVALID_SESSION_TIMEOUT)."),
+        Setting("group.initial.rebalance.delay.ms", "3000", _int_in(0, 2**31 - 1),
+                "How long the first rebalance of an empty group waits for more members to join."),
+        Setting("group.max.size", str(2**31 - 1), _int_in(1, 2**31 - 1),
+                "Most members one group may have (else GROUP_MAX_SIZE_REACHED)."),
+        Setting("offsets.topic.num.partitions", "1", _int_in(1, 1000),
+                "Partitions of the internal __consumer_offsets topic when it is created "
+                "(Kafka: 50, for spreading coordinators over brokers; one node gains nothing)."),
+        Setting("offsets.topic.segment.bytes", "104857600", _int_in(14, 2**31 - 1),
+                "Segment size of the internal __consumer_offsets topic."),
+        Setting("offsets.retention.minutes", "10080", _int_in(1, 2**31 - 1),
+                "Committed offsets of a group that has been empty this long are deleted."),
+        Setting("offsets.retention.check.interval.ms", "600000", _int_in(1),
+                "How often expired committed offsets are looked for."),
+        Setting("offset.metadata.max.bytes", "4096", _int_in(0, 2**31 - 1),
+                "Longest metadata string of a committed offset (else OFFSET_METADATA_TOO_LARGE)."),
+        # -- reliability: recovery, limits, retention (issue 4) ---------------------------
+        Setting("log.recovery.allow.data.loss", "false", _parse_bool,
+                "Let start-up recovery truncate damage that is not a torn tail (a corrupt batch "
+                "with valid data after it); false refuses to start (exit code 3) and says where."),
+        Setting("max.connections", str(2**31 - 1), _int_in(1, 2**31 - 1),
+                "Most client connections open at once; more are closed on accept."),
+        Setting("max.connections.per.ip", str(2**31 - 1), _int_in(1, 2**31 - 1),
+                "Most client connections open at once from one IP address."),
+        Setting("max.connection.creation.rate", str(2**31 - 1), _int_in(1, 2**31 - 1),
+                "Most new connections accepted per second (token bucket, burst = rate); "
+                "connections beyond it are closed on accept."),
+        Setting("connections.max.idle.ms", "600000", _int_in(1),
+                "Close a connection after this long with no request and nothing in flight."),
+        Setting("max.topics", "10000", _int_in(1, 2**31 - 1),
+                "Most topics this broker holds (CreateTopics/auto-create beyond it: "
+                "POLICY_VIOLATION / not created)."),
+        Setting("max.partitions", "100000", _int_in(1, 2**31 - 1),
+                "Most partitions over all topics (beyond it: POLICY_VIOLATION)."),
+        Setting("log.retention.ms", "604800000", _int_in(-1),
+                "Delete closed segments whose newest record is older than this; -1 keeps forever."),
+        Setting("log.retention.bytes", "-1", _int_in(-1),
+                "Delete the oldest closed segments while a partition is larger than this; -1: no limit."),
+        Setting("log.retention.check.interval.ms", "300000", _int_in(1),
+                "How often retention and compaction run."),
+        Setting("log.segment.delete.hook", None, str,
+                "Command run after retention deletes segments, with the deleted .log paths as "
+                "arguments (split like a shell would; no shell is involved)."),
+        Setting("log.cleanup.policy", "delete", _choice("delete", "compact", "compact,delete"),
+                "delete: retention by time/size; compact: keep the latest record per key."),
+        Setting("log.cleaner.delete.retention.ms", "86400000", _int_in(0),
+                "How long compaction keeps tombstones (null-value records) before removing them."),
     ]
 }
 
@@ -202,7 +253,7 @@ def load_config(
     env = os.environ if environ is None else environ
     by_env = {env_name(name): name for name in SETTINGS}
     for key, value in env.items():
-        if key.startswith(ENV_PREFIX):
+        if key.startswith(ENV_PREFIX) and not key.startswith(ENV_PREFIX + "TEST_"):
             if key not in by_env:
                 raise ConfigError(f"unknown setting in environment variable {key}")
             raw[by_env[key]], sources[by_env[key]] = value, f"environment {key}"

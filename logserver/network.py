@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import struct
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from kafkaproto import FileRegion, RequestHeader, encode_response
 
 if TYPE_CHECKING:
     from logserver.dispatch import Dispatcher
+    from logserver.limits import ConnectionLimiter
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,7 @@ class ConnectionStats:
         self.sendfile_calls = 0
         self.sendfile_bytes = 0
         self.protocol_errors = 0
+        self.limiter: ConnectionLimiter | None = None  # set by the server (logserver.limits)
 
     @property
     def in_flight(self) -> int:
@@ -89,6 +92,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._closed = False
         self.peer = "?"
+        self._admitted_ip: str | None = None
+        self.last_active = time.monotonic()  # for connections.max.idle.ms
 
     # -- asyncio protocol callbacks -------------------------------------------------
 
@@ -97,12 +102,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        limiter = self._stats.limiter
+        if limiter is not None:
+            ip = peer[0] if peer else "?"
+            if not limiter.admit(ip):  # logged by the limiter; Kafka also just closes
+                self._closed = True
+                transport.abort()
+                return
+            self._admitted_ip = ip
         self._stats.open_connections += 1
         self._stats.connections.add(self)
         log.debug("connection from %s", self.peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self._admitted_ip is None and self._stats.limiter is not None:
+            return  # refused on accept: never counted in
+        if self._admitted_ip is not None and self._stats.limiter is not None:
+            self._stats.limiter.release(self._admitted_ip)
         self._stats.open_connections -= 1
         self._stats.connections.discard(self)
         for entry in self._pending:
@@ -137,6 +154,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._staging_view[self._end:]
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
         if self._big is not None:
             self._big_filled += nbytes
             if self._big_filled == len(self._big):
@@ -279,6 +297,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         return
                     chunk = data
                 transport.write(chunk)
+                self.last_active = time.monotonic()
         except (ConnectionError, OSError) as exc:
             log.debug("write to %s failed: %s", self.peer, exc)
             if not self._closed and self._transport is not None:

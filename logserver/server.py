@@ -7,11 +7,14 @@ import logging
 import signal
 
 from kafkaproto import precompile
+from logserver.bridge_process import BridgeProcess
 from logserver.broker import Broker
 from logserver.config import Config
 from logserver.dispatch import Dispatcher
 from logserver.handlers import HANDLERS
+from logserver.limits import ConnectionLimiter, reap_idle_connections
 from logserver.network import ConnectionStats, connection_factory
+from logserver.retention import run_retention
 
 log = logging.getLogger(__name__)
 
@@ -19,14 +22,17 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 
 
 async def run_server(config: Config, ready: asyncio.Event | None = None,
-                     stop: asyncio.Event | None = None) -> None:
+                     stop: asyncio.Event | None = None, mqtt_bridge: str | None = None) -> None:
     loop = asyncio.get_running_loop()
     precompile_served_versions()
     broker = Broker(config)
     broker.open()
     stats = ConnectionStats()
+    stats.limiter = ConnectionLimiter(config)
+    background: list[asyncio.Task[None]] = []
     factory = connection_factory(Dispatcher(broker), stats)
     servers: list[asyncio.Server] = []
+    bridge: BridgeProcess | None = None
     try:
         ports = []
         for listener in config["listeners"]:
@@ -36,9 +42,16 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
             ports.append(server.sockets[0].getsockname()[1])
         broker.config = config.with_bound_ports(ports)
         await broker.start()
+        background.append(loop.create_task(
+            reap_idle_connections(stats.connections, config["connections.max.idle.ms"])))
+        background.append(loop.create_task(run_retention(broker)))
         for listener in broker.config["listeners"]:
             log.info("listening on %s:%d (%s)", listener.host, listener.port, listener.name)
         log.info("data in %s; durability: %s", config.data_dir.resolve(), broker.durability.mode)
+        if mqtt_bridge is not None:
+            host, port = broker.advertised_address
+            bridge = BridgeProcess(mqtt_bridge, f"{host}:{port}")
+            bridge.start()
         stop = stop or asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
@@ -47,6 +60,10 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         await stop.wait()
         log.info("shutting down: no new connections, finishing in-flight requests")
     finally:
+        if bridge is not None:
+            await bridge.stop()
+        for task in background:
+            task.cancel()
         for server in servers:
             server.close()
         await _wait_for_in_flight(stats)

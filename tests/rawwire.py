@@ -18,9 +18,15 @@ API_PRODUCE = 0
 API_FETCH = 1
 API_METADATA = 3
 API_API_VERSIONS = 18
+API_INIT_PRODUCER_ID = 22
 
 UNSUPPORTED_VERSION = 35
 CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+MESSAGE_TOO_LARGE = 10
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
 
 
 # ------------------------------------------------------------------ primitives
@@ -109,8 +115,10 @@ def request(api_key: int, api_version: int, correlation_id: int, body: bytes = b
 
 
 def record_batch(values: list[tuple[bytes | None, bytes]], base_timestamp: int | None = None,
-                 corrupt_crc: bool = False) -> bytes:
-    """A magic-2 record batch, uncompressed, no producer id, base offset 0."""
+                 corrupt_crc: bool = False, producer_id: int = -1, producer_epoch: int = -1,
+                 base_sequence: int = -1, attributes: int = 0, magic: int = 2,
+                 last_offset_delta: int | None = None, record_count: int | None = None) -> bytes:
+    """A magic-2 record batch, uncompressed, base offset 0 (no producer id by default)."""
     ts = int(time.time() * 1000) if base_timestamp is None else base_timestamp
     recs = b""
     for delta, (key, value) in enumerate(values):
@@ -119,18 +127,22 @@ def record_batch(values: list[tuple[bytes | None, bytes]], base_timestamp: int |
         body += varint(len(value)) + value
         body += varint(0)  # headers
         recs += varint(len(body)) + body
+    if last_offset_delta is None:
+        last_offset_delta = len(values) - 1
+    if record_count is None:
+        record_count = len(values)
     after_crc = (
-        i16(0)  # attributes
-        + i32(len(values) - 1)  # lastOffsetDelta
+        i16(attributes)
+        + i32(last_offset_delta)
         + i64(ts) + i64(ts)  # base/max timestamp
-        + i64(-1) + i16(-1) + i32(-1)  # producer id, epoch, base sequence
-        + i32(len(values))
+        + i64(producer_id) + i16(producer_epoch) + i32(base_sequence)
+        + i32(record_count)
         + recs
     )
     crc = crc32c.crc32c(after_crc)
     if corrupt_crc:
         crc ^= 0xDEADBEEF
-    after_length = i32(-1) + i8(2) + struct.pack(">I", crc) + after_crc
+    after_length = i32(-1) + i8(magic) + struct.pack(">I", crc) + after_crc
     return i64(0) + i32(len(after_length)) + after_length
 
 
@@ -154,6 +166,50 @@ def parse_produce_v3_response(body: bytes) -> dict[tuple[str, int], tuple[int, i
             out[(name, p)] = (err, base)
     r.i32()  # throttle_time_ms
     return out
+
+
+def init_producer_id_v0(transaction_timeout_ms: int = 60000) -> bytes:
+    return string(None) + i32(transaction_timeout_ms)
+
+
+def parse_init_producer_id_v0(body: bytes) -> tuple[int, int, int]:
+    """(error_code, producer_id, producer_epoch)"""
+    r = Reader(body)
+    r.i32()  # throttle_time_ms
+    return r.i16(), r.i64(), r.i16()
+
+
+def metadata_v4(topics: list[str] | None, allow_auto_topic_creation: bool) -> bytes:
+    arr = i32(-1) if topics is None else i32(len(topics)) + b"".join(map(string, topics))
+    return arr + i8(1 if allow_auto_topic_creation else 0)
+
+
+def parse_metadata_v4(body: bytes) -> dict:
+    """{'brokers': [(id, host, port)], 'controller_id': int,
+        'topics': {name: (error_code, {partition: (error_code, leader)})}}"""
+    r = Reader(body)
+    r.i32()  # throttle_time_ms
+    brokers = []
+    for _ in range(r.i32()):
+        node, host, port = r.i32(), r.string(), r.i32()
+        r.string()  # rack
+        brokers.append((node, host, port))
+    r.string()  # cluster_id
+    controller = r.i32()
+    topics = {}
+    for _ in range(r.i32()):
+        err, name = r.i16(), r.string()
+        r.take(">b")  # is_internal
+        parts = {}
+        for _ in range(r.i32()):
+            perr, idx, leader = r.i16(), r.i32(), r.i32()
+            for _ in range(r.i32()):  # replicas
+                r.i32()
+            for _ in range(r.i32()):  # isr
+                r.i32()
+            parts[idx] = (perr, leader)
+        topics[name] = (err, parts)
+    return {"brokers": brokers, "controller_id": controller, "topics": topics}
 
 
 def parse_api_versions_v0(body: bytes) -> tuple[int, dict[int, tuple[int, int]]]:

@@ -9,10 +9,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'tests/run.sh: ERROR: %s\n' "$*" >&2; exit 1; }
 
-# --- system packages: kcat (librdkafka CLI) and mosquitto-clients (MQTT bridge tests)
+# --- system packages: kcat (librdkafka CLI), mosquitto and its clients (MQTT bridge tests)
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v mosquitto_pub >/dev/null 2>&1 || missing+=(mosquitto-clients)
+command -v mosquitto >/dev/null 2>&1 || missing+=(mosquitto)   # the MQTT benchmark's peer
 if ((${#missing[@]})); then
     command -v apt-get >/dev/null 2>&1 || die "need ${missing[*]} and there is no apt-get"
     SUDO=()

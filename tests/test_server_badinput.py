@@ -263,3 +263,92 @@ def test_many_bad_connections_do_not_starve_good_ones(module_server, seeded):
     t0 = time.monotonic()
     check()
     assert time.monotonic() - t0 < 30
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: rw.record_batch([(None, b"c")], attributes=0x20), id="control-batch"),
+        pytest.param(lambda: rw.record_batch([(None, b"a"), (None, b"b")], last_offset_delta=5),
+                     id="count-vs-last-offset-delta"),
+        pytest.param(lambda: rw.record_batch([(None, b"a"), (None, b"b")], record_count=7),
+                     id="record-count-too-big"),
+        pytest.param(lambda: rw.record_batch([(None, b"m")], magic=1), id="magic-1"),
+        pytest.param(lambda: rw.record_batch([(None, b"one")]) + rw.record_batch([(None, b"two")]),
+                     id="two-batches"),
+        pytest.param(lambda: rw.record_batch([(None, b"x")], attributes=0x07), id="codec-7"),
+        pytest.param(lambda: rw.record_batch([(None, b"x")], producer_id=12345,
+                                             producer_epoch=0, base_sequence=-1),
+                     id="pid-without-sequence"),
+        pytest.param(lambda: rw.record_batch([]), id="zero-records"),
+    ],
+)
+def test_produce_invalid_batch_rejected(module_server, seeded, make):
+    """Batches Kafka refuses (INVALID_RECORD, CORRUPT_MESSAGE, UNSUPPORTED_...): an error
+    for the partition, nothing appended, the connection and the server still fine."""
+    topic, check = seeded
+    with rw.Conn(module_server.port) as c:
+        res = c.call(rw.request(rw.API_PRODUCE, 3, 61, rw.produce_v3(topic, 0, make())))
+        if res is not None:
+            assert res[0] == 61
+            ((err, _),) = rw.parse_produce_v3_response(res[1]).values()
+            assert err != 0, "an invalid batch was accepted"
+            print(f"error code {err}")
+    check()
+
+
+def test_produce_unknown_partition(module_server, seeded):
+    topic, check = seeded
+    with rw.Conn(module_server.port) as c:
+        res = c.call(rw.request(rw.API_PRODUCE, 3, 62,
+                                rw.produce_v3(topic, 7, rw.record_batch([(None, b"p7")]))))
+        assert res is not None
+        assert rw.parse_produce_v3_response(res[1]) == {
+            (topic, 7): (rw.UNKNOWN_TOPIC_OR_PARTITION, -1)}
+    check()
+
+
+def test_partial_frame_does_not_block_others(module_server, seeded):
+    """A client that sends half a frame and goes quiet holds only its own connection;
+    one that finishes the frame later is answered correctly."""
+    _, check = seeded
+    frame = rw.request(rw.API_API_VERSIONS, 0, 4711)
+    with rw.Conn(module_server.port) as slow, rw.Conn(module_server.port) as stuck:
+        stuck.send(struct.pack(">i", 5000) + b"\x00" * 100)  # never completed
+        slow.send(frame[:7])
+        time.sleep(0.5)
+        check()  # served while both are pending
+        slow.send(frame[7:])
+        res = slow.recv_frame(timeout=10)
+        assert res is not None and res[:4] == struct.pack(">i", 4711)
+
+
+def test_client_gone_during_long_poll(module_server, seeded):
+    """A consumer parked in a long-poll fetch disconnects; the later append must not
+    trip the server over the dead connection."""
+    from clienthelpers import kp_consumer
+    from kafka import TopicPartition
+
+    topic, check = seeded
+    consumer = kp_consumer(module_server.bootstrap, fetch_max_wait_ms=5000)
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek(tp, 5)
+    consumer.poll(timeout_ms=300)  # a fetch at the log end is now parked
+    consumer.close()
+    check()  # appends one record, wakes the parked fetch of the closed connection
+    assert module_server.running
+
+
+def test_many_connections_at_once(module_server):
+    conns = [rw.Conn(module_server.port) for _ in range(200)]
+    try:
+        for i, c in enumerate(conns):
+            c.send(rw.request(rw.API_API_VERSIONS, 0, i))
+        for i, c in enumerate(conns):
+            frame = c.recv_frame(timeout=20)
+            assert frame is not None and frame[:4] == struct.pack(">i", i)
+    finally:
+        for c in conns:
+            c.close()
+    rw.api_versions_ok(module_server.port)

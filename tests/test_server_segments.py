@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from clienthelpers import (
@@ -22,6 +23,7 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 TOPIC = "segmented"
 N = 3000  # ~300 B per record: ~900 KB, about 14 segments of 64 KiB
+BASE_TS = 1_650_000_000_000  # record i has timestamp BASE_TS + 10 * i
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +41,8 @@ def seg_server(request, tmp_path_factory):
 def written(seg_server):
     create_topic(seg_server.bootstrap, TOPIC, partitions=1)
     items = [{"key": f"k{i}".encode(), "value": f"{i:06d}|".encode() + b"s" * 250,
-              "headers": [("i", str(i).encode())]} for i in range(N)]
+              "headers": [("i", str(i).encode())], "timestamp_ms": BASE_TS + 10 * i}
+             for i in range(N)]
     # small batches so that segments can roll between them
     recs = kp_produce(seg_server.bootstrap, TOPIC, items,
                       producer_config={"batch_size": 8192, "linger_ms": 2})
@@ -100,6 +103,50 @@ def test_kcat_from_middle(kcat_bin, seg_server, written):
         read = [kcat_rec(d) for d in kcat_json_records(out)]
         assert [(r.offset, r.value) for r in read] == [(r.offset, r.value)
                                                        for r in written[start:]]
+
+
+def test_offsets_for_times_across_segments(seg_server, written):
+    """The time index of every segment is used: a timestamp in any segment finds the
+    first record at or after it."""
+    from clienthelpers import kp_consumer
+    from kafka import TopicPartition
+
+    tp = TopicPartition(TOPIC, 0)
+    consumer = kp_consumer(seg_server.bootstrap)
+    try:
+        probes = sorted({0, 1, 5, N // 3, N // 2, N - 2, N - 1, *_starts(seg_server)})
+        for i in probes:
+            found = consumer.offsets_for_times({tp: BASE_TS + 10 * i})[tp]
+            assert (found.offset, found.timestamp) == (i, BASE_TS + 10 * i), i
+            found = consumer.offsets_for_times({tp: BASE_TS + 10 * i - 5})[tp]
+            assert found.offset == i, f"timestamp between records {i - 1} and {i}"
+        assert consumer.offsets_for_times({tp: BASE_TS + 10 * N})[tp] is None
+    finally:
+        consumer.close()
+
+
+@pytest.mark.kcat
+def test_kcat_from_timestamp_across_segments(kcat_bin, seg_server, written):
+    i = _starts(seg_server)[-2]
+    out = kcat(kcat_bin, seg_server.bootstrap, "-C", "-t", TOPIC, "-p", "0",
+               "-o", f"s@{BASE_TS + 10 * i}", "-c", "3", "-e", "-J").stdout
+    assert [d["offset"] for d in kcat_json_records(out)] == [i, i + 1, i + 2]
+
+
+def test_roll_by_time(server_factory):
+    """log.roll.ms rolls the active segment once it is older than the setting."""
+    srv = server_factory(settings={"log.roll.ms": 1000})
+    create_topic(srv.bootstrap, "timeroll", partitions=1)
+    kp_produce(srv.bootstrap, "timeroll", [{"value": b"first"}])
+    time.sleep(1.6)
+    kp_produce(srv.bootstrap, "timeroll", [{"value": b"second"}])
+    time.sleep(1.6)
+    kp_produce(srv.bootstrap, "timeroll", [{"value": b"third"}])
+    files = srv.segment_files("timeroll", 0)
+    if not files:
+        pytest.skip("Kafka-style segment layout not found")
+    assert len(files) >= 2, [f.name for f in files]
+    assert [r.value for r in kp_read(srv.bootstrap, "timeroll")] == [b"first", b"second", b"third"]
 
 
 def test_from_middle_after_restart(seg_server, written):

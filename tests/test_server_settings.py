@@ -170,3 +170,19 @@ def test_unknown_env_setting_exits_2(tmp_path):
                    env={"LOGSERVER_NO_SUCH_THING": "1"})
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert "LOGSERVER_NO_SUCH_THING" in proc.stderr or "no.such.thing" in proc.stderr
+
+
+def test_log_append_time_setting(server_factory):
+    """log.message.timestamp.type=LogAppendTime: the broker's clock replaces the
+    producer's timestamps, and consumers are told so (timestamp type 1)."""
+    import time
+
+    from clienthelpers import kp_read
+
+    srv = server_factory(settings={"log.message.timestamp.type": "LogAppendTime"})
+    t0 = int(time.time() * 1000)
+    written = kp_produce(srv.bootstrap, "lat", [{"value": b"x", "timestamp_ms": 1000}])
+    t1 = int(time.time() * 1000)
+    assert t0 - 1000 <= written[0].timestamp <= t1 + 1000, written  # from the response
+    (rec,) = kp_read(srv.bootstrap, "lat")
+    assert t0 - 1000 <= rec.timestamp <= t1 + 1000 and rec.timestamp != 1000

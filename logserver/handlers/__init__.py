@@ -13,13 +13,24 @@ from kafkaproto import ApiKey
 from logserver.handlers import (
     api_versions,
     create_topics,
+    delete_groups,
     delete_topics,
     describe_configs,
+    describe_groups,
     fetch,
+    find_coordinator,
+    heartbeat,
     init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
     produce,
+    sync_group,
 )
 
 
@@ -41,4 +52,16 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_TOPICS: Handler("DeleteTopics", 1, 6, delete_topics.handle),
     ApiKey.INIT_PRODUCER_ID: Handler("InitProducerId", 0, 4, init_producer_id.handle),
     ApiKey.DESCRIBE_CONFIGS: Handler("DescribeConfigs", 1, 4, describe_configs.handle),
+    # -- consumer groups (logserver/groups) --
+    ApiKey.FIND_COORDINATOR: Handler("FindCoordinator", 0, 4, find_coordinator.handle),
+    ApiKey.JOIN_GROUP: Handler("JoinGroup", 0, 9, join_group.handle),
+    ApiKey.SYNC_GROUP: Handler("SyncGroup", 0, 5, sync_group.handle),
+    ApiKey.HEARTBEAT: Handler("Heartbeat", 0, 4, heartbeat.handle),
+    ApiKey.LEAVE_GROUP: Handler("LeaveGroup", 0, 5, leave_group.handle),
+    ApiKey.OFFSET_COMMIT: Handler("OffsetCommit", 2, 8, offset_commit.handle),
+    ApiKey.OFFSET_FETCH: Handler("OffsetFetch", 1, 8, offset_fetch.handle),
+    ApiKey.LIST_GROUPS: Handler("ListGroups", 0, 4, list_groups.handle),
+    ApiKey.DESCRIBE_GROUPS: Handler("DescribeGroups", 0, 5, describe_groups.handle),
+    ApiKey.DELETE_GROUPS: Handler("DeleteGroups", 0, 2, delete_groups.handle),
+    ApiKey.OFFSET_DELETE: Handler("OffsetDelete", 0, 0, offset_delete.handle),
 }

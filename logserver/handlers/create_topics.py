@@ -60,6 +60,9 @@ def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, validate_
     problem = validate_topic_configs(configs)
     if problem is not None:
         return _error(name, ErrorCode.INVALID_CONFIG, problem)
+    limit = broker.topic_limit_error(partitions)  # max.topics / max.partitions
+    if limit is not None:
+        return _error(name, ErrorCode.POLICY_VIOLATION, limit)
     if not validate_only:
         broker.create_topic(name, partitions, configs)  # type: ignore[arg-type]
     topic_id = broker.topic_id(name) if not validate_only else bytes(16)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import MetadataRequest, MetadataResponse
+from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
 from logserver.topic_names import topic_name_error
 
 if TYPE_CHECKING:
@@ -47,12 +48,19 @@ def _describe(broker: Broker, name: str | None, topic_id: bytes | None, allow_cr
             return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, partitions=[])
         if not (allow_create and broker.config["auto.create.topics.enable"]):
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[])
-        broker.create_topic(name, broker.config["num.partitions"], {})
+        if name == OFFSETS_TOPIC:  # created with its own settings, as Kafka does
+            if broker.groups.store.ensure_topic() is not None:
+                return Topic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, partitions=[])
+        else:
+            if broker.topic_limit_error(broker.config["num.partitions"]) is not None:
+                return Topic(error_code=ErrorCode.POLICY_VIOLATION, name=name, partitions=[])
+            broker.create_topic(name, broker.config["num.partitions"], {})
         count = broker.partition_count(name)
         assert count is not None
     node = broker.node_id
     return Topic(
-        error_code=ErrorCode.NONE, name=name, topic_id=broker.topic_id(name), is_internal=False,
+        error_code=ErrorCode.NONE, name=name, topic_id=broker.topic_id(name),
+        is_internal=name in INTERNAL_TOPICS,
         partitions=[
             Partition(error_code=ErrorCode.NONE, partition_index=index, leader_id=node,
                       leader_epoch=broker.leader_epoch, replica_nodes=[node], isr_nodes=[node],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "CorruptLogError",
     "IndexFullError",
     "InvalidTopicError",
     "LogDirLockedError",
@@ -50,3 +51,13 @@ class UnknownTopicOrPartitionError(LogError, KeyError):
 
 class LogDirLockedError(LogError):
     """Another process holds the data directory's lock file."""
+
+
+class CorruptLogError(LogError):
+    """Recovery would have to drop valid data that is not a torn tail.
+
+    A torn tail (the last writes of a crash: a partial batch, garbage or zeros with no
+    valid batch after them) is truncated silently. Damage with valid batches after it, in
+    the same segment or in later ones, is refused: start-up stops and says where, unless
+    ``log.recovery.allow.data.loss=true`` or ``logserver repair`` is used.
+    """

@@ -19,7 +19,7 @@ import shutil
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kafkaproto.batch import (
@@ -48,6 +48,8 @@ LEADER_EPOCH = 0  # policy (B) of kafka-compat.md: constant epoch 0 stamped on e
 RETIRED_FD_GRACE_S = 60.0
 _I64 = struct.Struct(">q")
 _TEMP_SUFFIXES = (".tmp", ".cleaned", ".swap", ".deleted")
+# Test hook (logserver.log.faults): told (path, size) of segment data each flush made durable.
+fsync_observer: Callable[[list[tuple[Path, int]]], None] | None = None
 
 
 def _now_ms() -> int:
@@ -66,7 +68,16 @@ class Log:
         partition: int = 0,
         recovery_point: int = 0,
         clean_shutdown: bool = True,
+        allow_data_loss: bool = True,
     ) -> None:
+        """Open (and if needed recover) the log in ``directory``.
+
+        ``allow_data_loss=False`` (what the server passes unless
+        ``log.recovery.allow.data.loss=true``) makes recovery raise CorruptLogError
+        instead of truncating damage that is not a torn tail; the default keeps Kafka's
+        behaviour (truncate at the first bad batch, drop everything after it).
+        ``recovery_actions`` lists what recovery did, one line each.
+        """
         self.directory = Path(directory)
         self.config = config or LogConfig()
         self.topic = topic
@@ -77,6 +88,7 @@ class Log:
         self._dir_dirty = False
         self._truncations = 0
         self._retired: list[tuple[float, Segment]] = []
+        self._deleted_paths: list[Path] = []
         self._closed = False
         self.segments: list[Segment] = []
         self._bases: list[int] = []  # segment base offsets, for bisect
@@ -84,7 +96,13 @@ class Log:
         self.producer_state = ProducerStateManager(
             self.directory, self.config.producer_id_expiration_ms
         )
-        self._load(recovery_point, clean_shutdown)
+        self.recovery_actions: list[str] = []
+        try:
+            self._load(recovery_point, clean_shutdown, allow_data_loss)
+        except BaseException:
+            for seg in self.segments:
+                seg.close()
+            raise
         # After a clean shutdown everything on disk was flushed before the marker.
         self.recovery_point = (
             self.log_end_offset if clean_shutdown else min(recovery_point, self.log_end_offset)
@@ -117,7 +135,7 @@ class Log:
 
     # -- loading and recovery ---------------------------------------------------------
 
-    def _load(self, recovery_point: int, clean_shutdown: bool) -> None:
+    def _load(self, recovery_point: int, clean_shutdown: bool, allow_data_loss: bool) -> None:
         bases: list[int] = []
         for path in sorted(self.directory.iterdir()):
             name = path.name
@@ -143,19 +161,33 @@ class Log:
         # Segments from the one holding the recovery point on were not known durable.
         first_unflushed = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
         expected: int | None = None
+        actions = self.recovery_actions
         for i, base in enumerate(bases):
+            data_follows = any(
+                (self.directory / f"{later:020d}{LOG_SUFFIX}").stat().st_size
+                for later in bases[i + 1 :]
+            )
             seg = Segment(self.directory, base, self.config, active=False)
-            if not clean_shutdown and i >= first_unflushed:
-                truncated = seg.recover(0, expected)
-                # What was read back may sit only in the page cache (the process died,
-                # not the machine): the first flush must fsync it before the recovery
-                # point moves past it.
-                self._unflushed[seg] = None
-            else:
-                before = seg.size
-                if seg.load():
-                    self._unflushed[seg] = None  # rebuilt index files
-                truncated = before - seg.size
+            try:
+                if not clean_shutdown and i >= first_unflushed:
+                    truncated = seg.recover(
+                        0, expected, allow_data_loss=allow_data_loss, data_follows=data_follows
+                    )
+                    # What was read back may sit only in the page cache (the process died,
+                    # not the machine): the first flush must fsync it before the recovery
+                    # point moves past it.
+                    self._unflushed[seg] = None
+                else:
+                    before = seg.size
+                    if seg.load(allow_data_loss=allow_data_loss, data_follows=data_follows):
+                        self._unflushed[seg] = None  # rebuilt index files
+                        actions.append(f"{seg.path}: rebuilt indexes ({seg.index_problem})")
+                    truncated = before - seg.size
+            except BaseException:
+                seg.close()
+                raise
+            if seg.last_truncation:
+                actions.append(seg.last_truncation)
                 if expected is not None and seg.size and seg.base_offset != expected:
                     logger.warning(
                         "%s: segment %d does not continue from offset %d",
@@ -168,6 +200,7 @@ class Log:
                 or (not truncated and i < len(bases) - 1)  # an empty one in the middle
             ):
                 logger.warning("%s: deleting empty segment %s", self.directory, seg.path.name)
+                actions.append(f"{seg.path}: deleted (empty)")
                 self._unflushed.pop(seg, None)
                 seg.delete()
             else:
@@ -175,6 +208,12 @@ class Log:
                 expected = seg.next_offset
             if truncated:
                 for later in bases[i + 1 :]:
+                    later_path = self.directory / f"{later:020d}{LOG_SUFFIX}"
+                    with contextlib.suppress(OSError):
+                        actions.append(
+                            f"{later_path}: deleted ({later_path.stat().st_size} bytes after "
+                            f"the truncation at offset {expected})"
+                        )
                     self._delete_segment_files(later)
                 if bases[i + 1 :]:
                     logger.warning(
@@ -429,6 +468,7 @@ class Log:
             dir_dirty, self._dir_dirty = self._dir_dirty, False
             fds: list[int] = []
             paths: list[Path] = []
+            synced = [(seg.path, seg.size) for seg in segments]
             try:
                 for seg in segments:
                     fd, index_paths = seg.flush_targets()
@@ -455,6 +495,8 @@ class Log:
         finally:
             for fd in fds:
                 os.close(fd)
+        if fsync_observer is not None:
+            fsync_observer(synced)
         with self._lock:
             if generation == self._truncations and leo > self.recovery_point:
                 self.recovery_point = leo
@@ -500,12 +542,14 @@ class Log:
         self._load_producer_state()
         return self.log_end_offset
 
-    def delete_old_segments(self, now_ms: int | None = None) -> int:
+    def delete_old_segments(self, now_ms: int | None = None, *, keep_files: bool = False) -> int:
         """Retention: drop whole segments older than retention.ms or beyond retention.bytes.
 
-        Like Kafka, age is the segment's largest record timestamp, and the active segment
-        is rolled first when it must go too. Returns the number of segments deleted; the
-        log start offset moves to the first remaining segment.
+        Like Kafka, age is the segment's largest record timestamp. The active segment is
+        never deleted (it takes the appends; it goes once it has rolled). Returns the
+        number of segments deleted; the log start offset moves to the first remaining
+        segment. ``keep_files`` renames each deleted ``.log`` to ``.log.deleted`` instead
+        of unlinking it (for the delete hook); ``take_deleted_paths`` hands those out.
         """
         now = _now_ms() if now_ms is None else now_ms
         cfg = self.config
@@ -530,15 +574,15 @@ class Log:
         if not count:
             return 0
         with self._lock:
-            if count >= len(self.segments):
-                self._roll_locked(now)
-                count = min(count, len(self.segments) - 1)
+            count = min(count, len(self.segments) - 1)
+            if count <= 0:
+                return 0
             doomed = self.segments[:count]
             del self.segments[:count]
             del self._bases[:count]
             for seg in doomed:
                 self._unflushed.pop(seg, None)
-                self._retire(seg)
+                self._retire(seg, keep_log=keep_files)
             self._dir_dirty = True
         logger.info(
             "%s: retention deleted %d segments; log start offset now %d",
@@ -548,9 +592,16 @@ class Log:
         )
         return count
 
-    def _retire(self, seg: Segment) -> None:
-        seg.retire()
+    def _retire(self, seg: Segment, *, keep_log: bool = False) -> None:
+        kept = seg.retire(keep_log=keep_log)
+        if kept is not None:
+            self._deleted_paths.append(kept)
         self._retired.append((time.monotonic(), seg))
+
+    def take_deleted_paths(self) -> list[Path]:
+        """Paths of ``.log.deleted`` files kept by retention since the last call."""
+        paths, self._deleted_paths = self._deleted_paths, []
+        return paths
 
     def _reap_retired(self, force: bool = False) -> None:
         horizon = time.monotonic() - RETIRED_FD_GRACE_S

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from logserver.log import faults
 from logserver.log.config import LogConfig
 from logserver.log.config import setting_value as _setting
 from logserver.log.errors import (
@@ -86,16 +87,20 @@ class LogManager:
     def __init__(
         self, data_dir: Path | str, config: Mapping[str, Any] | object | None = None
     ) -> None:
+        faults.install_from_env()  # test-only; a no-op unless LOGSERVER_TEST_FAULTS is set
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config = LogConfig.from_settings(config)
         self._lock = threading.Lock()  # guards _topics/_logs against the flush thread
         self._checkpoint_lock = threading.Lock()
         self._lock_fd = self._acquire_dir_lock()
+        self.allow_data_loss = bool(_setting(config, "log.recovery.allow.data.loss"))
+        self.recovery_actions: list[str] = []  # what start-up recovery did, one line each
         interval = _setting(config, "log.flush.offset.checkpoint.interval.ms")
         self._checkpoint_interval_s = (60_000 if interval is None else int(interval)) / 1000
         self._last_checkpoint = time.monotonic()
         self._closed = False
+        self._logs: dict[tuple[str, int], Log] = {}
         try:
             marker = self.data_dir / CLEAN_SHUTDOWN_FILE
             self.had_clean_shutdown = marker.exists()
@@ -104,7 +109,6 @@ class LogManager:
                 fsync_dir(self.data_dir)
             self._remove_deleted_dirs()
             self._topics: dict[str, TopicInfo] = self._read_topics()
-            self._logs: dict[tuple[str, int], Log] = {}
             recovery_points = self._read_checkpoint()
             if not self.had_clean_shutdown and self._topics:
                 logger.warning(
@@ -114,11 +118,20 @@ class LogManager:
                 )
             for info in self._topics.values():
                 for p in range(info.partitions):
-                    self._logs[(info.name, p)] = self._open_log(
-                        info, p, recovery_points.get((info.name, p), 0)
-                    )
+                    log = self._open_log(info, p, recovery_points.get((info.name, p), 0))
+                    self._logs[(info.name, p)] = log
+                    self.recovery_actions.extend(log.recovery_actions)
             self._warn_orphans()
+            if self.recovery_actions:
+                logger.warning(
+                    "%s: start-up recovery repaired %d things:\n  %s",
+                    self.data_dir,
+                    len(self.recovery_actions),
+                    "\n  ".join(self.recovery_actions),
+                )
         except BaseException:
+            for log in self._logs.values():
+                log.close(flush=False)
             os.close(self._lock_fd)
             raise
 
@@ -143,6 +156,7 @@ class LogManager:
             partition=partition,
             recovery_point=recovery_point,
             clean_shutdown=new or self.had_clean_shutdown,
+            allow_data_loss=self.allow_data_loss,
         )
 
     def _remove_deleted_dirs(self) -> None:

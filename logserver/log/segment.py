@@ -28,23 +28,70 @@ from kafkaproto.batch import (
     verify_crc,
 )
 from logserver.log.config import LogConfig
+from logserver.log.errors import CorruptLogError
 from logserver.log.fsutil import fsync_path
 from logserver.log.index import OffsetIndex, TimeIndex, index_file_name
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LOG_SUFFIX", "Segment"]
+__all__ = ["LOG_SUFFIX", "Segment", "find_valid_batch"]
 
 LOG_SUFFIX = ".log"
 _INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 1 << 20
+_SCAN_OVERLAP = BATCH_HEADER_SIZE
+MAGIC_POSITION = 16
 # base offset, length, ... last offset delta: the 27 header bytes that locate an offset.
 _PEEK = struct.Struct(">qi11xi")
 _PEEK_SIZE = _PEEK.size  # 27
+# The segment writer; logserver.log.faults replaces it in tests (LOGSERVER_TEST_FAULTS).
+pwrite = os.pwrite
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def find_valid_batch(fd: int, start: int, end: int) -> tuple[int, int] | None:
+    """(position, base offset) of the first CRC-valid batch starting in [start, end), or None.
+
+    Tells a torn tail (nothing valid after the damage: safe to cut) from damage in the
+    middle of data (cutting would lose good batches). Candidates are found by the magic
+    byte at +16 and a plausible length, so random bytes rarely cost a CRC.
+    """
+    chunk = _SCAN_CHUNK
+    pos = start
+    while pos < end:
+        buf = os.pread(fd, min(chunk + _SCAN_OVERLAP, end - pos), pos)
+        limit = min(chunk, len(buf))
+        i = buf.find(b"\x02", MAGIC_POSITION)
+        while i != -1 and i - MAGIC_POSITION < limit:
+            cand = pos + i - MAGIC_POSITION
+            if _is_valid_batch_at(fd, buf, i - MAGIC_POSITION, cand, end):
+                return cand, peek_offset_and_size(buf, i - MAGIC_POSITION)[0]
+            i = buf.find(b"\x02", i + 1)
+        pos += limit
+        if limit < chunk:
+            break
+    return None
+
+
+def _is_valid_batch_at(fd: int, buf: bytes, off: int, pos: int, end: int) -> bool:
+    if off + BATCH_HEADER_SIZE > len(buf):
+        head = os.pread(fd, BATCH_HEADER_SIZE, pos)
+        if len(head) < BATCH_HEADER_SIZE:
+            return False
+        buf, off = head, 0
+    try:
+        header = parse_header(buf, off)
+    except CorruptBatchError:
+        return False
+    if pos + header.size > end or header.last_offset_delta < 0 or header.base_offset < 0:
+        return False
+    data = buf[off : off + header.size] if off + header.size <= len(buf) else os.pread(
+        fd, header.size, pos
+    )
+    return len(data) == header.size and verify_crc(data, 0, header)
 
 
 class Segment:
@@ -91,6 +138,8 @@ class Segment:
         self.max_timestamp = -1  # largest batch max_timestamp in the segment
         self.offset_of_max_timestamp = base_offset  # base offset of the batch that set it
         self.created_ms = _now_ms() if created_ms is None else created_ms
+        self.index_problem: str | None = None  # why load() rebuilt the indexes
+        self.last_truncation: str | None = None  # what recover() cut, for the report
         self._first_batch_timestamp: int | None = None  # rolling time base, as in Kafka
         self._bytes_since_index_entry = 0
 
@@ -102,19 +151,21 @@ class Segment:
 
     # -- opening -----------------------------------------------------------------
 
-    def load(self) -> bool:
+    def load(self, *, allow_data_loss: bool = True, data_follows: bool = False) -> bool:
         """Adopt trusted data: sanity check the indexes and derive the in-memory state.
 
         A missing, garbage or untrimmed index is rebuilt from the log (logged at
-        WARNING). Returns True if the indexes were rebuilt.
+        WARNING; the reason is kept in ``index_problem``). Returns True if the indexes
+        were rebuilt. The keyword arguments are those of ``recover``.
         """
-        problem = self._index_problem()
+        self.last_truncation = None
+        problem = self.index_problem = self._index_problem()
         if problem is None:
             self._load_state_from_indexes()
             return False
         logger.warning("%s: rebuilding indexes: %s", self.path, problem)
         # Header checks still apply: a torn tail is truncated even in trusted data.
-        self.recover(verify_from=None)
+        self.recover(verify_from=None, allow_data_loss=allow_data_loss, data_follows=data_follows)
         return True
 
     def _index_problem(self) -> str | None:
@@ -187,7 +238,14 @@ class Segment:
 
     # -- recovery ------------------------------------------------------------------
 
-    def recover(self, verify_from: int | None = 0, expected_offset: int | None = None) -> int:
+    def recover(
+        self,
+        verify_from: int | None = 0,
+        expected_offset: int | None = None,
+        *,
+        allow_data_loss: bool = True,
+        data_follows: bool = False,
+    ) -> int:
         """Re-validate the file, truncate at the first bad batch, rebuild both indexes.
 
         Every batch gets header sanity checks (magic, length, offsets contiguous from
@@ -195,7 +253,13 @@ class Segment:
         relative offset, whole batch present); batches starting at or after
         ``verify_from`` also get their CRC-32C checked (None: no CRC checks, for a
         trusted file whose index was lost). Returns the number of bytes truncated.
+
+        Without ``allow_data_loss``, damage that is not a torn tail raises
+        CorruptLogError before anything is truncated: a CRC-valid batch somewhere after
+        the damage in this file, or ``data_follows`` (later segments hold data).
+        ``last_truncation`` describes what was cut, for the start-up report.
         """
+        self.last_truncation: str | None = None
         file_size = os.fstat(self.fd).st_size
         verify_pos = file_size if verify_from is None else verify_from
         expected = self.base_offset if expected_offset is None else expected_offset
@@ -262,7 +326,25 @@ class Segment:
             expected = header.next_offset
         self.next_offset = expected if self.size else self.base_offset
         truncated = file_size - self.size
+        if truncated and not allow_data_loss:
+            valid_after = find_valid_batch(self.fd, self.size + 1, file_size)
+            if valid_after is not None or data_follows:
+                where = (
+                    f"a valid batch follows at position {valid_after[0]} "
+                    f"(offset {valid_after[1]})"
+                    if valid_after is not None
+                    else "later segments hold data"
+                )
+                raise CorruptLogError(
+                    f"{self.path}: {reason}; this is not a torn tail ({where}), so "
+                    f"truncating here would drop {truncated} bytes of this segment"
+                    f"{' and every later segment' if data_follows else ''}"
+                )
         if truncated:
+            self.last_truncation = (
+                f"{self.path}: truncated {truncated} bytes at position {self.size} "
+                f"(offsets >= {self.next_offset}): {reason}"
+            )
             logger.warning(
                 "%s: truncating %d bytes at position %d (offsets >= %d): %s",
                 self.path,
@@ -311,11 +393,18 @@ class Segment:
     def append(self, batch: Buffer, base_offset: int, max_timestamp: int, next_offset: int) -> int:
         """Write one whole batch at the end of the file; returns its position."""
         pos = self.size
-        n = os.pwrite(self.fd, batch, pos)
-        if n != len(batch):  # short writes only happen on a full disk; finish or raise
-            view = memoryview(batch)
-            while n < len(view):
-                n += os.pwrite(self.fd, view[n:], pos + n)
+        try:
+            n = pwrite(self.fd, batch, pos)
+            if n != len(batch):  # short writes only happen on a full disk; finish or raise
+                view = memoryview(batch)
+                while n < len(view):
+                    n += pwrite(self.fd, view[n:], pos + n)
+        except OSError:
+            # Disk full or I/O error: cut a partial batch off again, so the file still
+            # ends at a batch boundary and the next append (space back) goes right here.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, pos)
+            raise
         self._index_batch(pos, base_offset, max_timestamp, n)
         self.size = pos + n
         self.next_offset = next_offset
@@ -478,16 +567,24 @@ class Segment:
         os.close(self.fd)
         self.fd = -1
 
-    def retire(self) -> None:
+    def retire(self, *, keep_log: bool = False) -> Path | None:
         """Delete the files but keep the log descriptor open for in-flight sendfiles.
 
         The owner closes it later with ``close_fd`` (the unlinked data stays readable
-        until then).
+        until then). ``keep_log`` renames the ``.log`` to ``.log.deleted`` instead of
+        unlinking it and returns the new path (for the delete hook).
         """
         self.offset_index.delete()
         self.time_index.delete()
+        if keep_log:
+            kept = self.path.with_name(self.path.name + ".deleted")
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(self.path, kept)
+                return kept
+            return None
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+        return None
 
     def close_fd(self) -> None:
         if self.fd >= 0:

@@ -1,0 +1,241 @@
+"""Committed offsets and group metadata kept in the log itself: ``__consumer_offsets``.
+
+Writes go through the broker's normal append path (``Broker.produce``), so they get the
+same validation, segment rolling and durability setting as any produce: with
+``log.flush.interval.messages=1`` an OffsetCommit is answered only after the fsync that
+covers its record. Start-up replays the topic from its log start (last value per key
+wins, a null value deletes), which restores offsets after a clean stop and after
+kill -9 alike (log recovery has already cut any torn tail).
+
+The topic is created with ``cleanup.policy=compact``, as Kafka creates it, so a log
+cleaner compacts it while the server runs. On top of that it is rewritten at start-up
+when most of its records are dead (superseded or deleted): right after the replay the
+live state is appended as a snapshot in a new segment, fsynced, and the segments before
+it are dropped, all before the coordinator serves anything. Replaying a half-done
+rewrite gives the same state, because the snapshot only repeats values already live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode
+from kafkaproto.batch import CONTROL_MASK, iter_batches
+from kafkaproto.records import RecordTuple, build_batch, decode_batch
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+    from logserver.log.log import Log
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+# Any Produce version >= 7 accepts every codec; our batches are uncompressed anyway.
+_APPEND_API_VERSION = 9
+_READ_CHUNK = 1 << 20
+# Snapshot batches stay well below the default max.message.bytes (1 MiB).
+_SNAPSHOT_BATCH_BYTES = 256 * 1024
+# Rewrite when at least this many records are dead and they are at least half the log
+# (Kafka's log cleaner: min.cleanable.dirty.ratio 0.5).
+REWRITE_MIN_DEAD_RECORDS = 10_000
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+@dataclass(slots=True)
+class AppendOutcome:
+    """An append's error (Kafka's coordinator mapping), log offset, and durability wait."""
+
+    error: int
+    base_offset: int = -1
+    wait: asyncio.Future[None] | None = None
+
+
+@dataclass(slots=True)
+class LogEntry:
+    """One record of ``__consumer_offsets`` as replayed."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+class OffsetsStore:
+    """Appends to, replays and rewrites the internal topic."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        self._configured_partitions: int = config["offsets.topic.num.partitions"]
+        self._segment_bytes: int = config["offsets.topic.segment.bytes"]
+
+    # -- topic ----------------------------------------------------------------------------
+
+    @property
+    def partitions(self) -> int:
+        count = self.broker.partition_count(OFFSETS_TOPIC)
+        return count if count is not None else self._configured_partitions
+
+    def exists(self) -> bool:
+        return self.broker.partition_count(OFFSETS_TOPIC) is not None
+
+    def ensure_topic(self) -> int | None:
+        """Create the internal topic (as Kafka does on the first FindCoordinator).
+
+        Returns an error code if it cannot be created, else None.
+        """
+        if self.exists():
+            return None
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(self._segment_bytes)}
+        try:
+            self.broker.create_topic(OFFSETS_TOPIC, self._configured_partitions, configs)
+        except Exception as exc:  # disk full, permissions: clients retry FindCoordinator
+            log.error("cannot create %s: %s", OFFSETS_TOPIC, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return None
+
+    def partition_for(self, group_id: str) -> int:
+        """Kafka's Utils.abs(groupId.hashCode) % partitions: same layout as a Kafka cluster."""
+        return (java_string_hash(group_id) & 0x7FFFFFFF) % self.partitions
+
+    # -- append ---------------------------------------------------------------------------
+
+    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+               now_ms: int | None = None) -> AppendOutcome:
+        """Append one batch to the group's partition; mapped like Kafka's coordinator."""
+        error = self.ensure_topic()
+        if error is not None:
+            return AppendOutcome(error)
+        timestamp = int(time.time() * 1000) if now_ms is None else now_ms
+        return self._append_batch(self.partition_for(group_id),
+                                  [(key, value, (), timestamp) for key, value in records])
+
+    def _append_batch(self, partition: int, records: list[RecordTuple]) -> AppendOutcome:
+        batch = bytearray(build_batch(records))
+        result = self.broker.produce(OFFSETS_TOPIC, partition, memoryview(batch),
+                                     _APPEND_API_VERSION, internal=True)
+        if result.error != ErrorCode.NONE:
+            log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition,
+                        result.message or ErrorCode(result.error).name)
+            return AppendOutcome(_coordinator_error(result.error))
+        if result.wait is None:
+            return AppendOutcome(ErrorCode.NONE, result.base_offset)
+        return AppendOutcome(ErrorCode.NONE, result.base_offset, asyncio.ensure_future(result.wait))
+
+    # -- replay ---------------------------------------------------------------------------
+
+    def iter_log(self, partition: int) -> Iterator[LogEntry]:
+        """Every record of one partition from its log start, in offset order."""
+        part = self.broker.get_partition(OFFSETS_TOPIC, partition)
+        if part is None:
+            return
+        log_ = part.log
+        offset = log_.log_start_offset
+        while offset < log_.log_end_offset:
+            region = log_.read(offset, _READ_CHUNK)
+            if region is None:
+                return
+            fd, position, length = region
+            data = os.pread(fd, length, position)
+            next_offset = offset
+            for pos, header in iter_batches(data):
+                next_offset = header.next_offset
+                if header.attributes & CONTROL_MASK:
+                    continue
+                _, records = decode_batch(data, pos, verify_crc=False)
+                for record in records:
+                    if record.offset >= offset:
+                        yield LogEntry(record.offset, record.timestamp, record.key, record.value)
+            if next_offset <= offset:
+                log.error("%s-%d: no progress reading at offset %d; stopping the replay",
+                          OFFSETS_TOPIC, partition, offset)
+                return
+            offset = next_offset
+
+    # -- rewrite (compaction) -------------------------------------------------------------
+
+    def should_rewrite(self, total_records: int, live_records: int) -> bool:
+        dead = total_records - live_records
+        return dead >= REWRITE_MIN_DEAD_RECORDS and dead >= live_records
+
+    def rewrite(self, snapshot: dict[int, list[tuple[bytes, bytes, int]]]) -> int:
+        """Replace each partition's log by ``snapshot[p]`` (key, value, timestamp) records.
+
+        Synchronous on purpose (it runs once, at start-up, before any group request is
+        served): nothing can append between the snapshot and the drop of the old
+        segments. Returns the number of segments dropped.
+        """
+        starts: list[tuple[Log, int]] = []
+        for partition in range(self.partitions):
+            part = self.broker.get_partition(OFFSETS_TOPIC, partition)
+            if part is None:
+                continue
+            part.log.roll()
+            start = part.log.log_end_offset
+            for batch in _chunks(snapshot.get(partition, [])):
+                outcome = self._append_batch(partition, [(k, v, (), ts) for k, v, ts in batch])
+                if outcome.error != ErrorCode.NONE:
+                    log.error("%s-%d: rewrite failed (%s); keeping the old segments",
+                              OFFSETS_TOPIC, partition, ErrorCode(outcome.error).name)
+                    return 0
+            starts.append((part.log, start))
+        for log_, _ in starts:
+            log_.flush()  # the snapshot is durable before anything it replaces goes
+        return sum(_drop_segments_below(log_, start) for log_, start in starts)
+
+
+def _chunks(records: list[tuple[bytes, bytes, int]]) -> Iterator[list[tuple[bytes, bytes, int]]]:
+    batch: list[tuple[bytes, bytes, int]] = []
+    size = 0
+    for record in records:
+        batch.append(record)
+        size += len(record[0]) + len(record[1]) + 16
+        if size >= _SNAPSHOT_BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _drop_segments_below(log_: Log, offset: int) -> int:
+    """Delete the whole segments that lie below ``offset`` (a segment boundary).
+
+    The Log has no "delete before offset" call; its size-based retention deletes exactly
+    those segments when told to keep only the bytes from ``offset`` on.
+    """
+    keep = sum(seg.size for seg in log_.segments if seg.base_offset >= offset)
+    saved = log_.config
+    log_.config = dataclasses.replace(saved, retention_ms=-1, retention_bytes=keep)
+    try:
+        return log_.delete_old_segments()
+    finally:
+        log_.config = saved
+
+
+def _coordinator_error(error: int) -> int:
+    """GroupMetadataManager's mapping of append errors to what group clients understand."""
+    if error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                 ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
+                 ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return error

@@ -1,0 +1,27 @@
+"""DeleteGroups: only empty groups (NON_EMPTY_GROUP otherwise); their offsets go too.
+
+Answered once the tombstones are as durable as the durability setting promises, so a
+deleted group does not come back after a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from kafkaproto import RequestHeader
+from kafkaproto.messages import DeleteGroupsRequest, DeleteGroupsResponse
+from logserver.groups.respond import respond
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+Result = DeleteGroupsResponse.DeletableGroupResult
+
+
+def handle(broker: Broker, header: RequestHeader, request: DeleteGroupsRequest) -> (
+        DeleteGroupsResponse | Awaitable[DeleteGroupsResponse]):
+    future = broker.groups.delete_groups(list(request.groups_names))
+    return respond(future, lambda results: DeleteGroupsResponse(
+        throttle_time_ms=0,
+        results=[Result(group_id=group_id, error_code=error) for group_id, error in results]))

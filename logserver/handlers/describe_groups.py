@@ -1,0 +1,50 @@
+"""DescribeGroups: state, protocol and members; metadata and assignments once Stable.
+
+An unknown group is described as Dead with no error (Kafka before v6). Without ACLs
+every group operation is allowed: READ, DELETE and DESCRIBE when asked (v3+).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode, RequestHeader
+from kafkaproto.messages import DescribeGroupsRequest, DescribeGroupsResponse
+from logserver.groups.group import GroupState
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+Described = DescribeGroupsResponse.DescribedGroup
+DescribedMember = DescribeGroupsResponse.DescribedGroupMember
+# AclOperation codes READ(3), DELETE(6), DESCRIBE(8): what Kafka allows on a group.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+def handle(broker: Broker, header: RequestHeader,
+           request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    with_operations = header.api_version >= 3 and request.include_authorized_operations
+    described = []
+    for group_id in request.groups:
+        error, group = broker.groups.describe_group(group_id)
+        entry = Described(error_code=error, group_id=group_id, group_state="",
+                          protocol_type="", protocol_data="", members=[])
+        if error == ErrorCode.NONE and group is None:
+            entry.group_state = GroupState.DEAD.value
+        elif group is not None:
+            stable = group.is_(GroupState.STABLE) and group.protocol_name is not None
+            entry.group_state = group.state.value
+            entry.protocol_type = group.protocol_type or ""
+            entry.protocol_data = group.protocol_name if stable and group.protocol_name else ""
+            entry.members = [
+                DescribedMember(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id,
+                    client_id=m.client_id, client_host=m.client_host,
+                    member_metadata=m.metadata(group.protocol_name)
+                    if stable and group.protocol_name else b"",
+                    member_assignment=m.assignment if stable else b"")
+                for m in group.members.values()]
+        if with_operations and error == ErrorCode.NONE:
+            entry.authorized_operations = GROUP_OPERATIONS
+        described.append(entry)
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=described)

@@ -1,0 +1,40 @@
+"""FindCoordinator: this node coordinates every group (v0-3 one key, v4+ a batch of keys).
+
+The first group lookup creates ``__consumer_offsets``, as Kafka does; while the topic is
+being replayed at start-up the answer is COORDINATOR_NOT_AVAILABLE, so clients retry
+the lookup instead of sending group requests that would only hear "loading".
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode, RequestHeader
+from kafkaproto.messages import FindCoordinatorRequest, FindCoordinatorResponse
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+Coordinator = FindCoordinatorResponse.Coordinator
+
+
+def handle(broker: Broker, header: RequestHeader,
+           request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    version = header.api_version
+    key_type = request.key_type if version >= 1 else 0
+    host, port = broker.advertised_address
+    node = broker.node_id
+    if version >= 4:
+        coordinators = []
+        for key in request.coordinator_keys:
+            error, message = broker.groups.find_coordinator(key_type)
+            ok = error == ErrorCode.NONE
+            coordinators.append(Coordinator(
+                key=key, node_id=node if ok else -1, host=host if ok else "",
+                port=port if ok else -1, error_code=error, error_message=message))
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+    error, message = broker.groups.find_coordinator(key_type)
+    ok = error == ErrorCode.NONE
+    return FindCoordinatorResponse(
+        throttle_time_ms=0, error_code=error, error_message=message,
+        node_id=node if ok else -1, host=host if ok else "", port=port if ok else -1)

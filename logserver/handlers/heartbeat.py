@@ -1,0 +1,21 @@
+"""Heartbeat: keeps a member's session alive and tells it when to rejoin."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkaproto import RequestHeader
+from kafkaproto.messages import HeartbeatRequest, HeartbeatResponse
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+
+def handle(broker: Broker, header: RequestHeader, request: HeartbeatRequest) -> HeartbeatResponse:
+    error = broker.groups.heartbeat(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id if header.api_version >= 3 else None,
+        generation_id=request.generation_id,
+    )
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)

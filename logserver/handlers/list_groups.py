@@ -1,0 +1,20 @@
+"""ListGroups: every group this node coordinates; v4 filters by state (any case)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkaproto import RequestHeader
+from kafkaproto.messages import ListGroupsRequest, ListGroupsResponse
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+
+def handle(broker: Broker, header: RequestHeader, request: ListGroupsRequest) -> ListGroupsResponse:
+    states = request.states_filter if header.api_version >= 4 else []
+    error, groups = broker.groups.list_groups(states)
+    return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
+        ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type,
+                                       group_state=state)
+        for group_id, protocol_type, state in groups])

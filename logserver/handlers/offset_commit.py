@@ -1,0 +1,65 @@
+"""OffsetCommit (v2-8): validate like Kafka, persist, answer once the append is durable.
+
+Unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION without reaching the
+coordinator. v2-4 may ask for a retention time of their own (an expiry timestamp is
+stored with the offset, Kafka's value v1); v6+ carry the committed leader epoch.
+A null metadata string is stored as "" (Kafka does the same).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode, RequestHeader
+from kafkaproto.messages import OffsetCommitRequest, OffsetCommitResponse
+from logserver.groups.group import CommittedOffset
+from logserver.groups.respond import respond
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+Topic = OffsetCommitResponse.OffsetCommitResponseTopic
+Partition = OffsetCommitResponse.OffsetCommitResponsePartition
+TopicPartition = tuple[str, int]
+
+
+def handle(broker: Broker, header: RequestHeader, request: OffsetCommitRequest) -> (
+        OffsetCommitResponse | Awaitable[OffsetCommitResponse]):
+    version = header.api_version
+    now = int(time.time() * 1000)
+    retention = request.retention_time_ms if 2 <= version <= 4 else -1
+    expire = now + retention if retention >= 0 else -1
+    errors: dict[TopicPartition, int] = {}
+    offsets: dict[TopicPartition, CommittedOffset] = {}
+    for topic in request.topics:
+        count = broker.partition_count(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if count is None or not 0 <= p.partition_index < count:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = CommittedOffset(
+                p.committed_offset, p.committed_leader_epoch if version >= 6 else -1,
+                p.committed_metadata or "", now, expire)
+
+    def build(committed: dict[TopicPartition, int]) -> OffsetCommitResponse:
+        results = {**errors, **committed}
+        return OffsetCommitResponse(throttle_time_ms=0, topics=[
+            Topic(name=t.name, partitions=[
+                Partition(partition_index=p.partition_index,
+                          error_code=results.get((t.name, p.partition_index), ErrorCode.NONE))
+                for p in t.partitions])
+            for t in request.topics])
+
+    if not offsets:
+        return build({})
+    future = broker.groups.commit_offsets(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id if version >= 7 else None,
+        generation_id=request.generation_id_or_member_epoch,
+        offsets=offsets,
+    )
+    return respond(future, build)

@@ -1,0 +1,50 @@
+"""OffsetDelete (KIP-496): drop committed offsets of partitions the group does not consume.
+
+A live consumer group keeps the offsets of topics it subscribes to
+(GROUP_SUBSCRIBED_TO_TOPIC); an empty group may drop any. Unknown partitions get
+UNKNOWN_TOPIC_OR_PARTITION; a group-level error leaves the topic list empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode, RequestHeader
+from kafkaproto.messages import OffsetDeleteRequest, OffsetDeleteResponse
+from logserver.groups.respond import respond
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+Partition = OffsetDeleteResponse.OffsetDeleteResponsePartition
+TopicPartition = tuple[str, int]
+
+
+def handle(broker: Broker, header: RequestHeader, request: OffsetDeleteRequest) -> (
+        OffsetDeleteResponse | Awaitable[OffsetDeleteResponse]):
+    errors: dict[TopicPartition, int] = {}
+    known: list[TopicPartition] = []
+    for topic in request.topics:
+        count = broker.partition_count(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if count is None or not 0 <= p.partition_index < count:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                known.append(tp)
+
+    def build(outcome: tuple[int, dict[TopicPartition, int]]) -> OffsetDeleteResponse:
+        group_error, partition_errors = outcome
+        if group_error != ErrorCode.NONE:
+            return OffsetDeleteResponse(error_code=group_error, throttle_time_ms=0, topics=[])
+        results = {**errors, **partition_errors}
+        return OffsetDeleteResponse(error_code=ErrorCode.NONE, throttle_time_ms=0, topics=[
+            Topic(name=t.name, partitions=[
+                Partition(partition_index=p.partition_index,
+                          error_code=results.get((t.name, p.partition_index), ErrorCode.NONE))
+                for p in t.partitions])
+            for t in request.topics])
+
+    return respond(broker.groups.delete_offsets(request.group_id, known), build)

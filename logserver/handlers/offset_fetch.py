@@ -1,0 +1,62 @@
+"""OffsetFetch (v1-8): committed offsets, metadata and leader epochs exactly as stored.
+
+Null topics (v2+) mean every offset the group committed. v8 asks for several groups at
+once. Group-level errors go to the top-level error (v2-7), to each group (v8), or to
+every requested partition (v1, which has no top-level error), as Kafka does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode, RequestHeader
+from kafkaproto.messages import OffsetFetchRequest, OffsetFetchResponse
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+Row = tuple[str, int, int, int, str, int]  # topic, partition, offset, epoch, metadata, error
+Group = OffsetFetchResponse.OffsetFetchResponseGroup
+GroupTopic = OffsetFetchResponse.OffsetFetchResponseTopics
+GroupPartition = OffsetFetchResponse.OffsetFetchResponsePartitions
+Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+Partition = OffsetFetchResponse.OffsetFetchResponsePartition
+
+
+def handle(broker: Broker, header: RequestHeader, request: OffsetFetchRequest) -> OffsetFetchResponse:
+    version = header.api_version
+    coordinator = broker.groups
+    if version >= 8:
+        groups = []
+        for group in request.groups:
+            partitions = (None if group.topics is None else
+                          [(t.name, p) for t in group.topics for p in t.partition_indexes])
+            error, rows = coordinator.fetch_offsets(group.group_id, partitions,
+                                                    request.require_stable)
+            groups.append(Group(group_id=group.group_id, error_code=error, topics=[
+                GroupTopic(name=name, partitions=[
+                    GroupPartition(partition_index=p, committed_offset=o,
+                                   committed_leader_epoch=e, metadata=m, error_code=err)
+                    for _, p, o, e, m, err in topic_rows])
+                for name, topic_rows in _by_topic(rows)]))
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    partitions = (None if request.topics is None else
+                  [(t.name, p) for t in request.topics for p in t.partition_indexes])
+    require_stable = request.require_stable if version >= 7 else False
+    error, rows = coordinator.fetch_offsets(request.group_id, partitions, require_stable)
+    if error != ErrorCode.NONE and version < 2:
+        rows = [(t, p, -1, -1, "", error) for t, p in partitions or []]
+    return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[
+        Topic(name=name, partitions=[
+            Partition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                      metadata=m, error_code=err)
+            for _, p, o, e, m, err in topic_rows])
+        for name, topic_rows in _by_topic(rows)])
+
+
+def _by_topic(rows: list[Row]) -> list[tuple[str, list[Row]]]:
+    """Rows grouped by topic, topics in order of first appearance."""
+    grouped: dict[str, list[Row]] = {}
+    for row in rows:
+        grouped.setdefault(row[0], []).append(row)
+    return list(grouped.items())

@@ -1,0 +1,313 @@
+"""``logserver check DIR`` and ``logserver repair DIR``: the start-up recovery, offline.
+
+``check`` only reads. Unlike start-up (which, like Kafka, re-validates only what came
+after the last recovery point), it verifies every batch's CRC in every segment, and every
+entry of every index, and classifies each problem the way start-up recovery would:
+
+- torn tail: damage with no valid batch after it (the end of a crash); start-up
+  truncates it by itself;
+- corrupt: damage with valid batches after it, in the same segment or later ones;
+  start-up refuses to start (exit code 3) because repairing it loses data;
+- index: a missing, untrimmed (unclean shutdown) or wrong index; rebuilt at start-up.
+
+``repair`` runs check, then the full recovery with data loss allowed (every segment
+re-validated from offset 0, cut at the first bad batch, indexes rebuilt), writes the
+clean-shutdown marker, and checks again. Exit codes: 0 clean / nothing to do, 1
+problems found (check) or found and repaired (repair), 2 usage error or directory in use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import logging
+import os
+import struct
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkaproto.batch import BATCH_HEADER_SIZE, CorruptBatchError, parse_header, verify_crc
+from logserver.log.segment import LOG_SUFFIX, find_valid_batch
+
+__all__ = ["CheckResult", "Problem", "check_data_dir", "main", "repair_data_dir"]
+
+EXIT_CLEAN, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+_OFFSET_ENTRY = struct.Struct(">II")
+_TIME_ENTRY = struct.Struct(">qI")
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: Path
+    kind: str  # "torn tail", "corrupt", "index", "gap", "metadata"
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.path}: {self.detail}"
+
+
+@dataclass
+class CheckResult:
+    problems: list[Problem] = field(default_factory=list)
+    partitions: int = 0
+    segments: int = 0
+    batches: int = 0
+    bytes: int = 0
+
+    @property
+    def needs_data_loss(self) -> bool:
+        return any(p.kind in ("corrupt", "gap") for p in self.problems)
+
+
+@dataclass
+class _SegmentScan:
+    size_valid: int = 0
+    next_offset: int = 0
+    starts: dict[int, int] = field(default_factory=dict)  # position -> base offset
+    max_timestamp: int = -1
+
+
+def check_data_dir(data_dir: Path) -> CheckResult:
+    """Verify every partition directory under ``data_dir`` (read-only)."""
+    result = CheckResult()
+    topics_path = data_dir / "__topics.json"
+    partition_dirs: list[Path] = []
+    try:
+        doc = json.loads(topics_path.read_text("utf-8"))
+        for name, entry in doc["topics"].items():
+            for p in range(int(entry["partitions"])):
+                directory = data_dir / f"{name}-{p}"
+                if directory.is_dir():
+                    partition_dirs.append(directory)
+                else:
+                    result.problems.append(Problem(directory, "metadata", "partition directory missing"))
+    except FileNotFoundError:
+        pass
+    except (ValueError, KeyError, TypeError) as exc:
+        result.problems.append(Problem(topics_path, "metadata", f"unreadable: {exc}"))
+    for directory in partition_dirs:
+        result.partitions += 1
+        _check_partition(directory, result)
+    return result
+
+
+def _check_partition(directory: Path, result: CheckResult) -> None:
+    bases = sorted(
+        int(p.name[: -len(LOG_SUFFIX)]) for p in directory.glob("*" + LOG_SUFFIX)
+        if p.name[: -len(LOG_SUFFIX)].isdigit()
+    )
+    sizes = {b: (directory / f"{b:020d}{LOG_SUFFIX}").stat().st_size for b in bases}
+    expected: int | None = None
+    for i, base in enumerate(bases):
+        path = directory / f"{base:020d}{LOG_SUFFIX}"
+        result.segments += 1
+        data_follows = any(sizes[b] for b in bases[i + 1 :])
+        if expected is not None and sizes[base] and base != expected:
+            result.problems.append(Problem(
+                path, "gap", f"segment starts at offset {base}, the previous one ends at {expected}"))
+        scan = _scan_segment(path, base, data_follows, result)
+        _check_offset_index(directory / f"{base:020d}.index", base, scan, sizes[base], result)
+        _check_time_index(directory / f"{base:020d}.timeindex", base, scan, result)
+        if sizes[base]:
+            expected = scan.next_offset
+
+
+def _scan_segment(path: Path, base: int, data_follows: bool, result: CheckResult) -> _SegmentScan:
+    scan = _SegmentScan(next_offset=base)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        pos = 0
+        reason: str | None = None
+        while pos < size:
+            head = os.pread(fd, BATCH_HEADER_SIZE, pos)
+            try:
+                header = parse_header(head)
+            except CorruptBatchError as exc:
+                reason = f"bad batch header at position {pos}: {exc}"
+                break
+            if pos + header.size > size:
+                reason = f"torn batch at position {pos}: {header.size} bytes declared, {size - pos} present"
+                break
+            if header.base_offset != scan.next_offset:
+                reason = (f"batch at position {pos} has base offset {header.base_offset}, "
+                          f"expected {scan.next_offset}")
+                break
+            data = os.pread(fd, header.size, pos)
+            if header.last_offset_delta < 0 or not verify_crc(data, 0, header):
+                reason = f"CRC mismatch in batch at position {pos} (offset {header.base_offset})"
+                break
+            scan.starts[pos] = header.base_offset
+            scan.max_timestamp = max(scan.max_timestamp, header.max_timestamp)
+            scan.next_offset = header.next_offset
+            pos += header.size
+            result.batches += 1
+        scan.size_valid = pos
+        result.bytes += pos
+        if reason is not None:
+            after = find_valid_batch(fd, pos + 1, size)
+            lost = size - pos
+            if after is None and not data_follows:
+                result.problems.append(Problem(
+                    path, "torn tail", f"{reason}; {lost} bytes to truncate, no valid batch after it"))
+            else:
+                where = (f"valid batch at position {after[0]} (offset {after[1]})" if after
+                         else "later segments hold data")
+                result.problems.append(Problem(
+                    path, "corrupt", f"{reason}; repairing loses {lost} bytes here"
+                    f"{' and all later segments' if data_follows else ''} ({where})"))
+    finally:
+        os.close(fd)
+    return scan
+
+
+def _check_offset_index(path: Path, base: int, scan: _SegmentScan, log_size: int,
+                        result: CheckResult) -> None:
+    if not path.exists():
+        if log_size:
+            result.problems.append(Problem(path, "index", "missing"))
+        return
+    raw = path.read_bytes()
+    if len(raw) % _OFFSET_ENTRY.size:
+        result.problems.append(Problem(path, "index", f"length {len(raw)} is not a multiple of 8"))
+        return
+    last_rel, last_pos = -1, -1
+    for i in range(len(raw) // _OFFSET_ENTRY.size):
+        rel, pos = _OFFSET_ENTRY.unpack_from(raw, i * _OFFSET_ENTRY.size)
+        if i and rel == 0 and pos == 0:
+            result.problems.append(Problem(
+                path, "index", f"not trimmed: zero entries from entry {i} (unclean shutdown)"))
+            return
+        if i and (rel <= last_rel or pos <= last_pos):
+            result.problems.append(Problem(path, "index", f"entry {i} ({rel}, {pos}) does not rise"))
+            return
+        if scan.starts.get(pos) != base + rel:
+            result.problems.append(Problem(
+                path, "index", f"entry {i} (offset {base + rel}, position {pos}) is not a batch start"))
+            return
+        last_rel, last_pos = rel, pos
+
+
+def _check_time_index(path: Path, base: int, scan: _SegmentScan, result: CheckResult) -> None:
+    if not path.exists():
+        if scan.size_valid:
+            result.problems.append(Problem(path, "index", "missing"))
+        return
+    raw = path.read_bytes()
+    if len(raw) % _TIME_ENTRY.size:
+        result.problems.append(Problem(path, "index", f"length {len(raw)} is not a multiple of 12"))
+        return
+    last_ts, last_rel = -1, -1
+    for i in range(len(raw) // _TIME_ENTRY.size):
+        ts, rel = _TIME_ENTRY.unpack_from(raw, i * _TIME_ENTRY.size)
+        if i and ts == 0 and rel == 0:
+            result.problems.append(Problem(
+                path, "index", f"not trimmed: zero entries from entry {i} (unclean shutdown)"))
+            return
+        if ts <= last_ts or rel < last_rel or base + rel >= max(scan.next_offset, base + 1):
+            result.problems.append(Problem(path, "index", f"entry {i} ({ts}, offset {base + rel}) is wrong"))
+            return
+        last_ts, last_rel = ts, rel
+
+
+def repair_data_dir(data_dir: Path) -> list[str]:
+    """Full recovery with data loss allowed; returns what it did (one line each).
+
+    Raises LogDirLockedError if a server holds the directory.
+    """
+    from logserver.log.manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE, LogManager
+
+    # Without the marker and the recovery points every segment is re-validated from
+    # offset 0 with CRC checks, exactly as after an unclean stop with no checkpoint.
+    manager_probe = _lock(data_dir)
+    os.close(manager_probe)
+    for name in (CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE):
+        (data_dir / name).unlink(missing_ok=True)
+    manager = LogManager(data_dir, {"log.recovery.allow.data.loss": True})
+    actions = list(manager.recovery_actions)
+    manager.close()
+    return actions
+
+
+def _lock(data_dir: Path) -> int:
+    from logserver.log.errors import LogDirLockedError
+
+    fd = os.open(data_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LogDirLockedError(f"{data_dir} is in use by a running server") from None
+    return fd
+
+
+def _print_result(result: CheckResult) -> None:
+    print(f"checked {result.partitions} partitions, {result.segments} segments, "
+          f"{result.batches} batches, {result.bytes} bytes")
+    for problem in result.problems:
+        print(f"  {problem}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog=f"logserver {argv[0] if argv else 'check'}",
+        description="check: verify every segment (CRC, offsets) and index of a data "
+        "directory, read-only. repair: check, then cut damaged data off and rebuild indexes "
+        "(data after the damage is lost), then check again. Exit codes: 0 clean, 1 problems "
+        "found (check) or repaired (repair), 2 usage error or directory in use.",
+    )
+    parser.add_argument("command", choices=["check", "repair"])
+    parser.add_argument("data_dir", type=Path, metavar="DIR", help="the server's log.dirs")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code else EXIT_CLEAN
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    data_dir: Path = args.data_dir
+    if not data_dir.is_dir():
+        print(f"logserver {args.command}: {data_dir} is not a directory", file=sys.stderr)
+        return EXIT_USAGE
+    if args.command == "check":
+        try:
+            os.close(_lock(data_dir))
+        except OSError as exc:
+            print(f"warning: {exc}; results may include writes in progress", file=sys.stderr)
+        result = check_data_dir(data_dir)
+        _print_result(result)
+        if not result.problems:
+            print("clean")
+            return EXIT_CLEAN
+        if result.needs_data_loss:
+            print("start-up will refuse this directory; `logserver repair` cuts the damage off "
+                  "(losing the data after it)")
+        else:
+            print("start-up repairs these by itself (torn tails cut, indexes rebuilt)")
+        return EXIT_PROBLEMS
+    result = check_data_dir(data_dir)
+    _print_result(result)
+    if not result.problems:
+        print("clean: nothing to repair")
+        return EXIT_CLEAN
+    try:
+        actions = repair_data_dir(data_dir)
+    except OSError as exc:
+        print(f"logserver repair: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # LogDirLockedError and anything recovery cannot handle
+        print(f"logserver repair: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"repair did {len(actions)} things:")
+    for action in actions:
+        print(f"  {action}")
+    after = check_data_dir(data_dir)
+    if after.problems:
+        print("problems left after repair:")
+        for problem in after.problems:
+            print(f"  {problem}")
+    else:
+        print("clean after repair")
+    return EXIT_PROBLEMS

@@ -1,0 +1,634 @@
+"""The bridge: MQTT sessions on one side, the log (Kafka protocol) on the other.
+
+Uplink: ``publish`` maps a device topic to (Kafka topic, key) and hands the record to
+the batching producer; QoS 1 is acknowledged by the connection when the producer's
+future resolves (acks=all). Unmapped topics are routed between MQTT clients locally.
+Downlink: the fetcher hands each partition's new records to ``on_records``; each
+record becomes one ``OutMessage`` shared by every matching session.
+Persistent sessions store their subscriptions and resume offsets in the log
+(``session_store``) and re-read what they missed on reconnect (``_catch_up``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from kafkaproto.records import Record
+
+from .auth import Credentials
+from .codec import MQTT_5, Connect, Reason, SubOptions, topic_matches
+from .codec.topics import filters_overlap
+from .config import BridgeConfig
+from .connection import Connection
+from .kafka_client import KafkaClient, KafkaError, TopicPartition
+from .kafka_fetcher import Fetcher
+from .kafka_producer import Producer
+from .mapping import Mapping, valid_kafka_topic
+from .session import OutMessage, Session
+from .session_store import SessionStore, StoredSession, choose_store
+from .subscriptions import RetainedStore, SubscriptionIndex
+
+log = logging.getLogger(__name__)
+
+NEVER = 0xFFFFFFFF
+#: v5 PUBLISH properties forwarded to local subscribers (the rest are per hop).
+_FORWARDED = ("payload_format_indicator", "message_expiry_interval", "content_type",
+              "response_topic", "correlation_data", "user_property")
+
+
+@dataclass
+class Stats:
+    """Bridge-wide counters (per-connection ones live on each Connection)."""
+
+    connections_total: int = 0
+    refused: int = 0
+    protocol_errors: int = 0
+    msgs_in: int = 0
+    msgs_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    uplink_records: int = 0
+    local_routed: int = 0
+    downlink_records: int = 0
+    downlink_unroutable: int = 0
+
+
+def _pack_opts(o: SubOptions) -> int:
+    return o.qos | (4 if o.no_local else 0) | (8 if o.retain_as_published else 0) | (o.retain_handling << 4)
+
+
+def _unpack_opts(v: int) -> SubOptions:
+    return SubOptions(v & 3, bool(v & 4), bool(v & 8), (v >> 4) & 3)
+
+
+class Bridge:
+    """Owns the listener, the sessions, the Kafka client, producer and fetcher."""
+
+    def __init__(self, config: BridgeConfig) -> None:
+        self.config = config
+        self.mapping = Mapping.parse(config.uplink, config.downlink)
+        self.credentials = Credentials.load(config.credentials_file) if config.credentials_file else None
+        self.client = KafkaClient(config.bootstrap_servers)
+        self.producer = Producer(
+            self.client,
+            linger_ms=config.linger_ms,
+            batch_bytes=config.batch_bytes,
+            buffer_bytes=config.producer_buffer_bytes,
+            delivery_timeout_s=config.delivery_timeout_s,
+        )
+        self.fetcher = Fetcher(
+            self.client, [r.kafka_topic for r in self.mapping.downlink], self.on_records
+        )
+        self.store: SessionStore | None = None
+        self.sessions: dict[str, Session] = {}
+        self.connections: set[Connection] = set()
+        self.index = SubscriptionIndex()
+        self.retained = RetainedStore()
+        self.stats = Stats()
+        self.uplink_topics: set[str] = set()
+        self.server: asyncio.AbstractServer | None = None
+        self.port = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tokens = float(config.max_connection_rate)
+        self._tokens_at = time.monotonic()
+        self._will_timers: dict[str, asyncio.TimerHandle] = {}
+        self._stopping = False
+
+    # ---- life cycle -----------------------------------------------------------------
+    async def start(self) -> None:
+        cfg = self.config
+        self.producer.start()
+        self.fetcher.start()
+        await self.fetcher.ready.wait()
+        anchor = min(self.fetcher.positions) if self.fetcher.positions else ("commands", 0)
+        while True:
+            try:
+                self.store = await choose_store(
+                    cfg.session_store,
+                    self.client,
+                    self.producer,
+                    topic=cfg.session_topic,
+                    group_prefix=cfg.group_prefix,
+                    anchor=anchor,
+                )
+                break
+            except KafkaError as exc:
+                log.warning("session store not ready (%s); retrying", exc)
+                await asyncio.sleep(1.0)
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(
+            lambda: Connection(self), cfg.host, cfg.port, backlog=4096, reuse_address=True
+        )
+        self.port = self.server.sockets[0].getsockname()[1]
+        for coro in (self._housekeeping(), self._commit_loop(), self._stats_loop()):
+            self.track(loop.create_task(coro))
+        log.info(
+            "mqtt-bridge listening on %s:%d, log at %s",
+            cfg.host, self.port, cfg.bootstrap_servers,
+            extra={"event": "listening", "port": self.port},
+        )
+
+    async def stop(self) -> None:
+        """Stop accepting, tell clients, save persistent sessions, flush the producer."""
+        self._stopping = True
+        if self.server is not None:
+            self.server.close()
+        for conn in list(self.connections):
+            conn.clean_disconnect = True  # a bridge shutdown is not the client's failure
+            conn.close(Reason.SERVER_SHUTTING_DOWN, "server shutting down")
+        await asyncio.sleep(0)
+        for conn in list(self.connections):
+            self.detach(conn, abnormal=False)
+        await self._save_sessions(all_persistent=True)
+        with contextlib.suppress(Exception):
+            await self.producer.close(timeout=5)
+        await self.fetcher.stop()
+        for t in list(self._tasks):
+            t.cancel()
+        await self.client.close()
+        log.info("mqtt-bridge stopped", extra={"event": "stopped"})
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task failed", exc_info=task.exception())
+
+    # ---- admission and CONNECT -------------------------------------------------------
+    def admit(self, conn: Connection) -> str | None:
+        cfg = self.config
+        if self._stopping:
+            return "shutting down"
+        if len(self.connections) >= cfg.max_connections:
+            self.stats.refused += 1
+            return f"connection limit {cfg.max_connections} reached"
+        now = time.monotonic()
+        rate = cfg.max_connection_rate
+        self._tokens = min(float(rate), self._tokens + (now - self._tokens_at) * rate)
+        self._tokens_at = now
+        if self._tokens < 1.0:
+            self.stats.refused += 1
+            return f"connection rate above {rate}/s"
+        self._tokens -= 1.0
+        self.connections.add(conn)
+        self.stats.connections_total += 1
+        return None
+
+    async def connect(self, conn: Connection, p: Connect) -> tuple[Reason, dict[str, Any], bool]:
+        """Authenticate, pick/restore the session; returns (reason, CONNACK properties, present)."""
+        cfg = self.config
+        v5 = p.protocol_level == MQTT_5
+        props: dict[str, Any] = {}
+        if p.properties.get("authentication_method"):
+            return Reason.BAD_AUTHENTICATION_METHOD, {}, False
+        if self.credentials is not None:
+            if not self.credentials.check(p.username, p.password):
+                log.warning("bad credentials from %s (user %r)", conn.peer, p.username)
+                return Reason.BAD_USER_NAME_OR_PASSWORD, {}, False
+        elif not cfg.allow_anonymous:
+            return Reason.NOT_AUTHORIZED, {}, False
+        cid = p.client_id
+        if not cid:
+            if not v5 and not p.clean_start:
+                return Reason.CLIENT_IDENTIFIER_NOT_VALID, {}, False
+            cid = "auto-" + uuid.uuid4().hex
+            if v5:
+                props["assigned_client_identifier"] = cid
+        if len(cid.encode()) > cfg.max_client_id_bytes or cid.startswith("$"):
+            return Reason.CLIENT_IDENTIFIER_NOT_VALID, {}, False
+        conn.client_id = cid
+        conn.keep_alive = p.keep_alive
+        if v5:
+            conn.send_quota = min(cfg.max_inflight, p.properties.get("receive_maximum", 65535))
+            conn.client_max_packet = p.properties.get("maximum_packet_size", 0)
+            expiry = p.properties.get("session_expiry_interval", 0)
+            props.update(
+                receive_maximum=cfg.receive_maximum,
+                topic_alias_maximum=cfg.topic_alias_maximum,
+                maximum_packet_size=cfg.max_packet_size,
+                retain_available=1,
+                wildcard_subscription_available=1,
+                shared_subscription_available=1,
+                subscription_identifier_available=0,
+            )
+        else:
+            expiry = 0 if p.clean_start else NEVER
+        timer = self._will_timers.pop(cid, None)
+        if timer is not None:
+            timer.cancel()
+        old = self.sessions.get(cid)
+        if old is not None and old.conn is not None:
+            prev = old.conn
+            log.info("client %s taken over by %s", cid, conn.peer)
+            self.detach(prev, abnormal=True)
+            prev.close(Reason.SESSION_TAKEN_OVER, "session taken over")
+            old = self.sessions.get(cid)
+        present = False
+        assert self.store is not None
+        if p.clean_start:
+            if old is not None:
+                self._discard(old)
+            if self.store.name == "topic" or old is not None:
+                await self.store.delete(cid)
+            session = Session(cid, max_queued=cfg.max_queued)
+        elif old is not None:
+            session, present = old, True
+        else:
+            try:
+                stored = await self.store.load(cid)
+            except KafkaError as exc:
+                log.error("cannot load session %s: %s", cid, exc)
+                return Reason.SERVER_UNAVAILABLE, {}, False
+            session = Session(cid, max_queued=cfg.max_queued)
+            if stored is not None:
+                present = True
+                session.offsets = dict(stored.offsets)
+                for f, packed in stored.subscriptions.items():
+                    opts = _unpack_opts(packed)
+                    session.subs[f] = opts
+                    self.index.add(session, f, opts)
+        if conn.closing:
+            return Reason.UNSPECIFIED_ERROR, {}, False
+        if session.expiry_handle is not None:
+            session.expiry_handle.cancel()
+            session.expiry_handle = None
+        session.persistent = expiry > 0
+        session.expiry_interval = expiry
+        session.refill = self._refill
+        self.sessions[cid] = session
+        session.conn = conn
+        session.epoch += 1
+        conn.session = session
+        conn.will = p.will
+        self._track(session)
+        log.info(
+            "client %s connected from %s (v%d, clean=%s, present=%s)",
+            cid, conn.peer, p.protocol_level, p.clean_start, present,
+            extra={"event": "connect", "client_id": cid},
+        )
+        return Reason.SUCCESS, props, present
+
+    def after_connack(self, conn: Connection, present: bool) -> None:
+        session = conn.session
+        if session is None:
+            return
+        start = {tp: off for tp, off in session.offsets.items()
+                 if off < self.fetcher.positions.get(tp, off)}
+        if present and start:
+            self.track(asyncio.get_running_loop().create_task(self._catch_up(session, start)))
+        session.pump()
+
+    def set_expiry(self, session: Session, expiry: int) -> None:
+        session.expiry_interval = expiry
+        session.persistent = expiry > 0
+
+    # ---- uplink -------------------------------------------------------------------------
+    def publish(
+        self,
+        conn: Connection | None,
+        topic: str,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        props: dict[str, Any],
+        client_id: str | None = None,
+    ) -> asyncio.Future[int] | Reason:
+        """Route one PUBLISH: to the log (a future for its acknowledgement) or locally."""
+        cid = client_id if client_id is not None else (conn.client_id if conn else "") or ""
+        fwd = {k: props[k] for k in _FORWARDED if k in props} if props else None
+        if retain:
+            self.retained.set(topic, OutMessage(topic, payload, fwd) if payload else None)
+        route = self.mapping.route_up(topic)
+        if route is None:
+            self._route_local(conn, topic, payload, qos, retain, fwd)
+            return Reason.SUCCESS
+        ktopic, key = route
+        if not valid_kafka_topic(ktopic):
+            return Reason.TOPIC_NAME_INVALID
+        if ktopic not in self.uplink_topics:
+            if len(self.uplink_topics) >= self.config.max_topics:
+                return Reason.QUOTA_EXCEEDED
+            self.uplink_topics.add(ktopic)
+        headers: list[tuple[str, bytes | None]] = [
+            ("mqtt.topic", topic.encode()),
+            ("mqtt.client_id", cid.encode()),
+        ]
+        if props:
+            for k, v in props.get("user_property", ()):
+                headers.append((k, v.encode()))
+        self.stats.uplink_records += 1
+        fut = self.producer.send(ktopic, key, payload, headers)
+        if qos == 0:
+            fut.add_done_callback(_consume)
+        return fut
+
+    def _route_local(
+        self, conn: Connection | None, topic: str, payload: bytes, qos: int, retain: bool,
+        props: dict[str, Any] | None,
+    ) -> None:
+        matches = self.index.match(topic)
+        if not matches:
+            return
+        self.stats.local_routed += 1
+        msg = OutMessage(topic, payload, props)
+        sender = conn.session if conn is not None else None
+        for session, opts in matches.items():
+            if session.conn is None or (opts.no_local and session is sender):
+                continue
+            session.enqueue(msg, min(qos, opts.qos), retain and opts.retain_as_published)
+            session.pump()
+
+    def _publish_will(self, conn: Connection) -> None:
+        will = conn.will
+        conn.will = None
+        if will is None or conn.client_id is None:
+            return
+        cid = conn.client_id
+
+        def fire() -> None:
+            self._will_timers.pop(cid, None)
+            log.info("publishing will of %s to %s", cid, will.topic)
+            result = self.publish(None, will.topic, will.payload, will.qos, will.retain,
+                                  will.properties, client_id=cid)
+            if isinstance(result, asyncio.Future):
+                result.add_done_callback(_consume)
+
+        delay = will.properties.get("will_delay_interval", 0) if will.properties else 0
+        if delay:
+            self._will_timers[cid] = asyncio.get_running_loop().call_later(delay, fire)
+        else:
+            fire()
+
+    # ---- subscriptions ----------------------------------------------------------------------
+    def subscribe(self, session: Session, topic_filter: str, opts: SubOptions) -> None:
+        session.subs[topic_filter] = opts
+        self.index.add(session, topic_filter, opts)
+        self._track(session)
+        if session.persistent:
+            session.dirty = True
+
+    def after_subscribe(self, session: Session, granted: list[tuple[str, SubOptions, bool]]) -> None:
+        for topic_filter, opts, existed in granted:
+            if opts.retain_handling == 2 or (opts.retain_handling == 1 and existed):
+                continue
+            for msg in self.retained.matching(topic_filter):
+                session.enqueue(msg, opts.qos, True)
+        session.pump()
+
+    def unsubscribe(self, session: Session, topic_filter: str) -> bool:
+        found = session.subs.pop(topic_filter, None) is not None
+        self.index.remove(session, topic_filter)
+        self._track(session)
+        if session.persistent:
+            session.dirty = True
+        return found
+
+    def _track(self, session: Session) -> None:
+        """Follow exactly the downlink partitions the session's filters can receive."""
+        filters = [f for f in session.subs if not f.startswith("$share/")]
+        wanted: set[TopicPartition] = set()
+        for rule in self.mapping.downlink:
+            if any(filters_overlap(f, rule.mqtt_filter) for f in filters):
+                wanted.update(self.fetcher.partitions_of(rule.kafka_topic))
+        for tp in list(session.offsets):
+            if tp not in wanted:
+                del session.offsets[tp]
+        for tp in wanted:
+            if tp not in session.offsets:
+                session.offsets[tp] = self.fetcher.positions.get(tp, 0)
+
+    # ---- downlink -----------------------------------------------------------------------
+    def on_records(self, tp: TopicPartition, records: list[Record]) -> None:
+        rule = self.mapping.by_kafka_topic.get(tp[0])
+        if rule is None:
+            return
+        self.stats.downlink_records += len(records)
+        touched: set[Session] = set()
+        match = self.index.match
+        for r in records:
+            topic = rule.topic_for(r.key)
+            if topic is None:
+                self.stats.downlink_unroutable += 1
+                continue
+            msg = OutMessage(topic, r.value or b"", _user_props(r), tp, r.offset)
+            if rule.retain:
+                self.retained.set(topic, msg if r.value else None)
+            for session, opts in match(topic).items():
+                if session.conn is None:
+                    continue  # offline persistent sessions re-read the log on reconnect
+                session.enqueue(msg, min(opts.qos, rule.qos))
+                touched.add(session)
+        for session in touched:
+            session.pump()
+
+    def _refill(self, session: Session) -> None:
+        gaps, session.gaps = session.gaps, {}
+        start = {tp: off for tp, off in gaps.items() if off < self.fetcher.positions.get(tp, off)}
+        if start:
+            self.track(asyncio.get_running_loop().create_task(self._catch_up(session, start)))
+
+    async def _catch_up(self, session: Session, start: dict[TopicPartition, int]) -> None:
+        """Re-read ``start[tp]`` .. live position for a session that was away."""
+        epoch = session.epoch
+        session.holding = True
+        end = {tp: self.fetcher.positions.get(tp, off) for tp, off in start.items()}
+        session.catchup_pos.update(start)
+        delivered = 0
+        try:
+            for tp, off in start.items():
+                rule = self.mapping.by_kafka_topic.get(tp[0])
+                if rule is None:
+                    continue
+                async for nxt, records in self.fetcher.fetch_range(tp, off, end[tp]):
+                    if session.epoch != epoch:
+                        return
+                    for r in records:
+                        topic = rule.topic_for(r.key)
+                        if topic is None:
+                            continue
+                        qos = -1
+                        for f, o in session.subs.items():
+                            if not f.startswith("$share/") and topic_matches(f, topic):
+                                qos = max(qos, o.qos)
+                        if qos < 0:
+                            continue
+                        session.queue.append(
+                            (OutMessage(topic, r.value or b"", _user_props(r), tp, r.offset),
+                             min(qos, rule.qos), False)
+                        )
+                        delivered += 1
+                    session.catchup_pos[tp] = nxt
+                    session.pump()
+                    while len(session.queue) > session.max_queued and session.epoch == epoch:
+                        await asyncio.sleep(0.02)
+                session.catchup_pos.pop(tp, None)
+        except KafkaError as exc:
+            log.warning("catch-up for %s failed: %s; gaps kept for a retry", session.client_id, exc)
+            for tp, pos in session.catchup_pos.items():
+                session.gaps[tp] = min(pos, session.gaps.get(tp, pos))
+        finally:
+            if session.epoch == epoch:
+                session.catchup_pos.clear()
+                session.holding = False
+                session.queue.extend(session.held)
+                session.held.clear()
+                session.pump()
+                log.info("session %s caught up: %d messages from the log", session.client_id, delivered)
+
+    # ---- disconnect ----------------------------------------------------------------------
+    def detach(self, conn: Connection, *, abnormal: bool) -> None:
+        self.connections.discard(conn)
+        session = conn.session
+        conn.session = None
+        if abnormal and not self._stopping:
+            self._publish_will(conn)
+        if session is None or session.conn is not conn:
+            return
+        live = self.fetcher.positions
+        if session.persistent:
+            session.offsets = session.resume_offsets(live)
+            session.dirty = True
+        session.conn = None
+        session.epoch += 1
+        session.queue.clear()
+        session.held.clear()
+        session.inflight.clear()
+        session.holding = False
+        session.catchup_pos.clear()
+        session.gaps.clear()
+        if session.persistent:
+            self._save_soon(session)
+            if session.expiry_interval != NEVER:
+                session.expiry_handle = asyncio.get_running_loop().call_later(
+                    session.expiry_interval, self._expire, session
+                )
+        else:
+            self._discard(session)
+        log.info(
+            "client %s disconnected (%s)", session.client_id, "abnormal" if abnormal else "normal",
+            extra={"event": "disconnect", "client_id": session.client_id, **conn.counters()},
+        )
+
+    def _discard(self, session: Session) -> None:
+        for f in list(session.subs):
+            self.index.remove(session, f)
+        session.subs.clear()
+        if self.sessions.get(session.client_id) is session:
+            del self.sessions[session.client_id]
+
+    def _expire(self, session: Session) -> None:
+        if session.conn is None and self.sessions.get(session.client_id) is session:
+            log.info("session %s expired", session.client_id)
+            self._discard(session)
+            if self.store is not None:
+                self.track(asyncio.get_running_loop().create_task(self.store.delete(session.client_id)))
+
+    # ---- durable session state ------------------------------------------------------------
+    def _state(self, session: Session) -> StoredSession:
+        expires = None
+        if session.conn is None and session.expiry_interval != NEVER:
+            expires = time.time() + session.expiry_interval
+        return StoredSession(
+            {f: _pack_opts(o) for f, o in session.subs.items()},
+            session.resume_offsets(self.fetcher.positions),
+            expires,
+        )
+
+    def _save_soon(self, session: Session) -> None:
+        self.track(asyncio.get_running_loop().create_task(self._save(session)))
+
+    async def _save(self, session: Session) -> None:
+        if self.store is None:
+            return
+        session.dirty = False
+        try:
+            await self.store.save(session.client_id, self._state(session))
+        except KafkaError as exc:
+            session.dirty = True
+            log.warning("saving session %s failed: %s", session.client_id, exc)
+
+    async def _save_sessions(self, *, all_persistent: bool = False) -> None:
+        todo = [s for s in self.sessions.values() if s.persistent and (s.dirty or all_persistent)]
+        if todo:
+            await asyncio.gather(*(self._save(s) for s in todo), return_exceptions=True)
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.session_commit_interval_s)
+            await self._save_sessions()
+
+    # ---- housekeeping ------------------------------------------------------------------------
+    async def _housekeeping(self) -> None:
+        """Keep-alive (1.5x the client's interval) and CONNECT timeouts, one pass a second."""
+        while True:
+            await asyncio.sleep(1.0)
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if conn.closing:
+                    continue
+                if conn.state != "connected":
+                    if now - conn.connected_at > self.config.connect_timeout_s:
+                        conn.protocol_error(Reason.MAXIMUM_CONNECT_TIME, "no CONNECT in time")
+                elif conn.keep_alive and now - conn.last_rx > conn.keep_alive * 1.5:
+                    conn.protocol_error(Reason.KEEP_ALIVE_TIMEOUT, "keep alive timeout")
+
+    def snapshot(self) -> dict[str, Any]:
+        s = self.stats
+        return {
+            "connections": len(self.connections),
+            "sessions": len(self.sessions),
+            "subscriptions": self.index.count,
+            "connections_total": s.connections_total,
+            "refused": s.refused,
+            "protocol_errors": s.protocol_errors,
+            "msgs_in": s.msgs_in,
+            "msgs_out": s.msgs_out,
+            "bytes_in": s.bytes_in,
+            "bytes_out": s.bytes_out,
+            "uplink_records": s.uplink_records,
+            "uplink_acked": self.producer.records_acked,
+            "produce_requests": self.producer.requests_sent,
+            "downlink_records": s.downlink_records,
+            "local_routed": s.local_routed,
+        }
+
+    async def _stats_loop(self) -> None:
+        interval = self.config.stats_interval_s
+        if interval <= 0:
+            return
+        prev = self.snapshot()
+        while True:
+            await asyncio.sleep(interval)
+            cur = self.snapshot()
+            rates = {
+                f"{k}_per_s": round((cur[k] - prev[k]) / interval, 1)
+                for k in ("msgs_in", "msgs_out", "bytes_in", "bytes_out")
+            }
+            log.info("stats", extra={"event": "stats", **cur, **rates})
+            prev = cur
+
+    def log_connections(self) -> None:
+        """Per-connection counters, one log line each (SIGUSR1)."""
+        for conn in list(self.connections):
+            log.info("connection", extra={"event": "connection_stats", **conn.counters()})
+
+
+def _consume(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
+def _user_props(r: Record) -> dict[str, Any] | None:
+    if not r.headers:
+        return None
+    pairs = [(k, v.decode("utf-8", "replace")) for k, v in r.headers if v is not None]
+    return {"user_property": pairs} if pairs else None

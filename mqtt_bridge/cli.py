@@ -1,0 +1,145 @@
+"""``mqtt-bridge`` command line: settings from flags and an optional TOML file."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import getpass
+import logging
+import signal
+import sys
+import tomllib
+from dataclasses import fields
+from typing import Any
+
+from . import logs
+from .auth import hash_password
+from .config import BridgeConfig
+from .mapping import DEFAULT_DOWNLINK, DEFAULT_UPLINK, Mapping, RuleError
+
+log = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = BridgeConfig()
+    p = argparse.ArgumentParser(
+        prog="mqtt-bridge",
+        description=(
+            "MQTT 3.1.1/5.0 server for devices that writes their messages into a Kafka-protocol "
+            "log (logserver or any Kafka cluster) and delivers commands and broadcasts from the "
+            "log back to them."
+        ),
+        epilog=(
+            "Uplink rule: PATTERN=TOPIC[,key=KEY], e.g. "
+            f"'{DEFAULT_UPLINK[0]}'. Downlink rule: KAFKA_TOPIC=MQTT_TOPIC[,qos=N][,retain], "
+            f"e.g. '{DEFAULT_DOWNLINK[0]}'. Credentials file: one user:password per line "
+            "(plain or the output of --hash-password). Logs are JSON lines on stderr; SIGUSR1 "
+            "logs per-connection counters."
+        ),
+    )
+    p.add_argument("-c", "--config", metavar="FILE", help="TOML file with settings (flag names, '_' for '-')")
+    p.add_argument("--listen", metavar="HOST:PORT", help=f"MQTT listen address (default {d.host}:{d.port})")
+    p.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]", help=f"the log (default {d.bootstrap_servers})")
+    p.add_argument("--uplink", action="append", metavar="RULE", help="uplink rule (repeatable; replaces the default)")
+    p.add_argument("--downlink", action="append", metavar="RULE", help="downlink rule (repeatable; replaces the defaults)")
+    g = p.add_argument_group("limits")
+    for name, help_ in (
+        ("max_connections", "concurrent connections"),
+        ("max_connection_rate", "new connections per second"),
+        ("max_subscriptions", "subscriptions per client"),
+        ("max_packet_size", "largest MQTT packet accepted, bytes"),
+        ("max_topics", "distinct Kafka topics the uplink may write"),
+        ("max_inflight", "outgoing QoS 1 messages awaiting PUBACK per connection"),
+        ("max_queued", "outgoing messages queued per session"),
+        ("receive_maximum", "incoming unacknowledged QoS 1/2 PUBLISHes per v5 client"),
+    ):
+        g.add_argument("--" + name.replace("_", "-"), type=int, metavar="N", help=f"{help_} (default {getattr(d, name)})")
+    a = p.add_argument_group("authentication")
+    a.add_argument("--credentials-file", metavar="FILE", help="user:password lines; without it anonymous clients are allowed")
+    a.add_argument("--no-anonymous", action="store_true", help="refuse clients without credentials")
+    a.add_argument("--hash-password", action="store_true", help="read a password, print a hashed credentials secret, exit")
+    k = p.add_argument_group("log side")
+    k.add_argument("--linger-ms", type=float, metavar="MS", help=f"producer linger (default {d.linger_ms})")
+    k.add_argument("--batch-bytes", type=int, metavar="N", help=f"producer batch size per partition (default {d.batch_bytes})")
+    k.add_argument("--delivery-timeout-s", type=float, metavar="S", help=f"give up on a log write after (default {d.delivery_timeout_s})")
+    k.add_argument("--session-store", choices=("auto", "group", "topic"), help="where persistent sessions live (default auto)")
+    k.add_argument("--session-topic", metavar="TOPIC", help=f"topic of the topic store (default {d.session_topic})")
+    k.add_argument("--group-prefix", metavar="PREFIX", help=f"group id prefix of the group store (default {d.group_prefix})")
+    o = p.add_argument_group("operations")
+    o.add_argument("--stats-interval-s", type=float, metavar="S", help=f"throughput counters log interval, 0 = off (default {d.stats_interval_s})")
+    o.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    o.add_argument("--log-format", default="json", choices=("json", "text"))
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> BridgeConfig:
+    values: dict[str, Any] = {}
+    if args.config:
+        with open(args.config, "rb") as f:
+            values.update({k.replace("-", "_"): v for k, v in tomllib.load(f).items()})
+    names = {f.name for f in fields(BridgeConfig)}
+    for name in names:
+        v = getattr(args, name, None)
+        if v is not None:
+            values[name] = v
+    if args.listen:
+        host, _, port = args.listen.rpartition(":")
+        values["host"] = host or "127.0.0.1"
+        values["port"] = int(port)
+    if args.no_anonymous:
+        values["allow_anonymous"] = False
+    cfg = BridgeConfig.from_mapping(values)
+    Mapping.parse(cfg.uplink, cfg.downlink)  # fail early on bad rules
+    return cfg
+
+
+async def _serve(cfg: BridgeConfig) -> None:
+    from .bridge import Bridge
+
+    bridge = Bridge(cfg)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, bridge.log_connections)
+    start = loop.create_task(bridge.start())
+    stopper = loop.create_task(stop.wait())
+    await asyncio.wait({start, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    if start.done() and start.exception() is not None:
+        raise start.exception()  # type: ignore[misc]
+    await stopper
+    start.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await start
+    await bridge.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.hash_password:
+        pw = getpass.getpass("password: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\n")
+        sys.stdout.write(hash_password(pw) + "\n")
+        return 0
+    try:
+        cfg = config_from_args(args)
+    except (RuleError, ValueError, OSError, tomllib.TOMLDecodeError) as exc:
+        parser.error(str(exc))
+    logs.setup(args.log_level, args.log_format)
+    try:
+        import uvloop  # optional: the 'fast' extra; writev for shared fan-out buffers
+    except ImportError:
+        uvloop = None
+    try:
+        if uvloop is not None:
+            uvloop.run(_serve(cfg))
+        else:
+            asyncio.run(_serve(cfg))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

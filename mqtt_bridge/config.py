@@ -1,0 +1,51 @@
+"""Bridge settings with their defaults (the CLI and config files fill these in)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from .mapping import DEFAULT_DOWNLINK, DEFAULT_UPLINK
+
+
+@dataclass
+class BridgeConfig:
+    host: str = "127.0.0.1"
+    port: int = 1883
+    bootstrap_servers: str = "127.0.0.1:9092"
+    uplink: list[str] = field(default_factory=lambda: list(DEFAULT_UPLINK))
+    downlink: list[str] = field(default_factory=lambda: list(DEFAULT_DOWNLINK))
+    # limits
+    max_connections: int = 100_000
+    max_connection_rate: int = 2_000  # new connections per second (burst = one second's worth)
+    max_subscriptions: int = 100  # per client
+    max_packet_size: int = 1 << 20
+    max_topics: int = 1_000  # distinct Kafka topics the uplink may write to
+    max_client_id_bytes: int = 256
+    max_inflight: int = 32  # outgoing QoS 1 window per connection (capped by receive maximum)
+    max_queued: int = 1_000  # outgoing messages waiting per session
+    receive_maximum: int = 1_000  # incoming unacknowledged QoS 1/2 per v5 connection
+    topic_alias_maximum: int = 32
+    connect_timeout_s: float = 10.0
+    # auth
+    credentials_file: str | None = None
+    allow_anonymous: bool = True
+    # log side
+    linger_ms: float = 5.0
+    batch_bytes: int = 1 << 20
+    producer_buffer_bytes: int = 64 << 20
+    delivery_timeout_s: float = 120.0
+    session_store: str = "auto"  # auto | group | topic
+    session_topic: str = "__mqtt_bridge_sessions"
+    group_prefix: str = "mqtt-bridge."
+    session_commit_interval_s: float = 1.0
+    # operations
+    stats_interval_s: float = 30.0
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> BridgeConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(f"unknown settings: {', '.join(sorted(unknown))}")
+        return cls(**values)

@@ -1,0 +1,439 @@
+"""One device connection: bytes in -> packets -> actions, replies out (asyncio Protocol).
+
+Everything on the hot path is synchronous: a PUBLISH is mapped and handed to the
+producer in ``data_received``; the PUBACK is written from the producer future's
+callback once the log acknowledged, in the order the PUBLISHes arrived (MQTT 4.6).
+Output is gathered per event-loop turn and written with one ``writelines``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from .codec import (
+    MQTT_5,
+    Auth,
+    Connack,
+    Connect,
+    Disconnect,
+    MqttError,
+    PacketReader,
+    PacketType,
+    Pingreq,
+    ProtocolViolation,
+    Publish,
+    Reason,
+    Suback,
+    Subscribe,
+    TopicError,
+    Unsuback,
+    Unsubscribe,
+    encode,
+    puback,
+    validate_filter,
+    validate_topic,
+)
+from .codec.encoder import PINGRESP
+from .session import PID_BYTES, OutMessage, Session
+
+if TYPE_CHECKING:
+    from .bridge import Bridge
+
+log = logging.getLogger(__name__)
+
+_HIGH_WATER = 256 * 1024
+
+
+class Connection(asyncio.Protocol):
+    """The protocol object of one MQTT client connection."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self.bridge = bridge
+        cfg = bridge.config
+        self.reader = PacketReader(cfg.max_packet_size)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.version = 4
+        self.client_id: str | None = None
+        self.session: Session | None = None
+        self.keep_alive = 0
+        self.last_rx = time.monotonic()
+        self.connected_at = self.last_rx
+        self.state = "new"  # new -> connecting -> connected -> closed
+        self.closing = False
+        self.paused_writing = False
+        self.send_quota = cfg.max_inflight
+        self.client_max_packet = 0
+        self.will: Any = None
+        self.clean_disconnect = False
+        self.topic_aliases: dict[int, str] = {}
+        self._early: list[Any] = []
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._flush_scheduled = False
+        self._acks: deque[list[Any]] = deque()  # [packet_id, qos, future]
+        self._reading_paused = False
+        # counters
+        self.msgs_in = 0
+        self.bytes_in = 0
+        self.msgs_out = 0
+        self.bytes_out = 0
+
+    # ---- transport callbacks --------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.set_write_buffer_limits(high=_HIGH_WATER)
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        reason = self.bridge.admit(self)
+        if reason is not None:
+            log.warning("refusing connection from %s: %s", self.peer, reason)
+            self.closing = True
+            transport.abort()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
+        self.last_rx = time.monotonic()
+        self.bytes_in += len(data)
+        self.bridge.stats.bytes_in += len(data)
+        try:
+            packets = self.reader.feed(data)
+            for p in packets:
+                if self.closing:
+                    return
+                if self.state == "connecting":
+                    self._early.append(p)
+                else:
+                    self._handle(p)
+            if self.reader.error is not None and not self.closing:
+                raise self.reader.error
+        except MqttError as exc:
+            if self.state == "connecting":
+                self._early.append(exc)  # reported after the CONNACK, as v5 expects
+                self.transport.pause_reading()
+            else:
+                self.protocol_error(exc.reason, str(exc))
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        was = self.state
+        self.state = "closed"
+        self.closing = True
+        for entry in self._acks:
+            fut = entry[2]
+            if fut is not None:
+                fut.remove_done_callback(self._on_logged)
+        self._acks.clear()
+        self.bridge.detach(self, abnormal=not self.clean_disconnect and was == "connected")
+
+    def pause_writing(self) -> None:
+        self.paused_writing = True
+
+    def resume_writing(self) -> None:
+        self.paused_writing = False
+        if self.session is not None:
+            self.session.pump()
+
+    # ---- output ----------------------------------------------------------------------
+    @property
+    def backed_up(self) -> bool:
+        return self.paused_writing or self._out_bytes > _HIGH_WATER
+
+    def write(self, data: bytes) -> None:
+        if self.closing:
+            return
+        self._out.append(data)
+        self._out_bytes += len(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out, self._out = self._out, []
+        n = self._out_bytes
+        self._out_bytes = 0
+        if self.transport is None or self.transport.is_closing() or not out:
+            return
+        self.bytes_out += n
+        self.bridge.stats.bytes_out += n
+        self.transport.writelines(out)
+        s = self.session
+        if s is not None and s.queue and not self.paused_writing:
+            s.pump()
+
+    def fits(self, msg: OutMessage, qos: int) -> bool:
+        """Honour the client's Maximum Packet Size (v5): too-large messages are skipped."""
+        return not self.client_max_packet or msg.size(self.version, qos) <= self.client_max_packet
+
+    def send_publish(self, msg: OutMessage, qos: int, retain: bool, pid: int, dup: bool = False) -> None:
+        head, tail = msg.parts(self.version, qos, retain, dup)
+        if qos:
+            self._out += (head, PID_BYTES[pid], tail)
+            size = len(head) + 2 + len(tail)
+        else:
+            self._out.append(head)
+            size = len(head)
+        self._out_bytes += size
+        self.msgs_out += 1
+        self.bridge.stats.msgs_out += 1
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def close(self, reason: Reason | None = None, message: str = "") -> None:
+        """Close; on MQTT 5 (after CONNACK) tell the client why with a DISCONNECT."""
+        if self.closing or self.transport is None:
+            return
+        if reason is not None and self.version == MQTT_5 and self.state == "connected":
+            props = {"reason_string": message[:200]} if message else {}
+            self._out.append(encode(Disconnect(reason, props), MQTT_5))
+        self._flush()
+        self.closing = True
+        self.transport.close()
+
+    def protocol_error(self, reason: Reason, message: str) -> None:
+        log.warning(
+            "closing %s (client %s): %s (reason %#x)",
+            self.peer, self.client_id, message, int(reason),
+            extra={"event": "protocol_error", "client_id": self.client_id, "reason": int(reason)},
+        )
+        self.bridge.stats.protocol_errors += 1
+        if self.state in ("new", "connecting") and reason == Reason.UNSUPPORTED_PROTOCOL_VERSION:
+            # CONNACK return code 1 (3.1.1 form: a client with an unknown level reads that)
+            self._out.append(b"\x20\x02\x00\x01")
+        self.close(reason, message)
+
+    # ---- packets -------------------------------------------------------------------------
+    def _handle(self, p: Any) -> None:
+        t = p.type
+        if self.state != "connected":
+            if t == PacketType.CONNECT and self.state == "new":
+                self._on_connect(p)
+                return
+            raise ProtocolViolation("expected CONNECT first")
+        if t == PacketType.PUBLISH:
+            self._on_publish(p)
+        elif t == PacketType.PUBACK:
+            if self.session is not None:
+                self.session.on_puback(p.packet_id)
+        elif t == PacketType.PUBREL:
+            if self.session is not None:
+                self.session.awaiting_rel.discard(p.packet_id)
+            self.write(puback(p.packet_id, PacketType.PUBCOMP))
+        elif t == PacketType.PUBREC:
+            # We never send QoS 2; answer as the spec's sender would and move on.
+            self.write(puback(p.packet_id, PacketType.PUBREL, Reason.PACKET_IDENTIFIER_NOT_FOUND, self.version))
+        elif t == PacketType.PUBCOMP:
+            pass
+        elif t == PacketType.SUBSCRIBE:
+            self._on_subscribe(p)
+        elif t == PacketType.UNSUBSCRIBE:
+            self._on_unsubscribe(p)
+        elif t == PacketType.PINGREQ:
+            self.write(PINGRESP)
+        elif t == PacketType.DISCONNECT:
+            self._on_disconnect(p)
+        elif t == PacketType.CONNECT:
+            raise ProtocolViolation("second CONNECT")
+        elif isinstance(p, Auth):
+            raise ProtocolViolation("AUTH without an authentication method")
+        else:
+            raise ProtocolViolation(f"unexpected {PacketType(t).name} from a client")
+
+    def _on_connect(self, p: Connect) -> None:
+        self.version = p.protocol_level
+        self.state = "connecting"
+        task = asyncio.get_running_loop().create_task(self._connect(p))
+        self.bridge.track(task)
+
+    async def _connect(self, p: Connect) -> None:
+        try:
+            reason, props, present = await self.bridge.connect(self, p)
+        except Exception:  # noqa: BLE001 - never leave a client hanging without CONNACK
+            log.exception("CONNECT from %s failed", self.peer)
+            reason, props, present = Reason.SERVER_UNAVAILABLE, {}, False
+        if self.closing:
+            return
+        self.write(encode(Connack(present, reason, props), self.version))
+        if reason != Reason.SUCCESS:
+            self._flush()
+            self.closing = True
+            if self.transport is not None:
+                self.transport.close()
+            return
+        self.state = "connected"
+        self.bridge.after_connack(self, present)
+        early, self._early = self._early, []
+        try:
+            for q in early:
+                if self.closing:
+                    break
+                if isinstance(q, MqttError):
+                    raise q
+                self._handle(q)
+        except MqttError as exc:
+            self.protocol_error(exc.reason, str(exc))
+
+    def _on_publish(self, p: Publish) -> None:
+        self.msgs_in += 1
+        self.bridge.stats.msgs_in += 1
+        topic = p.topic
+        props = p.properties
+        if self.version == MQTT_5 and props:
+            alias = props.get("topic_alias")
+            if alias is not None:
+                if alias > self.bridge.config.topic_alias_maximum:
+                    raise MqttError(Reason.TOPIC_ALIAS_INVALID, f"topic alias {alias} out of range")
+                if topic:
+                    self.topic_aliases[alias] = topic
+                else:
+                    topic = self.topic_aliases.get(alias, "")
+                    if not topic:
+                        raise ProtocolViolation(f"unknown topic alias {alias}")
+        try:
+            validate_topic(topic)
+        except TopicError as exc:
+            raise MqttError(Reason.TOPIC_NAME_INVALID, str(exc)) from None
+        qos = p.qos
+        session = self.session
+        assert session is not None
+        if qos == 2 and p.packet_id in session.awaiting_rel:
+            self.write(puback(p.packet_id, PacketType.PUBREC))  # duplicate: already logged
+            return
+        if qos and self.version == MQTT_5 and len(self._acks) >= self.bridge.config.receive_maximum:
+            raise MqttError(Reason.RECEIVE_MAXIMUM_EXCEEDED, "too many unacknowledged PUBLISHes")
+        result = self.bridge.publish(self, topic, p.payload, qos, p.retain, props)
+        if qos == 0:
+            return
+        if isinstance(result, asyncio.Future):
+            entry = [p.packet_id, qos, result]
+            self._acks.append(entry)
+            result.add_done_callback(self._on_logged)
+            producer = self.bridge.producer
+            if producer.full and not self._reading_paused and self.transport is not None:
+                self._reading_paused = True
+                self.transport.pause_reading()
+                producer.when_space(self._resume_reading)
+        else:
+            self._acks.append([p.packet_id, qos, None, result])
+            self._drain_acks()
+
+    def _resume_reading(self) -> None:
+        self._reading_paused = False
+        if self.transport is not None and not self.closing:
+            self.transport.resume_reading()
+
+    def _on_logged(self, fut: asyncio.Future[int]) -> None:
+        self._drain_acks()
+
+    def _drain_acks(self) -> None:
+        """Acknowledge, in arrival order, every PUBLISH whose log write has finished."""
+        acks = self._acks
+        while acks:
+            entry = acks[0]
+            fut = entry[2]
+            if fut is not None:
+                if not fut.done():
+                    return
+                reason = Reason.SUCCESS
+                if fut.cancelled() or fut.exception() is not None:
+                    exc = None if fut.cancelled() else fut.exception()
+                    if self.version != MQTT_5:
+                        acks.clear()
+                        self.protocol_error(
+                            Reason.UNSPECIFIED_ERROR, f"log write failed, no way to NACK in 3.1.1: {exc}"
+                        )
+                        return
+                    reason = Reason.UNSPECIFIED_ERROR
+            else:
+                reason = entry[3]
+                if reason >= 0x80 and self.version != MQTT_5:
+                    acks.clear()
+                    self.protocol_error(Reason(reason), "PUBLISH refused, no way to NACK in 3.1.1")
+                    return
+            acks.popleft()
+            pid, qos = entry[0], entry[1]
+            if qos == 2 and reason < 0x80 and self.session is not None:
+                self.session.awaiting_rel.add(pid)
+            kind = PacketType.PUBACK if qos == 1 else PacketType.PUBREC
+            self.write(puback(pid, kind, reason, self.version))
+
+    def _on_subscribe(self, p: Subscribe) -> None:
+        reasons: list[int] = []
+        session = self.session
+        assert session is not None
+        granted_new: list[tuple[str, Any]] = []
+        for topic_filter, opts in p.topics:
+            try:
+                validate_filter(topic_filter)
+            except TopicError:
+                reasons.append(Reason.TOPIC_FILTER_INVALID if self.version == MQTT_5 else 0x80)
+                continue
+            if topic_filter.startswith("$share/") and opts.no_local and self.version == MQTT_5:
+                raise ProtocolViolation("no local on a shared subscription")
+            if (
+                topic_filter not in session.subs
+                and len(session.subs) >= self.bridge.config.max_subscriptions
+            ):
+                reasons.append(Reason.QUOTA_EXCEEDED if self.version == MQTT_5 else 0x80)
+                continue
+            opts.qos = min(opts.qos, 1)
+            existed = topic_filter in session.subs
+            self.bridge.subscribe(session, topic_filter, opts)
+            reasons.append(opts.qos)
+            granted_new.append((topic_filter, opts, existed))
+        self.write(encode(Suback(p.packet_id, reasons), self.version))
+        self.bridge.after_subscribe(session, granted_new)
+
+    def _on_unsubscribe(self, p: Unsubscribe) -> None:
+        session = self.session
+        assert session is not None
+        reasons = []
+        for topic_filter in p.topics:
+            found = self.bridge.unsubscribe(session, topic_filter)
+            reasons.append(Reason.SUCCESS if found else Reason.NO_SUBSCRIPTION_EXISTED)
+        self.write(encode(Unsuback(p.packet_id, reasons), self.version))
+
+    def _on_disconnect(self, p: Disconnect) -> None:
+        if self.version == MQTT_5:
+            expiry = p.properties.get("session_expiry_interval")
+            if expiry is not None and self.session is not None:
+                if self.session.expiry_interval == 0 and expiry:
+                    raise ProtocolViolation("session expiry set on DISCONNECT after 0 on CONNECT")
+                self.bridge.set_expiry(self.session, expiry)
+        if p.reason != Reason.DISCONNECT_WITH_WILL:
+            self.will = None
+        self.clean_disconnect = p.reason != Reason.DISCONNECT_WITH_WILL
+        self.closing = True
+        if self.transport is not None:
+            self._flush_now()
+            self.transport.close()
+
+    def _flush_now(self) -> None:
+        if self._out and self.transport is not None:
+            self.transport.writelines(self._out)
+        self._out = []
+        self._out_bytes = 0
+
+    def counters(self) -> dict[str, Any]:
+        return {
+            "client_id": self.client_id,
+            "peer": self.peer,
+            "msgs_in": self.msgs_in,
+            "bytes_in": self.bytes_in,
+            "msgs_out": self.msgs_out,
+            "bytes_out": self.bytes_out,
+            "connected_s": round(time.monotonic() - self.connected_at, 1),
+        }
+
+
+# Pingreq is imported for type completeness of the dispatcher.
+_ = Pingreq

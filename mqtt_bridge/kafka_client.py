@@ -1,0 +1,378 @@
+"""A small asyncio Kafka client on the ``kafkaproto`` codec: connections, metadata, offsets.
+
+The bridge needs a handful of APIs (ApiVersions, Metadata, Produce, Fetch, ListOffsets,
+InitProducerId, FindCoordinator, OffsetCommit, OffsetFetch) and wants one coherent,
+fast stack, so it speaks the protocol itself instead of wrapping a general client.
+Requests on one connection are pipelined and answered in order (Kafka guarantees it);
+separate connections per purpose keep a long-poll fetch from delaying produce acks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkaproto import API_SPECS, ApiKey, decode_response, encode_request
+from kafkaproto.messages import (
+    ApiVersionsRequest,
+    FindCoordinatorRequest,
+    ListOffsetsRequest,
+    MetadataRequest,
+)
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+CLIENT_ID = "mqtt-bridge"
+
+#: Errors after which a retry (after refreshing metadata) may succeed.
+RETRIABLE = {3, 5, 6, 7, 8, 9, 13, 14, 15, 16, 19, 20, 56, 74, 75}
+
+
+class KafkaError(Exception):
+    """A Kafka error code in a response, or a failure to talk to a broker."""
+
+    def __init__(self, message: str, code: int = -1) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def retriable(self) -> bool:
+        return self.code in RETRIABLE
+
+
+class KafkaConnectionError(KafkaError):
+    """The connection broke or could not be made: always retriable."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 13)
+
+
+TopicPartition = tuple[str, int]
+
+
+class BrokerConnection:
+    """One TCP connection to one broker, with pipelined requests matched in order."""
+
+    def __init__(self, host: str, port: int, *, request_timeout: float = 30.0) -> None:
+        self.host = host
+        self.port = port
+        self.request_timeout = request_timeout
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: deque[tuple[int, int, int, asyncio.Future[Any]]] = deque()
+        self._corr = 0
+        self._read_task: asyncio.Task[None] | None = None
+        self.closed = False
+
+    async def connect(self, timeout: float = 5.0) -> None:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), timeout
+            )
+        except (OSError, TimeoutError) as exc:
+            self.closed = True
+            raise KafkaConnectionError(f"connect {self.host}:{self.port}: {exc}") from exc
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        resp = await self.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
+        if resp.error_code:
+            raise KafkaError(f"ApiVersions error {resp.error_code}", resp.error_code)
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    def version(self, api_key: int, ceiling: int | None = None) -> int:
+        """The highest version both sides speak; KafkaError if there is none."""
+        spec = API_SPECS[api_key]
+        theirs = self.versions.get(api_key)
+        if theirs is None:
+            raise KafkaError(f"broker does not support {spec.name}", 35)
+        top = min(theirs[1], spec.max_version, ceiling if ceiling is not None else 1 << 15)
+        if top < max(theirs[0], spec.min_version):
+            raise KafkaError(f"no common version of {spec.name}", 35)
+        return top
+
+    def supports(self, api_key: int) -> bool:
+        return api_key in self.versions
+
+    async def request(
+        self, api_key: int, version: int, body: Any, *, timeout: float | None = None
+    ) -> Any:
+        """Send one request and wait for its response body."""
+        fut = self.send(api_key, version, body)
+        try:
+            return await asyncio.wait_for(fut, timeout or self.request_timeout)
+        except TimeoutError:
+            self.close(f"request {api_key} v{version} timed out")
+            raise KafkaConnectionError(f"request to {self.host}:{self.port} timed out") from None
+
+    def send(self, api_key: int, version: int, body: Any) -> asyncio.Future[Any]:
+        """Write a request now; the returned future gets its response."""
+        if self.closed or self._writer is None:
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
+        self._corr = (self._corr + 1) & 0x7FFFFFFF
+        frame = encode_request(api_key, version, self._corr, CLIENT_ID, body)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending.append((self._corr, api_key, version, fut))
+        self._writer.write(frame)
+        return fut
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        reason = "connection closed by broker"
+        try:
+            while True:
+                head = await self._reader.readexactly(4)
+                (size,) = _SIZE.unpack(head)
+                frame = await self._reader.readexactly(size)
+                if not self._pending:
+                    reason = "response without a request"
+                    break
+                corr, api_key, version, fut = self._pending.popleft()
+                try:
+                    got, body = decode_response(api_key, version, frame)
+                    if got != corr:
+                        raise KafkaError(f"correlation id {got}, expected {corr}")
+                except Exception as exc:  # noqa: BLE001 - surfaces on the caller's future
+                    if not fut.done():
+                        fut.set_exception(exc)
+                    continue
+                if not fut.done():
+                    fut.set_result(body)
+        except (asyncio.IncompleteReadError, OSError) as exc:
+            reason = f"connection lost: {exc!r}"
+        except asyncio.CancelledError:
+            reason = "closed"
+        self.close(reason)
+
+    def close(self, reason: str = "closed") -> None:
+        if self.closed and not self._pending:
+            return
+        self.closed = True
+        while self._pending:
+            _c, _k, _v, fut = self._pending.popleft()
+            if not fut.done():
+                fut.set_exception(KafkaConnectionError(f"{self.host}:{self.port}: {reason}"))
+        if self._writer is not None:
+            self._writer.close()
+        task = self._read_task
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+
+
+@dataclass
+class TopicMeta:
+    partitions: dict[int, int] = field(default_factory=dict)  # partition -> leader node id
+    error: int = 0
+
+
+class KafkaClient:
+    """Metadata cache and connections by (node id, purpose) for a cluster."""
+
+    def __init__(self, bootstrap: str, *, request_timeout: float = 30.0) -> None:
+        self.bootstrap = [_parse_hostport(b) for b in bootstrap.split(",") if b.strip()]
+        if not self.bootstrap:
+            raise ValueError("no bootstrap servers")
+        self.request_timeout = request_timeout
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.topics: dict[str, TopicMeta] = {}
+        self._conns: dict[tuple[int, str], BrokerConnection] = {}
+        self._connecting: dict[tuple[int, str], asyncio.Future[BrokerConnection]] = {}
+        self._meta_lock = asyncio.Lock()
+        self.closed = False
+
+    # ---- connections ---------------------------------------------------------
+    async def connection(self, node: int, purpose: str = "misc") -> BrokerConnection:
+        """A live connection to ``node`` (-1 = any bootstrap server) for ``purpose``."""
+        key = (node, purpose)
+        conn = self._conns.get(key)
+        if conn is not None and not conn.closed:
+            return conn
+        pending = self._connecting.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[BrokerConnection] = asyncio.get_running_loop().create_future()
+        self._connecting[key] = fut
+        try:
+            conn = await self._open(node)
+            self._conns[key] = conn
+            fut.set_result(conn)
+            return conn
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: nobody else may be waiting
+            raise
+        finally:
+            del self._connecting[key]
+
+    async def _open(self, node: int) -> BrokerConnection:
+        if node >= 0 and node in self.brokers:
+            candidates = [self.brokers[node]]
+        else:
+            candidates = list(self.bootstrap) + list(self.brokers.values())
+        last: Exception | None = None
+        for host, port in candidates:
+            conn = BrokerConnection(host, port, request_timeout=self.request_timeout)
+            try:
+                await conn.connect()
+                log.debug("connected to %s:%d (node %d)", host, port, node)
+                return conn
+            except KafkaError as exc:
+                conn.close()
+                last = exc
+        raise KafkaConnectionError(f"no broker reachable for node {node}: {last}")
+
+    def drop(self, conn: BrokerConnection) -> None:
+        """Forget a connection that failed (the next call reconnects)."""
+        conn.close("dropped after an error")
+
+    async def close(self) -> None:
+        self.closed = True
+        for conn in list(self._conns.values()):
+            conn.close("client closing")
+        self._conns.clear()
+
+    # ---- metadata ------------------------------------------------------------
+    async def refresh_metadata(
+        self, topics: list[str] | None = None, *, auto_create: bool = True
+    ) -> dict[str, TopicMeta]:
+        """Metadata for ``topics`` (created if missing and ``auto_create``)."""
+        async with self._meta_lock:
+            conn = await self.connection(-1)
+            version = conn.version(ApiKey.METADATA, 9 if auto_create else 8)
+            if version < 4:
+                version = min(conn.version(ApiKey.METADATA), 8)
+            req = MetadataRequest(
+                topics=None
+                if topics is None
+                else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+                allow_auto_topic_creation=auto_create,
+            )
+            try:
+                resp = await conn.request(ApiKey.METADATA, version, req)
+            except KafkaError:
+                self.drop(conn)
+                raise
+            self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+            out: dict[str, TopicMeta] = {}
+            for t in resp.topics:
+                meta = TopicMeta(
+                    {p.partition_index: p.leader_id for p in t.partitions}, t.error_code
+                )
+                if t.error_code == 0 and meta.partitions:
+                    self.topics[t.name] = meta
+                out[t.name] = meta
+            return out
+
+    async def partitions(self, topic: str, *, auto_create: bool = True) -> TopicMeta:
+        """The topic's partitions and leaders, from the cache or a Metadata request."""
+        meta = self.topics.get(topic)
+        if meta is not None:
+            return meta
+        got = (await self.refresh_metadata([topic], auto_create=auto_create)).get(topic)
+        if got is None or got.error or not got.partitions:
+            code = got.error if got is not None else 3
+            raise KafkaError(f"topic {topic!r} unavailable (error {code})", code or 5)
+        return got
+
+    def leader(self, tp: TopicPartition) -> int:
+        meta = self.topics.get(tp[0])
+        if meta is None or tp[1] not in meta.partitions:
+            return -1
+        return meta.partitions[tp[1]]
+
+    # ---- offsets ---------------------------------------------------------------
+    async def list_offsets(self, tps: list[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
+        """ListOffsets (-1 latest, -2 earliest) for partitions, grouped by leader."""
+        by_node: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            by_node.setdefault(self.leader(tp), []).append(tp)
+        out: dict[TopicPartition, int] = {}
+        for node, group in by_node.items():
+            conn = await self.connection(node)
+            version = conn.version(ApiKey.LIST_OFFSETS, 5)
+            topics: dict[str, list[int]] = {}
+            for t, p in group:
+                topics.setdefault(t, []).append(p)
+            req = ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=0,
+                topics=[
+                    ListOffsetsRequest.ListOffsetsTopic(
+                        name=t,
+                        partitions=[
+                            ListOffsetsRequest.ListOffsetsPartition(
+                                partition_index=p, current_leader_epoch=-1, timestamp=timestamp
+                            )
+                            for p in ps
+                        ],
+                    )
+                    for t, ps in topics.items()
+                ],
+            )
+            try:
+                resp = await conn.request(ApiKey.LIST_OFFSETS, version, req)
+            except KafkaConnectionError:
+                self.drop(conn)
+                raise
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        raise KafkaError(
+                            f"ListOffsets {t.name}-{p.partition_index}: error {p.error_code}",
+                            p.error_code,
+                        )
+                    out[(t.name, p.partition_index)] = p.offset
+        return out
+
+    async def coordinator(self, group: str) -> int:
+        """The node id coordinating ``group`` (FindCoordinator)."""
+        conn = await self.connection(-1)
+        version = conn.version(ApiKey.FIND_COORDINATOR, 3)
+        resp = await conn.request(
+            ApiKey.FIND_COORDINATOR, version, FindCoordinatorRequest(key=group, key_type=0)
+        )
+        if resp.error_code:
+            raise KafkaError(f"FindCoordinator {group}: error {resp.error_code}", resp.error_code)
+        self.brokers.setdefault(resp.node_id, (resp.host, resp.port))
+        return resp.node_id
+
+    async def supports(self, api_key: int) -> bool:
+        conn = await self.connection(-1)
+        return conn.supports(api_key)
+
+
+def _parse_hostport(s: str) -> tuple[str, int]:
+    s = s.strip()
+    if "://" in s:
+        s = s.split("://", 1)[1]
+    host, _, port = s.rpartition(":")
+    return (host or "127.0.0.1"), int(port or 9092)
+
+
+async def retry_forever(what: str, coro_fn: Any, *, backoff: float = 0.2, max_backoff: float = 2.0) -> Any:
+    """Run ``coro_fn()`` until it succeeds, backing off on retriable Kafka errors."""
+    delay = backoff
+    while True:
+        try:
+            return await coro_fn()
+        except KafkaError as exc:
+            if not exc.retriable and not isinstance(exc, KafkaConnectionError):
+                raise
+            log.warning("%s failed (%s); retrying in %.1fs", what, exc, delay)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, max_backoff)
+
+
+__all__ = [
+    "BrokerConnection",
+    "KafkaClient",
+    "KafkaConnectionError",
+    "KafkaError",
+    "TopicMeta",
+    "TopicPartition",
+    "retry_forever",
+]

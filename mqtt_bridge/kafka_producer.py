@@ -1,0 +1,405 @@
+"""Batching, idempotent producer (acks=all) for the bridge's uplink.
+
+Many devices' publishes are accumulated per partition and sent as one record batch per
+partition in one Produce request per broker (``linger_ms`` / ``batch_bytes``), never one
+request per message. Each partition has at most one batch in flight, so a retried batch
+keeps its place and its sequence numbers: after a broker restart the broker either has
+it (duplicate, acknowledged) or not (appended), and nothing acknowledged is lost.
+``send`` returns a future that resolves with the record's offset once the log has it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from kafkaproto import ApiKey
+from kafkaproto.messages import InitProducerIdRequest, ProduceRequest
+from kafkaproto.records import build_batch
+
+from .kafka_client import KafkaClient, KafkaConnectionError, KafkaError, TopicPartition
+from .murmur2 import partition_for
+
+log = logging.getLogger(__name__)
+
+Header = tuple[str, bytes | None]
+_RECORD_OVERHEAD = 24  # rough per-record bytes besides key/value/headers
+_RESET_PRODUCER = {45, 47, 59, 90}  # out of order sequence, invalid epoch, unknown producer
+_DUPLICATE = 46
+
+
+def _record_size(key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> int:
+    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    for hk, hv in headers:
+        size += len(hk) + (len(hv) if hv else 0) + 4
+    return size
+
+
+@dataclass(eq=False)
+class _Batch:
+    tp: TopicPartition
+    created: float
+    records: list[tuple[bytes | None, bytes | None, Sequence[Header], int]] = field(
+        default_factory=list
+    )
+    futures: list[asyncio.Future[int]] = field(default_factory=list)
+    size: int = 0
+    payload: bytes | None = None
+    pid_gen: int = -1
+    attempts: int = 0
+
+
+class Producer:
+    """Accumulate records per partition and send them in batches; see the module docstring."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        *,
+        linger_ms: float = 5.0,
+        batch_bytes: int = 1 << 20,
+        acks: int = -1,
+        idempotent: bool = True,
+        request_timeout_ms: int = 30_000,
+        delivery_timeout_s: float = 120.0,
+        buffer_bytes: int = 64 << 20,
+        retry_backoff_s: float = 0.1,
+    ) -> None:
+        self.client = client
+        self.linger = linger_ms / 1000.0
+        self.batch_bytes = batch_bytes
+        self.acks = acks
+        self.idempotent = idempotent
+        self.request_timeout_ms = request_timeout_ms
+        self.delivery_timeout = delivery_timeout_s
+        self.buffer_bytes = buffer_bytes
+        self.retry_backoff = retry_backoff_s
+        self.buffered = 0
+        self.requests_sent = 0
+        self.records_acked = 0
+        self._acc: dict[TopicPartition, _Batch] = {}
+        self._ready: dict[TopicPartition, deque[_Batch]] = {}
+        self._inflight: set[TopicPartition] = set()
+        self._retry_at: dict[TopicPartition, float] = {}
+        self._unknown: dict[str, list[tuple[bytes | None, bytes | None, Sequence[Header], int, asyncio.Future[int]]]] = {}
+        self._rr: dict[str, int] = {}
+        self._seq: dict[TopicPartition, int] = {}
+        self._pid = -1
+        self._epoch = -1
+        self._pid_gen = 0
+        self._pid_ready = False
+        self._pid_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._space_waiters: list[Callable[[], None]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+
+    # ---- public ------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._sender())
+
+    @property
+    def full(self) -> bool:
+        return self.buffered >= self.buffer_bytes
+
+    def when_space(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the buffer has drained below the limit (backpressure)."""
+        self._space_waiters.append(callback)
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] = (),
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[int]:
+        """Queue one record; the future resolves with its offset once acknowledged."""
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        size = _record_size(key, value, headers)
+        self.buffered += size
+        meta = self.client.topics.get(topic)
+        if meta is None:
+            waiting = self._unknown.get(topic)
+            if waiting is None:
+                self._unknown[topic] = [(key, value, headers, ts, fut)]
+                self._spawn(self._resolve_topic(topic))
+            else:
+                waiting.append((key, value, headers, ts, fut))
+            return fut
+        self._append(topic, len(meta.partitions), key, value, headers, ts, fut, size)
+        return fut
+
+    async def flush(self, timeout: float = 30.0) -> None:
+        """Send everything buffered now and wait until it is acknowledged (or failed)."""
+        pending = [f for b in self._acc.values() for f in b.futures]
+        pending += [f for q in self._ready.values() for b in q for f in b.futures]
+        pending += [item[4] for items in self._unknown.values() for item in items]
+        for tp in list(self._acc):
+            self._close_batch(tp)
+        self._wake.set()
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
+    async def close(self, timeout: float = 10.0) -> None:
+        try:
+            await self.flush(timeout)
+        finally:
+            self._closing = True
+            if self._task is not None:
+                self._task.cancel()
+            for t in list(self._tasks):
+                t.cancel()
+            err = KafkaError("producer closed")
+            for b in list(self._acc.values()) + [b for q in self._ready.values() for b in q]:
+                for f in b.futures:
+                    if not f.done():
+                        f.set_exception(err)
+
+    # ---- accumulation --------------------------------------------------------------
+    def _append(
+        self,
+        topic: str,
+        nparts: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header],
+        ts: int,
+        fut: asyncio.Future[int],
+        size: int,
+    ) -> None:
+        if key is not None:
+            partition = partition_for(key, nparts)
+        else:
+            partition = self._rr.get(topic, 0) % nparts
+            self._rr[topic] = partition + 1
+        tp = (topic, partition)
+        batch = self._acc.get(tp)
+        if batch is None:
+            batch = self._acc[tp] = _Batch(tp, time.monotonic())
+            self._wake.set()
+        batch.records.append((key, value, headers, ts))
+        batch.futures.append(fut)
+        batch.size += size
+        if batch.size >= self.batch_bytes:
+            self._close_batch(tp)
+            self._wake.set()
+
+    def _close_batch(self, tp: TopicPartition) -> None:
+        batch = self._acc.pop(tp, None)
+        if batch is not None:
+            self._ready.setdefault(tp, deque()).append(batch)
+
+    async def _resolve_topic(self, topic: str) -> None:
+        delay = self.retry_backoff
+        deadline = time.monotonic() + self.delivery_timeout
+        error: Exception | None = None
+        while True:
+            try:
+                meta = await self.client.partitions(topic, auto_create=True)
+                break
+            except KafkaError as exc:
+                error = exc
+                if (not exc.retriable and not isinstance(exc, KafkaConnectionError)) or (
+                    time.monotonic() > deadline
+                ):
+                    meta = None
+                    break
+                log.warning("metadata for %s failed (%s), retrying", topic, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        waiting = self._unknown.pop(topic, [])
+        for key, value, headers, ts, fut in waiting:
+            size = _record_size(key, value, headers)
+            if meta is None:
+                self.buffered -= size
+                if not fut.done():
+                    fut.set_exception(error or KafkaError(f"topic {topic} unavailable"))
+            else:
+                self._append(topic, len(meta.partitions), key, value, headers, ts, fut, size)
+        self._release_space()
+
+    # ---- sending -------------------------------------------------------------------
+    async def _sender(self) -> None:
+        while True:
+            self._wake.clear()
+            now = time.monotonic()
+            next_at: float | None = None
+            for tp, batch in list(self._acc.items()):
+                due = batch.created + self.linger
+                if due <= now:
+                    self._close_batch(tp)
+                elif next_at is None or due < next_at:
+                    next_at = due
+            by_node: dict[int, list[_Batch]] = {}
+            for tp, queue in self._ready.items():
+                if not queue or tp in self._inflight:
+                    continue
+                retry_at = self._retry_at.get(tp, 0.0)
+                if retry_at > now:
+                    next_at = retry_at if next_at is None else min(next_at, retry_at)
+                    continue
+                node = self.client.leader(tp)
+                if node < 0:
+                    self._retry_at[tp] = now + self.retry_backoff
+                    self._spawn(self._refresh(tp[0]))
+                    continue
+                self._inflight.add(tp)
+                by_node.setdefault(node, []).append(queue.popleft())
+            for node, batches in by_node.items():
+                self._spawn(self._send(node, batches))
+            timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def _spawn(self, coro: object) -> None:
+        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _refresh(self, topic: str) -> None:
+        try:
+            await self.client.refresh_metadata([topic])
+        except KafkaError as exc:
+            log.debug("metadata refresh for %s failed: %s", topic, exc)
+        self._wake.set()
+
+    async def _ensure_pid(self) -> None:
+        if not self.idempotent or self._pid_ready:
+            return
+        async with self._pid_lock:
+            if self._pid_ready:
+                return
+            conn = await self.client.connection(-1)
+            if not conn.supports(ApiKey.INIT_PRODUCER_ID):
+                log.warning("broker has no InitProducerId: producing without idempotence")
+                self.idempotent = False
+                return
+            version = conn.version(ApiKey.INIT_PRODUCER_ID, 4)
+            resp = await conn.request(
+                ApiKey.INIT_PRODUCER_ID,
+                version,
+                InitProducerIdRequest(
+                    transactional_id=None,
+                    transaction_timeout_ms=2_147_483_647,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                ),
+            )
+            if resp.error_code:
+                raise KafkaError(f"InitProducerId error {resp.error_code}", resp.error_code)
+            self._pid, self._epoch = resp.producer_id, resp.producer_epoch
+            self._pid_ready = True
+            self._seq.clear()
+            log.info("producer id %d epoch %d", self._pid, self._epoch)
+
+    def _encode(self, batch: _Batch) -> bytes:
+        if batch.payload is not None and batch.pid_gen == self._pid_gen:
+            return batch.payload
+        seq = -1
+        if self.idempotent and self._pid >= 0:
+            seq = self._seq.get(batch.tp, 0)
+            self._seq[batch.tp] = (seq + len(batch.records)) & 0x7FFFFFFF
+        batch.payload = build_batch(
+            batch.records,
+            producer_id=self._pid if self.idempotent else -1,
+            producer_epoch=self._epoch if self.idempotent else -1,
+            base_sequence=seq,
+        )
+        batch.pid_gen = self._pid_gen
+        return batch.payload
+
+    async def _send(self, node: int, batches: list[_Batch]) -> None:
+        try:
+            await self._ensure_pid()
+            conn = await self.client.connection(node, "produce")
+            topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
+            for b in batches:
+                b.attempts += 1
+                topics.setdefault(b.tp[0], []).append(
+                    ProduceRequest.PartitionProduceData(index=b.tp[1], records=self._encode(b))
+                )
+            req = ProduceRequest(
+                transactional_id=None,
+                acks=self.acks,
+                timeout_ms=self.request_timeout_ms,
+                topic_data=[
+                    ProduceRequest.TopicProduceData(name=t, partition_data=pd)
+                    for t, pd in topics.items()
+                ],
+            )
+            version = conn.version(ApiKey.PRODUCE, 9)
+            self.requests_sent += 1
+            resp = await conn.request(
+                ApiKey.PRODUCE, version, req, timeout=self.request_timeout_ms / 1000 + 5
+            )
+        except KafkaError as exc:
+            log.warning("produce to node %d failed: %s; will retry %d batches", node, exc, len(batches))
+            for b in batches:
+                self._retry(b)
+            self._spawn(self._refresh(batches[0].tp[0]))
+            self._wake.set()
+            return
+        except asyncio.CancelledError:
+            raise
+        results = {
+            (t.name, p.index): p for t in resp.responses for p in t.partition_responses
+        }
+        for b in batches:
+            self._inflight.discard(b.tp)
+            p = results.get(b.tp)
+            code = 13 if p is None else p.error_code
+            if code == 0 or code == _DUPLICATE:
+                base = p.base_offset if (p is not None and code == 0) else -1
+                self._complete(b, base)
+            elif code in _RESET_PRODUCER:
+                log.warning("produce %s-%d: error %d, resetting producer id", *b.tp, code)
+                self._reset_pid()
+                self._retry(b)
+            elif code in (3, 5, 6, 7, 13, 14, 15, 19, 20, 56, 74, 75):
+                self._retry(b)
+                self._spawn(self._refresh(b.tp[0]))
+            else:
+                self._fail(b, KafkaError(f"produce {b.tp[0]}-{b.tp[1]}: error {code}", code))
+        self._release_space()
+        self._wake.set()
+
+    def _reset_pid(self) -> None:
+        self._pid_ready = False
+        self._pid_gen += 1
+        self._seq.clear()
+
+    def _retry(self, b: _Batch) -> None:
+        self._inflight.discard(b.tp)
+        if time.monotonic() - b.created > self.delivery_timeout:
+            self._fail(b, KafkaError(f"delivery to {b.tp[0]}-{b.tp[1]} timed out", 7))
+            return
+        self._ready.setdefault(b.tp, deque()).appendleft(b)
+        self._retry_at[b.tp] = time.monotonic() + min(self.retry_backoff * (2 ** min(b.attempts, 4)), 2.0)
+
+    def _complete(self, b: _Batch, base: int) -> None:
+        self.records_acked += len(b.futures)
+        self.buffered -= b.size
+        for i, f in enumerate(b.futures):
+            if not f.done():
+                f.set_result(base + i if base >= 0 else -1)
+
+    def _fail(self, b: _Batch, exc: Exception) -> None:
+        log.error("dropping %d records for %s-%d: %s", len(b.futures), b.tp[0], b.tp[1], exc)
+        self.buffered -= b.size
+        for f in b.futures:
+            if not f.done():
+                f.set_exception(exc)
+
+    def _release_space(self) -> None:
+        if self._space_waiters and self.buffered < self.buffer_bytes * 0.8:
+            waiters, self._space_waiters = self._space_waiters, []
+            for cb in waiters:
+                cb()

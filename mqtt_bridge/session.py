@@ -1,0 +1,198 @@
+"""MQTT sessions: subscriptions, outgoing queue, in-flight window, resume offsets.
+
+Delivery is pull-by-window: a message waits in the session's queue until the
+connection has room (in-flight QoS 1 below the client's receive maximum, socket not
+backed up), so a slow or dead device only ever fills its own queue.
+
+Resume offsets (persistent sessions): for every downlink partition the session
+follows, the offset from which a reconnect must re-read the log. It is the smallest
+offset still queued or unacknowledged for this session, or else the position the
+fetcher (or this session's catch-up) has dispatched up to.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from .codec import MQTT_5, SubOptions, publish_parts
+from .kafka_client import TopicPartition
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+log = logging.getLogger(__name__)
+
+PID_BYTES = [struct.pack(">H", i) for i in range(65536)]
+
+
+class OutMessage:
+    """One downlink message; its encodings are made once and shared by all receivers."""
+
+    __slots__ = ("topic", "payload", "properties", "tp", "offset", "_enc")
+
+    def __init__(
+        self,
+        topic: str,
+        payload: bytes,
+        properties: dict[str, Any] | None = None,
+        tp: TopicPartition | None = None,
+        offset: int = -1,
+    ) -> None:
+        self.topic = topic
+        self.payload = payload
+        self.properties = properties
+        self.tp = tp
+        self.offset = offset
+        self._enc: dict[tuple[int, int, bool, bool], tuple[bytes, bytes]] = {}
+
+    def parts(self, version: int, qos: int, retain: bool, dup: bool = False) -> tuple[bytes, bytes]:
+        """(head, tail) of the PUBLISH; see ``codec.publish_parts``."""
+        v = MQTT_5 if version == MQTT_5 else 4
+        key = (v, qos, retain, dup)
+        enc = self._enc.get(key)
+        if enc is None:
+            head, tail = publish_parts(
+                self.topic, self.payload, qos, retain, v, self.properties if v == MQTT_5 else None, dup
+            )
+            if qos == 0:
+                head, tail = head + tail, b""
+            enc = self._enc[key] = (head, tail)
+        return enc
+
+    def size(self, version: int, qos: int) -> int:
+        head, tail = self.parts(version, qos, False)
+        return len(head) + len(tail) + (2 if qos else 0)
+
+
+Delivery = tuple[OutMessage, int, bool]  # message, qos, retain flag
+
+
+class Session:
+    """State that outlives a connection when the session is persistent."""
+
+    def __init__(self, client_id: str, *, max_queued: int = 1000) -> None:
+        self.client_id = client_id
+        self.persistent = False
+        self.expiry_interval = 0  # seconds; 0xFFFFFFFF = never
+        self.subs: dict[str, SubOptions] = {}
+        self.conn: Connection | None = None
+        self.queue: deque[Delivery] = deque()
+        self.inflight: dict[int, Delivery] = {}
+        self.awaiting_rel: set[int] = set()
+        self.max_queued = max_queued
+        self.dropped = 0
+        self._next_pid = 1
+        #: partitions followed -> resume offset while offline (set on detach/load)
+        self.offsets: dict[TopicPartition, int] = {}
+        #: partitions being caught up -> next offset the catch-up will read
+        self.catchup_pos: dict[TopicPartition, int] = {}
+        #: lowest offset dropped from a full queue, re-read later (at least once)
+        self.gaps: dict[TopicPartition, int] = {}
+        self.holding = False  # True while a catch-up is running: live messages wait
+        self.held: deque[Delivery] = deque()
+        self.epoch = 0  # bumped on every attach/detach; stale catch-ups stop
+        self.refill: Any = None  # callback(session) when the queue drains and gaps exist
+        self.dirty = False
+        self.expiry_handle: Any = None
+
+    @property
+    def online(self) -> bool:
+        return self.conn is not None
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    # ---- delivery -----------------------------------------------------------------
+    def enqueue(self, msg: OutMessage, qos: int, retain: bool = False) -> None:
+        target = self.held if self.holding else self.queue
+        if len(target) >= self.max_queued:
+            self.dropped += 1
+            if msg.tp is not None and self.persistent and qos:
+                prev = self.gaps.get(msg.tp)
+                if prev is None or msg.offset < prev:
+                    self.gaps[msg.tp] = msg.offset
+            if self.dropped in (1, 10, 100) or self.dropped % 1000 == 0:
+                log.warning(
+                    "session %s: queue full (%d), %d messages dropped",
+                    self.client_id, self.max_queued, self.dropped,
+                )
+            return
+        target.append((msg, qos, retain))
+
+    def next_packet_id(self) -> int:
+        pid = self._next_pid
+        while pid in self.inflight:
+            pid = pid % 65535 + 1
+        self._next_pid = pid % 65535 + 1
+        return pid
+
+    def pump(self) -> None:
+        """Send queued messages while the window and the socket allow."""
+        conn = self.conn
+        if conn is None or conn.closing:
+            return
+        queue = self.queue
+        inflight = self.inflight
+        quota = conn.send_quota
+        while queue:
+            if conn.backed_up:
+                return
+            msg, qos, retain = queue[0]
+            if qos:
+                if len(inflight) >= quota:
+                    return
+                queue.popleft()
+                if not conn.fits(msg, qos):
+                    continue
+                pid = self.next_packet_id()
+                inflight[pid] = (msg, qos, retain)
+                conn.send_publish(msg, qos, retain, pid)
+            else:
+                queue.popleft()
+                if conn.fits(msg, 0):
+                    conn.send_publish(msg, 0, retain, 0)
+        if self.gaps and not self.holding and self.refill is not None:
+            self.refill(self)
+
+    def on_puback(self, pid: int) -> bool:
+        delivered = self.inflight.pop(pid, None)
+        if delivered is None:
+            return False
+        if self.persistent and delivered[0].tp is not None:
+            self.dirty = True
+        self.pump()
+        return True
+
+    def resend_inflight(self) -> None:
+        """After a resume in the same process: unacknowledged messages go out again, DUP set."""
+        conn = self.conn
+        if conn is None:
+            return
+        for pid, (msg, qos, retain) in list(self.inflight.items()):
+            conn.send_publish(msg, qos, retain, pid, dup=True)
+
+    # ---- offsets ------------------------------------------------------------------
+    def resume_offsets(self, live: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Where a reconnect must start reading each followed partition (see module doc)."""
+        if self.conn is None:
+            return dict(self.offsets)
+        out: dict[TopicPartition, int] = {}
+        for tp in self.offsets:
+            pos = self.catchup_pos.get(tp)
+            if pos is None:
+                pos = live.get(tp, self.offsets[tp])
+            out[tp] = pos
+        for msg, _q, _r in (*self.queue, *self.held, *self.inflight.values()):
+            tp = msg.tp
+            if tp is not None and tp in out and msg.offset < out[tp]:
+                out[tp] = msg.offset
+        for tp, off in self.gaps.items():
+            if tp in out and off < out[tp]:
+                out[tp] = off
+        return out

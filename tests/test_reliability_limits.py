@@ -1,0 +1,238 @@
+"""Limits are features: each exceeded limit gets Kafka's error or a documented outcome,
+against a real server process over real sockets.
+
+Connection limits (max.connections, max.connections.per.ip, max.connection.creation.rate)
+close the new connection at once (Kafka has no error code for them either);
+connections.max.idle.ms closes idle connections; socket.request.max.bytes closes the
+connection from the size prefix alone; message.max.bytes gives MESSAGE_TOO_LARGE;
+max.topics / max.partitions give POLICY_VIOLATION; a client that never reads its
+responses only pauses itself.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from rawwire import (
+    Conn,
+    api_versions_ok,
+    parse_produce_v3_response,
+    produce_v3,
+    record_batch,
+    request,
+)
+from serverproc import HOST
+
+from kafkaproto import encode_request
+from kafkaproto.messages import CreateTopicsRequest, FetchRequest, MetadataRequest
+
+pytestmark = [pytest.mark.timeout(120)]
+
+POLICY_VIOLATION = 44
+MESSAGE_TOO_LARGE = 10
+
+
+def _open(port: int, source: str | None = None) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.settimeout(5)
+    if source:
+        sock.bind((source, 0))
+    sock.connect((HOST, port))
+    return sock
+
+
+def _served(sock: socket.socket) -> bool:
+    """True if the server answers ApiVersions v0 on this socket, False if it closed it."""
+    try:
+        sock.sendall(request(18, 0, 1))
+        head = sock.recv(4)
+        return len(head) == 4
+    except (ConnectionError, TimeoutError, OSError):
+        return False
+
+
+def test_max_connections(server_factory):
+    server = server_factory(settings={"max.connections": 5})
+    time.sleep(0.3)  # the start-up probe's connection is released
+    held = [_open(server.port) for _ in range(5)]
+    assert all(_served(s) for s in held)
+    extra = _open(server.port)
+    assert not _served(extra), "a 6th connection must be closed"
+    held.pop().close()
+    time.sleep(0.3)  # the server notices the close
+    again = _open(server.port)
+    assert _served(again), "a freed slot must be usable again"
+    for s in [*held, extra, again]:
+        s.close()
+    assert "max.connections reached" in server.output()
+
+
+def test_max_connections_per_ip(server_factory):
+    server = server_factory(settings={"max.connections.per.ip": 2})
+    time.sleep(0.3)
+    a = [_open(server.port, "127.0.0.1") for _ in range(2)]
+    assert all(_served(s) for s in a)
+    assert not _served(_open(server.port, "127.0.0.1"))
+    b = _open(server.port, "127.0.0.2")  # another address still gets in
+    assert _served(b)
+    assert "max.connections.per.ip reached" in server.output()
+
+
+def test_connection_creation_rate(server_factory):
+    server = server_factory(settings={"max.connection.creation.rate": 5})
+    time.sleep(1.1)  # the bucket is full
+    results = []
+    for _ in range(20):
+        s = _open(server.port)
+        results.append(_served(s))
+        s.close()
+    assert 4 <= sum(results) <= 8, results
+    time.sleep(1.1)
+    s = _open(server.port)
+    assert _served(s), "after a second the rate allows connections again"
+    assert "max.connection.creation.rate reached" in server.output()
+
+
+def test_idle_connections_are_closed(server_factory):
+    server = server_factory(settings={"connections.max.idle.ms": 400})
+    idle = Conn(server.port)
+    busy = Conn(server.port)
+    api_versions_ok(conn=idle)
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        api_versions_ok(conn=busy)  # activity keeps it open
+        time.sleep(0.1)
+    assert idle.closed_by_server(timeout=3)
+    api_versions_ok(conn=busy)
+    assert "connections.max.idle.ms" in server.output()
+
+
+def test_oversized_request_closed_before_the_body(server_factory):
+    server = server_factory(settings={"socket.request.max.bytes": 100_000})
+    with Conn(server.port) as c:
+        c.send(struct.pack(">i", 50_000_000) + b"\x00" * 10)  # only the size prefix matters
+        assert c.closed_by_server(timeout=5)
+    api_versions_ok(server.port)
+    assert "socket.request.max.bytes" in server.output()
+
+
+def test_message_max_bytes(server_factory):
+    server = server_factory(settings={"message.max.bytes": 2000})
+    with Conn(server.port) as c:
+        small = record_batch([(None, b"x" * 100)])
+        big = record_batch([(None, b"y" * 5000)])
+        assert _create(c, 9, "limits", 1) == (0, None)
+        corr, body = c.call(request(0, 3, 1, produce_v3("limits", 0, small)))
+        assert parse_produce_v3_response(body)[("limits", 0)][0] == 0
+        corr, body = c.call(request(0, 3, 2, produce_v3("limits", 0, big)))
+        assert parse_produce_v3_response(body)[("limits", 0)][0] == MESSAGE_TOO_LARGE
+        api_versions_ok(conn=c)  # the connection stays usable
+
+
+def _create(c: Conn, corr: int, name: str, partitions: int) -> tuple[int, str | None]:
+    from kafkaproto import decode_response
+
+    req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[])],
+        timeout_ms=5000, validate_only=False)
+    assert c.send(encode_request(19, 5, corr, "limits", req))
+    frame = c.recv_frame()
+    _, response = decode_response(19, 5, frame)
+    topic = response.topics[0]
+    return topic.error_code, topic.error_message
+
+
+def test_max_topics_and_partitions(server_factory):
+    from kafkaproto import decode_response
+
+    server = server_factory(settings={"max.topics": 2, "max.partitions": 5,
+                                      "num.partitions": 1})
+    with Conn(server.port) as c:
+        assert _create(c, 1, "a", 3) == (0, None)
+        code, message = _create(c, 2, "b", 3)
+        assert code == POLICY_VIOLATION and "max.partitions" in message
+        assert _create(c, 3, "b", 2)[0] == 0
+        code, message = _create(c, 4, "c", 1)
+        assert code == POLICY_VIOLATION and "max.topics" in message
+        # auto-creation through Metadata is refused the same way
+        req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="auto")],
+                              allow_auto_topic_creation=True)
+        assert c.send(encode_request(3, 9, 5, "limits", req))
+        _, response = decode_response(3, 9, c.recv_frame())
+        assert response.topics[0].error_code == POLICY_VIOLATION
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_client_that_never_reads_stalls_only_itself(server_factory):
+    """A client pipelines hundreds of 1 MB fetches and never reads: the server stops
+    reading from it once its socket buffer is full (queued.max.requests and write
+    back-pressure), memory stays bounded, and another client is served normally."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    server = server_factory(settings={"queued.max.requests": 4})
+    producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 5})
+    for i in range(2000):
+        producer.produce("wide", value=bytes(1000) + str(i).encode(), partition=0)
+    assert producer.flush(30) == 0
+    rss_before = _rss_kb(server.pid)
+
+    fetch = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=2 << 20,
+                         isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                             FetchRequest.FetchTopic(topic="wide", partitions=[
+                                 FetchRequest.FetchPartition(
+                                     partition=0, fetch_offset=0, partition_max_bytes=2 << 20)])],
+                         forgotten_topics_data=[])
+    frame = encode_request(1, 11, 1, "never-reads", fetch)
+    hog = socket.create_connection((HOST, server.port))
+    hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    hog.setblocking(False)
+    sent = 0
+    stop = threading.Event()
+
+    def flood() -> None:
+        nonlocal sent
+        pending = frame * 50
+        while not stop.is_set() and sent < 500:
+            try:
+                n = hog.send(pending)
+            except BlockingIOError:
+                time.sleep(0.01)
+                continue
+            except OSError:
+                return
+            pending = pending[n:] or frame * 50
+            sent += 1 if not pending else 0
+    thread = threading.Thread(target=flood, daemon=True)
+    thread.start()
+    time.sleep(2)
+
+    # meanwhile an ordinary client produces and reads back, promptly
+    started = time.monotonic()
+    producer.produce("other", value=b"still-served")
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "x",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition("other", 0, 0)])
+    msg = None
+    while msg is None and time.monotonic() - started < 15:
+        msg = consumer.poll(0.5)
+    consumer.close()
+    assert msg is not None and msg.value() == b"still-served"
+    assert time.monotonic() - started < 10, "the other client was slowed down"
+    growth_mb = (_rss_kb(server.pid) - rss_before) / 1024
+    assert growth_mb < 150, f"server memory grew {growth_mb:.0f} MB for one non-reading client"
+    stop.set()
+    hog.close()
+    thread.join(timeout=5)
+    api_versions_ok(server.port)
