@@ -1,4 +1,4 @@
-"""``python -m benchmarks``: throughput of logserver against same-run baselines and peers."""
+"""``python -m benchmarks``: the whole suite, logserver against baselines and peers."""
 
 from __future__ import annotations
 
@@ -9,138 +9,110 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+from .mqtt_bench import MQTT_PEERS, MqttSettings
+from .plots import write_plots
 from .progress import Progress, ProgressAwareHandler
 from .report import format_table, to_json, write_json
 from .runner import RunOptions, run
 from .targets import PEERS, check_loopback
-from .workloads import Settings
+from .workloads import WORKLOADS, Settings, select
 
-DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "latest.json"
-DEFAULT_SIZES = [100, 1024]
-#: Records per workload by record size (500 MB and 2 GiB of payload): a few seconds each
-#: at the ~2 M records/s a Python client loop tops out at, so start-up costs fade out.
-DEFAULT_RECORDS = {100: 5_000_000, 1024: 2_000_000}
-QUICK_RECORDS = 200_000
-DEFAULT_TIME_CAP = 20.0
+RESULTS = Path(__file__).resolve().parent / "results"
+DEFAULT_OUTPUT = RESULTS / "latest.json"
+#: Records per produce workload by record size: 300 MB of 100 B and the 1 GiB catch-up
+#: log of 1 KiB, a few seconds each at the rates a Python client loop reaches.
+DEFAULT_RECORDS = {100: 3_000_000, 1024: 1 << 20}
+QUICK_RECORDS = {100: 300_000, 1024: 131_072}
+DEFAULT_TIME_CAP = 15.0
+QUICK_TIME_CAP = 5.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line; every option has a default that gives a full run in ~3 minutes."""
+    """The command line; the defaults give the full suite in about 10 minutes."""
     p = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description=(
-            "Produce and fetch throughput of logserver with confluent-kafka (100 B and 1 KiB "
-            "records), printed next to raw loopback-socket and file-append bandwidth measured "
-            "in the same run, and optionally next to peer brokers. By default starts logserver "
-            "from this work tree on a free 127.0.0.1 port with its data in a temporary "
-            "directory, and stops it at the end."
+            "The benchmark suite of issue 7: produce/consume throughput, catch-up and tailing "
+            "reads, end-to-end latency, 1,000 partitions and 1,000 idle connections through "
+            "confluent-kafka; MQTT QoS 1 publish and 10,000-device fan-out; raw loopback, "
+            "sendfile and file-append baselines; all in one run, against logserver (started "
+            "from this work tree on 127.0.0.1) and peer servers (installed on first use "
+            "into ~/.cache/logserver-benchmarks), printed as ratios, judged against the "
+            "issue's targets, written as JSON and one PNG per workload."
         ),
         epilog=(
             "Each workload stops at its record count or its time cap, whichever comes first; "
             "a capped figure is marked '*'. Results: a table on stdout, progress and logs on "
-            "stderr, and a JSON file (--output)."
+            "stderr, JSON (--output) and PNGs next to it."
         ),
     )
-    p.add_argument(
-        "--bootstrap",
-        metavar="HOST:PORT",
-        help="benchmark an already-running server instead of starting one (loopback only)",
-    )
-    p.add_argument(
-        "--peers",
-        default="",
-        metavar="NAME[,NAME]",
-        help=f"also benchmark these peer brokers, installed on first use; known: {', '.join(PEERS)}",
-    )
-    p.add_argument(
-        "--records",
-        type=int,
-        metavar="N",
-        help="records per workload for every record size (default: "
-        + ", ".join(f"{v:,} of {k} B" for k, v in DEFAULT_RECORDS.items())
-        + ")",
-    )
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help=f"a smoke run: {QUICK_RECORDS:,} records, 5 s time cap, one 0.5 s run per baseline",
-    )
-    p.add_argument(
-        "--time-cap",
-        type=float,
-        metavar="SECONDS",
-        help=f"time cap per workload (default {DEFAULT_TIME_CAP:g}, quick 5)",
-    )
-    p.add_argument(
-        "--sizes",
-        default=",".join(map(str, DEFAULT_SIZES)),
-        metavar="BYTES[,BYTES]",
-        help="record value sizes (default %(default)s)",
-    )
-    p.add_argument(
-        "--partitions", type=int, default=1, help="partitions of each fresh topic (default 1)"
-    )
-    p.add_argument(
-        "--acks", default="1", choices=["0", "1", "-1", "all"], help="producer acks (default 1)"
-    )
-    p.add_argument(
-        "--linger-ms", type=int, default=5, help="producer linger.ms (default %(default)s)"
-    )
-    p.add_argument(
-        "--baseline-seconds",
-        type=float,
-        metavar="SECONDS",
-        help="duration of each raw baseline run (default 1.5, quick 0.5)",
-    )
-    p.add_argument(
-        "--baseline-repeats",
-        type=int,
-        metavar="N",
-        help="runs per raw baseline, pooled (default 2, quick 1)",
-    )
-    p.add_argument(
-        "--server-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="extra argument for the logserver the benchmark starts (repeatable), "
-        "e.g. --server-arg=--log.flush.interval.messages=1",
-    )
-    p.add_argument(
-        "--output",
-        type=Path,
-        default=DEFAULT_OUTPUT,
-        help="JSON result file (default benchmarks/results/latest.json)",
-    )
-    p.add_argument(
-        "--workdir",
-        type=Path,
-        help="where the run's temporary directory goes (server data, baseline files); "
-        "default: the system temp dir. Put it on the disk you want measured.",
-    )
-    p.add_argument(
-        "--keep-workdir", action="store_true", help="do not delete the temporary directory"
-    )
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run (< 2 min): fewer records, 5 s caps, a 128 MiB catch-up "
+                   "log, fan-out to 1,000 devices, peers tansu and mosquitto only")
+    p.add_argument("--suite", action="store_true",
+                   help="the full suite (the default; kept for scripts that say so)")
+    p.add_argument("--bootstrap", metavar="HOST:PORT",
+                   help="benchmark an already-running server instead of starting one "
+                   "(loopback only; no memory figures, no MQTT bridge)")
+    p.add_argument("--peers", metavar="NAME[,NAME]",
+                   help=f"Kafka peers (default: all: {','.join(PEERS)}; '' for none)")
+    p.add_argument("--mqtt-peers", metavar="NAME[,NAME]",
+                   help=f"MQTT peers (default: all: {','.join(MQTT_PEERS)}; '' for none)")
+    p.add_argument("--no-mqtt", action="store_true", help="skip the MQTT workloads")
+    p.add_argument("--workloads", default="", metavar="PATTERN[,PATTERN]",
+                   help="only Kafka workloads whose name contains a pattern; known: "
+                   + ", ".join(w.name for w in WORKLOADS))
+    p.add_argument("--records", type=int, metavar="N",
+                   help="records per produce workload, every size (default: "
+                   + ", ".join(f"{v:,} of {k} B" for k, v in DEFAULT_RECORDS.items()) + ")")
+    p.add_argument("--catchup-bytes", type=int, metavar="BYTES",
+                   help="size of the catch-up log (default 1 GiB, quick 128 MiB)")
+    p.add_argument("--time-cap", type=float, metavar="SECONDS",
+                   help=f"time cap per workload (default {DEFAULT_TIME_CAP:g}, quick {QUICK_TIME_CAP:g})")
+    p.add_argument("--e2e-seconds", type=float, metavar="SECONDS",
+                   help="measured seconds of the latency workload (default 10, quick 3)")
+    p.add_argument("--fanout", type=int, metavar="N", help="MQTT fan-out devices (default 10,000)")
+    p.add_argument("--linger-ms", type=int, default=5,
+                   help="producer linger.ms of the throughput workloads (default %(default)s)")
+    p.add_argument("--baseline-seconds", type=float, metavar="SECONDS",
+                   help="duration of each raw baseline run (default 1.0, quick 0.5)")
+    p.add_argument("--baseline-repeats", type=int, metavar="N",
+                   help="runs per raw baseline, pooled (default 2, quick 1)")
+    p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument for the logserver the benchmark starts (repeatable), "
+                   "e.g. --server-arg=--log.flush.interval.messages=1")
+    p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
+                   help="JSON result file; PNGs go to its directory (default "
+                   "benchmarks/results/latest.json)")
+    p.add_argument("--no-plots", action="store_true", help="no PNGs")
+    p.add_argument("--workdir", type=Path,
+                   help="where the run's temporary directory goes (server data, baseline "
+                   "files); default: the system temp dir. Put it on the disk you want measured.")
+    p.add_argument("--keep-workdir", action="store_true", help="do not delete the temporary directory")
     p.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
-    p.add_argument(
-        "-v", "--verbose", action="count", default=0, help="more logging (-vv: librdkafka too)"
-    )
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="more logging (-vv: librdkafka too)")
     args = p.parse_args(argv)
 
-    try:
-        args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
-    except ValueError:
-        p.error(f"--sizes: not a list of integers: {args.sizes!r}")
-    if not args.sizes or any(s <= 0 for s in args.sizes):
-        p.error("--sizes: record sizes must be positive")
-    args.peers = [x.strip() for x in args.peers.split(",") if x.strip()]
-    unknown = [x for x in args.peers if x not in PEERS]
-    if unknown:
-        p.error(f"--peers: unknown peer(s) {', '.join(unknown)}; known: {', '.join(PEERS)}")
-    if args.records is not None and args.records <= 0:
-        p.error("--records must be positive")
-    if args.partitions <= 0:
-        p.error("--partitions must be positive")
+    def names(value: str | None, default: list[str], known: object, what: str) -> list[str]:
+        if value is None:
+            return default
+        got = [x.strip() for x in value.split(",") if x.strip()]
+        unknown = [x for x in got if x not in known]  # type: ignore[operator]
+        if unknown:
+            p.error(f"{what}: unknown {', '.join(unknown)}; known: {', '.join(known)}")  # type: ignore[arg-type]
+        return got
+
+    args.peers = names(args.peers, list(PEERS) if not args.quick else ["tansu"], PEERS, "--peers")
+    args.mqtt_peers = names(args.mqtt_peers, list(MQTT_PEERS) if not args.quick else ["mosquitto"],
+                            MQTT_PEERS, "--mqtt-peers")
+    args.workloads = select([x.strip() for x in args.workloads.split(",") if x.strip()])
+    if not args.workloads and args.no_mqtt:
+        p.error("--workloads matched nothing and --no-mqtt leaves nothing to run")
+    for flag in ("records", "catchup_bytes", "fanout"):
+        value = getattr(args, flag)
+        if value is not None and value <= 0:
+            p.error(f"--{flag.replace('_', '-')} must be positive")
     if args.bootstrap:
         try:
             check_loopback(args.bootstrap)
@@ -151,22 +123,55 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _records_per_size(args: argparse.Namespace) -> dict[int, int]:
-    if args.records is not None:
-        return {size: args.records for size in args.sizes}
-    if args.quick:
-        return {size: QUICK_RECORDS for size in args.sizes}
-    # Unlisted sizes get about as many bytes as the 1 KiB default.
-    return {size: DEFAULT_RECORDS.get(size, max(1, (2 << 30) // size)) for size in args.sizes}
-
-
 def _terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
     # SIGTERM takes the same clean-up path as Ctrl-C: stop the servers, remove files.
     raise KeyboardInterrupt
 
 
+def options_from(args: argparse.Namespace) -> RunOptions:
+    """The run's options: quick or full defaults, then whatever the flags override."""
+    quick = args.quick
+    records = dict(QUICK_RECORDS if quick else DEFAULT_RECORDS)
+    if args.records is not None:
+        records = {size: args.records for size in records}
+    settings = Settings(
+        records=records,
+        time_cap=args.time_cap or (QUICK_TIME_CAP if quick else DEFAULT_TIME_CAP),
+        linger_ms=args.linger_ms,
+        catchup_bytes=args.catchup_bytes or ((128 << 20) if quick else (1 << 30)),
+        e2e_seconds=args.e2e_seconds or (3.0 if quick else 10.0),
+        many_partitions_records=100_000 if quick else 1_000_000,
+        round_trips=500 if quick else 2000,
+        tail_records=100_000 if quick else 500_000,
+    )
+    mqtt = None
+    if not args.no_mqtt:
+        fanout = args.fanout or (1000 if quick else 10_000)
+        mqtt = MqttSettings(
+            messages=20_000 if quick else 100_000,
+            time_cap=5.0 if quick else 15.0,
+            fanout=[fanout],
+            notices=5 if quick else 10,
+            connect_cap=30.0 if quick else 90.0,
+        )
+    return RunOptions(
+        settings=settings,
+        workloads=args.workloads,
+        peers=args.peers,
+        mqtt=mqtt,
+        mqtt_peers=args.mqtt_peers,
+        bootstrap=args.bootstrap,
+        server_args=args.server_arg,
+        baseline_seconds=args.baseline_seconds or (0.5 if quick else 1.0),
+        baseline_repeats=args.baseline_repeats or (1 if quick else 2),
+        workdir_parent=args.workdir,
+        keep_workdir=args.keep_workdir,
+        quick=quick,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Runs the benchmark; exit 0 if every workload on our server completed."""
+    """Runs the suite; exit 0 if every workload on our servers completed."""
     args = parse_args(argv)
     progress = Progress(enabled=not args.no_progress)
     handler = ProgressAwareHandler(progress)
@@ -178,30 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("benchmarks.librdkafka").setLevel(logging.ERROR)
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
 
-    settings = Settings(
-        records=_records_per_size(args),
-        time_cap=args.time_cap
-        if args.time_cap is not None
-        else (5.0 if args.quick else DEFAULT_TIME_CAP),
-        partitions=args.partitions,
-        acks=args.acks,
-        linger_ms=args.linger_ms,
-    )
-    options = RunOptions(
-        settings=settings,
-        sizes=args.sizes,
-        peers=args.peers,
-        bootstrap=args.bootstrap,
-        server_args=args.server_arg,
-        baseline_seconds=args.baseline_seconds
-        if args.baseline_seconds is not None
-        else (0.5 if args.quick else 1.5),
-        baseline_repeats=args.baseline_repeats
-        if args.baseline_repeats is not None
-        else (1 if args.quick else 2),
-        workdir_parent=args.workdir,
-        keep_workdir=args.keep_workdir,
-    )
+    options = options_from(args)
     try:
         result = run(options, progress)
     except KeyboardInterrupt:
@@ -211,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(result, options))
     write_json(args.output, to_json(result, options))
     print(f"Results written to {args.output}")
+    if not args.no_plots:
+        plots = write_plots(result, args.output.parent)
+        if plots:
+            print(f"{len(plots)} plots written to {args.output.parent}/*.png")
     return 1 if result.ours_failed else 0
 
 

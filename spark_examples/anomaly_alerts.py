@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from spark_examples import common
 from spark_examples.schemas import DEFAULT_METRICS
@@ -86,15 +87,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def start_query(spark: SparkSession, args: argparse.Namespace):
+def start_query(spark: SparkSession, args: argparse.Namespace, *, kafka_df: DataFrame | None = None) -> StreamingQuery:
+    """The running query; ``kafka_df`` replaces the Kafka source (tests use a file stream)."""
     metrics = args.metric or list(DEFAULT_METRICS)
-    kafka_df = (
-        spark.readStream.format("kafka")
-        .options(**common.kafka_options(args))
-        .option("subscribe", args.topic)
-        .option("startingOffsets", args.starting_offsets)
-        .load()
-    )
+    if kafka_df is None:
+        kafka_df = (
+            spark.readStream.format("kafka")
+            .options(**common.kafka_options(args))
+            .option("subscribe", args.topic)
+            .option("startingOffsets", args.starting_offsets)
+            .load()
+        )
     commands = transform(
         kafka_df, load_thresholds(spark, args.thresholds), metrics=metrics,
         watermark=args.watermark, dedup_seconds=args.dedup_seconds,

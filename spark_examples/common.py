@@ -99,6 +99,7 @@ class Progress:
         self.every_s = every_s
         self.start = time.monotonic()
         self._last = 0.0
+        self._shown: int | None = None
         self.value = 0
 
     def update(self, value: int, note: str = "") -> None:
@@ -110,6 +111,7 @@ class Progress:
         self._emit(note)
 
     def _emit(self, note: str, end: str = "") -> None:
+        self._shown = self.value
         elapsed = time.monotonic() - self.start
         rate = self.value / elapsed if elapsed > 0 else 0.0
         of = f"/{self.total}" if self.total else ""
@@ -122,7 +124,8 @@ class Progress:
             log.info("%s", text)
 
     def done(self, note: str = "") -> None:
-        self._emit(note, end="\n")
+        if self.tty or self._shown != self.value or note:
+            self._emit(note, end="\n")
 
 
 def run_queries(

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from spark_examples import common
 from spark_examples.schemas import DEFAULT_METRICS
@@ -98,35 +99,50 @@ def source(spark: SparkSession, args: argparse.Namespace) -> DataFrame:
     return reader.load()
 
 
-def start_queries(spark: SparkSession, args: argparse.Namespace) -> list:
-    """Both sinks (and the optional rejected-records sink) as running streaming queries."""
+def start_queries(
+    spark: SparkSession,
+    args: argparse.Namespace,
+    *,
+    kafka_df: DataFrame | None = None,
+    sinks: Sequence[str] = ("parquet", "kafka"),
+) -> list[StreamingQuery]:
+    """The sinks (Parquet, Kafka, optional rejected records) as running streaming queries.
+
+    ``kafka_df`` replaces the Kafka source with any stream of the same schema (the tests
+    use a file stream); ``sinks`` picks which of the two main sinks to start.
+    """
     metrics = args.metric or list(DEFAULT_METRICS)
-    kafka_df = source(spark, args)
+    kafka_df = kafka_df if kafka_df is not None else source(spark, args)
     stats = transform(kafka_df, metrics=metrics, window=args.window, slide=args.slide, watermark=args.watermark)
     ckpt = Path(args.checkpoint_dir)
 
-    def trig(w):
+    def trig(w: DataStreamWriter) -> DataStreamWriter:
         return w.trigger(availableNow=True) if args.available_now else w.trigger(processingTime=args.trigger_interval)
 
-    queries = [
-        trig(
-            stats.writeStream.queryName("telemetry_parquet")
-            .format("parquet")
-            .outputMode("append")
-            .option("path", args.output_dir)
-            .option("checkpointLocation", str(ckpt / "parquet"))
-        ).start(),
-        trig(
-            to_kafka_messages(stats)
-            .writeStream.queryName("telemetry_kafka")
-            .format("kafka")
-            .outputMode("append")
-            .options(**common.kafka_options(args))
-            .option("topic", args.output_topic)
-            .option("checkpointLocation", str(ckpt / "kafka"))
-        ).start(),
-    ]
-    if args.rejected_topic:
+    queries: list[StreamingQuery] = []
+    if "parquet" in sinks:
+        queries.append(
+            trig(
+                stats.writeStream.queryName("telemetry_parquet")
+                .format("parquet")
+                .outputMode("append")
+                .option("path", args.output_dir)
+                .option("checkpointLocation", str(ckpt / "parquet"))
+            ).start()
+        )
+    if "kafka" in sinks:
+        queries.append(
+            trig(
+                to_kafka_messages(stats)
+                .writeStream.queryName("telemetry_kafka")
+                .format("kafka")
+                .outputMode("append")
+                .options(**common.kafka_options(args))
+                .option("topic", args.output_topic)
+                .option("checkpointLocation", str(ckpt / "kafka"))
+            ).start()
+        )
+    if args.rejected_topic and "kafka" in sinks:
         bad = rejected_telemetry(kafka_df, metrics)
         queries.append(
             trig(

@@ -27,7 +27,9 @@ import argparse
 import logging
 import os
 import re
+import socket
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ENV_JARS = "SPARK_KAFKA_JARS"
+LOCAL_SHUFFLE_PARTITIONS = 4
 ENV_PACKAGES = "SPARK_KAFKA_PACKAGES"
 KAFKA_ARTIFACT = "spark-sql-kafka-0-10"
 TOKEN_ARTIFACT = "spark-token-provider-kafka-0-10"
@@ -50,7 +53,11 @@ class ConnectorError(RuntimeError):
 
 # --------------------------------------------------------------------------- versions
 def pyspark_home() -> Path:
-    """The installed pyspark package directory (its ``jars/`` holds Spark's own jars)."""
+    """The Spark home in use: ``SPARK_HOME`` (set by spark-submit) when it has ``jars/``,
+    else the installed pyspark package directory (whose ``jars/`` holds Spark's jars)."""
+    home = os.environ.get("SPARK_HOME")
+    if home and (Path(home) / "jars").is_dir():
+        return Path(home).resolve()
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
@@ -231,6 +238,26 @@ def _where_looked(home: Path | None, version: str, scala: str) -> str:
     return f"{dirs} hold no complete {KAFKA_ARTIFACT}_{scala}-{version} connector"
 
 
+def maven_resolvable(host: str = "repo1.maven.org", timeout_s: float = 3.0) -> bool:
+    """Whether Maven Central's name resolves (or a proxy is configured): a cheap hint that
+    spark.jars.packages can download, checked before paying for a failing JVM start."""
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")):
+        return True
+    result: list[bool] = []
+
+    def lookup() -> None:
+        try:
+            socket.getaddrinfo(host, 443)
+            result.append(True)
+        except OSError:
+            result.append(False)
+
+    t = threading.Thread(target=lookup, daemon=True)
+    t.start()
+    t.join(timeout_s)
+    return bool(result and result[0])
+
+
 # --------------------------------------------------------------------------- the session
 def under_spark_submit(env: Mapping[str, str] | None = None) -> bool:
     """True when this Python process was started by spark-submit (the JVM already runs)."""
@@ -264,8 +291,14 @@ def build_session(
         "spark.ui.showConsoleProgress": "false",
     }
     if master is not None and master.startswith("local"):
-        # One machine: bind to loopback rather than whatever the hostname resolves to.
-        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+        # One machine: bind to loopback rather than whatever the hostname resolves to, and
+        # a few shuffle partitions instead of 200 (each one is a task and, for streaming
+        # aggregations, a state store per micro-batch; fixed in the checkpoint once chosen).
+        settings.update({
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.sql.shuffle.partitions": str(LOCAL_SHUFFLE_PARTITIONS),
+        })
     if connector is not None and not submit:
         for w in connector.warnings:
             log.warning("Kafka connector: %s", w)

@@ -73,11 +73,12 @@ def generate(
     rng = random.Random(seed)
     ids = device_ids(devices, prefix)
     end_ms = int(time.time() * 1000) if end_ms is None else end_ms
-    start_ms = end_ms - (messages - 1) * step_ms
+    jitter = max(1, step_ms // 10)
+    start_ms = end_ms - (messages - 1) * step_ms - jitter  # so no reading is after end_ms
     bad_rounds = set(rng.sample(range(messages), min(malformed, messages))) if malformed else set()
     for seq in range(messages):
         for i, dev in enumerate(ids):
-            ts = start_ms + seq * step_ms + rng.randrange(0, max(1, step_ms // 10))
+            ts = start_ms + seq * step_ms + rng.randrange(0, jitter)
             body = reading_payload(i, dev, seq, ts, rng, anomaly_rate)
             yield Reading(dev, json.dumps(body, separators=(",", ":")).encode(), ts)
         if seq in bad_rounds:
@@ -97,6 +98,9 @@ class KafkaSink:
 
     def send(self, r: Reading) -> None:
         self.futures.append(self.producer.send(self.topic, key=r.device_id.encode(), value=r.payload))
+
+    def abort(self) -> None:
+        self.producer.close(timeout=1)
 
     def close(self) -> None:
         self.producer.flush(timeout=60)
@@ -133,6 +137,11 @@ class MqttSink:
     def send(self, r: Reading) -> None:
         topic = f"{self.prefix}/{r.device_id}/{self.stream}"
         self.infos.append(self._client(r.device_id).publish(topic, r.payload, qos=1))
+
+    def abort(self) -> None:
+        for c in self.clients.values():
+            c.disconnect()
+            c.loop_stop()
 
     def close(self, timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -206,8 +215,10 @@ def run(
                 sent.append(r)
                 if prog and len(sent) % 50 == 0:
                     prog.update(len(sent))
-    finally:
-        sink.close()
+    except BaseException:
+        sink.abort()  # interrupted or failed: do not wait for the rest to be acknowledged
+        raise
+    sink.close()
     if prog:
         prog.update(len(sent))
         prog.done("acknowledged")

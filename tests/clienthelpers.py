@@ -88,6 +88,16 @@ def kp_consumer(bootstrap: str, **config):
     return KafkaConsumer(bootstrap_servers=bootstrap, **cfg)
 
 
+def kp_close(producer, timeout: float = 10.0) -> None:
+    """Close a kafka-python producer without raising: kafka-python 3.0's close() raises
+    KafkaTimeoutError from its flush() when batches are still pending (dead broker)."""
+    try:
+        producer.close(timeout=timeout)
+    except Exception:  # noqa: BLE001
+        producer.flush = lambda timeout=None: None
+        producer.close(timeout=1)
+
+
 def kp_produce(bootstrap: str, topic: str, items, *, producer_config=None, timeout=60.0) -> list[Rec]:
     """Send ``items`` (dicts with value, key, headers, timestamp_ms, partition) with a
     kafka-python producer; return what the broker acknowledged, as ``Rec``s."""
@@ -112,7 +122,7 @@ def kp_produce(bootstrap: str, topic: str, items, *, producer_config=None, timeo
                            _headers(it.get("headers")), md.timestamp))
         return out
     finally:
-        producer.close(timeout=10)
+        kp_close(producer)
 
 
 def kp_read(bootstrap: str, topic: str, *, start: dict[int, int] | int = 0,

@@ -14,6 +14,7 @@ missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v mosquitto_pub >/dev/null 2>&1 || missing+=(mosquitto-clients)
 command -v mosquitto >/dev/null 2>&1 || missing+=(mosquitto)   # the MQTT benchmark's peer
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)   # PySpark pipelines
 if ((${#missing[@]})); then
     command -v apt-get >/dev/null 2>&1 || die "need ${missing[*]} and there is no apt-get"
     SUDO=()
@@ -28,6 +29,7 @@ if ((${#missing[@]})); then
 fi
 kcat -V >/dev/null 2>&1 || die "kcat is installed but 'kcat -V' fails"
 command -v mosquitto_pub >/dev/null 2>&1 || die "mosquitto_pub missing after install"
+java -version >/dev/null 2>&1 || die "java is installed but 'java -version' fails"
 
 # --- Python packages: the project and its test extras
 PY=python3

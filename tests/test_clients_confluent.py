@@ -68,9 +68,9 @@ def test_consumer_offsets_api(module_server, topic_name):
     ]
 
 
-def test_consumer_without_group_apis_logs_no_fatal_error(module_server, topic_name):
-    """librdkafka with a group.id but only assign(): consuming works although the server
-    has no FindCoordinator / OffsetCommit (nothing fatal is reported)."""
+def test_consumer_assign_only_reports_no_error(module_server, topic_name):
+    """librdkafka with a group.id but only assign() (no subscribe, no commits): consuming
+    works and no error is reported, whether or not the server serves group APIs."""
     from confluent_kafka import KafkaError, TopicPartition
 
     create_topic(module_server.bootstrap, topic_name, partitions=1)

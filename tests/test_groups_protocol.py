@@ -234,6 +234,12 @@ def test_join_with_empty_protocol_list(conn, group):
     assert join(conn, group, protocol_type="").error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
+def test_join_with_a_protocol_named_twice(conn, group):
+    joined = join_new(conn, group, protocols=(("range", b"first"), ("range", b"second")))
+    assert joined.error_code == ErrorCode.NONE
+    assert [bytes(m.metadata) for m in joined.members] == [b"first"]
+
+
 @pytest.mark.parametrize("group_id", ["", "g" * 256])
 def test_join_with_invalid_group_id(conn, group_id):
     response = join(conn, group_id)

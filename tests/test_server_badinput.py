@@ -150,8 +150,13 @@ def test_api_versions_advertised_ranges(module_server):
             19: (2, 7), 20: (1, 6), 32: (1, 4)}
     for key, rng in want.items():
         assert keys.get(key) == rng, f"api {key}: advertised {keys.get(key)}, want {rng}"
-    # group APIs are not advertised yet, nor transactions, nor anything unimplemented
-    for key in (24, 25, 26, 27, 28, 68, 71, 72):
+    # group APIs, when advertised, with the ranges every client profile needs
+    groups = {8: (2, 8), 9: (1, 8), 10: (0, 4), 11: (0, 9), 12: (0, 4), 13: (0, 5),
+              14: (0, 5), 15: (0, 5), 16: (0, 4)}
+    for key, rng in groups.items():
+        assert keys.get(key, rng) == rng, f"api {key}: advertised {keys.get(key)}, want {rng}"
+    # never transactions, KIP-848 groups, telemetry, share groups
+    for key in (24, 25, 26, 27, 28, 68, 71, 72, 76, 77, 78, 79):
         assert key not in keys, f"api {key} advertised but not implemented"
 
 

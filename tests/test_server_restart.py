@@ -15,6 +15,7 @@ from clienthelpers import (
     ck_produce,
     create_topic,
     kp_admin,
+    kp_close,
     kp_end_offsets,
     kp_produce,
     kp_producer,
@@ -110,13 +111,7 @@ def _produce_until_killed(server, topic: str, kill_after: float, prefix: str):
                 time.sleep(0.005)
     finally:
         killer.join()
-        try:
-            producer.close(timeout=8)  # unsent batches expire after delivery_timeout_ms
-        except Exception:  # noqa: BLE001 - KafkaTimeoutError
-            # kafka-python 3.0's close() raises from its flush() while batches are still
-            # pending for a dead broker; skip the flush so close() stops the sender.
-            producer.flush = lambda timeout=None: None
-            producer.close(timeout=2)
+        kp_close(producer, timeout=2)
     with lock:
         return dict(acked), sent
 

@@ -38,10 +38,18 @@ def handle(broker: Broker, header: RequestHeader,
         else request.session_timeout_ms,
         session_timeout_ms=request.session_timeout_ms,
         protocol_type=request.protocol_type,
-        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        protocols=_unique(request.protocols),
         reason=request.reason if version >= 8 else None,
     )
     return respond(future, lambda result: _response(result, version))
+
+
+def _unique(protocols: list[JoinGroupRequest.JoinGroupRequestProtocol]) -> list[tuple[str, bytes]]:
+    """Protocols by name, first one wins (Kafka keys this collection by name)."""
+    seen: dict[str, bytes] = {}
+    for protocol in protocols:
+        seen.setdefault(protocol.name, bytes(protocol.metadata))
+    return list(seen.items())
 
 
 def _response(result: JoinResult, version: int) -> JoinGroupResponse:

@@ -1,0 +1,285 @@
+"""End-to-end demo: devices -> MQTT bridge -> logserver -> Spark -> aggregates and alerts.
+
+    1. start logserver (a temporary data dir, a free port on 127.0.0.1)
+    2. start the MQTT bridge (``python -m mqtt_bridge``) when it is runnable and
+       paho-mqtt is installed; otherwise the simulator writes straight to the log
+    3. simulate N devices publishing JSON telemetry (event times spread over minutes)
+    4. run device_telemetry and anomaly_alerts:
+       - streaming (``readStream.format("kafka")``, trigger availableNow) when Spark's
+         Kafka connector is available (local jars, or downloadable);
+       - otherwise the same transformations in batch mode on the records fetched from
+         the log with kafka-python (and the alert commands written with kafka-python),
+         said so on the console
+    5. show the aggregates (and the commands the bridge delivered over MQTT)
+    6. stop everything it started, by pid, also on Ctrl-C or SIGTERM
+
+Streaming writes only windows the watermark has closed; batch mode shows every window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from types import FrameType
+
+from spark_examples import common, procs, simulate
+from spark_examples.session import (
+    ENV_JARS,
+    ConnectorError,
+    build_session,
+    find_connector,
+    has_kafka_source,
+    maven_resolvable,
+)
+
+log = logging.getLogger("spark_examples.demo")
+
+
+class CommandListener:
+    """An MQTT client subscribed to ``devices/+/commands``: counts what the bridge delivers."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import paho.mqtt.client as mqtt
+
+        try:
+            self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="demo-command-listener")
+        except AttributeError:  # paho-mqtt 1.x
+            self.client = mqtt.Client(client_id="demo-command-listener")
+        self.received: Counter[str] = Counter()
+        self.samples: list[tuple[str, bytes]] = []
+        self._lock = threading.Lock()
+        self._subscribed = threading.Event()
+        self.client.on_message = self._on_message
+        self.client.on_subscribe = lambda *a, **k: self._subscribed.set()
+        self.client.connect(host, port, keepalive=30)
+        self.client.loop_start()
+        self.client.subscribe("devices/+/commands", qos=1)
+        if not self._subscribed.wait(10):
+            raise TimeoutError("no SUBACK from the bridge within 10s")
+
+    def _on_message(self, client, userdata, msg) -> None:  # noqa: ARG002 - paho's signature
+        device = msg.topic.split("/")[1]
+        with self._lock:
+            self.received[device] += 1
+            if len(self.samples) < 5:
+                self.samples.append((msg.topic, msg.payload))
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.received.values())
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.disconnect()
+            self.client.loop_stop()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m spark_examples.demo",
+        description="End-to-end demo: logserver + MQTT bridge + simulated devices + Spark aggregates and alerts.",
+        epilog=common.CONNECTOR_EPILOG,
+    )
+    p.add_argument("--devices", type=int, default=5, help="simulated devices (default 5)")
+    p.add_argument("--messages", type=int, default=120, help="readings per device (default 120)")
+    p.add_argument("--step-ms", type=int, default=5000, help="event-time step between readings (default 5000: 120 readings = 10 minutes)")
+    p.add_argument("--anomaly-rate", type=float, default=0.02, help="share of overheating readings (default 0.02)")
+    p.add_argument("--mode", choices=("auto", "stream", "batch"), default="auto", help="auto: streaming if the Kafka connector is available, else batch")
+    p.add_argument("--no-bridge", action="store_true", help="do not start the MQTT bridge; publish straight to the log")
+    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    p.add_argument("--kafka-jars", metavar="DIR", default=None, help="connector jars directory (overrides SPARK_KAFKA_JARS)")
+    p.add_argument("--workdir", default=None, help="keep data, output and logs here (default: a temporary dir, removed)")
+    p.add_argument("--show", type=int, default=20, metavar="N", help="aggregate rows to print (default 20)")
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    return p
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
+def wait_for_records(bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0) -> int:
+    """Until the topic's end offsets add up to ``expected`` (the bridge writes asynchronously)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    prog = common.Progress(f"records in topic {topic}", expected)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            parts = consumer.partitions_for_topic(topic) or set()
+            total = sum(consumer.end_offsets([TopicPartition(topic, p) for p in parts]).values()) if parts else 0
+            prog.update(total)
+            if total >= expected:
+                prog.done()
+                return total
+            if time.monotonic() > deadline:
+                prog.done("(timed out)")
+                raise TimeoutError(f"{topic}: {total} of {expected} records after {timeout_s:.0f}s")
+            time.sleep(0.3)
+    finally:
+        consumer.close()
+
+
+def run_streaming(spark, bootstrap: str, work: Path, show: int) -> int:
+    """The real pipelines against the log: Kafka source, Parquet + Kafka sinks."""
+    from spark_examples import anomaly_alerts, device_telemetry
+
+    out = work / "telemetry-aggregates"
+    targs = device_telemetry.build_parser().parse_args([
+        "--bootstrap-servers", bootstrap, "--output-dir", str(out),
+        "--checkpoint-dir", str(work / "checkpoints" / "device_telemetry"), "--available-now",
+    ])
+    if common.run_queries(spark, device_telemetry.start_queries(spark, targs)) != 0:
+        raise RuntimeError("device_telemetry failed (see the log above)")
+    stats = spark.read.parquet(str(out)).orderBy("device_id", "window_start")
+    print(f"\nPer-device aggregates of the windows the watermark closed ({stats.count()} rows, Parquet in {out}):")
+    stats.show(show, truncate=False)
+    aargs = anomaly_alerts.build_parser().parse_args([
+        "--bootstrap-servers", bootstrap, "--starting-offsets", "earliest",
+        "--checkpoint-dir", str(work / "checkpoints" / "anomaly_alerts"), "--available-now",
+    ])
+    if common.run_queries(spark, [anomaly_alerts.start_query(spark, aargs)]) != 0:
+        raise RuntimeError("anomaly_alerts failed (see the log above)")
+    from spark_examples.kafkaframe import fetch_records
+
+    commands = fetch_records(bootstrap, "commands", timeout_s=20)
+    aggregates = fetch_records(bootstrap, "telemetry-aggregates", timeout_s=20)
+    print(f"topic telemetry-aggregates: {len(aggregates)} records; topic commands: {len(commands)} alert commands")
+    return len(commands)
+
+
+def run_batch(spark, bootstrap: str, work: Path, show: int) -> int:
+    """Same transformations, batch, on records kafka-python fetched from the log."""
+    from spark_examples import anomaly_alerts, device_telemetry
+    from spark_examples.kafkaframe import fetch_records, produce_messages, records_to_frame
+    from spark_examples.transforms import thresholds_frame, to_kafka_messages
+
+    prog = common.Progress("fetching telemetry with kafka-python")
+    records = fetch_records(bootstrap, "telemetry", progress=prog.update)
+    prog.done()
+    kafka_df = records_to_frame(spark, records).cache()
+    stats = device_telemetry.transform(kafka_df).orderBy("device_id", "window_start").cache()
+    out = work / "telemetry-aggregates"
+    stats.write.mode("overwrite").parquet(str(out))
+    print(f"\nPer-device aggregates, batch mode: every window, open ones too ({stats.count()} rows, Parquet in {out}):")
+    stats.show(show, truncate=False)
+    agg_msgs = [(r["key"], r["value"]) for r in to_kafka_messages(stats).collect()]
+    produce_messages(bootstrap, "telemetry-aggregates", agg_msgs)
+    commands = [(r["key"], r["value"]) for r in anomaly_alerts.transform(kafka_df, thresholds_frame(spark)).collect()]
+    produce_messages(bootstrap, "commands", commands)
+    print(
+        f"written with kafka-python (what the Spark sink would write): {len(agg_msgs)} records to "
+        f"telemetry-aggregates, {len(commands)} alert commands to commands"
+    )
+    return len(commands)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    common.setup_logging(args.log_level)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    temp = args.workdir is None
+    work = Path(tempfile.mkdtemp(prefix="logserver-demo-")) if temp else Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    children: list[procs.Child] = []
+    listener: CommandListener | None = None
+    spark = None
+    try:
+        server = procs.logserver(work / "data", work / "logserver.log").start()
+        children.append(server)
+        bootstrap = f"{procs.HOST}:{server.port}"
+        print(f"logserver on {bootstrap} (pid {server.pid}), data in {work / 'data'}")
+
+        via, mqtt_addr = "kafka", None
+        if not args.no_bridge:
+            ok, why = procs.bridge_available()
+            if ok and simulate.paho_available():
+                try:
+                    bridge = procs.mqtt_bridge(bootstrap, work / "mqtt-bridge.log").start()
+                    children.append(bridge)
+                    via, mqtt_addr = "mqtt", f"{procs.HOST}:{bridge.port}"
+                    print(f"mqtt-bridge on {mqtt_addr} (pid {bridge.pid})")
+                    listener = CommandListener(procs.HOST, bridge.port)
+                except (RuntimeError, OSError, TimeoutError) as exc:
+                    log.warning("MQTT bridge unusable, publishing straight to the log instead: %s", exc)
+                    via = "kafka"
+            else:
+                print(f"no MQTT bridge ({why if not ok else 'paho-mqtt is not installed'}): publishing straight to the log")
+
+        sent = simulate.run(
+            via=via, devices=args.devices, messages=args.messages, bootstrap_servers=bootstrap,
+            mqtt=mqtt_addr, step_ms=args.step_ms, anomaly_rate=args.anomaly_rate,
+        )
+        wait_for_records(bootstrap, "telemetry", len(sent))
+
+        connector = find_connector(jars_dir=args.kafka_jars) if args.mode != "batch" else None
+        mode = "batch"
+        if connector is not None and connector.mode == "packages" and args.mode == "auto" and not maven_resolvable():
+            connector.source = (
+                f"{ENV_JARS} is not set, the Ivy cache has no connector, and Maven Central does not "
+                f"resolve from here, so {connector.packages} cannot be downloaded"
+            )
+            connector.mode = "none"
+        if connector is not None and connector.mode in ("jars", "packages"):
+            try:
+                spark = build_session("demo", master=args.master, connector=connector)
+                mode = "stream" if has_kafka_source(spark) else "batch"
+            except ConnectorError as exc:
+                log.warning("%s", exc)
+        if args.mode == "stream" and mode != "stream":
+            print("error: --mode stream needs Spark's Kafka connector (see --help)", file=sys.stderr)
+            return 2
+        if spark is None:
+            spark = build_session("demo", master=args.master)
+        if mode == "stream":
+            print(f"Spark {spark.version}: streaming with readStream.format('kafka') ({connector.source})")
+            n_commands = run_streaming(spark, bootstrap, work, args.show)
+        else:
+            why = connector.source if connector is not None else "--mode batch"
+            print(
+                f"Spark {spark.version}: Kafka connector not available ({why}); running the same "
+                "transformations in batch mode on records fetched with kafka-python"
+            )
+            n_commands = run_batch(spark, bootstrap, work, args.show)
+
+        if listener is not None and n_commands:
+            deadline = time.monotonic() + 15
+            while listener.total() < n_commands and time.monotonic() < deadline:
+                time.sleep(0.2)
+            print(
+                f"MQTT: {listener.total()} of {n_commands} commands delivered to devices/+/commands "
+                f"({dict(sorted(listener.received.items()))})"
+            )
+            for topic, payload in listener.samples[:3]:
+                print(f"  {topic}: {payload.decode(errors='replace')}")
+        print(f"\ndone: {len(sent)} readings from {args.devices} devices via {via}, Spark mode {mode}")
+        return 0
+    except KeyboardInterrupt:
+        print("\ninterrupted: stopping", file=sys.stderr)
+        return 130
+    finally:
+        if listener is not None:
+            listener.close()
+        if spark is not None:
+            with contextlib.suppress(Exception):
+                spark.stop()
+        for child in reversed(children):
+            child.stop()
+        if temp:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"kept {work} (data, output, logs)")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
