@@ -15,6 +15,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 ENV_PREFIX = "LOGSERVER_"
+# Environment variables of ours that choose how the process runs, not broker settings.
+PROCESS_ENV_VARS = frozenset({"LOGSERVER_EVENT_LOOP"})
 LONG_MAX = 2**63 - 1
 
 
@@ -253,7 +255,8 @@ def load_config(
     env = os.environ if environ is None else environ
     by_env = {env_name(name): name for name in SETTINGS}
     for key, value in env.items():
-        if key.startswith(ENV_PREFIX) and not key.startswith(ENV_PREFIX + "TEST_"):
+        if key.startswith(ENV_PREFIX) and key not in PROCESS_ENV_VARS \
+                and not key.startswith(ENV_PREFIX + "TEST_"):
             if key not in by_env:
                 raise ConfigError(f"unknown setting in environment variable {key}")
             raw[by_env[key]], sources[by_env[key]] = value, f"environment {key}"

@@ -20,6 +20,7 @@ from kafkaproto import (
 )
 from kafkaproto.messages import ApiVersionsResponse
 from logserver.handlers import HANDLERS
+from logserver.request_context import set_peer
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -59,6 +60,7 @@ class Dispatcher:
             body = decode_request(header, view, offset)
         except ProtocolError as exc:
             return None, f"malformed {name} v{header.api_version} request from {header.client_id!r}: {exc}"
+        set_peer(peer)
         result: Any | Awaitable[Any] | None = handler.handle(self.broker, header, body)
         if result is None:
             return None

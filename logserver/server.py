@@ -66,6 +66,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
             task.cancel()
         for server in servers:
             server.close()
+        await broker.groups.close()  # parked joins are answered now, not at the grace limit
         await _wait_for_in_flight(stats)
         stats.close_all()
         await broker.close()

@@ -182,7 +182,7 @@ def test_three_processes_kill_one_then_a_fourth_joins(server_factory, topic_name
         survivors = consumers[:2]
         wait_for(lambda: balanced(survivors, 6), 30, "the survivors to take over")
         takeover = time.monotonic() - killed_at
-        assert takeover < SESSION_TIMEOUT_MS / 1000 + 3, takeover
+        assert takeover < SESSION_TIMEOUT_MS / 1000 + 5, takeover  # expiry + one rebalance
         taken = {p for c in survivors for p in c.assignment()}
         assert orphaned <= taken
         wait_for(lambda: set(second) <= set(v for c in survivors for v in c.values()), 60,

@@ -536,6 +536,7 @@ def test_list_describe_delete_groups(conn, group, request):
         (0, "Stable", "consumer", "range")
     assert [(m.member_id, bytes(m.member_metadata), bytes(m.member_assignment), m.client_id)
             for m in g.members] == [(member, subscription(topic), b"asg", "raw-groups")]
+    assert [m.client_host for m in g.members] == ["/127.0.0.1"]  # as Kafka reports the peer
     assert g.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
     assert (unknown.error_code, unknown.group_state, unknown.members) == (0, "Dead", [])
     # only empty groups may be deleted

@@ -81,6 +81,7 @@ class GroupCoordinator:
         self.store = OffsetsStore(broker)
         self.groups: dict[str, Group] = {}
         self.active = False
+        self._closed = False
         self.loading = True
         self.now_ms: Callable[[], int] = _now_ms  # tests may substitute a clock
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -97,6 +98,10 @@ class GroupCoordinator:
         self._load_task = self._loop.create_task(self._load())
 
     async def close(self) -> None:
+        """Answer every parked JoinGroup/SyncGroup at once; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
         self.active = False
         task = self._load_task
         if task is not None and not task.done():

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import RequestHeader
 from kafkaproto.messages import JoinGroupRequest, JoinGroupResponse
+from logserver import request_context
 from logserver.groups.group import JoinResult
 from logserver.groups.respond import respond
 
@@ -33,7 +34,7 @@ def handle(broker: Broker, header: RequestHeader,
         require_known_member_id=version >= 4 and instance_id is None,
         support_skip_assignment=version >= 9,
         client_id=header.client_id or "",
-        client_host="",  # handlers are not told the peer address
+        client_host=request_context.client_host.get(),
         rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1
         else request.session_timeout_ms,
         session_timeout_ms=request.session_timeout_ms,
