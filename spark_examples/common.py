@@ -13,7 +13,14 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from .session import ENV_JARS, ENV_PACKAGES, Connector, ConnectorError, find_connector
+from .session import (
+    ENV_JARS,
+    ENV_PACKAGES,
+    Connector,
+    ConnectorError,
+    find_connector,
+    maven_resolvable,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -78,10 +85,18 @@ def kafka_options(args: argparse.Namespace) -> dict[str, str]:
 
 
 def connector_from_args(args: argparse.Namespace) -> Connector:
+    """The connector for --kafka-jars / the environment; warns when a download looks doomed."""
     try:
-        return find_connector(jars_dir=args.kafka_jars)
+        conn = find_connector(jars_dir=args.kafka_jars)
     except ConnectorError as exc:
         raise SystemExit(f"error: {exc}") from exc
+    if conn.mode == "packages" and not maven_resolvable():
+        log.warning(
+            "Spark will try to download %s, but Maven Central does not resolve from this machine; "
+            "if that fails, put the connector jars in a directory and set %s=/that/dir",
+            conn.packages, ENV_JARS,
+        )
+    return conn
 
 
 def spark_log_level(level: str) -> str:

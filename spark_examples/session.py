@@ -143,17 +143,36 @@ def _version_key(path: Path) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", path.name))
 
 
-def pick_connector_jars(candidates: list[Path], version: str, scala: str) -> tuple[list[Path], list[str]]:
-    """The connector's jars among ``candidates`` (newest of each) and the names missing."""
+def pick_connector_jars(
+    candidates: list[Path], version: str, scala: str, wanted: Mapping[str, str] | None = None
+) -> tuple[list[Path], list[str]]:
+    """The connector's jars among ``candidates`` and the names missing. Of several versions
+    of a dependency, the one in ``wanted`` (artifact -> version) is taken, else the newest."""
     found: list[Path] = []
     missing: list[str] = []
     for name, pattern in _jar_patterns(version, scala).items():
         hits = sorted((p for p in candidates if pattern.search(p.name)), key=_version_key)
-        if hits:
-            found.append(hits[-1])
+        exact = [p for p in hits if wanted and name in wanted and p.name.endswith(f"{name}-{wanted[name]}.jar")]
+        if exact or hits:
+            found.append((exact or hits)[-1])
         else:
             missing.append(name)
     return found, missing
+
+
+def ivy_wanted_versions(ivy: Path, version: str, scala: str) -> dict[str, str]:
+    """Dependency versions the cached connector's own Ivy descriptor asks for, if cached."""
+    xml = ivy / "cache" / "org.apache.spark" / f"{KAFKA_ARTIFACT}_{scala}" / f"ivy-{version}.xml"
+    try:
+        text = xml.read_text(errors="replace")
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for name in ("kafka-clients", "commons-pool2"):
+        m = re.search(rf'name="{name}"[^>]*\brev="([^"]+)"', text)
+        if m:
+            out[name] = m.group(1)
+    return out
 
 
 def ivy_dirs(home: Path | None = None) -> list[Path]:
@@ -213,7 +232,8 @@ def find_connector(
         return conn
 
     for ivy in ivy_dirs(home):
-        picked, missing = pick_connector_jars(ivy_candidates(ivy), version, scala)
+        wanted = ivy_wanted_versions(ivy, version, scala)
+        picked, missing = pick_connector_jars(ivy_candidates(ivy), version, scala, wanted)
         if not missing:
             return Connector("jars", f"Ivy cache {ivy}", jars=picked)
 

@@ -123,6 +123,28 @@ def test_ivy_cache_is_used_offline(tmp_path: Path, layout: str) -> None:
     assert not any("3.5.1" in n for n in names)
 
 
+def test_ivy_cache_prefers_the_dependency_versions_the_connector_asks_for(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    touch(home / ".ivy2" / "jars", *[
+        "org.apache.spark_spark-sql-kafka-0-10_2.12-3.5.9.jar",
+        "org.apache.spark_spark-token-provider-kafka-0-10_2.12-3.5.9.jar",
+        "org.apache.kafka_kafka-clients-3.4.1.jar",
+        "org.apache.kafka_kafka-clients-3.9.0.jar",  # left by a Spark 4 download
+        "org.apache.commons_commons-pool2-2.11.1.jar",
+    ])
+    desc = home / ".ivy2" / "cache" / "org.apache.spark" / "spark-sql-kafka-0-10_2.12"
+    desc.mkdir(parents=True)
+    (desc / "ivy-3.5.9.xml").write_text(
+        '<dependencies><dependency org="org.apache.kafka" name="kafka-clients" rev="3.4.1" conf="compile"/>'
+        '<dependency org="org.apache.commons" name="commons-pool2" rev="2.11.1"/></dependencies>'
+    )
+    conn = find_connector(NO_ENV, home=home, version="3.5.9", scala="2.12")
+    assert "org.apache.kafka_kafka-clients-3.4.1.jar" in [j.name for j in conn.jars]
+    (desc / "ivy-3.5.9.xml").unlink()
+    conn = find_connector(NO_ENV, home=home, version="3.5.9", scala="2.12")
+    assert "org.apache.kafka_kafka-clients-3.9.0.jar" in [j.name for j in conn.jars], "else the newest"
+
+
 def test_incomplete_ivy_cache_falls_back_to_packages(tmp_path: Path) -> None:
     home = tmp_path / "home"
     touch(home / ".ivy2" / "jars", "org.apache.spark_spark-sql-kafka-0-10_2.12-3.5.9.jar")
@@ -248,3 +270,42 @@ def test_simulated_readings_are_deterministic_json() -> None:
     assert max(b["ts"] for b in bodies) <= 1_800_000_000_000 and min(b["ts"] for b in bodies) >= 1_800_000_000_000 - 10_000
     assert any(b["temperature"] >= 80 for b in bodies), "anomaly_rate mixes in overheating readings"
     assert set(bodies[0]) == {"device_id", "ts", "seq", "temperature", "humidity"}
+
+
+PROBE_SOURCE = """
+package probe;
+
+public class FakeKafka implements org.apache.spark.sql.sources.DataSourceRegister {
+    public String shortName() { return "kafka"; }
+}
+"""
+
+
+@pytest.mark.slow
+def test_jars_from_spark_kafka_jars_reach_sparks_data_source_lookup(tmp_path: Path) -> None:
+    """The SPARK_KAFKA_JARS route end to end in a real JVM: a probe jar that registers a
+    data source named "kafka" is found by the same lookup format('kafka') uses."""
+    javac, jar = shutil.which("javac"), shutil.which("jar")
+    if not (javac and jar):
+        pytest.skip("no JDK (javac, jar) on this machine to build the probe jar")
+    src = tmp_path / "src" / "probe"
+    src.mkdir(parents=True)
+    (src / "FakeKafka.java").write_text(PROBE_SOURCE)
+    classes = tmp_path / "classes"
+    services = classes / "META-INF" / "services"
+    services.mkdir(parents=True)
+    (services / "org.apache.spark.sql.sources.DataSourceRegister").write_text("probe.FakeKafka\n")
+    cp = str(pyspark_home() / "jars" / "*")
+    subprocess.run([javac, "--release", "17", "-cp", cp, "-d", str(classes), str(src / "FakeKafka.java")], check=True, capture_output=True)
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    subprocess.run([jar, "cf", str(jars / "probe-kafka.jar"), "-C", str(classes), "."], check=True, capture_output=True)
+
+    # no jars anywhere (an empty HOME hides any Ivy cache), no download
+    bare = {"SPARK_KAFKA_PACKAGES": "none", ENV_JARS: "", "HOME": str(tmp_path)}
+    without = run_module("spark_examples.session", "--check", env=bare, timeout=120)
+    assert "format('kafka') available: no" in without.stdout, without.stdout + without.stderr
+    with_jars = run_module("spark_examples.session", "--check", env={ENV_JARS: str(jars)}, timeout=120)
+    assert f"mode: jars ({ENV_JARS}={jars})" in with_jars.stdout, with_jars.stderr
+    assert "format('kafka') available: yes" in with_jars.stdout, with_jars.stdout + with_jars.stderr
+    assert with_jars.returncode == 0
