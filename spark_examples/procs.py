@@ -21,15 +21,11 @@ import sys
 import time
 from pathlib import Path
 
+from logserver.localports import free_port
+
 log = logging.getLogger(__name__)
 HOST = "127.0.0.1"
 _LIVE: set[Child] = set()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def can_connect(port: int, timeout: float = 0.3) -> bool:

@@ -12,7 +12,6 @@ import atexit
 import contextlib
 import ctypes
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -20,6 +19,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from logserver.localports import free_port
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -31,41 +32,6 @@ _LIVE_LOCK = threading.Lock()
 
 class ServerStartError(RuntimeError):
     """The server did not come up (exited early or never accepted a connection)."""
-
-
-def _ephemeral_range() -> tuple[int, int]:
-    try:
-        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(lo), int(hi)
-    except (OSError, ValueError):
-        return 32768, 60999
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-        return True
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago.
-
-    Preferably one below the kernel's ephemeral range: a port picked by binding port 0
-    comes from that range, and while a server is down for a restart its port could be
-    handed to some client's outgoing connection. Falls back to binding port 0."""
-    lo, _hi = _ephemeral_range()
-    rng = random.SystemRandom()
-    if lo > 15000:
-        for _ in range(50):
-            port = rng.randrange(10000, lo)
-            if _bindable(port):
-                return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
