@@ -284,7 +284,7 @@ class Bridge:
         start = {tp: off for tp, off in session.offsets.items()
                  if off < self.fetcher.positions.get(tp, off)}
         if present and start:
-            self.track(asyncio.get_running_loop().create_task(self._catch_up(session, start)))
+            self._begin_catch_up(session, start)
         session.pump()
 
     def set_expiry(self, session: Session, expiry: int) -> None:
@@ -434,14 +434,31 @@ class Bridge:
         gaps, session.gaps = session.gaps, {}
         start = {tp: off for tp, off in gaps.items() if off < self.fetcher.positions.get(tp, off)}
         if start:
-            self.track(asyncio.get_running_loop().create_task(self._catch_up(session, start)))
+            self._begin_catch_up(session, start)
 
-    async def _catch_up(self, session: Session, start: dict[TopicPartition, int]) -> None:
-        """Re-read ``start[tp]`` .. live position for a session that was away."""
-        epoch = session.epoch
+    def _begin_catch_up(self, session: Session, start: dict[TopicPartition, int]) -> None:
+        """Hold live delivery and fix the range to re-read now, then run ``_catch_up``.
+
+        Both must happen in the same step that decided to catch up, not when the task
+        first runs: records the fetcher dispatches in between would otherwise go out live
+        ahead of older ones and then again from the re-read range (which ends at the live
+        position), i.e. out of order and twice, and a save in between would skip the range.
+        """
         session.holding = True
-        end = {tp: self.fetcher.positions.get(tp, off) for tp, off in start.items()}
         session.catchup_pos.update(start)
+        end = {tp: self.fetcher.positions.get(tp, off) for tp, off in start.items()}
+        loop = asyncio.get_running_loop()
+        self.track(loop.create_task(self._catch_up(session, start, end, session.epoch)))
+
+    async def _catch_up(
+        self,
+        session: Session,
+        start: dict[TopicPartition, int],
+        end: dict[TopicPartition, int],
+        epoch: int,
+    ) -> None:
+        """Re-read ``start[tp]`` .. ``end[tp]`` (the live position when it began) for a
+        session that was away; ``_begin_catch_up`` set it up under ``epoch``."""
         delivered = 0
         try:
             for tp, off in start.items():
