@@ -6,110 +6,16 @@ Only on 127.0.0.1; each process is stopped by its pid (SIGTERM, then SIGKILL), b
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import ctypes
-import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from logserver.localports import free_port
+from logserver.childproc import ListeningChild, can_connect
+from logserver.localports import HOST, free_port
 
-HOST = "127.0.0.1"
-REPO_ROOT = Path(__file__).resolve().parent.parent
-_LIVE: set[ManagedProcess] = set()
+__all__ = ["HOST", "BridgeProcess", "ManagedProcess", "MosquittoProcess", "can_connect", "free_port"]
 
-
-def can_connect(port: int, timeout: float = 0.3) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _die_with_parent() -> None:
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
-
-
-class ManagedProcess:
-    """A child process listening on ``port``; output goes to ``log_path``."""
-
-    name = "process"
-
-    def __init__(self, log_path: Path, port: int | None = None) -> None:
-        self.port = port or free_port()
-        self.log_path = Path(log_path)
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def command(self) -> list[str]:
-        raise NotImplementedError
-
-    def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
-
-    def start(self, timeout: float = 30.0) -> ManagedProcess:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n===== {' '.join(self.command())}\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=self.env(), cwd=str(REPO_ROOT), start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-        _LIVE.add(self)
-        deadline = time.monotonic() + timeout
-        while not can_connect(self.port):
-            if self.proc.poll() is not None:
-                _LIVE.discard(self)
-                raise RuntimeError(f"{self.name} exited ({self.proc.returncode}):\n{self.output()[-4000:]}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"{self.name} not listening after {timeout}s:\n{self.output()[-4000:]}")
-            time.sleep(0.05)
-        return self
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout: float = 10.0) -> int | None:
-        proc = self.proc
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(5)
-        _LIVE.discard(self)
-        return proc.returncode
-
-    def kill9(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
-        _LIVE.discard(self)
-
-    def output(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
+# The process manager is shared with the Spark demo and the benchmarks.
+ManagedProcess = ListeningChild
 
 
 class BridgeProcess(ManagedProcess):
@@ -147,10 +53,3 @@ class MosquittoProcess(ManagedProcess):
 
     def command(self) -> list[str]:
         return [self.binary, "-c", str(self.conf)]
-
-
-@atexit.register
-def _stop_all() -> None:
-    for p in list(_LIVE):
-        with contextlib.suppress(Exception):
-            p.kill9()
