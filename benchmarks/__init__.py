@@ -11,6 +11,11 @@ Layout, so the suite can grow (issue 7) without reshaping:
 - ``peers``: installing peer brokers from the benchmark's own set-up path.
 - ``baselines``: raw loopback socket and file append bandwidth.
 - ``workloads``: Kafka-client workloads, one function each, returning ``WorkloadResult``.
-- ``runner``: runs baselines, then every workload against every target.
-- ``report``: the printed table and the JSON result file.
+- ``kafka_raw``: a minimal blocking client on ``kafkaproto`` for the server-path figures
+  (raw produce of ready-made batches, raw catch-up fetch, idle connections).
+- ``mqtt_bench``: the MQTT workloads against the bridge and peer MQTT servers.
+- ``runner``: runs baselines, then every workload against every target, then MQTT.
+- ``checks``: the issue's targets, PASS/FAIL on the run's own figures.
+- ``report``: the printed table and the JSON result file; ``plots``: one PNG per
+  workload; ``markdown``: the README's tables from a result file.
 """

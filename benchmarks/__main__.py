@@ -48,7 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--quick", action="store_true",
                    help="a smoke run (< 2 min): fewer records, 5 s caps, a 128 MiB catch-up "
-                   "log, fan-out to 1,000 devices, peers tansu and mosquitto only")
+                   "log, 5 fan-out notices, peers tansu and mosquitto only")
     p.add_argument("--suite", action="store_true",
                    help="the full suite (the default; kept for scripts that say so)")
     p.add_argument("--bootstrap", metavar="HOST:PORT",
@@ -146,7 +146,7 @@ def options_from(args: argparse.Namespace) -> RunOptions:
     )
     mqtt = None
     if not args.no_mqtt:
-        fanout = args.fanout or (1000 if quick else 10_000)
+        fanout = args.fanout or 10_000
         mqtt = MqttSettings(
             messages=20_000 if quick else 100_000,
             time_cap=5.0 if quick else 15.0,

@@ -10,14 +10,16 @@ workload. Blocking sockets, 127.0.0.1 only, one request in flight per connection
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import time
 from dataclasses import dataclass
 
 from kafkaproto import ApiKey, decode_response, encode_request
-from kafkaproto.batch import LOG_OVERHEAD, peek_offset_and_size
-from kafkaproto.messages import ApiVersionsRequest, FetchRequest
+from kafkaproto.batch import LOG_OVERHEAD
+from kafkaproto.messages import ApiVersionsRequest, FetchRequest, ProduceRequest
+from kafkaproto.records import build_batch
 
 _SIZE = struct.Struct(">i")
 _PEEK = struct.Struct(">qi11xi")  # base offset, length, last offset delta
@@ -118,6 +120,109 @@ class FetchProgress:
     next_offset: int = 0
 
 
+class _Stream:
+    """Reads a response frame piecewise: small fields, then record bytes in chunks."""
+
+    def __init__(self, sock: socket.socket, chunk: bytearray) -> None:
+        self.sock = sock
+        self.chunk = chunk
+        self.view = memoryview(chunk)
+
+    def exact(self, n: int) -> bytes:
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if k == 0:
+                raise ConnectionError("server closed the connection")
+            got += k
+        return bytes(buf)
+
+    def int16(self) -> int:
+        return int.from_bytes(self.exact(2), "big", signed=True)
+
+    def int32(self) -> int:
+        return int.from_bytes(self.exact(4), "big", signed=True)
+
+
+def _fetch_streaming(stream: _Stream, version: int, start_offset: int) -> tuple[int, int]:
+    """Reads one single-partition Fetch response (v4-v11); returns (record bytes, next offset).
+
+    Record bytes go through one 1 MiB buffer, as in the loopback baseline: a client that
+    kept 64 MiB responses whole would measure its own cache misses. Only the 27 leading
+    bytes of each batch are looked at, to learn where it ends and its last offset.
+    """
+    size = stream.int32()
+    stream.exact(4 + 4)  # correlation id, throttle time
+    size -= 8
+    if version >= 7:
+        error, _session = stream.int16(), stream.int32()
+        size -= 6
+        if error:
+            raise RawClientError(f"fetch error code {error}")
+    if stream.int32() != 1:
+        raise RawClientError("expected one topic in the fetch response")
+    name_len = stream.int16()
+    stream.exact(name_len)
+    size -= 4 + 2 + name_len
+    if stream.int32() != 1:
+        raise RawClientError("expected one partition in the fetch response")
+    fixed = stream.exact(4 + 2 + 8 + 8 + (8 if version >= 5 else 0))
+    size -= 4 + len(fixed)
+    error = int.from_bytes(fixed[4:6], "big", signed=True)
+    aborted = stream.int32()
+    size -= 4
+    if aborted > 0:
+        stream.exact(16 * aborted)
+        size -= 16 * aborted
+    if version >= 11:
+        stream.int32()
+        size -= 4
+    length = stream.int32()
+    size -= 4
+    if error:
+        raise RawClientError(f"fetch error code {error}")
+    if length <= 0:
+        return 0, start_offset
+    if size != length:
+        raise RawClientError(f"records field of {length} bytes, frame holds {size}")
+    # Stream the records, noting each batch header as it passes.
+    sock, view, cap = stream.sock, stream.view, len(stream.chunk)
+    header = bytearray(27)
+    have_header = 0  # bytes of the current batch's first 27 already in ``header``
+    batch_start = 0  # position (in the records field) of the current batch
+    batch_end = -1  # its end, once known
+    received = 0
+    complete_end, offset = 0, start_offset
+    while received < length:
+        n = sock.recv_into(view[: min(cap, length - received)])
+        if n == 0:
+            raise ConnectionError("server closed the connection mid-records")
+        chunk_start, chunk_end = received, received + n
+        received = chunk_end
+        while True:
+            if have_header < 27:
+                pos = batch_start + have_header  # next header byte we need
+                if pos >= chunk_end:
+                    break
+                take = min(27 - have_header, chunk_end - pos)
+                header[have_header : have_header + take] = view[pos - chunk_start : pos - chunk_start + take]
+                have_header += take
+                if have_header < 27:
+                    break
+                base, blen, last_delta = _PEEK.unpack(header)
+                batch_end = batch_start + blen + LOG_OVERHEAD
+                last_offset = base + last_delta + 1
+            if batch_end > chunk_end:
+                break
+            if batch_end <= length:
+                complete_end, offset = batch_end, last_offset
+            batch_start, have_header = batch_end, 0
+            if batch_start + LOG_OVERHEAD > length:
+                break
+    return complete_end, offset
+
+
 def catch_up(
     bootstrap: str,
     topic: str,
@@ -131,12 +236,13 @@ def catch_up(
 ) -> tuple[FetchProgress, float]:
     """Fetches ``[start_offset, end_offset)`` as fast as one connection can; (progress, s).
 
-    Walks only batch headers of each response (about one per MB with the producer
-    settings used here) to find the next offset; record bytes are never touched.
+    Each response streams through a 1 MiB buffer; record bytes are never parsed beyond
+    the batch headers that give the next offset (about one per MB here).
     """
     progress = FetchProgress(next_offset=start_offset)
-    with RawConnection(bootstrap, buffer_bytes=max_bytes + (1 << 20)) as conn:
+    with RawConnection(bootstrap, buffer_bytes=4096) as conn:
         version = conn.version_for(ApiKey.FETCH, 4, 11)
+        stream = _Stream(conn.sock, bytearray(1 << 20))
         start = time.perf_counter()
         deadline = start + time_cap
         while progress.next_offset < end_offset and time.perf_counter() < deadline:
@@ -150,28 +256,77 @@ def catch_up(
                         partition_max_bytes=max_bytes)])],
                 forgotten_topics_data=[], rack_id="",
             )  # fmt: skip
-            response = conn.request(ApiKey.FETCH, version, request)
-            data = response.responses[0].partitions[0]  # type: ignore[attr-defined]
-            if data.error_code:
-                raise RawClientError(f"fetch error code {data.error_code}")
-            records = data.records
-            if records is None or len(records) == 0:
+            conn.send(ApiKey.FETCH, version, request)
+            nbytes, offset = _fetch_streaming(stream, version, progress.next_offset)
+            if nbytes == 0:
                 continue
             progress.fetches += 1
-            pos, n, offset = 0, len(records), progress.next_offset
-            while pos + LOG_OVERHEAD <= n:
-                base, size = peek_offset_and_size(records, pos)
-                if pos + size > n:
-                    break  # a partial batch at the end (Kafka may cut one): fetch it again
-                if pos + 27 <= n:
-                    offset = base + _PEEK.unpack_from(records, pos)[2] + 1
-                pos += size
-            progress.bytes += pos
+            progress.bytes += nbytes
             progress.records += offset - progress.next_offset
             progress.next_offset = offset
             if callable(on_progress):
                 on_progress(progress)
         return progress, time.perf_counter() - start
+
+
+def produce_batches(
+    bootstrap: str,
+    topic: str,
+    record_size: int,
+    total_bytes: int,
+    *,
+    batch_bytes: int = 1_000_000,
+    in_flight: int = 4,
+    acks: int = 1,
+    time_cap: float = 30.0,
+    on_progress: object = None,
+) -> tuple[int, int, float]:
+    """Sends ready-made 1 MB batches of ``record_size``-byte records to partition 0.
+
+    The producer-side twin of ``catch_up``: what librdkafka's per-record ``produce()``
+    calls cost the client (a Python call and a copy per record, on the same 2 cores) is
+    gone, so the figure is the server's produce path (decode, CRC check, offset patch,
+    append), with ``in_flight`` requests pipelined as a producer does. The same batch is
+    sent each time: the server assigns offsets, so that is legal. Returns
+    (records acknowledged, payload bytes acknowledged, seconds).
+    """
+    per_batch = max(1, batch_bytes // (record_size + 16))  # under max.message.bytes
+    value = os.urandom(record_size)
+    batch = build_batch([(None, value, [], int(time.time() * 1000))] * per_batch)
+    records = acked = 0
+    with RawConnection(bootstrap) as conn:
+        version = conn.version_for(ApiKey.PRODUCE, 3, 9)
+        request = ProduceRequest(
+            transactional_id=None, acks=acks, timeout_ms=30_000,
+            topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                ProduceRequest.PartitionProduceData(index=0, records=batch)])],
+        )  # fmt: skip
+        frame = encode_request(ApiKey.PRODUCE, version, 1, CLIENT_ID, request)
+        sock = conn.sock
+        start = time.perf_counter()
+        deadline = start + time_cap
+        pending = 0
+        wanted = max(1, total_bytes // (per_batch * record_size))
+        sent = 0
+        while acked < wanted:
+            while pending < in_flight and sent < wanted and time.perf_counter() < deadline:
+                sock.sendall(frame)  # the correlation id repeats; responses come in order
+                pending += 1
+                sent += 1
+            if not pending:
+                break
+            response = conn.receive()
+            _, body = decode_response(ApiKey.PRODUCE, version, response)
+            part = body.responses[0].partition_responses[0]  # type: ignore[attr-defined]
+            if part.error_code:
+                raise RawClientError(f"produce error code {part.error_code}")
+            pending -= 1
+            acked += 1
+            records += per_batch
+            if callable(on_progress):
+                on_progress(records)
+        elapsed = time.perf_counter() - start
+    return records, records * record_size, elapsed
 
 
 def open_idle(bootstrap: str, count: int) -> list[RawConnection]:

@@ -42,7 +42,7 @@ from mqtt_bridge.testing import HOST, BridgeProcess, ManagedProcess, MosquittoPr
 
 from .peers import PeerUnavailable, ensure_amqtt, ensure_rumqttd
 from .progress import NULL_PROGRESS, Progress
-from .targets import LogserverTarget, rss_mb
+from .targets import LogserverTarget, cpu_seconds, rss_mb
 from .workloads import WorkloadResult
 
 log = logging.getLogger(__name__)
@@ -264,12 +264,27 @@ def _result(target: str, workload: str, kind: str, size: int, data: dict[str, An
 
 async def _server_workloads(name: str, port: int, s: MqttSettings, progress: Progress,
                             send: Callable[[bytes], Awaitable[None]] | None,
-                            rss: Callable[[], float | None]) -> list[WorkloadResult]:
-    """Both workloads against one server; ``send`` None means publish notices over MQTT."""
+                            rss: Callable[[], float | None],
+                            pids: tuple[int, ...] = ()) -> list[WorkloadResult]:
+    """Both workloads against one server; ``send`` None means publish notices over MQTT.
+
+    ``pids``: the server's processes (bridge and logserver for ours), whose CPU time
+    during the publish workload says whether the server or the load generator limited it.
+    """
     out: list[WorkloadResult] = []
+
+    def cpu() -> float:
+        return sum(cpu_seconds(pid) or 0.0 for pid in pids)
+
+    cpu_before, t0 = cpu(), time.perf_counter()
     data = await publish_workload(port, s.devices, s.window, s.messages, s.size, s.time_cap,
                                   progress, f"{name} mqtt-publish-qos1")
-    out.append(_result(name, "mqtt-publish-qos1", "publish", s.size, data))
+    result = _result(name, "mqtt-publish-qos1", "publish", s.size, data)
+    if pids:
+        used = cpu() - cpu_before
+        result.metrics = {"server_cpu_s": round(used, 2),
+                          "server_cpu_share": round(used / (time.perf_counter() - t0), 3)}
+    out.append(result)
     publisher: MqttClient | None = None
     if send is None:
         publisher = MqttClient("bench-ota-pub")
@@ -334,7 +349,7 @@ def run_suite(workdir: Path, settings: MqttSettings, peers: list[str],
             assert proc.proc is not None
             pid = proc.proc.pid
             run.results += _run(_server_workloads(name, proc.port, settings, progress, None,
-                                                  lambda pid=pid: rss_mb(pid)))
+                                                  lambda pid=pid: rss_mb(pid), (pid,)))
         except Exception as exc:  # one broken peer never costs the others' figures
             progress.clear()
             log.warning("%s: %s", name, exc)
@@ -371,8 +386,10 @@ def _run_bridge(workdir: Path, settings: MqttSettings, progress: Progress, run: 
                 await producer.send("ota", None, body)
 
             try:
+                ls_pid = logserver.pid()
                 return await _server_workloads("bridge", bridge.port, settings, progress,
-                                               kafka_send, lambda: rss_mb(pid))
+                                               kafka_send, lambda: rss_mb(pid),
+                                               (pid,) if ls_pid is None else (pid, ls_pid))
             finally:
                 await producer.close()
                 await client.close()

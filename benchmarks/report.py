@@ -76,7 +76,10 @@ def _figure(w: WorkloadResult) -> tuple[str, str]:
             detail += f", RSS {m['rss_mb']:,.0f} MB"
         return main, detail
     if w.kind == "mqtt-publish":
-        return f"{w.records_per_s:,.0f} msg/s", f"{w.records:,} PUBACKs in {w.seconds:.2f}s"
+        detail = f"{w.records:,} PUBACKs in {w.seconds:.2f}s"
+        if w.target == "bridge":
+            detail += " (bridge + logserver)"
+        return f"{w.records_per_s:,.0f} msg/s", detail
     if w.primary == "mb_per_s":
         return f"{w.mb_per_s:,.0f} MB/s", f"{w.records_per_s:,.0f} records/s"
     detail = f"{w.mb_per_s:,.1f} MB/s"
@@ -99,7 +102,7 @@ def format_table(result: RunResult, options: RunOptions) -> str:
         f"Workloads (confluent-kafka {confluent_kafka.version()}; MB/s counts payload bytes "
         "only; 'vs ours' = how many times better ours is than that peer (>1: ours better))",
     ]
-    header = f"  {'workload':<26}{'target':<11}{'figure':>17}  {'vs ours':>8}  {'x baseline':<28}detail"
+    header = f"  {'workload':<26}{'target':<11}{'figure':>17}  {'vs ours':>8}  {'x baseline':<46}detail"
     lines += [header, "  " + "-" * (len(header) + 20)]
     workloads = list(dict.fromkeys(w.workload for w in result.workloads))
     capped_any = False
@@ -113,8 +116,11 @@ def format_table(result: RunResult, options: RunOptions) -> str:
             ratios = baseline_ratios(w, result.baselines)
             wanted = _BASELINES_OF.get(w.workload, ())
             rtext = " ".join(f"{ratios[b]:.2f} {SHORT.get(b, b)}" for b in wanted if b in ratios)
+            share = w.metrics.get("server_cpu_share")
+            if share is not None:
+                detail += f"; server CPU {share:.0%} of a core"
             row = (f"  {name if first else '':<26}{w.target:<11}{main:>16}{mark}  "
-                   f"{f'{vs:.2f}' if vs is not None else '':>8}  {rtext:<28}{detail}")
+                   f"{f'{vs:.2f}' if vs is not None else '':>8}  {rtext:<46}{detail}")
             lines.append(row.rstrip())
             first = False
     if not result.workloads:

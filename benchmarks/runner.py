@@ -172,7 +172,17 @@ def _run_target(
             for workload in options.workloads:
                 target.check()
                 try:
-                    result.workloads.append(workload.run(session, workload))
+                    cpu_before, started = target.cpu_seconds(), time.perf_counter()
+                    measured = workload.run(session, workload)
+                    cpu_after = target.cpu_seconds()
+                    if cpu_before is not None and cpu_after is not None:
+                        # Whole workload incl. set-up; the share says whether the server
+                        # or the client (same 2 cores) was the bottleneck.
+                        wall = time.perf_counter() - started
+                        measured.metrics["server_cpu_s"] = round(cpu_after - cpu_before, 2)
+                        measured.metrics["server_cpu_share"] = round(
+                            (cpu_after - cpu_before) / wall, 3) if wall > 0 else 0.0
+                    result.workloads.append(measured)
                 except (WorkloadError, KafkaException, RawClientError, OSError) as exc:
                     progress.clear()
                     failed = True

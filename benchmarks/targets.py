@@ -89,6 +89,11 @@ class Target(ABC):
         pid = self.pid()
         return None if pid is None else rss_mb(pid)
 
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU seconds the server has used so far, if known."""
+        pid = self.pid()
+        return None if pid is None else cpu_seconds(pid)
+
     def describe(self) -> dict[str, object]:
         """What was measured, for the result file."""
         return {"name": self.name, "role": self.role, "bootstrap": self.bootstrap}
@@ -316,6 +321,21 @@ class NoidaTarget(ProcessTarget):
 
 #: Peer name -> factory taking the run's work directory.
 PEERS: dict[str, Callable[[Path], Target]] = {"tansu": TansuTarget, "noida": NoidaTarget}
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """utime + stime of ``pid`` (and its reaped children) in seconds, or None if gone.
+
+    Printed next to each workload: a server using a fraction of a core while the
+    client saturates the other one is not what limits the figure.
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
 
 
 def rss_mb(pid: int) -> float | None:

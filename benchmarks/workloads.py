@@ -30,7 +30,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .kafka_raw import catch_up, open_idle, round_trips
+from .kafka_raw import catch_up, open_idle, produce_batches, round_trips
 from .progress import NULL_PROGRESS, Progress
 
 log = logging.getLogger(__name__)
@@ -379,7 +379,7 @@ def _consumer_tuning(session: Session) -> dict[str, object]:
         "fetch.max.bytes": 50 * 1024 * 1024,
         "max.partition.fetch.bytes": 8 * 1024 * 1024,
         # Some servers answer past fetch.max.bytes; refuse only absurd frames.
-        "receive.message.max.bytes": 1_000_000_000,
+        "receive.message.max.bytes": 2_147_483_647,
         # librdkafka stops fetching once its local queue holds queued.min.messages (default
         # 100k, i.e. only 10 MB of 100 B records) and then backs off for
         # fetch.queue.backoff.ms (default 1 s): that stall, not the server, would dominate.
@@ -479,6 +479,36 @@ def _catchup_log(session: Session, w: Workload) -> tuple[str, int]:
         have += got.delivered
     session.topics[key] = (topic, have, 1)
     return topic, have
+
+
+def produce_raw(session: Session, w: Workload) -> WorkloadResult:
+    """MB/s of ready-made 1 MB batches of ``w.size``-byte records, 4 requests in flight.
+
+    The server's produce path without librdkafka's per-record client cost (which on
+    these 2 shared cores limits ``produce-*`` long before the server does); compared
+    with the append+loopback baseline.
+    """
+    settings = session.settings
+    topic = _topic(session, w)
+    create_topic(session, topic, 1)
+    total = settings.catchup_bytes
+    label = f"{session.target} {w.name}"
+    expected = total // w.size
+    session.progress.start(label, expected)
+    records, nbytes, seconds = produce_batches(
+        session.bootstrap, topic, w.size, total, acks=-1 if w.acks == "all" else int(w.acks),
+        time_cap=settings.time_cap, on_progress=session.progress.update,
+    )  # fmt: skip
+    session.progress.finish(f"{records:,} records acknowledged")
+    if records == 0:
+        raise WorkloadError("no batch acknowledged")
+    result = _result(
+        session, w, records, seconds, nbytes < total * 0.99,
+        {"batch_bytes": 1_000_000, "in_flight": 4, "client": "kafkaproto raw produce"},
+        requested=expected, nbytes=nbytes,
+    )  # fmt: skip
+    result.primary = "mb_per_s"
+    return result
 
 
 def catchup_raw(session: Session, w: Workload) -> WorkloadResult:
@@ -626,12 +656,15 @@ def e2e_latency(session: Session, w: Workload) -> WorkloadResult:
     def consume() -> None:
         unpack = _STAMP.unpack_from
         now = time.perf_counter_ns
+        # poll(), not consume(n): consume waits for n messages or the timeout, which
+        # would add up to the timeout to every latency.
+        poll = consumer.poll
         while not done.is_set():
-            for m in consumer.consume(num_messages=1000, timeout=0.05):
-                if m.error() is None:
-                    stamp = unpack(m.value())[0]
-                    if stamp >= count_from[0]:
-                        latencies.append((now() - stamp) / 1e9)
+            m = poll(0.05)
+            if m is not None and m.error() is None:
+                stamp = unpack(m.value())[0]
+                if stamp >= count_from[0]:
+                    latencies.append((now() - stamp) / 1e9)
 
     label = f"{session.target} {w.name}"
     expected = int(rate * settings.e2e_seconds)
@@ -765,11 +798,16 @@ def _matrix() -> list[Workload]:
 
 #: Every workload, in run order (readers after the producers whose topics they read).
 WORKLOADS: list[Workload] = [
+    # First, while the servers hold no data: its RSS figures are then per connection,
+    # not the data an in-memory peer keeps.
+    Workload("idle-connections-1000", "connections", idle_connections, 0),
     *_matrix(),
     Workload("fetch-100B", "fetch", fetch_throughput, 100, source="produce-100B-p1-acks1",
              baselines=("loopback-tcp",)),
     Workload("fetch-1KiB", "fetch", fetch_throughput, 1024, source="produce-1KiB-p8-acks1",
              partitions=8, baselines=("loopback-tcp",)),
+    Workload("produce-raw-1KiB", "produce", produce_raw, 1024,
+             baselines=("loopback-tcp", "file-append", "append+loopback")),
     Workload("catchup-raw", "catchup", catchup_raw, 1024, source="produce-1KiB-p1-acks1",
              baselines=("loopback-tcp", "sendfile-loopback")),
     Workload("catchup-librdkafka", "catchup", catchup_librdkafka, 1024,
@@ -780,7 +818,6 @@ WORKLOADS: list[Workload] = [
              partitions=1000),
     Workload("partitions-1000-consume", "partitions", fetch_throughput, 100, partitions=1000,
              source="partitions-1000-produce"),
-    Workload("idle-connections-1000", "connections", idle_connections, 0),
 ]  # fmt: skip
 
 

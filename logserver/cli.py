@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     from logserver.server import run_server
 
     try:
-        asyncio.run(run_server(config, mqtt_bridge=args.mqtt_bridge))
+        _event_loop_runner()(run_server(config, mqtt_bridge=args.mqtt_bridge))
     except KeyboardInterrupt:
         pass
     except OSError as exc:
@@ -86,6 +87,22 @@ def main(argv: list[str] | None = None) -> int:
               f"lists every problem.", file=sys.stderr)
         return EXIT_CORRUPT
     return 0
+
+
+def _event_loop_runner():  # type: ignore[no-untyped-def]
+    """uvloop.run when uvloop is installed (the 'fast' extra), else asyncio.run.
+
+    uvloop does less Python work per socket read and write (benchmarks/README.md has the
+    figures). LOGSERVER_EVENT_LOOP=asyncio forces the standard loop.
+    """
+    if os.environ.get("LOGSERVER_EVENT_LOOP", "").lower() != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.run
+    return asyncio.run
 
 
 if __name__ == "__main__":

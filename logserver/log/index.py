@@ -129,7 +129,13 @@ class _Index:
         if self.entries >= self._capacity:
             raise IndexFullError(f"{self.path.name} is full ({self.entries} entries)")
         assert self._mmap is not None
-        self._entry.pack_into(self._mmap, self.entries * self._entry.size, first, second)
+        if self._fd >= 0:
+            # Through the page cache, not the mapping: a store to a page not yet dirty
+            # takes a write fault (ext4 page_mkwrite) costing ~2 ms here, which made a
+            # 1,000-partition produce 80% page faults. Reads stay on the (coherent) map.
+            os.pwrite(self._fd, self._entry.pack(first, second), self.entries * self._entry.size)
+        else:
+            self._entry.pack_into(self._mmap, self.entries * self._entry.size, first, second)
         self.entries += 1
 
     def reset(self) -> None:
