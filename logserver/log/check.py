@@ -19,7 +19,6 @@ problems found (check) or found and repaired (repair), 2 usage error or director
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import logging
 import os
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkaproto.batch import BATCH_HEADER_SIZE, CorruptBatchError, parse_header, verify_crc
+from logserver.log.manager import lock_data_dir
 from logserver.log.segment import LOG_SUFFIX, find_valid_batch
 
 __all__ = ["CheckResult", "Problem", "check_data_dir", "main", "repair_data_dir"]
@@ -222,7 +222,7 @@ def repair_data_dir(data_dir: Path) -> list[str]:
 
     # Without the marker and the recovery points every segment is re-validated from
     # offset 0 with CRC checks, exactly as after an unclean stop with no checkpoint.
-    manager_probe = _lock(data_dir)
+    manager_probe = lock_data_dir(data_dir)
     os.close(manager_probe)
     for name in (CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE):
         (data_dir / name).unlink(missing_ok=True)
@@ -230,18 +230,6 @@ def repair_data_dir(data_dir: Path) -> list[str]:
     actions = list(manager.recovery_actions)
     manager.close()
     return actions
-
-
-def _lock(data_dir: Path) -> int:
-    from logserver.log.errors import LogDirLockedError
-
-    fd = os.open(data_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise LogDirLockedError(f"{data_dir} is in use by a running server") from None
-    return fd
 
 
 def _print_result(result: CheckResult) -> None:
@@ -273,7 +261,7 @@ def main(argv: list[str]) -> int:
         return EXIT_USAGE
     if args.command == "check":
         try:
-            os.close(_lock(data_dir))
+            os.close(lock_data_dir(data_dir))
         except OSError as exc:
             print(f"warning: {exc}; results may include writes in progress", file=sys.stderr)
         result = check_data_dir(data_dir)

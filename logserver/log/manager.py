@@ -67,6 +67,17 @@ def validate_topic_name(name: str) -> None:
         raise InvalidTopicError(problem)
 
 
+def lock_data_dir(data_dir: Path) -> int:
+    """Exclusive lock on the data directory; one process (server or repair) at a time."""
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LogDirLockedError(f"{data_dir} is in use by another process") from None
+    return fd
+
+
 @dataclass(frozen=True, slots=True)
 class TopicInfo:
     """What the metadata file records about one topic."""
@@ -138,13 +149,7 @@ class LogManager:
     # -- opening ---------------------------------------------------------------------
 
     def _acquire_dir_lock(self) -> int:
-        fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LogDirLockedError(f"{self.data_dir} is in use by another process") from None
-        return fd
+        return lock_data_dir(self.data_dir)
 
     def _open_log(
         self, info: TopicInfo, partition: int, recovery_point: int, *, new: bool = False
