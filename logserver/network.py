@@ -1,25 +1,25 @@
-"""One asyncio protocol per client connection: framing, in-order responses, sendfile.
+"""One asyncio protocol per client connection: thin glue around ``logserver.framing``.
 
-Frames are read into a reusable staging buffer; a frame too large for it gets a buffer of
-its own that the socket fills directly, so a big produce request is copied once. Each
-request's synchronous part runs on arrival, in arrival order (so appends keep the
-producer's order); responses that must wait (long-poll fetch, fsync before ack) are
-futures, and responses leave strictly in request order, as Kafka clients require.
-Record bytes of fetch responses go from the segment file to the socket with sendfile.
+Framing and response order live in the sans-I/O :class:`~logserver.framing.ServerFraming`.
+Here: each request's synchronous part runs on arrival, in arrival order (so appends keep
+the producer's order); responses that must wait (long-poll fetch, fsync before ack) are
+futures; the responses ready in one loop turn go out in one socket write; record bytes of
+fetch responses go from the segment file to the socket with sendfile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
-import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkaproto import FileRegion, RequestHeader, encode_response
+from logserver.framing import ServerFraming, Slot
 
 if TYPE_CHECKING:
     from logserver.dispatch import Dispatcher
@@ -31,7 +31,6 @@ STAGING_BYTES = 32 * 1024  # per connection: 1,000 idle clients cost 32 MB, not 
 # Below this, reading the region and writing it with the header is cheaper than a
 # separate sendfile call (which must wait for the socket buffer to drain first).
 SENDFILE_MIN_BYTES = 64 * 1024
-_SIZE = struct.Struct(">i")
 
 
 class _FdFile:
@@ -134,19 +133,20 @@ class ConnectionStats:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
+    """asyncio glue around :class:`ServerFraming`: reads, dispatch, writes, sendfile.
+
+    Responses that become ready in the same loop turn leave in one socket write.
+    """
+
     def __init__(self, dispatcher: Dispatcher, stats: ConnectionStats) -> None:
         self._dispatcher = dispatcher
         self._stats = stats
-        self._max_request = dispatcher.config["socket.request.max.bytes"]
         self._max_queued = dispatcher.config["queued.max.requests"]
-        self._staging = bytearray(STAGING_BYTES)
-        self._staging_view = memoryview(self._staging)
-        self._start = 0
-        self._end = 0
-        self._big: bytearray | None = None
-        self._big_filled = 0
-        self._pending: deque[list[Any]] = deque()  # [header, response | future]
-        self._out: deque[bytes | FileRegion] = deque()
+        self._framing: ServerFraming[bytes | FileRegion] = ServerFraming(
+            dispatcher.config["socket.request.max.bytes"], STAGING_BYTES)
+        self._futures: set[asyncio.Future[Any]] = set()
+        self._flush_scheduled = False
+        self._out: deque[bytes | FileRegion] = deque()  # behind a sendfile in progress
         self._writer: asyncio.Task[None] | None = None
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
@@ -168,7 +168,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             ip = peer[0] if peer else "?"
             if not limiter.admit(ip):  # logged by the limiter; Kafka also just closes
                 self._closed = True
-                transport.abort()
+                self._transport.abort()
                 return
             self._admitted_ip = ip
         self._stats.open_connections += 1
@@ -183,10 +183,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._stats.limiter.release(self._admitted_ip)
         self._stats.open_connections -= 1
         self._stats.connections.discard(self)
-        for entry in self._pending:
-            if isinstance(entry[1], asyncio.Future):
-                entry[1].cancel()
-        self._pending.clear()
+        for future in list(self._futures):
+            future.cancel()
+        self._futures.clear()
+        self._framing.close()
         self._out.clear()
         if self._writer is not None:
             self._writer.cancel()
@@ -194,7 +194,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending) + len(self._out)
+        return self._framing.waiting + len(self._out) + self._framing.has_output
 
     def close(self) -> None:
         if self._transport is not None and not self._closed:
@@ -210,55 +210,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big is not None:
-            return memoryview(self._big)[self._big_filled:]
-        return self._staging_view[self._end:]
+        return self._framing.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
-        if self._big is not None:
-            self._big_filled += nbytes
-            if self._big_filled == len(self._big):
-                frame, self._big = self._big, None
-                self._handle_frame(frame)
+        framing = self._framing
+        for frame in framing.buffer_updated(nbytes):
+            if self._closed:
+                return
+            self._handle_frame(frame)
+        if framing.failed is not None and not self._closed:
+            self._protocol_error(framing.failed)
             return
-        self._end += nbytes
-        self._parse_staged()
+        self._write_ready()
 
     def eof_received(self) -> bool:
         return False
-
-    # -- framing ----------------------------------------------------------------------
-
-    def _parse_staged(self) -> None:
-        staging = self._staging
-        while not self._closed and self._end - self._start >= 4:
-            (size,) = _SIZE.unpack_from(staging, self._start)
-            if size < 8 or size > self._max_request:
-                self._protocol_error(
-                    f"frame size {size} outside 8..{self._max_request} "
-                    "(socket.request.max.bytes)")
-                return
-            available = self._end - self._start - 4
-            if available >= size:
-                body_start = self._start + 4
-                frame = staging[body_start:body_start + size]
-                self._start = body_start + size
-                self._handle_frame(frame)
-                continue
-            if size + 4 > len(staging):
-                self._big = bytearray(size)
-                self._big[:available] = staging[self._start + 4:self._end]
-                self._big_filled = available
-                self._start = self._end = 0
-                return
-            break
-        if self._start == self._end:
-            self._start = self._end = 0
-        elif self._start > 0:
-            remaining = self._end - self._start
-            staging[:remaining] = staging[self._start:self._end]
-            self._start, self._end = 0, remaining
 
     def _protocol_error(self, reason: str) -> None:
         self._stats.protocol_errors += 1
@@ -285,50 +252,65 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if isinstance(result, Awaitable):
             future = asyncio.ensure_future(result)
-            self._pending.append([header, future])
-            future.add_done_callback(self._on_response_ready)
+            self._futures.add(future)
+            future.add_done_callback(
+                functools.partial(self._on_response_ready, self._framing.reserve(), header))
             self._update_reading()
-        elif self._pending:
-            self._pending.append([header, result])
         else:
-            self._send(header, result)
+            self._framing.respond(_encode(header, result))
 
-    def _on_response_ready(self, _future: asyncio.Future[Any]) -> None:
-        while self._pending and not self._closed:
-            header, result = self._pending[0]
-            if isinstance(result, asyncio.Future):
-                if not result.done():
-                    break
-                if result.cancelled():
-                    return
-                error = result.exception()
-                if error is not None:
-                    log.error("request %s from %s failed", header, self.peer, exc_info=error)
-                    self._protocol_error(f"internal error: {error!r}")
-                    return
-                result = result.result()
-            self._pending.popleft()
-            if result is not None:
-                self._send(header, result)
+    def _on_response_ready(self, slot: Slot[bytes | FileRegion], header: RequestHeader,
+                           future: asyncio.Future[Any]) -> None:
+        self._futures.discard(future)
+        if self._closed or future.cancelled():
+            return
+        error = future.exception()
+        if error is not None:
+            log.error("request %s from %s failed", header, self.peer, exc_info=error)
+            self._protocol_error(f"internal error: {error!r}")
+            return
+        result = future.result()
+        self._framing.complete(slot, None if result is None else _encode(header, result))
+        if self._framing.has_output and not self._flush_scheduled:
+            # Responses completed in this loop turn leave together, in one write.
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._write_ready)
         self._update_reading()
 
-    def _send(self, header: RequestHeader, body: Any) -> None:
-        chunks = encode_response(header.api_key, header.api_version, header.correlation_id, body)
-        if self._writer is not None:
-            self._out.extend(chunks)
+    def _write_ready(self) -> None:
+        """Writes every response that may leave now: bytes joined, big regions by sendfile."""
+        self._flush_scheduled = False
+        if self._closed:
             return
-        transport = self._transport
-        assert transport is not None
+        chunks = self._framing.take_output()
+        if not chunks:
+            return
+        if self._writer is not None:
+            self._out.extend(chunks)  # they leave after the sendfile in progress
+            return
+        parts: list[bytes] = []
         for index, chunk in enumerate(chunks):
             if isinstance(chunk, FileRegion):
                 if chunk.length >= SENDFILE_MIN_BYTES:
+                    self._write_parts(parts)  # what precedes the region leaves first
                     self._out.extend(chunks[index:])
                     self._writer = asyncio.ensure_future(self._write_out())
                     return
-                chunk = self._pread(chunk)
-                if chunk is None:
+                data = self._pread(chunk)
+                if data is None:
                     return
-            transport.write(chunk)
+                chunk = data
+            parts.append(chunk)
+        self._write_parts(parts)
+
+    def _write_parts(self, parts: list[bytes]) -> None:
+        transport = self._transport
+        assert transport is not None
+        if len(parts) == 1:
+            transport.write(parts[0])
+        elif parts:
+            transport.write(b"".join(parts))
+        parts.clear()
 
     def _pread(self, region: FileRegion) -> bytes | None:
         data = os.pread(region.fd, region.length, region.offset)
@@ -369,13 +351,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _update_reading(self) -> None:
         if self._transport is None or self._closed:
             return
-        should_pause = self._writing_paused or len(self._pending) >= self._max_queued
+        should_pause = self._writing_paused or self._framing.waiting >= self._max_queued
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             self._transport.pause_reading()
         elif not should_pause and self._reading_paused:
             self._reading_paused = False
             self._transport.resume_reading()
+
+
+def _encode(header: RequestHeader, body: Any) -> list[bytes | FileRegion]:
+    return encode_response(header.api_key, header.api_version, header.correlation_id, body)
 
 
 def connection_factory(dispatcher: Dispatcher, stats: ConnectionStats) -> Callable[[], KafkaConnection]:

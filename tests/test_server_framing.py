@@ -1,0 +1,109 @@
+"""ServerFraming without sockets: frames from bytes in any split, size limits before the
+body, responses completed in any order leaving in request order, acks=0 without a slot."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import pytest
+
+from logserver.framing import ServerFraming
+
+
+def _frame(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+def _feed(framing: ServerFraming, data: bytes, rng: random.Random) -> list[bytes]:
+    """Writes ``data`` the way a socket would: into get_buffer(), in random pieces."""
+    frames: list[bytes] = []
+    pos = 0
+    while pos < len(data):
+        buf = framing.get_buffer()
+        n = min(len(buf), rng.randint(1, 5000), len(data) - pos)
+        buf[:n] = data[pos:pos + n]
+        pos += n
+        frames += [bytes(f) for f in framing.buffer_updated(n)]
+    return frames
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_frames_survive_any_split(seed: int) -> None:
+    rng = random.Random(seed)
+    bodies = [rng.randbytes(rng.choice([8, 9, 100, 4000, 40_000, 200_000])) for _ in range(60)]
+    framing: ServerFraming[bytes] = ServerFraming(1 << 20, staging_bytes=32 * 1024)
+    assert _feed(framing, b"".join(_frame(b) for b in bodies), rng) == bodies
+    assert framing.failed is None
+
+
+def test_frames_are_copies_that_outlive_the_staging_buffer() -> None:
+    framing: ServerFraming[bytes] = ServerFraming(1000, staging_bytes=64)
+    rng = random.Random(1)
+    first = _feed(framing, _frame(b"a" * 10), rng)
+    second = _feed(framing, _frame(b"b" * 10), rng)
+    assert first == [b"a" * 10] and second == [b"b" * 10]
+
+
+@pytest.mark.parametrize("size", [-1, 0, 7, 1001, 2**31 - 1])
+def test_size_out_of_range_fails_before_the_body(size: int) -> None:
+    framing: ServerFraming[bytes] = ServerFraming(1000, staging_bytes=64)
+    good = _frame(b"x" * 20)
+    buf = framing.get_buffer()
+    data = good + struct.pack(">i", size)  # no body follows: refused on the size alone
+    buf[:len(data)] = data
+    assert [bytes(f) for f in framing.buffer_updated(len(data))] == [b"x" * 20]
+    assert framing.failed is not None and "socket.request.max.bytes" in framing.failed
+    buf = framing.get_buffer()
+    buf[:4] = _frame(b"")[:4]
+    assert framing.buffer_updated(4) == []  # nothing more is parsed after a failure
+
+
+def test_a_frame_at_the_limit_is_accepted() -> None:
+    framing: ServerFraming[bytes] = ServerFraming(1000, staging_bytes=64)
+    assert _feed(framing, _frame(b"z" * 1000), random.Random(2)) == [b"z" * 1000]
+
+
+def test_responses_leave_in_request_order_whatever_order_they_complete() -> None:
+    rng = random.Random(3)
+    framing: ServerFraming[bytes] = ServerFraming(1000)
+    expected: list[bytes] = []
+    later = []
+    for i in range(200):
+        kind = rng.choice(["now", "later", "none-later", "acks0"])
+        if kind == "now":
+            framing.respond([b"%d;" % i])
+            expected.append(b"%d;" % i)
+        elif kind == "later":
+            later.append((framing.reserve(), [b"%d-a;" % i, b"%d-b;" % i]))
+            expected += [b"%d-a;" % i, b"%d-b;" % i]
+        elif kind == "none-later":
+            later.append((framing.reserve(), None))
+        # acks0: no slot, no response
+    out: list[bytes] = []
+    rng.shuffle(later)
+    for slot, chunks in later:
+        framing.complete(slot, chunks)
+        out += framing.take_output()
+        assert out == expected[:len(out)]  # a prefix, never a jump ahead
+    out += framing.take_output()
+    assert out == expected
+    assert framing.waiting == 0 and not framing.has_output
+
+
+def test_a_ready_response_waits_behind_one_that_is_not() -> None:
+    framing: ServerFraming[bytes] = ServerFraming(1000)
+    slow = framing.reserve()
+    framing.respond([b"second"])
+    assert framing.take_output() == [] and framing.waiting == 2
+    framing.complete(slow, [b"first"])
+    assert framing.take_output() == [b"first", b"second"]
+
+
+def test_close_reports_unfinished_slots_and_drops_output() -> None:
+    framing: ServerFraming[bytes] = ServerFraming(1000)
+    framing.respond([b"sent"])
+    pending = framing.reserve()
+    framing.respond([b"blocked"])
+    assert framing.close() == [pending]
+    assert framing.take_output() == [] and framing.waiting == 0
