@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkaproto import API_SPECS, ApiKey, decode_response, encode_request
+from kafkaproto import ApiKey, ProtocolError
+from kafkaproto.client import (
+    ApiVersionTable,
+    ClientConnection,
+    KafkaConnectionError,
+    KafkaError,
+)
 from kafkaproto.messages import (
     ApiVersionsRequest,
     FindCoordinatorRequest,
@@ -26,77 +30,51 @@ from kafkaproto.messages import (
 
 log = logging.getLogger(__name__)
 
-_SIZE = struct.Struct(">i")
 CLIENT_ID = "mqtt-bridge"
-
-#: Errors after which a retry (after refreshing metadata) may succeed.
-RETRIABLE = {3, 5, 6, 7, 8, 9, 13, 14, 15, 16, 19, 20, 56, 74, 75}
-
-
-class KafkaError(Exception):
-    """A Kafka error code in a response, or a failure to talk to a broker."""
-
-    def __init__(self, message: str, code: int = -1) -> None:
-        super().__init__(message)
-        self.code = code
-
-    @property
-    def retriable(self) -> bool:
-        return self.code in RETRIABLE
-
-
-class KafkaConnectionError(KafkaError):
-    """The connection broke or could not be made: always retriable."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, 13)
-
 
 TopicPartition = tuple[str, int]
 
 
-class BrokerConnection:
-    """One TCP connection to one broker, with pipelined requests matched in order."""
+class BrokerConnection(asyncio.Protocol):
+    """One TCP connection to one broker: asyncio glue around ``kafkaproto.client``.
+
+    Requests are written at once (pipelined); the sans-I/O core matches each response
+    to its request and this resolves the request's future.
+    """
 
     def __init__(self, host: str, port: int, *, request_timeout: float = 30.0) -> None:
         self.host = host
         self.port = port
         self.request_timeout = request_timeout
-        self.versions: dict[int, tuple[int, int]] = {}
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._pending: deque[tuple[int, int, int, asyncio.Future[Any]]] = deque()
-        self._corr = 0
-        self._read_task: asyncio.Task[None] | None = None
+        self._core = ClientConnection(CLIENT_ID)
+        self._futures: dict[int, asyncio.Future[Any]] = {}
+        self._transport: asyncio.Transport | None = None
         self.closed = False
 
     async def connect(self, timeout: float = 5.0) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), timeout
-            )
+            await asyncio.wait_for(loop.create_connection(lambda: self, self.host, self.port),
+                                   timeout)
         except (OSError, TimeoutError) as exc:
             self.closed = True
             raise KafkaConnectionError(f"connect {self.host}:{self.port}: {exc}") from exc
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
-        resp = await self.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
-        if resp.error_code:
-            raise KafkaError(f"ApiVersions error {resp.error_code}", resp.error_code)
-        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        response = await self.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
+        self._core.versions = ApiVersionTable.from_response(response)
+
+    @property
+    def versions(self) -> dict[int, tuple[int, int]]:
+        table = self._core.versions
+        return {} if table is None else table.ranges
 
     def version(self, api_key: int, ceiling: int | None = None) -> int:
         """The highest version both sides speak; KafkaError if there is none."""
-        spec = API_SPECS[api_key]
-        theirs = self.versions.get(api_key)
-        if theirs is None:
-            raise KafkaError(f"broker does not support {spec.name}", 35)
-        top = min(theirs[1], spec.max_version, ceiling if ceiling is not None else 1 << 15)
-        if top < max(theirs[0], spec.min_version):
-            raise KafkaError(f"no common version of {spec.name}", 35)
-        return top
+        if self._core.versions is None:
+            raise KafkaConnectionError(f"{self.host}:{self.port}: not connected")
+        return self._core.version(api_key, ceiling)
 
     def supports(self, api_key: int) -> bool:
-        return api_key in self.versions
+        return self._core.supports(api_key)
 
     async def request(
         self, api_key: int, version: int, body: Any, *, timeout: float | None = None
@@ -111,56 +89,47 @@ class BrokerConnection:
 
     def send(self, api_key: int, version: int, body: Any) -> asyncio.Future[Any]:
         """Write a request now; the returned future gets its response."""
-        if self.closed or self._writer is None:
+        if self.closed or self._transport is None:
             raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
-        self._corr = (self._corr + 1) & 0x7FFFFFFF
-        frame = encode_request(api_key, version, self._corr, CLIENT_ID, body)
+        correlation_id, frame = self._core.request(api_key, version, body)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending.append((self._corr, api_key, version, fut))
-        self._writer.write(frame)
+        self._futures[correlation_id] = fut
+        self._transport.write(frame)
         return fut
 
-    async def _read_loop(self) -> None:
-        assert self._reader is not None
-        reason = "connection closed by broker"
+    # ---- asyncio protocol callbacks ----------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop: a look-alike
+
+    def data_received(self, data: bytes) -> None:
         try:
-            while True:
-                head = await self._reader.readexactly(4)
-                (size,) = _SIZE.unpack(head)
-                frame = await self._reader.readexactly(size)
-                if not self._pending:
-                    reason = "response without a request"
-                    break
-                corr, api_key, version, fut = self._pending.popleft()
-                try:
-                    got, body = decode_response(api_key, version, frame)
-                    if got != corr:
-                        raise KafkaError(f"correlation id {got}, expected {corr}")
-                except Exception as exc:  # noqa: BLE001 - surfaces on the caller's future
-                    if not fut.done():
-                        fut.set_exception(exc)
-                    continue
-                if not fut.done():
-                    fut.set_result(body)
-        except (asyncio.IncompleteReadError, OSError) as exc:
-            reason = f"connection lost: {exc!r}"
-        except asyncio.CancelledError:
-            reason = "closed"
-        self.close(reason)
+            responses = self._core.receive_data(data)
+        except ProtocolError as exc:
+            self.close(f"unusable response stream: {exc}")
+            return
+        for response in responses:
+            fut = self._futures.pop(response.correlation_id, None)
+            if fut is None or fut.done():
+                continue
+            if response.error is not None:
+                fut.set_exception(response.error)
+            else:
+                fut.set_result(response.body)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.close(f"connection lost: {exc!r}" if exc else "connection closed by broker")
 
     def close(self, reason: str = "closed") -> None:
-        if self.closed and not self._pending:
+        if self.closed and not self._futures:
             return
         self.closed = True
-        while self._pending:
-            _c, _k, _v, fut = self._pending.popleft()
+        self._core.close()
+        futures, self._futures = self._futures, {}
+        for fut in futures.values():
             if not fut.done():
                 fut.set_exception(KafkaConnectionError(f"{self.host}:{self.port}: {reason}"))
-        if self._writer is not None:
-            self._writer.close()
-        task = self._read_task
-        if task is not None and task is not asyncio.current_task() and not task.done():
-            task.cancel()
+        if self._transport is not None:
+            self._transport.close()
 
 
 @dataclass
@@ -353,20 +322,6 @@ def _parse_hostport(s: str) -> tuple[str, int]:
     return (host or "127.0.0.1"), int(port or 9092)
 
 
-async def retry_forever(what: str, coro_fn: Any, *, backoff: float = 0.2, max_backoff: float = 2.0) -> Any:
-    """Run ``coro_fn()`` until it succeeds, backing off on retriable Kafka errors."""
-    delay = backoff
-    while True:
-        try:
-            return await coro_fn()
-        except KafkaError as exc:
-            if not exc.retriable and not isinstance(exc, KafkaConnectionError):
-                raise
-            log.warning("%s failed (%s); retrying in %.1fs", what, exc, delay)
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, max_backoff)
-
-
 __all__ = [
     "BrokerConnection",
     "KafkaClient",
@@ -374,5 +329,4 @@ __all__ = [
     "KafkaError",
     "TopicMeta",
     "TopicPartition",
-    "retry_forever",
 ]

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 
 from kafkaproto import ApiKey
 from kafkaproto.batch import CONTROL_MASK, iter_batches
+from kafkaproto.client import RetryPolicy
 from kafkaproto.messages import FetchRequest
 from kafkaproto.records import Record, decode_batch
 
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 
 LATEST = -1
 EARLIEST = -2
+_BACKOFF = RetryPolicy(backoff_s=0.1, backoff_max_s=2.0)
 
 
 class Fetcher:
@@ -76,7 +78,7 @@ class Fetcher:
             log.info("following %d new partitions: %s", len(new), sorted(offsets.items()))
 
     async def _run(self) -> None:
-        delay = 0.1
+        failures = 0
         last_meta = 0.0
         while True:
             try:
@@ -86,11 +88,13 @@ class Fetcher:
                     last_meta = now
                     self.ready.set()
                 await self._fetch_once()
-                delay = 0.1
+                failures = 0
             except KafkaError as exc:
+                # The downlink never gives up: every error is retried, with backoff.
+                failures += 1
+                delay = _BACKOFF.backoff(failures)
                 log.warning("downlink fetch failed: %s; retrying in %.1fs", exc, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
                 if not isinstance(exc, KafkaConnectionError):
                     last_meta = 0.0
 

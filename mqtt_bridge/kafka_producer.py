@@ -18,19 +18,25 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from kafkaproto import ApiKey
+from kafkaproto import ApiKey, ErrorCode
+from kafkaproto.client import RetryPolicy
 from kafkaproto.messages import InitProducerIdRequest, ProduceRequest
 from kafkaproto.records import build_batch
 
-from .kafka_client import KafkaClient, KafkaConnectionError, KafkaError, TopicPartition
+from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .murmur2 import partition_for
 
 log = logging.getLogger(__name__)
 
 Header = tuple[str, bytes | None]
 _RECORD_OVERHEAD = 24  # rough per-record bytes besides key/value/headers
-_RESET_PRODUCER = {45, 47, 59, 90}  # out of order sequence, invalid epoch, unknown producer
-_DUPLICATE = 46
+#: The idempotent producer starts over with a new producer id after these.
+_RESET_PRODUCER = {
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.UNKNOWN_PRODUCER_ID,
+    ErrorCode.PRODUCER_FENCED,
+}
 
 
 def _record_size(key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> int:
@@ -79,6 +85,7 @@ class Producer:
         self.delivery_timeout = delivery_timeout_s
         self.buffer_bytes = buffer_bytes
         self.retry_backoff = retry_backoff_s
+        self.retry = RetryPolicy(retry_backoff_s, 2.0, delivery_timeout_s)
         self.buffered = 0
         self.requests_sent = 0
         self.records_acked = 0
@@ -198,8 +205,8 @@ class Producer:
             self._ready.setdefault(tp, deque()).append(batch)
 
     async def _resolve_topic(self, topic: str) -> None:
-        delay = self.retry_backoff
-        deadline = time.monotonic() + self.delivery_timeout
+        started = time.monotonic()
+        failures = 0
         error: Exception | None = None
         while True:
             try:
@@ -207,14 +214,13 @@ class Producer:
                 break
             except KafkaError as exc:
                 error = exc
-                if (not exc.retriable and not isinstance(exc, KafkaConnectionError)) or (
-                    time.monotonic() > deadline
-                ):
+                failures += 1
+                decision = self.retry.decide(exc, failures, time.monotonic() - started)
+                if not decision.retry:
                     meta = None
                     break
                 log.warning("metadata for %s failed (%s), retrying", topic, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                await asyncio.sleep(decision.delay_s)
         waiting = self._unknown.pop(topic, [])
         for key, value, headers, ts, fut in waiting:
             size = _record_size(key, value, headers)
@@ -341,10 +347,11 @@ class Producer:
                 ApiKey.PRODUCE, version, req, timeout=self.request_timeout_ms / 1000 + 5
             )
         except KafkaError as exc:
-            log.warning("produce to node %d failed: %s; will retry %d batches", node, exc, len(batches))
+            log.warning("produce to node %d failed: %s", node, exc)
             for b in batches:
-                self._retry(b)
+                self._retry_or_fail(b, exc)
             self._spawn(self._refresh(batches[0].tp[0]))
+            self._release_space()
             self._wake.set()
             return
         except asyncio.CancelledError:
@@ -355,19 +362,17 @@ class Producer:
         for b in batches:
             self._inflight.discard(b.tp)
             p = results.get(b.tp)
-            code = 13 if p is None else p.error_code
-            if code == 0 or code == _DUPLICATE:
+            code = ErrorCode.NETWORK_EXCEPTION if p is None else p.error_code
+            if code == 0 or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                 base = p.base_offset if (p is not None and code == 0) else -1
                 self._complete(b, base)
             elif code in _RESET_PRODUCER:
                 log.warning("produce %s-%d: error %d, resetting producer id", *b.tp, code)
                 self._reset_pid()
                 self._retry(b)
-            elif code in (3, 5, 6, 7, 13, 14, 15, 19, 20, 56, 74, 75):
-                self._retry(b)
+            elif self._retry_or_fail(
+                    b, KafkaError(f"produce {b.tp[0]}-{b.tp[1]}: error {code}", code)):
                 self._spawn(self._refresh(b.tp[0]))
-            else:
-                self._fail(b, KafkaError(f"produce {b.tp[0]}-{b.tp[1]}: error {code}", code))
         self._release_space()
         self._wake.set()
 
@@ -376,13 +381,23 @@ class Producer:
         self._pid_gen += 1
         self._seq.clear()
 
+    def _retry_or_fail(self, b: _Batch, error: KafkaError) -> bool:
+        """Retries ``b`` when the error is retriable (and time is left), else fails it."""
+        if self.retry.decide(error, b.attempts).retry:
+            self._retry(b)
+            return True
+        self._inflight.discard(b.tp)
+        self._fail(b, error)
+        return False
+
     def _retry(self, b: _Batch) -> None:
         self._inflight.discard(b.tp)
         if time.monotonic() - b.created > self.delivery_timeout:
-            self._fail(b, KafkaError(f"delivery to {b.tp[0]}-{b.tp[1]} timed out", 7))
+            self._fail(b, KafkaError(f"delivery to {b.tp[0]}-{b.tp[1]} timed out",
+                                     ErrorCode.REQUEST_TIMED_OUT))
             return
         self._ready.setdefault(b.tp, deque()).appendleft(b)
-        self._retry_at[b.tp] = time.monotonic() + min(self.retry_backoff * (2 ** min(b.attempts, 4)), 2.0)
+        self._retry_at[b.tp] = time.monotonic() + self.retry.backoff(b.attempts + 1)
 
     def _complete(self, b: _Batch, base: int) -> None:
         self.records_acked += len(b.futures)
