@@ -5,7 +5,8 @@ client as much as the server. This client sends Fetch requests and only walks ba
 *headers* (to learn the next offset), receiving into one reusable buffer, as the
 loopback baseline does: what it measures is the server's fetch path (sendfile).
 It also keeps idle connections and times request round trips for the connection
-workload. Blocking sockets, 127.0.0.1 only, one request in flight per connection.
+workload. Blocking sockets, 127.0.0.1 only: thin I/O around the sans-I/O client core
+``kafkaproto.client`` (correlation ids, response matching, version negotiation).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import struct
 import time
 from dataclasses import dataclass
 
-from kafkaproto import ApiKey, decode_response, encode_request
+from kafkaproto import ApiKey, encode_request
 from kafkaproto.batch import LOG_OVERHEAD
+from kafkaproto.client import ApiVersionTable, ClientConnection, KafkaError, Response
 from kafkaproto.messages import ApiVersionsRequest, FetchRequest, ProduceRequest
 from kafkaproto.records import build_batch
 
@@ -38,8 +40,7 @@ class RawConnection:
         self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._buf = bytearray(buffer_bytes)
-        self._correlation = 0
-        self.versions: dict[int, tuple[int, int]] = {}
+        self.core = ClientConnection(CLIENT_ID)
 
     def close(self) -> None:
         self.sock.close()
@@ -52,10 +53,21 @@ class RawConnection:
 
     def send(self, api_key: int, version: int, body: object) -> int:
         """Sends one request; returns its correlation id."""
-        self._correlation += 1
-        frame = encode_request(api_key, version, self._correlation, CLIENT_ID, body)  # type: ignore[arg-type]
+        correlation_id, frame = self.core.request(api_key, version, body)  # type: ignore[arg-type]
         self.sock.sendall(frame)
-        return self._correlation
+        return correlation_id
+
+    def resend(self, api_key: int, version: int, frame: bytes) -> int:
+        """Sends a frame encoded earlier again, under a new correlation id, without copying it."""
+        correlation_id, head = self.core.stamp(api_key, version, frame)
+        body = memoryview(frame)[len(head):]
+        sent = self.sock.sendmsg([head, body])
+        if sent < len(head):
+            self.sock.sendall(head[sent:])
+            self.sock.sendall(body)
+        elif sent < len(frame):
+            self.sock.sendall(body[sent - len(head):])
+        return correlation_id
 
     def receive(self) -> memoryview:
         """One whole response frame (size prefix stripped), valid until the next call.
@@ -84,28 +96,34 @@ class RawConnection:
             got += n
         return view
 
+    def receive_response(self) -> Response:
+        """The next response, matched to its request and decoded (views valid until the next)."""
+        response = self.core.receive_frame(self.receive())
+        if response.error is not None:
+            raise RawClientError(f"undecodable response: {response.error}")
+        return response
+
     def request(self, api_key: int, version: int, body: object) -> object:
         """A round trip; returns the decoded response body."""
-        correlation = self.send(api_key, version, body)
-        frame = self.receive()
-        got, response = decode_response(api_key, version, frame)
-        if got != correlation:
-            raise RawClientError(f"correlation id {got}, expected {correlation}")
-        return response
+        self.send(api_key, version, body)
+        return self.receive_response().body
 
     def negotiate(self) -> dict[int, tuple[int, int]]:
         """ApiVersions v0 (every server answers it): key -> (min, max) supported."""
         response = self.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
-        self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}  # type: ignore[attr-defined]
-        return self.versions
+        table = ApiVersionTable.from_response(response)  # type: ignore[arg-type]
+        self.core.versions = table
+        return table.ranges
 
     def version_for(self, api_key: int, lo: int, hi: int) -> int:
         """The newest version in ``lo..hi`` that the server also serves."""
-        if not self.versions:
+        if self.core.versions is None:
             self.negotiate()
-        smin, smax = self.versions.get(api_key, (0, -1))
-        version = min(hi, smax)
-        if version < max(lo, smin):
+        try:
+            version = self.core.version(api_key, hi)
+        except KafkaError as exc:
+            raise RawClientError(f"no common version of API {api_key}: {exc}") from exc
+        if version < lo:
             raise RawClientError(f"no common version of API {api_key} in {lo}..{hi}")
         return version
 
@@ -145,7 +163,8 @@ class _Stream:
         return int.from_bytes(self.exact(4), "big", signed=True)
 
 
-def _fetch_streaming(stream: _Stream, version: int, start_offset: int) -> tuple[int, int]:
+def _fetch_streaming(stream: _Stream, core: ClientConnection, version: int,
+                     start_offset: int) -> tuple[int, int]:
     """Reads one single-partition Fetch response (v4-v11); returns (record bytes, next offset).
 
     Record bytes go through one 1 MiB buffer, as in the loopback baseline: a client that
@@ -153,7 +172,8 @@ def _fetch_streaming(stream: _Stream, version: int, start_offset: int) -> tuple[
     bytes of each batch are looked at, to learn where it ends and its last offset.
     """
     size = stream.int32()
-    stream.exact(4 + 4)  # correlation id, throttle time
+    core.claim(stream.int32())  # the response to the oldest request, or an error
+    stream.exact(4)  # throttle time
     size -= 8
     if version >= 7:
         error, _session = stream.int16(), stream.int32()
@@ -257,7 +277,7 @@ def catch_up(
                 forgotten_topics_data=[], rack_id="",
             )  # fmt: skip
             conn.send(ApiKey.FETCH, version, request)
-            nbytes, offset = _fetch_streaming(stream, version, progress.next_offset)
+            nbytes, offset = _fetch_streaming(stream, conn.core, version, progress.next_offset)
             if nbytes == 0:
                 continue
             progress.fetches += 1
@@ -301,8 +321,7 @@ def produce_batches(
             topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=[
                 ProduceRequest.PartitionProduceData(index=0, records=batch)])],
         )  # fmt: skip
-        frame = encode_request(ApiKey.PRODUCE, version, 1, CLIENT_ID, request)
-        sock = conn.sock
+        frame = encode_request(ApiKey.PRODUCE, version, 0, CLIENT_ID, request)
         start = time.perf_counter()
         deadline = start + time_cap
         pending = 0
@@ -310,14 +329,13 @@ def produce_batches(
         sent = 0
         while acked < wanted:
             while pending < in_flight and sent < wanted and time.perf_counter() < deadline:
-                sock.sendall(frame)  # the correlation id repeats; responses come in order
+                conn.resend(ApiKey.PRODUCE, version, frame)
                 pending += 1
                 sent += 1
             if not pending:
                 break
-            response = conn.receive()
-            _, body = decode_response(ApiKey.PRODUCE, version, response)
-            part = body.responses[0].partition_responses[0]  # type: ignore[attr-defined]
+            body = conn.receive_response().body
+            part = body.responses[0].partition_responses[0]  # type: ignore[union-attr]
             if part.error_code:
                 raise RawClientError(f"produce error code {part.error_code}")
             pending -= 1
