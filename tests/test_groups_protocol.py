@@ -1,17 +1,17 @@
-"""Group APIs over a raw socket (kafkaproto encode_request/decode_response): every version
+"""Group APIs over a raw socket (the kafkaproto client core, blocking): every version
 we advertise, Kafka's error codes for bad input, rebalances driven by hand, static
 membership, committed offsets exactly as committed (also across restarts and kill -9)."""
 
 from __future__ import annotations
 
-import socket
 import struct
 import time
 
 import pytest
+from kafkaclient import BlockingClient
 from serverproc import ServerProcess
 
-from kafkaproto import ApiKey, ErrorCode, decode_response, encode_request
+from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
@@ -41,41 +41,11 @@ Assignment = SyncGroupRequest.SyncGroupRequestAssignment
 
 
 # ------------------------------------------------------------------------ raw client
-class Conn:
+class Conn(BlockingClient):
     """One connection; ``send``/``recv`` apart so that parked JoinGroups can overlap."""
 
     def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.correlation = 0
-        self.sent: list[tuple[int, int, int]] = []
-
-    def send(self, api_key: int, version: int, body) -> None:
-        self.correlation += 1
-        self.sock.sendall(encode_request(api_key, version, self.correlation, "raw-groups", body))
-        self.sent.append((api_key, version, self.correlation))
-
-    def recv(self):
-        api_key, version, correlation = self.sent.pop(0)
-        (size,) = struct.unpack(">i", self._exact(4))
-        got, body = decode_response(api_key, version, self._exact(size))
-        assert got == correlation
-        return body
-
-    def call(self, api_key: int, version: int, body):
-        self.send(api_key, version, body)
-        return self.recv()
-
-    def _exact(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("server closed the connection")
-            data += chunk
-        return bytes(data)
-
-    def close(self) -> None:
-        self.sock.close()
+        super().__init__(port, "raw-groups")
 
 
 def subscription(*topics: str) -> bytes:
