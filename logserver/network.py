@@ -160,7 +160,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, only look-alikes.
-        self._transport = transport  # type: ignore[assignment]
+        tcp: asyncio.Transport = transport  # type: ignore[assignment]
+        self._transport = tcp
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         limiter = self._stats.limiter
@@ -168,7 +169,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             ip = peer[0] if peer else "?"
             if not limiter.admit(ip):  # logged by the limiter; Kafka also just closes
                 self._closed = True
-                self._transport.abort()
+                tcp.abort()
                 return
             self._admitted_ip = ip
         self._stats.open_connections += 1
