@@ -20,9 +20,8 @@ import paho.mqtt.client as paho
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.partitioner.default import murmur2 as kp_murmur2
-
-from mqtt_bridge.aclient import MqttClient, connect_many
-from mqtt_bridge.testing import HOST, BridgeProcess
+from support.mqtt_client import MqttClient, connect_many
+from support.mqtt_procs import HOST, BridgeProcess
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -14,11 +14,11 @@ import time
 import paho.mqtt.client as paho
 import pytest
 from kafka import KafkaProducer
+from support.mqtt_client import MqttClient, connect_many
+from support.mqtt_procs import HOST, BridgeProcess
 from test_mqtt_bridge import read_topic
 
-from mqtt_bridge.aclient import MqttClient, connect_many
 from mqtt_bridge.codec import Connect, Publish, encode
-from mqtt_bridge.testing import HOST, BridgeProcess
 
 pytestmark = pytest.mark.timeout(180)
 
