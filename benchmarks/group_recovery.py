@@ -14,15 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
+import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from kafka.admin import KafkaAdminClient, NewTopic
+
+from logserver.childproc import ChildProcess
 
 from .progress import Progress
 from .targets import LogserverTarget
@@ -76,12 +77,10 @@ def _wait_until(admin: KafkaAdminClient, group: str, topic: str, members: int,
 
 
 def _start_member(bootstrap: str, topic: str, group: str, session_ms: int,
-                  index: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-c", MEMBER_SCRIPT, bootstrap, topic, group, str(session_ms),
-         f"member-{index}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+                  index: int) -> ChildProcess:
+    return ChildProcess(argv=[sys.executable, "-c", MEMBER_SCRIPT, bootstrap, topic, group,
+                              str(session_ms), f"member-{index}"],
+                        name=f"member-{index}", log_path=Path(os.devnull)).spawn()
 
 
 def measure_round(bootstrap: str, admin: KafkaAdminClient, round_no: int, session_ms: int) -> float:
@@ -91,15 +90,12 @@ def measure_round(bootstrap: str, admin: KafkaAdminClient, round_no: int, sessio
     try:
         _wait_until(admin, group, topic, MEMBERS, time.monotonic() + SETTLE_TIMEOUT_S)
         killed_at = time.monotonic()
-        members[0].send_signal(signal.SIGKILL)
-        members[0].wait()
+        members[0].kill9()
         recovered_at = _wait_until(admin, group, topic, MEMBERS - 1, killed_at + SETTLE_TIMEOUT_S)
         return recovered_at - killed_at
     finally:
         for member in members:
-            if member.poll() is None:
-                member.kill()
-                member.wait()
+            member.kill9()
 
 
 def main(argv: list[str] | None = None) -> int:

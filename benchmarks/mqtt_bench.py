@@ -13,7 +13,7 @@ PyPI), one server at a time, printed side by side as ratios:
   fetch and fan-out); the peers' are MQTT PUBLISHes to ``ota``. The server's resident
   memory with all N devices connected is recorded too.
 
-The load generator is ``mqtt_bridge.aclient`` (asyncio, one process) for every server.
+The load generator is ``tests.support.mqtt_client`` (asyncio, one process) for every server.
 Every process started here is stopped by pid at the end, also on failure.
 """
 
@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqtt_bridge.aclient import MqttClient, connect_many
+from logserver.childproc import HOST, ListeningChild
 from mqtt_bridge.kafka_client import KafkaClient
 from mqtt_bridge.kafka_producer import Producer
-from mqtt_bridge.testing import HOST, BridgeProcess, ManagedProcess, MosquittoProcess
+from tests.support.mqtt_client import MqttClient, connect_many
+from tests.support.mqtt_procs import BridgeProcess, MosquittoProcess
 
 from .peers import PeerUnavailable, ensure_amqtt, ensure_rumqttd
 from .progress import NULL_PROGRESS, Progress
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 MQTT_PEERS = ("mosquitto", "rumqttd", "amqtt")
 
 
-class RumqttdProcess(ManagedProcess):
+class RumqttdProcess(ListeningChild):
     """rumqttd as bundled by PyPI ``iotcore``, on 127.0.0.1 only."""
 
     name = "rumqttd"
@@ -72,7 +73,7 @@ class RumqttdProcess(ManagedProcess):
         return dict(os.environ)
 
 
-class AmqttProcess(ManagedProcess):
+class AmqttProcess(ListeningChild):
     """amqtt (pure-Python asyncio broker), anonymous, no plugins beyond auth, 127.0.0.1."""
 
     name = "amqtt"
@@ -103,7 +104,7 @@ def find_mosquitto() -> str | None:
     )
 
 
-def make_peer(name: str, workdir: Path) -> ManagedProcess:
+def make_peer(name: str, workdir: Path) -> ListeningChild:
     """A stopped peer process; raises PeerUnavailable if it cannot be installed."""
     if name == "mosquitto":
         binary = find_mosquitto()

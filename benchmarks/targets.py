@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from logserver.childproc import ChildStartError, ListeningChild, can_connect, free_port
+
 from .peers import PeerUnavailable, ensure_noida, ensure_tansu
 
 log = logging.getLogger(__name__)
@@ -29,13 +31,6 @@ LOOPBACK = "127.0.0.1"
 
 class TargetError(RuntimeError):
     """A target failed to start or misbehaved; the message is the one-line reason."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
 
 
 def check_loopback(bootstrap: str) -> str:
@@ -122,7 +117,11 @@ class ExternalTarget(Target):
     def start(self) -> str:
         assert self.bootstrap is not None
         host, _, port = self.bootstrap.split(",")[0].rpartition(":")
-        _wait_for_tcp(host.strip("[]"), int(port), timeout=10.0, alive=lambda: None)
+        deadline = time.monotonic() + 10.0
+        while not can_connect(int(port), host.strip("[]"), timeout=0.5):
+            if time.monotonic() > deadline:
+                raise TargetError(f"nothing accepted connections on {self.bootstrap} within 10s")
+            time.sleep(0.05)
         return self.bootstrap
 
     def describe(self) -> dict[str, object]:
@@ -130,7 +129,11 @@ class ExternalTarget(Target):
 
 
 class ProcessTarget(Target):
-    """A server run as a child process on a free 127.0.0.1 port, its output to a log file."""
+    """A server run as a child process on a free 127.0.0.1 port, its output to a log file.
+
+    The process itself is a :class:`logserver.childproc.ListeningChild` (the project's one
+    process manager): started in its own session, stopped by its pid.
+    """
 
     #: Seconds to wait for the port to accept connections.
     start_timeout: float = 60.0
@@ -141,7 +144,7 @@ class ProcessTarget(Target):
         super().__init__()
         self.workdir = workdir
         self.log_path = workdir / f"{self.name}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.child: ListeningChild | None = None
         self.argv: list[str] = []
         self.exit_code: int | None = None
 
@@ -160,37 +163,23 @@ class ProcessTarget(Target):
     def start(self) -> str:
         port = free_port()
         self.argv = self.command(port)
-        log.info("starting %s: %s", self.name, " ".join(self.argv))
-        with open(self.log_path, "wb") as out:
-            # A new session: a Ctrl-C in the terminal reaches us, and we stop the child
-            # ourselves, in order, instead of racing it.
-            self.proc = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.cwd(),
-                env=self.env(),
-                start_new_session=True,
-            )
+        self.log_path.unlink(missing_ok=True)  # this run's output only
+        child = ListeningChild(self.log_path, port, argv=self.argv, name=self.name,
+                               env=self.env(), cwd=self.cwd())
+        child.stop_signal = self.stop_signal
+        self.child = child
         try:
-            _wait_for_tcp(LOOPBACK, port, self.start_timeout, alive=self._check_alive)
-        except BaseException:
-            self.stop()
-            raise
-        self.bootstrap = f"{LOOPBACK}:{port}"
-        log.info("%s (pid %d) accepts connections on %s", self.name, self.proc.pid, self.bootstrap)
+            child.start(self.start_timeout)
+        except ChildStartError as exc:
+            raise TargetError(f"{self.name} did not start: {self.log_tail()}") from exc
+        self.bootstrap = child.address
+        log.info("%s (pid %d) accepts connections on %s", self.name, child.pid, self.bootstrap)
         return self.bootstrap
 
-    def _check_alive(self) -> None:
-        assert self.proc is not None
-        code = self.proc.poll()
-        if code is not None:
-            raise TargetError(f"{self.name} exited with code {code}: {self.log_tail()}")
-
     def check(self) -> None:
-        if self.proc is not None:
-            self._check_alive()
+        if self.child is not None and self.child.proc is not None and not self.child.running:
+            raise TargetError(f"{self.name} exited with code {self.child.returncode}: "
+                              f"{self.log_tail()}")
 
     def log_tail(self, lines: int = 3) -> str:
         """The last lines of the server's output, for error messages."""
@@ -201,24 +190,11 @@ class ProcessTarget(Target):
         return " | ".join(text[-lines:]) or "(no output)"
 
     def stop(self) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            if proc is not None:
-                self.exit_code = proc.returncode
-            return
-        log.info("stopping %s (pid %d)", self.name, proc.pid)
-        proc.send_signal(self.stop_signal)  # to this pid only
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            log.warning("%s (pid %d) ignored signal %d for 15s; killing it", self.name,
-                        proc.pid, self.stop_signal)
-            proc.kill()
-            proc.wait(timeout=10)
-        self.exit_code = proc.returncode
+        if self.child is not None:
+            self.exit_code = self.child.stop(timeout=15)
 
     def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+        return self.child.pid if self.child is not None and self.child.running else None
 
     def describe(self) -> dict[str, object]:
         return {
@@ -348,21 +324,6 @@ def rss_mb(pid: int) -> float | None:
     except OSError:
         return None
     return None
-
-
-def _wait_for_tcp(host: str, port: int, timeout: float, alive: Callable[[], None]) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        alive()
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError as exc:
-            if time.monotonic() >= deadline:
-                raise TargetError(
-                    f"nothing accepted connections on {host}:{port} within {timeout:g}s: {exc}"
-                ) from exc
-        time.sleep(0.05)
 
 
 def _git_revision() -> str | None:

@@ -1,43 +1,107 @@
-"""Run the MQTT bridge beside the broker as a child process, for the one-command setup.
+"""Run the MQTT bridge beside the broker as a supervised child process (``--mqtt-bridge``).
 
 A separate process, not a task in the broker's event loop: the bridge then has a core
 of its own, and a bridge failure never takes the log down. It talks to the broker over
 the Kafka protocol on the broker's own advertised listener, like any other client.
+
+The supervisor restarts a bridge that dies, with exponential backoff (capped, reset
+after a long enough run), and logs each death and restart. A bridge that cannot listen
+on its port (it exits with ``EXIT_CANNOT_LISTEN``) or rejects its arguments will not do
+better on a retry: the supervisor then gives up with one error line, and the server
+stops and exits non-zero instead of serving on without its bridge.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import signal
-import subprocess
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from logserver.childproc import ChildProcess
+from mqtt_bridge.cli import EXIT_CANNOT_LISTEN, EXIT_USAGE
 
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT_SECONDS = 10.0
+FIRST_BACKOFF_SECONDS = 0.5
+MAX_BACKOFF_SECONDS = 30.0
+#: A bridge that ran this long before dying starts over at the first backoff.
+STABLE_RUN_SECONDS = 60.0
 
 
-class BridgeProcess:
-    def __init__(self, listen: str, bootstrap: str, extra_args: list[str] | None = None) -> None:
-        self.command = [sys.executable, "-m", "mqtt_bridge", "--listen", listen,
-                        "--bootstrap-servers", bootstrap, *(extra_args or [])]
-        self.process: subprocess.Popen[bytes] | None = None
+def bridge_command(listen: str, bootstrap: str, *extra_args: str) -> list[str]:
+    """The command line of an mqtt-bridge on ``listen`` writing to ``bootstrap``."""
+    return [sys.executable, "-m", "mqtt_bridge", "--listen", listen,
+            "--bootstrap-servers", bootstrap, *extra_args]
 
-    def start(self) -> None:
-        self.process = subprocess.Popen(self.command)
-        log.info("started mqtt-bridge (pid %d): %s", self.process.pid, " ".join(self.command[1:]))
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class BridgeSupervisor:
+    """Keeps one mqtt-bridge child running until :meth:`stop`; :meth:`run` is its task."""
+
+    def __init__(self, listen: str, bootstrap: str, extra_args: Sequence[str] = (), *,
+                 first_backoff: float = FIRST_BACKOFF_SECONDS,
+                 max_backoff: float = MAX_BACKOFF_SECONDS) -> None:
+        self.listen = listen
+        self.command = bridge_command(listen, bootstrap, *extra_args)
+        self.first_backoff = first_backoff
+        self.max_backoff = max_backoff
+        self.child: ChildProcess | None = None
+        self.restarts = 0
+        self._stopping = asyncio.Event()
+
+    async def run(self) -> str | None:
+        """Start, watch and restart the bridge. Returns None once stopped, or the reason
+        it gave up (already logged) when restarting cannot help."""
+        loop = asyncio.get_running_loop()
+        backoff = self.first_backoff
+        while not self._stopping.is_set():
+            # Started from the event loop's thread: PR_SET_PDEATHSIG follows the thread
+            # that forked, and this one lives as long as the server.
+            if self.restarts:
+                log.info("restarting mqtt-bridge (restart %d)", self.restarts)
+            child = ChildProcess(argv=self.command, name="mqtt-bridge", env=os.environ,
+                                 cwd=Path.cwd())
+            self.child = child.spawn()
+            started = loop.time()
+            assert child.proc is not None
+            code = await asyncio.to_thread(child.proc.wait)
+            if self._stopping.is_set():
+                return None
+            if code == EXIT_CANNOT_LISTEN:
+                reason = (f"mqtt-bridge cannot listen on {self.listen} (see its error above); "
+                          f"stopping logserver")
+                log.error("%s", reason)
+                return reason
+            if code == EXIT_USAGE:
+                reason = "mqtt-bridge refused its arguments (exit code 2); stopping logserver"
+                log.error("%s", reason)
+                return reason
+            if loop.time() - started >= STABLE_RUN_SECONDS:
+                backoff = self.first_backoff
+            log.warning("mqtt-bridge (pid %d) died (%s); restarting it in %.1f s",
+                        child.pid, describe_exit(code), backoff)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), backoff)
+            backoff = min(backoff * 2, self.max_backoff)
+            self.restarts += 1
+        return None
 
     async def stop(self) -> None:
-        process = self.process
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(asyncio.to_thread(process.wait), STOP_TIMEOUT_SECONDS)
-        except TimeoutError:
-            log.warning("mqtt-bridge (pid %d) did not stop in %.0f s; killing it",
-                        process.pid, STOP_TIMEOUT_SECONDS)
-            process.kill()
-            await asyncio.to_thread(process.wait)
-        log.info("mqtt-bridge stopped (exit code %s)", process.returncode)
+        """Stop supervising and stop the bridge (SIGTERM, SIGKILL after a grace period)."""
+        self._stopping.set()
+        if self.child is not None and self.child.running:
+            await asyncio.to_thread(self.child.stop, STOP_TIMEOUT_SECONDS)

@@ -15,6 +15,7 @@ from logserver.log.errors import CorruptLogError
 log = logging.getLogger(__name__)
 
 EXIT_CORRUPT = 3  # start-up refused: repairing the log would lose data (see `logserver check`)
+EXIT_BRIDGE_FAILED = 4  # the --mqtt-bridge child cannot run (e.g. its port is taken)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,12 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"logserver: {exc}", file=sys.stderr)
         return 2
-    from logserver.server import run_server
+    from logserver.server import BridgeFailed, run_server
 
     try:
         _event_loop_runner()(run_server(config, mqtt_bridge=args.mqtt_bridge))
     except KeyboardInterrupt:
         pass
+    except BridgeFailed:  # the supervisor logged why
+        return EXIT_BRIDGE_FAILED
     except OSError as exc:
         log.error("cannot start: %s", exc)
         return 1

@@ -255,8 +255,7 @@ def load_config(
     env = os.environ if environ is None else environ
     by_env = {env_name(name): name for name in SETTINGS}
     for key, value in env.items():
-        if key.startswith(ENV_PREFIX) and key not in PROCESS_ENV_VARS \
-                and not key.startswith(ENV_PREFIX + "TEST_"):
+        if key.startswith(ENV_PREFIX) and key not in PROCESS_ENV_VARS:
             if key not in by_env:
                 raise ConfigError(f"unknown setting in environment variable {key}")
             raw[by_env[key]], sources[by_env[key]] = value, f"environment {key}"

@@ -7,7 +7,7 @@ import logging
 import signal
 
 from kafkaproto import precompile
-from logserver.bridge_process import BridgeProcess
+from logserver.bridge_process import BridgeSupervisor
 from logserver.broker import Broker
 from logserver.config import Config
 from logserver.dispatch import Dispatcher
@@ -32,7 +32,9 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     background: list[asyncio.Task[None]] = []
     factory = connection_factory(Dispatcher(broker), stats)
     servers: list[asyncio.Server] = []
-    bridge: BridgeProcess | None = None
+    bridge: BridgeSupervisor | None = None
+    bridge_task: asyncio.Task[str | None] | None = None
+    stop = stop or asyncio.Event()
     try:
         ports = []
         for listener in config["listeners"]:
@@ -51,9 +53,9 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
                  broker.durability.mode, type(loop).__module__.split(".")[0])
         if mqtt_bridge is not None:
             host, port = broker.advertised_address
-            bridge = BridgeProcess(mqtt_bridge, f"{host}:{port}")
-            bridge.start()
-        stop = stop or asyncio.Event()
+            bridge = BridgeSupervisor(mqtt_bridge, f"{host}:{port}")
+            bridge_task = loop.create_task(bridge.run())
+            bridge_task.add_done_callback(lambda _: stop.set())  # it only ends by giving up
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         if ready is not None:
@@ -61,8 +63,10 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         await stop.wait()
         log.info("shutting down: no new connections, finishing in-flight requests")
     finally:
-        if bridge is not None:
+        bridge_failure = None
+        if bridge is not None and bridge_task is not None:
             await bridge.stop()
+            bridge_failure = await bridge_task
         for task in background:
             task.cancel()
         for server in servers:
@@ -75,6 +79,12 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
                  "sendfile: %d calls, %d bytes", stats.requests, stats.protocol_errors,
                  stats.sendfile_calls, stats.sendfile_bytes)
         log.info("stopped cleanly")
+    if bridge_failure is not None:
+        raise BridgeFailed(bridge_failure)
+
+
+class BridgeFailed(RuntimeError):
+    """The ``--mqtt-bridge`` child cannot run (the reason is logged): exit non-zero."""
 
 
 def precompile_served_versions() -> None:

@@ -36,6 +36,10 @@ from .subscriptions import RetainedStore, SubscriptionIndex
 
 log = logging.getLogger(__name__)
 
+
+class CannotListen(OSError):
+    """The MQTT port cannot be bound (taken, or not an address of this machine)."""
+
 NEVER = 0xFFFFFFFF
 #: v5 PUBLISH properties forwarded to local subscribers (the rest are per hop).
 _FORWARDED = ("payload_format_indicator", "message_expiry_interval", "content_type",
@@ -122,9 +126,12 @@ class Bridge:
                 log.warning("session store not ready (%s); retrying", exc)
                 await asyncio.sleep(1.0)
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(
-            lambda: Connection(self), cfg.host, cfg.port, backlog=4096, reuse_address=True
-        )
+        try:
+            self.server = await loop.create_server(
+                lambda: Connection(self), cfg.host, cfg.port, backlog=4096, reuse_address=True
+            )
+        except OSError as exc:
+            raise CannotListen(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}") from exc
         self.port = self.server.sockets[0].getsockname()[1]
         for coro in (self._housekeeping(), self._commit_loop(), self._stats_loop()):
             self.track(loop.create_task(coro))

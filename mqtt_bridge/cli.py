@@ -20,6 +20,9 @@ from .mapping import DEFAULT_DOWNLINK, DEFAULT_UPLINK, Mapping, RuleError
 
 log = logging.getLogger(__name__)
 
+EXIT_USAGE = 2  # argparse's own code for bad arguments
+EXIT_CANNOT_LISTEN = 3  # the MQTT port cannot be bound: a supervisor must not retry
+
 
 def build_parser() -> argparse.ArgumentParser:
     d = BridgeConfig()
@@ -131,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         import uvloop  # optional: the 'fast' extra; writev for shared fan-out buffers
     except ImportError:
         uvloop = None
+    from .bridge import CannotListen
+
     try:
         if uvloop is not None:
             uvloop.run(_serve(cfg))
@@ -138,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(_serve(cfg))
     except KeyboardInterrupt:
         pass
+    except CannotListen as exc:
+        log.error("%s", exc, extra={"event": "cannot_listen"})
+        return EXIT_CANNOT_LISTEN
     return 0
 
 

@@ -31,6 +31,7 @@ from collections import Counter
 from pathlib import Path
 from types import FrameType
 
+from logserver.childproc import ListeningChild
 from spark_examples import common, procs, simulate
 from spark_examples.session import (
     ENV_JARS,
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     temp = args.workdir is None
     work = Path(tempfile.mkdtemp(prefix="logserver-demo-")) if temp else Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    children: list[procs.Child] = []
+    children: list[ListeningChild] = []
     listener: CommandListener | None = None
     spark = None
     try:

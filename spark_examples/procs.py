@@ -1,10 +1,8 @@
-"""Child processes for the demo (logserver, mqtt-bridge): started, waited for, stopped.
+"""The demo's child processes (logserver, mqtt-bridge), managed by :mod:`logserver.childproc`.
 
-Every child listens on 127.0.0.1 only, on a port that was free a moment before, in
-its own session (so a terminal Ctrl-C reaches the demo, which then stops the children
-in order). Each child is stopped by its pid: SIGTERM, then SIGKILL after a grace
-period; by an ``atexit`` hook; and on Linux by the kernel when the demo dies
-(``PR_SET_PDEATHSIG``), so nothing is left behind.
+Every child listens on 127.0.0.1 only, on a port that was free a moment before, in its
+own session (so a terminal Ctrl-C reaches the demo, which then stops the children in
+order), and is stopped by its pid.
 """
 
 from __future__ import annotations
@@ -13,23 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from logserver.childproc import ListeningChild
-from logserver.localports import HOST, free_port
+from logserver.bridge_process import bridge_command
+from logserver.childproc import HOST, ListeningChild, free_port
+
+__all__ = ["HOST", "bridge_available", "logserver", "mqtt_bridge"]
 
 
-class Child(ListeningChild):
-    """One child process that is ready once it accepts TCP connections on ``port``."""
-
-    def __init__(self, name: str, command: list[str], port: int, log_path: Path) -> None:
-        super().__init__(log_path, port)
-        self.name = name
-        self._command = command
-
-    def command(self) -> list[str]:
-        return self._command
-
-
-def logserver(data_dir: Path, log_path: Path, *, partitions: int = 3, port: int | None = None) -> Child:
+def logserver(data_dir: Path, log_path: Path, *, partitions: int = 3, port: int | None = None) -> ListeningChild:
     """A logserver child on a free port (not started yet)."""
     port = port or free_port()
     cmd = [
@@ -38,7 +26,7 @@ def logserver(data_dir: Path, log_path: Path, *, partitions: int = 3, port: int 
         "--log.dirs", str(data_dir),
         "--num.partitions", str(partitions),
     ]
-    return Child("logserver", cmd, port, log_path)
+    return ListeningChild(log_path, port, argv=cmd, name="logserver")
 
 
 def bridge_available() -> tuple[bool, str]:
@@ -55,13 +43,8 @@ def bridge_available() -> tuple[bool, str]:
     return True, "python -m mqtt_bridge"
 
 
-def mqtt_bridge(bootstrap: str, log_path: Path, *, port: int | None = None) -> Child:
+def mqtt_bridge(bootstrap: str, log_path: Path, *, port: int | None = None) -> ListeningChild:
     """An mqtt-bridge child against ``bootstrap`` on a free MQTT port (not started yet)."""
     port = port or free_port()
-    cmd = [
-        sys.executable, "-m", "mqtt_bridge",
-        "--listen", f"{HOST}:{port}",
-        "--bootstrap-servers", bootstrap,
-        "--log-format", "text",
-    ]
-    return Child("mqtt-bridge", cmd, port, log_path)
+    cmd = bridge_command(f"{HOST}:{port}", bootstrap, "--log-format", "text")
+    return ListeningChild(log_path, port, argv=cmd, name="mqtt-bridge")

@@ -27,6 +27,7 @@ LEADER_NOT_AVAILABLE = 5
 MESSAGE_TOO_LARGE = 10
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
+INVALID_RECORD = 87
 
 
 # ------------------------------------------------------------------ primitives

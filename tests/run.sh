@@ -15,6 +15,7 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v mosquitto_pub >/dev/null 2>&1 || missing+=(mosquitto-clients)
 command -v mosquitto >/dev/null 2>&1 || missing+=(mosquitto)   # the MQTT benchmark's peer
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)   # PySpark pipelines
+command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)   # the power-loss tests' fsync shim
 if ((${#missing[@]})); then
     command -v apt-get >/dev/null 2>&1 || die "need ${missing[*]} and there is no apt-get"
     SUDO=()
@@ -30,6 +31,7 @@ fi
 kcat -V >/dev/null 2>&1 || die "kcat is installed but 'kcat -V' fails"
 command -v mosquitto_pub >/dev/null 2>&1 || die "mosquitto_pub missing after install"
 java -version >/dev/null 2>&1 || die "java is installed but 'java -version' fails"
+command -v gcc >/dev/null 2>&1 || die "gcc missing after install"
 
 # --- Python packages: the project and its test extras
 PY=python3

@@ -6,11 +6,7 @@ lists, describes and deletes groups and reads their offsets."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
-import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -18,7 +14,8 @@ from collections import Counter
 
 import pytest
 from clienthelpers import create_topic, kp_producer
-from serverproc import REPO_ROOT
+
+from logserver.childproc import ChildProcess
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
@@ -68,11 +65,6 @@ while True:
 """
 
 
-def _die_with_parent() -> None:  # in the child between fork and exec
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
 class ConsumerProcess:
     """A kafka-python consumer in its own process; events are collected by a thread."""
 
@@ -80,12 +72,11 @@ class ConsumerProcess:
         self.name = name
         self.events: list[dict] = []
         self.lock = threading.Lock()
-        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", CONSUMER, bootstrap, topic, group, name,
-             str(SESSION_TIMEOUT_MS)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        self.child = ChildProcess(
+            argv=[sys.executable, "-c", CONSUMER, bootstrap, topic, group, name,
+                  str(SESSION_TIMEOUT_MS)],
+            name=f"consumer {name}", capture_stdout=True).spawn()
+        self.proc = self.child.proc
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -115,12 +106,10 @@ class ConsumerProcess:
         return [e["v"] for e in self.snapshot() if e["event"] == "rec"]
 
     def kill9(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
+        self.child.kill9()
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.child.running
 
 
 def wait_for(condition, timeout: float, what: str, interval: float = 0.1):

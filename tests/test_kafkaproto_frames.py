@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+from support.kafka_samples import sample
 
 from kafkaproto import (
     API_SPECS,
@@ -32,7 +33,6 @@ from kafkaproto.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from kafkaproto.testing import sample
 
 
 def _hdr(key: int, version: int, corr: int, client_id: bytes | None) -> bytes:

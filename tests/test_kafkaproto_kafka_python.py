@@ -14,10 +14,10 @@ import uuid
 from typing import Any
 
 import pytest
+from support.kafka_samples import sample, to_plain
 
 from kafkaproto import API_SPECS, ApiKey, ApiSpec
 from kafkaproto.codegen import Message, Struct
-from kafkaproto.testing import sample, to_plain
 
 kafka_protocol = pytest.importorskip("kafka.protocol.api_message")
 from kafka.protocol import admin, consumer, metadata, producer  # noqa: E402
@@ -71,7 +71,7 @@ def _int_to_bits(value: int) -> set[int] | None:
 
 
 def kp_to_plain(kobj: Any, cls: type[Struct], version: int) -> dict[str, Any]:
-    """kafka-python object -> the dict shape of :func:`kafkaproto.testing.to_plain`."""
+    """kafka-python object -> the dict shape of :func:`support.kafka_samples.to_plain`."""
     kfields = _kp_fields(kobj._struct, version)
     ofields = _our_fields(cls, version)
     assert [f.name for f in kfields] != [] or not ofields

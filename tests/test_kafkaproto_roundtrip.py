@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from support.kafka_samples import sample, to_plain
 
 from kafkaproto import (
     API_SPECS,
@@ -15,7 +16,6 @@ from kafkaproto import (
     precompile,
 )
 from kafkaproto.codegen import Message
-from kafkaproto.testing import sample, to_plain
 
 CASES = [
     pytest.param(spec, cls, v, id=f"{cls.__name__}-v{v}")

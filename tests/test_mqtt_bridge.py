@@ -20,9 +20,8 @@ import paho.mqtt.client as paho
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.partitioner.default import murmur2 as kp_murmur2
-
-from mqtt_bridge.aclient import MqttClient, connect_many
-from mqtt_bridge.testing import HOST, BridgeProcess
+from support.mqtt_client import MqttClient, connect_many
+from support.mqtt_procs import HOST, BridgeProcess
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -150,18 +149,22 @@ def test_commands_reach_only_their_device(bridge, module_server) -> None:
         for cid in got:
             for k in range(3):
                 producer.send("commands", key=cid.encode(), value=f"{cid}/{k}".encode())
+        # Nothing extra may arrive: each device's marker, sent after its commands (same
+        # key, same partition, so in order), is the witness that all of them were routed.
+        for cid in got:
+            producer.send("commands", key=cid.encode(), value=f"{cid}/end".encode())
         producer.flush()
         producer.close()
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and any(len(v) < 3 for v in got.values()):
+        while time.monotonic() < deadline and any(f"{cid}/end".encode() not in v
+                                                  for cid, v in got.items()):
             time.sleep(0.05)
-        time.sleep(0.3)  # nothing extra may arrive
     finally:
         for c in clients:
             c.disconnect()
             c.loop_stop()
     for cid, payloads in got.items():
-        assert payloads == [f"{cid}/{k}".encode() for k in range(3)], cid
+        assert payloads == [f"{cid}/{k}".encode() for k in (0, 1, 2, "end")], cid
 
 
 def test_ota_notice_reaches_1000_devices(bridge, module_server) -> None:
@@ -253,9 +256,22 @@ def test_will_and_shared_subscription(bridge) -> None:
         pub = MqttClient("jobpub", version=5)
         await pub.connect(HOST, bridge.port)
         await asyncio.gather(*(pub.publish(f"jobs/{i}", b"j", 1) for i in range(20)))
-        await asyncio.sleep(0.5)
-        assert g1.messages.qsize() + g2.messages.qsize() == 20
-        assert g1.messages.qsize() and g2.messages.qsize()
+        # Nothing extra may arrive: markers, published after the jobs, until each member
+        # has had one, are the witness that both queues hold everything routed to them.
+        got: dict[MqttClient, list[str]] = {g1: [], g2: []}
+        marker = 0
+        while not all(any(t.startswith("jobs/end") for t in topics) for topics in got.values()):
+            assert marker < 200, f"markers never reached both members: {got}"
+            await pub.publish(f"jobs/end{marker}", b"m", 1)
+            marker += 1
+            for g, topics in got.items():
+                while not g.messages.empty():
+                    topics.append(g.messages.get_nowait().topic)
+            await asyncio.sleep(0.01)
+        jobs = {g: [t for t in topics if not t.startswith("jobs/end")] for g, topics in got.items()}
+        assert len(jobs[g1]) + len(jobs[g2]) == 20
+        assert jobs[g1] and jobs[g2]
+        assert sorted(jobs[g1] + jobs[g2]) == sorted(f"jobs/{i}" for i in range(20))
         for c in (watcher, g1, g2, pub):
             await c.disconnect()
 

@@ -1,5 +1,6 @@
-"""Disk full, through the test-only fault layer (LOGSERVER_TEST_FAULTS=enospc_flag=PATH):
-while the flag file exists every segment write is a short write followed by ENOSPC.
+"""Disk full, through the test-only launcher (``python -m tests.faults.faulty_server
+--enospc-flag PATH``): while the flag file exists every segment write is a short write
+followed by ENOSPC.
 
 Produce gets KAFKA_STORAGE_ERROR (56), fetch keeps serving what is there, the partial
 write is cut off again (the segment still ends at a batch boundary, every CRC valid),
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 from clienthelpers import kp_read
+from faults import faulty_server
 from rawwire import Conn, parse_produce_v3_response, produce_v3, record_batch, request
 from serverproc import run_cli
 
@@ -31,8 +33,8 @@ def _produce(c: Conn, corr: int, value: bytes) -> tuple[int, int]:
                          ids=["ack-after-write", "fsync-every-append"])
 def test_disk_full_then_space_back(server_factory, tmp_path, durability):
     flag = tmp_path / "disk-full"
-    server = server_factory(settings=durability,
-                            env={"LOGSERVER_TEST_FAULTS": f"enospc_flag={flag}"})
+    server = server_factory(settings=durability, launcher=faulty_server.launcher(enospc_flag=flag))
+    assert "TEST FAULT INJECTION ACTIVE" in server.output()
     with Conn(server.port) as c:
         req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
             name="full", num_partitions=1, replication_factor=1, assignments=[], configs=[])],
@@ -60,3 +62,11 @@ def test_disk_full_then_space_back(server_factory, tmp_path, durability):
     assert server.stop() == 0
     result = run_cli(["check", str(server.data_dir)])
     assert result.returncode == 0, result.stdout
+
+
+def test_a_production_server_cannot_switch_faults_on(tmp_path):
+    """The old switch, an environment variable, is an unknown setting now: refused."""
+    result = run_cli(["--log.dirs", str(tmp_path / "data")],
+                     env={"LOGSERVER_TEST_FAULTS": f"enospc_flag={tmp_path / 'flag'}"})
+    assert result.returncode == 2, result.stderr
+    assert "LOGSERVER_TEST_FAULTS" in result.stderr

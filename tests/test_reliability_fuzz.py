@@ -1,7 +1,7 @@
 """Bad input at scale: hypothesis throws malformed frames at every API and version of a
 real server process.
 
-Each example starts from a valid, fully populated request (kafkaproto.testing.sample) of
+Each example starts from a valid, fully populated request (support.kafka_samples.sample) of
 one served API key and version (plus unknown keys and versions out of range) and breaks
 it: truncated bodies, huge or negative int32 lengths, invalid UTF-8, unterminated
 varints, random bytes after a valid header, bit flips, or a size prefix that promises
@@ -31,10 +31,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rawwire import api_versions_ok, request
 from serverproc import HOST, ServerProcess
+from support.kafka_samples import sample
 
 from kafkaproto import encode_request
 from kafkaproto.messages import FetchRequest
-from kafkaproto.testing import sample
 from logserver.handlers import HANDLERS
 
 pytestmark = [pytest.mark.timeout(600)]

@@ -62,7 +62,7 @@ def test_catch_up_fetch_uses_sendfile(server):
     _produce(server.bootstrap, "bulk", RECORDS)
     assert _consume_all(server.bootstrap, "bulk", RECORDS) == RECORDS
     server.stop()
-    assert f"event loop: {server.env['LOGSERVER_EVENT_LOOP']}" in server.output()
+    assert f"event loop: {server.extra_env['LOGSERVER_EVENT_LOOP']}" in server.output()
     calls, sent = _sendfile_report(server.output())
     assert calls > 0
     # Batches are ~20 KiB+; nearly all of the ~4 MiB must have gone out by sendfile.

@@ -35,8 +35,7 @@ def test_help_module():
 
 def test_help_console_script():
     exe = shutil.which("logserver")
-    if exe is None:
-        pytest.skip("console script not installed (python3 -m pip install -e .)")
+    assert exe is not None, "console script not installed (tests/run.sh runs pip install -e .)"
     proc = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     assert "log.dirs" in proc.stdout

@@ -19,7 +19,7 @@ import shutil
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from kafkaproto.batch import (
@@ -48,8 +48,6 @@ LEADER_EPOCH = 0  # policy (B) of kafka-compat.md: constant epoch 0 stamped on e
 RETIRED_FD_GRACE_S = 60.0
 _I64 = struct.Struct(">q")
 _TEMP_SUFFIXES = (".tmp", ".cleaned", ".swap", ".deleted")
-# Test hook (logserver.log.faults): told (path, size) of segment data each flush made durable.
-fsync_observer: Callable[[list[tuple[Path, int]]], None] | None = None
 
 
 def _now_ms() -> int:
@@ -468,7 +466,6 @@ class Log:
             dir_dirty, self._dir_dirty = self._dir_dirty, False
             fds: list[int] = []
             paths: list[Path] = []
-            synced = [(seg.path, seg.size) for seg in segments]
             try:
                 for seg in segments:
                     fd, index_paths = seg.flush_targets()
@@ -495,8 +492,6 @@ class Log:
         finally:
             for fd in fds:
                 os.close(fd)
-        if fsync_observer is not None:
-            fsync_observer(synced)
         with self._lock:
             if generation == self._truncations and leo > self.recovery_point:
                 self.recovery_point = leo

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from logserver.log import faults
 from logserver.log.config import LogConfig
 from logserver.log.config import setting_value as _setting
 from logserver.log.errors import (
@@ -98,7 +97,6 @@ class LogManager:
     def __init__(
         self, data_dir: Path | str, config: Mapping[str, Any] | object | None = None
     ) -> None:
-        faults.install_from_env()  # test-only; a no-op unless LOGSERVER_TEST_FAULTS is set
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config = LogConfig.from_settings(config)

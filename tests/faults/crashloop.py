@@ -3,16 +3,16 @@ random moment, restart it, check the log on disk and through a consumer. Repeat.
 
 Each cycle:
 
-1. (power-loss mode) ``sync``, note every segment's size as durable, empty the fsync
-   journal written by the server's test fault layer (``LOGSERVER_TEST_FAULTS``).
-2. A fresh confluent-kafka producer (``enable.idempotence``, ``acks=all``) sends small
-   bursts of unique values from a thread; the server is killed with SIGKILL after a
-   random 20-600 ms.
-3. kill -9 mode: restart, and let the same producer deliver what was in flight (its
+1. A fresh confluent-kafka producer (``enable.idempotence``, ``acks=all``) sends small
+   bursts of unique values from a thread; once the first is acknowledged, the server is
+   killed with SIGKILL after a random 20-600 ms.
+2. kill -9 mode: restart, and let the same producer deliver what was in flight (its
    retries must be deduplicated by the restarted server). Power-loss mode: purge the
-   producer, cut every segment back to its last fsynced size (a kill -9 keeps the page
-   cache; a power failure would not), then restart.
-4. Check: every segment file parses, CRCs are valid, offsets are dense; no value is
+   producer and take away what a machine crash may take (``powerloss.Disk``: every file
+   cut at a random point after what the fsyncs observed by an LD_PRELOAD shim covered,
+   creations and renames whose directory was not fsynced undone), then restart. The
+   server's own view of what it fsynced plays no part in it.
+3. Check: every segment file parses, CRCs are valid, offsets are dense; no value is
    stored twice; every acknowledged value is at the offset it was acknowledged with
    (or, after a simulated power loss, counted as lost and checked against the mode's
    stated guarantee); a consumer reads the same records back.
@@ -20,7 +20,6 @@ Each cycle:
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
@@ -30,14 +29,8 @@ from pathlib import Path
 
 from serverproc import ServerProcess
 
-from faults.logfiles import (
-    LogCheckError,
-    PartitionFiles,
-    file_sizes,
-    read_journal,
-    scan_partition,
-    simulate_power_loss,
-)
+from faults.logfiles import LogCheckError, PartitionFiles, scan_partition
+from faults.powerloss import Disk
 
 TOPIC = "crash"
 FSYNC_INTERVAL_MS = 100
@@ -50,19 +43,22 @@ MODES: dict[str, dict[str, object]] = {
 }
 
 
-def loss_allowed(mode: str, power_loss: bool, acked_ms_before_kill: float) -> bool:
-    """The README's guarantee of each mode, as a predicate on one lost acked record.
+def loss_allowed(mode: str, power_loss: bool, acked_ms_before_kill: float,
+                 fsync_round_ms: float) -> bool:
+    """The README's guarantee of each mode (its durability table), as a predicate on one
+    lost acknowledged record.
 
     A process crash (kill -9) never loses an acknowledged record in any mode: the page
-    cache survives it. A power loss loses nothing under fsync-every-append; at most the
-    records acknowledged in the last interval (plus one fsync's duration, bounded here
-    by a generous 2 s for slow CI disks) under fsync-interval; anything not yet written
-    back by the kernel under ack-after-write.
+    cache survives it. A power loss loses nothing under fsync-every-append; under
+    fsync-interval at most the records acknowledged in the last interval plus the
+    duration of one fsync (``fsync_round_ms``: the longest flush the shim saw in the
+    cycle, the fsyncs the server issued back to back); under ack-after-write anything
+    not yet written back by the kernel.
     """
     if not power_loss or mode == "fsync-every-append":
         return False
     if mode == "fsync-interval":
-        return acked_ms_before_kill <= FSYNC_INTERVAL_MS + 2000
+        return acked_ms_before_kill <= FSYNC_INTERVAL_MS + fsync_round_ms
     return True
 
 
@@ -79,6 +75,8 @@ class CrashReport:
     lost: int = 0
     lost_max_age_ms: float = 0.0  # oldest lost record: ms between its ack and the kill
     bytes_cut: int = 0
+    entries_lost: int = 0  # files and directories whose creation was not made durable
+    longest_fsync_round_ms: float = 0.0
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
 
@@ -89,7 +87,9 @@ class CrashReport:
                 f"{self.records_checked} record checks on disk, {self.acked_checked} acked-record "
                 f"checks, {self.consumer_read} read back by a consumer; lost {self.lost} acknowledged "
                 f"records (oldest acked {self.lost_max_age_ms:.0f} ms before the kill), "
-                f"{self.bytes_cut} unsynced bytes cut; failures: {len(self.failures)}")
+                f"{self.bytes_cut} unsynced bytes cut, {self.entries_lost} unsynced directory "
+                f"entries lost, longest fsync round {self.longest_fsync_round_ms:.1f} ms; "
+                f"failures: {len(self.failures)}")
 
 
 def run(workdir: Path, mode: str, cycles: int, *, power_loss: bool = False, seed: int | None = None,
@@ -102,15 +102,17 @@ def run(workdir: Path, mode: str, cycles: int, *, power_loss: bool = False, seed
     report = CrashReport(mode, power_loss)
     started = time.monotonic()
     data_dir = workdir / "data"
-    journal = workdir / "fsync-journal"
-    env = {}
-    if power_loss:
-        env["LOGSERVER_TEST_FAULTS"] = f"fsync_journal={journal}"
+    disk = Disk(data_dir, workdir) if power_loss else None
     settings = dict(MODES[mode], **{"log.segment.bytes": 256 * 1024, "num.partitions": partitions})
-    server = ServerProcess(data_dir, settings=settings, env=env, log_path=workdir / "server.log")
+    server = ServerProcess(data_dir, settings=settings, log_path=workdir / "server.log",
+                           env=disk.environment() if disk is not None else None)
     server.start()
     try:
         _create_topic(server.bootstrap, partitions)
+        if disk is not None:  # the known-durable starting point
+            server.kill9()
+            disk.checkpoint()
+            server.start()
         files = {p: PartitionFiles(data_dir / f"{TOPIC}-{p}") for p in range(partitions)}
         where: dict[bytes, tuple[int, int]] = {}  # value -> (partition, offset) on disk
         acked_all: set[bytes] = set()
@@ -120,8 +122,7 @@ def run(workdir: Path, mode: str, cycles: int, *, power_loss: bool = False, seed
                 out(f"time budget of {time_budget:.0f}s reached after {cycle} cycles")
                 break
             try:
-                _cycle(server, cycle, rng, report, files, where, acked_all, consumer_from,
-                       journal if power_loss else None)
+                _cycle(server, cycle, rng, report, files, where, acked_all, consumer_from, disk)
             except (LogCheckError, AssertionError) as exc:
                 report.failures.append(f"cycle {cycle}: {exc}")
                 out(f"FAILED cycle {cycle}: {exc}")
@@ -147,15 +148,11 @@ def _create_topic(bootstrap: str, partitions: int) -> None:
 
 def _cycle(server: ServerProcess, cycle: int, rng: random.Random, report: CrashReport,
            files: dict[int, PartitionFiles], where: dict[bytes, tuple[int, int]],
-           acked_all: set[bytes], consumer_from: dict[int, int], journal: Path | None) -> None:
+           acked_all: set[bytes], consumer_from: dict[int, int], disk: Disk | None) -> None:
     from confluent_kafka import Producer
 
-    assert server.data_dir is not None
-    baseline: dict[str, int] = {}
-    if journal is not None:
-        os.sync()  # everything verified so far is now really on disk
-        baseline = file_sizes(server.data_dir)
-        journal.write_bytes(b"")
+    power_loss = disk is not None
+    fsync_round_ms = 0.0
     acked: dict[bytes, tuple[int, int]] = {}
     ack_time: dict[bytes, float] = {}
     errors: list[str] = []
@@ -176,7 +173,7 @@ def _cycle(server: ServerProcess, cycle: int, rng: random.Random, report: CrashR
         if err is None:
             acked[msg.value()] = (msg.partition(), msg.offset())
             ack_time[msg.value()] = time.monotonic()
-        elif not journal:
+        elif not power_loss:
             errors.append(f"{msg.value()!r}: {err}")
 
     stop = threading.Event()
@@ -199,19 +196,28 @@ def _cycle(server: ServerProcess, cycle: int, rng: random.Random, report: CrashR
 
     thread = threading.Thread(target=produce, daemon=True)
     thread.start()
+    # The crash comes at a random moment once acknowledgements flow (the producer's
+    # start-up, about 0.5 s, would otherwise eat most of the window).
+    deadline = time.monotonic() + 15
+    while not acked and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert acked, "no record acknowledged within 15 s of the producer's start"
     time.sleep(rng.uniform(0.02, 0.6))
+    kill_time = time.monotonic()  # before the signal: the server cannot outlive it
     server.kill9()
-    kill_time = time.monotonic()
     stop.set()
     thread.join(timeout=10)
-    if journal is not None:
+    if disk is not None:
         producer.purge(in_queue=True, in_flight=True, blocking=False)
         producer.poll(0)
-        durable = dict(baseline)
-        durable.update(read_journal(journal))
-        report.bytes_cut += simulate_power_loss(server.data_dir, durable)
+        loss = disk.power_loss(rng)
+        report.bytes_cut += loss.bytes_cut
+        report.entries_lost += len(loss.entries_lost)
+        fsync_round_ms = loss.longest_fsync_round_ms
+        report.longest_fsync_round_ms = max(report.longest_fsync_round_ms, fsync_round_ms)
+        disk.checkpoint()
     server.start()
-    if journal is None:
+    if disk is None:
         remaining = producer.flush(60)
         assert remaining == 0, f"{remaining} records never delivered after the restart"
         assert not errors, f"delivery failures: {errors[:3]}"
@@ -223,7 +229,7 @@ def _cycle(server: ServerProcess, cycle: int, rng: random.Random, report: CrashR
     for p, state in files.items():
         new_offsets, removed = scan_partition(state)
         for offset, value in removed.items():  # only a simulated power loss may cut records
-            assert journal is not None, f"recovery removed offset {offset} of partition {p}"
+            assert power_loss, f"recovery removed offset {offset} of partition {p}"
             if value is not None and where.get(value) == (p, offset):
                 del where[value]
         for offset in new_offsets:
@@ -248,7 +254,7 @@ def _cycle(server: ServerProcess, cycle: int, rng: random.Random, report: CrashR
             report.acked_checked += 1
             continue
         age_ms = (kill_time - ack_time[value]) * 1000
-        if found is None and loss_allowed(report.mode, journal is not None, age_ms):
+        if found is None and loss_allowed(report.mode, power_loss, age_ms, fsync_round_ms):
             report.lost += 1
             report.lost_max_age_ms = max(report.lost_max_age_ms, age_ms)
             continue

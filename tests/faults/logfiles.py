@@ -9,7 +9,6 @@ batches are decoded (this keeps 1000+ cycles linear, not quadratic).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,35 +113,3 @@ def scan_partition(state: PartitionFiles) -> tuple[list[int], dict[int, bytes | 
                 removed[offset] = state.values.pop(offset)
     state.end_offset = end
     return decoded, removed
-
-
-def file_sizes(data_dir: Path) -> dict[str, int]:
-    """Size of every segment file under a data directory, by path."""
-    return {str(p): p.stat().st_size for p in data_dir.glob("*-*/*.log")}
-
-
-def simulate_power_loss(data_dir: Path, durable: dict[str, int]) -> int:
-    """Cut every segment file back to what was fsynced (``durable``: path -> bytes).
-
-    What a machine crash does to data that was only in the page cache. Returns bytes cut.
-    Must run while the server is dead.
-    """
-    cut = 0
-    for path in data_dir.glob("*-*/*.log"):
-        keep = durable.get(str(path), 0)
-        size = path.stat().st_size
-        if size > keep:
-            os.truncate(path, keep)
-            cut += size - keep
-    return cut
-
-
-def read_journal(path: Path) -> dict[str, int]:
-    """The fault layer's fsync journal: last durable size per segment path."""
-    durable: dict[str, int] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            name, _, size = line.rpartition(" ")
-            if name:
-                durable[name] = int(size)  # the last fsync wins (a recovery may shrink a file)
-    return durable

@@ -1,8 +1,7 @@
-"""Sample values generated from the declarations, for tests and benchmarks.
+"""Sample values generated from the declarations, for tests.
 
-Lives in the package (not under tests/) so the server's and bridge's tests can
-build fully populated messages of any API and version without hand-writing
-fixtures that drift from the declarations.
+The server's and bridge's tests build fully populated messages of any API and version
+from the declarations themselves, instead of hand-written fixtures that drift from them.
 """
 
 from __future__ import annotations
@@ -11,8 +10,8 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from .codegen import Message, Struct, field_default
-from .schema import Field
+from kafkaproto.codegen import Message, Struct, field_default
+from kafkaproto.schema import Field
 
 __all__ = ["sample", "to_plain"]
 

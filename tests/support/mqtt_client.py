@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .codec import (
+from mqtt_bridge.codec import (
     MQTT_5,
     Ack,
     Connack,

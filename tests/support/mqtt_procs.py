@@ -1,24 +1,20 @@
-"""Start and stop real processes (mqtt-bridge, mosquitto) for tests and benchmarks.
+"""mqtt-bridge and mosquitto as child processes on 127.0.0.1, for tests and benchmarks.
 
-Only on 127.0.0.1; each process is stopped by its pid (SIGTERM, then SIGKILL), by an
-``atexit`` hook, and by the kernel if the parent dies (``PR_SET_PDEATHSIG``).
+Managed by :mod:`logserver.childproc`: each is stopped by its pid (SIGTERM, then SIGKILL),
+by an ``atexit`` hook, and by the kernel if the parent dies (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from logserver.childproc import ListeningChild, can_connect
-from logserver.localports import HOST, free_port
+from logserver.bridge_process import bridge_command
+from logserver.childproc import HOST, ListeningChild
 
-__all__ = ["HOST", "BridgeProcess", "ManagedProcess", "MosquittoProcess", "can_connect", "free_port"]
-
-# The process manager is shared with the Spark demo and the benchmarks.
-ManagedProcess = ListeningChild
+__all__ = ["HOST", "BridgeProcess", "MosquittoProcess"]
 
 
-class BridgeProcess(ManagedProcess):
+class BridgeProcess(ListeningChild):
     """``python -m mqtt_bridge`` against ``bootstrap``, extra flags as given."""
 
     name = "mqtt-bridge"
@@ -29,13 +25,10 @@ class BridgeProcess(ManagedProcess):
         self.args = list(args)
 
     def command(self) -> list[str]:
-        return [
-            sys.executable, "-m", "mqtt_bridge", "--listen", f"{HOST}:{self.port}",
-            "--bootstrap-servers", self.bootstrap, "--stats-interval-s", "5", *self.args,
-        ]
+        return bridge_command(self.address, self.bootstrap, "--stats-interval-s", "5", *self.args)
 
 
-class MosquittoProcess(ManagedProcess):
+class MosquittoProcess(ListeningChild):
     """Debian's mosquitto with persistence off, listening on 127.0.0.1 only."""
 
     name = "mosquitto"
