@@ -67,3 +67,23 @@ class Append:
 
 
 Decision = ArmTimer | CancelTimer | Reply | Append
+
+
+class DecisionMaker:
+    """The decisions of the one event being handled, and the time it came with.
+
+    Every public event method starts with ``_begin`` and returns ``_done()``; events
+    never nest, so one list per maker is enough.
+    """
+
+    def __init__(self) -> None:
+        self._now = 0
+        self._out: list[Decision] = []
+
+    def _begin(self, now_ms: int) -> None:
+        self._now = now_ms
+        self._out = []
+
+    def _done(self) -> list[Decision]:
+        out, self._out = self._out, []
+        return out

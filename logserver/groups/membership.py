@@ -36,6 +36,7 @@ from logserver.groups.decisions import (
     ArmTimer,
     CancelTimer,
     Decision,
+    DecisionMaker,
     Reply,
     RequestId,
     TimerKey,
@@ -130,7 +131,7 @@ class StaticMemberWritten(GroupWritten):
     leader_before: str | None
 
 
-class Membership:
+class Membership(DecisionMaker):
     """Every group's members, generations and rebalance timers (one node coordinates all).
 
     ``groups`` is shared with the offsets bookkeeping (``offsets.py``), which keeps the
@@ -139,22 +140,13 @@ class Membership:
 
     def __init__(self, settings: MembershipSettings | None = None, *,
                  new_member_id: Callable[[str], str] = random_member_id) -> None:
+        super().__init__()
         self.settings = settings or MembershipSettings()
         self.groups: dict[str, Group] = {}
         self._new_member_id = new_member_id
         self._incarnations = 0
-        self._now = 0
-        self._out: list[Decision] = []
 
     # -- plumbing --------------------------------------------------------------------------
-
-    def _begin(self, now_ms: int) -> None:
-        self._now = now_ms
-        self._out = []
-
-    def _done(self) -> list[Decision]:
-        out, self._out = self._out, []
-        return out
 
     def _reply(self, request: RequestId, result: Any) -> None:
         self._out.append(Reply(request, result))
@@ -204,6 +196,19 @@ class Membership:
                 return ErrorCode.FENCED_INSTANCE_ID
         if member_id not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        return None
+
+    def _validate_member_of_generation(self, group: Group, member_id: str,
+                                       instance_id: str | None,
+                                       generation_id: int) -> int | None:
+        """The checks SyncGroup and Heartbeat share."""
+        if group.is_(DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_current_member(group, member_id, instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
         return None
 
     # -- JoinGroup -------------------------------------------------------------------------
@@ -690,13 +695,10 @@ class Membership:
     def _validate_sync(self, group: Group, generation_id: int, member_id: str,
                        instance_id: str | None, protocol_type: str | None,
                        protocol_name: str | None) -> int | None:
-        if group.is_(DEAD):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_current_member(group, member_id, instance_id)
+        error = self._validate_member_of_generation(group, member_id, instance_id,
+                                                    generation_id)
         if error is not None:
             return error
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
         if protocol_type is not None and protocol_type != group.protocol_type:
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         if protocol_name is not None and protocol_name != group.protocol_name:
@@ -739,13 +741,10 @@ class Membership:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.is_(DEAD):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_current_member(group, member_id, instance_id)
+        error = self._validate_member_of_generation(group, member_id, instance_id,
+                                                    generation_id)
         if error is not None:
             return error
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
         if group.is_(EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID
         self._schedule_heartbeat(group, group.members[member_id])

@@ -18,7 +18,7 @@ from typing import Any
 
 from kafkaproto import ErrorCode
 from logserver.groups import records as rec
-from logserver.groups.decisions import Append, Decision, Reply, RequestId
+from logserver.groups.decisions import Append, Decision, DecisionMaker, Reply, RequestId
 from logserver.groups.group import CommittedOffset, Group, GroupState
 from logserver.groups.membership import Membership
 
@@ -70,24 +70,15 @@ class _WaitingReply:
     result: Any
 
 
-class Offsets:
+class Offsets(DecisionMaker):
     """Committed offsets of every group in ``membership.groups``."""
 
     def __init__(self, membership: Membership, settings: OffsetSettings | None = None) -> None:
+        super().__init__()
         self.membership = membership
         self.groups = membership.groups
         self.settings = settings or OffsetSettings()
         self._waiting: dict[RequestId, _WaitingReply] = {}
-        self._now = 0
-        self._out: list[Decision] = []
-
-    def _begin(self, now_ms: int) -> None:
-        self._now = now_ms
-        self._out = []
-
-    def _done(self) -> list[Decision]:
-        out, self._out = self._out, []
-        return out
 
     # -- OffsetCommit ----------------------------------------------------------------------
 
