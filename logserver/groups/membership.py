@@ -201,7 +201,7 @@ class Membership(DecisionMaker):
     def _validate_member_of_generation(self, group: Group, member_id: str,
                                        instance_id: str | None,
                                        generation_id: int) -> int | None:
-        """The checks SyncGroup and Heartbeat share."""
+        """The checks SyncGroup, Heartbeat and a member's OffsetCommit share."""
         if group.is_(DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         error = self._validate_current_member(group, member_id, instance_id)
@@ -824,12 +824,8 @@ class Membership(DecisionMaker):
         if generation_id < 0 and group.is_(EMPTY):
             return None  # admin client or a consumer that manages its own partitions
         if generation_id >= 0 or member_id or instance_id is not None:
-            error = self._validate_current_member(group, member_id, instance_id)
-            if error is not None:
-                return error
-            if generation_id != group.generation_id:
-                return ErrorCode.ILLEGAL_GENERATION
-            return None
+            return self._validate_member_of_generation(group, member_id, instance_id,
+                                                       generation_id)
         if not group.is_(EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit for a live group
         return None
