@@ -130,7 +130,7 @@ def test_offsets_topic_is_rewritten_at_startup(tmp_path, monkeypatch):
         broker = await open_broker(data, **{"offsets.topic.segment.bytes": 4096})
         coordinator = broker.groups
         broker.create_topic("t", 2, {})
-        coordinator.store.ensure_topic()
+        assert coordinator.ensure_offsets_topic() is None
         for i in range(300):
             await commit(coordinator, "busy", {("t", 0): i, ("t", 1): 1000 + i}, i)
         await join_and_sync(coordinator, "members", ("t",))

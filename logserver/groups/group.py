@@ -1,7 +1,10 @@
 """One classic consumer group and its members: the state Kafka's GroupMetadata keeps.
 
-Pure bookkeeping, no I/O and no timers of its own: the coordinator drives transitions,
-owns the asyncio timer handles stored here, and persists what must survive a restart.
+Pure bookkeeping, no I/O and no asyncio: the membership state machine drives transitions
+and decides what to persist. A parked JoinGroup/SyncGroup is held here as an opaque
+request id and an armed timer as its ``TimerKey``; the coordinator's glue maps them to
+futures and loop handles.
+
 The broker stays assignor-agnostic: member metadata and assignments are opaque bytes;
 only the subscribed topic names are read (best effort) from the "consumer" protocol,
 as Kafka does for OffsetDelete and offset expiry.
@@ -9,15 +12,13 @@ as Kafka does for OffsetDelete and offset expiry.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import logging
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
-from kafkaproto import ErrorCode
+from logserver.groups.decisions import RequestId, TimerKey
 
 log = logging.getLogger(__name__)
 
@@ -77,18 +78,18 @@ class Member:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    join_future: asyncio.Future[JoinResult] | None = None
-    sync_future: asyncio.Future[SyncResult] | None = None
+    join_request: RequestId | None = None  # a parked JoinGroup
+    sync_request: RequestId | None = None  # a parked SyncGroup
     is_new: bool = False
-    heartbeat_timer: asyncio.TimerHandle | None = None
+    heartbeat_timer: TimerKey | None = None
 
     @property
     def is_awaiting_join(self) -> bool:
-        return self.join_future is not None
+        return self.join_request is not None
 
     @property
     def is_awaiting_sync(self) -> bool:
-        return self.sync_future is not None
+        return self.sync_request is not None
 
     @property
     def is_static(self) -> bool:
@@ -112,14 +113,6 @@ class Member:
         raise ValueError(f"member {self.member_id} supports none of {sorted(candidates)}")
 
 
-def resolve_future(future: asyncio.Future[Any] | None, value: Any) -> bool:
-    """Complete a response future unless its request is gone (connection closed)."""
-    if future is None or future.done():
-        return False
-    future.set_result(value)
-    return True
-
-
 @dataclass(slots=True)
 class CommittedOffset:
     offset: int
@@ -134,8 +127,10 @@ class Group:
     """Membership, generation, protocol and committed offsets of one group."""
 
     def __init__(self, group_id: str, now_ms: int,
-                 state: GroupState = GroupState.EMPTY) -> None:
+                 state: GroupState = GroupState.EMPTY, incarnation: int = 0) -> None:
         self.group_id = group_id
+        # tells a group apart from an earlier one of the same id (deleted, then recreated)
+        self.incarnation = incarnation
         self.state = state
         self.state_timestamp = now_ms
         self.protocol_type: str | None = None
@@ -144,17 +139,18 @@ class Group:
         self.leader_id: str | None = None
         self.members: dict[str, Member] = {}
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
-        self.pending_members: dict[str, asyncio.TimerHandle | None] = {}
+        self.pending_members: dict[str, TimerKey] = {}  # KIP-394 ids handed out
         self.pending_sync: set[str] = set()
         self.awaiting_join = 0
         self._supported: Counter[str] = Counter()
         self.new_member_added = False
         self.subscribed_topics: set[str] | None = None
-        # rebalance timers, owned by the coordinator
-        self.join_timer: asyncio.TimerHandle | None = None
+        # rebalance timers armed by the membership state machine
+        self.join_timer: TimerKey | None = None
+        self.join_delay_ms = 0
         self.join_is_initial = False
         self.initial_remaining_ms = 0
-        self.sync_timer: asyncio.TimerHandle | None = None
+        self.sync_timer: TimerKey | None = None
         # committed offsets: (topic, partition) -> offset, and commits not yet durable
         self.offsets: dict[tuple[str, int], CommittedOffset] = {}
         self.pending_commits: Counter[tuple[str, int]] = Counter()
@@ -191,7 +187,7 @@ class Group:
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 
-    def add(self, member: Member, future: asyncio.Future[JoinResult] | None = None) -> None:
+    def add(self, member: Member, request: RequestId | None = None) -> None:
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         if not self.members:
@@ -200,8 +196,8 @@ class Group:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
         self._supported.update(name for name, _ in member.protocols)
-        member.join_future = future
-        if future is not None:
+        member.join_request = request
+        if request is not None:
             self.awaiting_join += 1
         self.pending_members.pop(member.member_id, None)
 
@@ -221,40 +217,37 @@ class Group:
 
     def update_member(self, member: Member, protocols: list[tuple[str, bytes]],
                       rebalance_timeout_ms: int, session_timeout_ms: int,
-                      future: asyncio.Future[JoinResult] | None) -> None:
+                      request: RequestId | None) -> RequestId | None:
+        """Returns the JoinGroup this one replaces, which its caller must still answer."""
         self._supported.subtract(name for name, _ in member.protocols)
         member.protocols = protocols
         self._supported.update(name for name, _ in protocols)
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
-        old = member.join_future
-        if old is not None and not old.done():
-            # A retried JoinGroup replaces one whose client gave up; never leave it hanging.
-            old.set_result(JoinResult(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS))
-        if future is not None and old is None:
+        old = member.join_request
+        if request is not None and old is None:
             self.awaiting_join += 1
-        elif future is None and old is not None:
+        elif request is None and old is not None:
             self.awaiting_join -= 1
-        member.join_future = future
+        member.join_request = request
+        return old
 
-    def invoke_join(self, member: Member, result: JoinResult) -> None:
-        if member.join_future is not None:
-            future, member.join_future = member.join_future, None
+    def take_join(self, member: Member) -> RequestId | None:
+        """The member's parked JoinGroup, now no longer parked (None if there is none)."""
+        request, member.join_request = member.join_request, None
+        if request is not None:
             self.awaiting_join -= 1
-            resolve_future(future, result)
+        return request
 
-    def invoke_sync(self, member: Member, result: SyncResult) -> bool:
-        if member.sync_future is None:
-            return False
-        future, member.sync_future = member.sync_future, None
-        resolve_future(future, result)
-        return True
+    def take_sync(self, member: Member) -> RequestId | None:
+        request, member.sync_request = member.sync_request, None
+        return request
 
     def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
-        """A static member rejoined with an unknown member id: it takes over the old one."""
+        """A static member rejoined with an unknown member id: it takes over the old one.
+
+        The caller answers the old id's parked requests first."""
         member = self.members.pop(old_id)
-        self.invoke_join(member, JoinResult(old_id, ErrorCode.FENCED_INSTANCE_ID))
-        self.invoke_sync(member, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
         member.member_id = new_id
         self.members[new_id] = member
         if self.leader_id == old_id:
@@ -347,6 +340,10 @@ class Group:
 
     def has_offsets(self) -> bool:
         return bool(self.offsets) or bool(+self.pending_commits)
+
+    def live_records(self) -> int:
+        """Records of this group a compacted ``__consumer_offsets`` would keep."""
+        return len(self.offsets) + (self.persisted_value is not None)
 
 
 _I16 = struct.Struct(">h")
