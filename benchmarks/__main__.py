@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
 
 from .mqtt_bench import MQTT_PEERS, MqttSettings
+from .peers import CACHE_ENV, OLD_CACHE_ENV
 from .plots import write_plots
 from .progress import Progress, ProgressAwareHandler
 from .report import format_table, to_json, write_json
@@ -93,6 +95,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="more logging (-vv: librdkafka too)")
     args = p.parse_args(argv)
+    if os.environ.get(OLD_CACHE_ENV):
+        p.error(f"{OLD_CACHE_ENV} is set: logserver reads every LOGSERVER_* variable as a "
+                f"setting and would refuse to start; unset it and use {CACHE_ENV} instead")
 
     def names(value: str | None, default: list[str], known: object, what: str) -> list[str]:
         if value is None:

@@ -52,7 +52,17 @@ MQTT_PEERS = ("mosquitto", "rumqttd", "amqtt")
 
 
 class RumqttdProcess(ManagedProcess):
-    """rumqttd as bundled by PyPI ``iotcore``, on 127.0.0.1 only."""
+    """rumqttd as bundled by PyPI ``iotcore``, on 127.0.0.1 only, set up as iotcore does.
+
+    iotcore's own launcher (``iotcore._serve``, what ``iotcore.Broker.start()`` runs)
+    configures logging before it starts the broker: root at ``$IOTCORE_LOG_LEVEL``
+    (default WARNING) and the ``rumqttd`` logger at CRITICAL, because rumqttd wraps its
+    per-message routing in ``error_span!``s that reach Python logging as an ERROR record
+    per packet. Without that set-up every packet is formatted and written to stderr,
+    which made rumqttd 7-10x slower in CPU here. We run the same set-up; only the
+    launcher's stdin watchdog (it exits when its parent's pipe closes) is left out,
+    since this process is stopped by its pid.
+    """
 
     name = "rumqttd"
 
@@ -63,9 +73,18 @@ class RumqttdProcess(ManagedProcess):
     def command(self) -> list[str]:
         # `python -m iotcore` caps connections at 10,000, one short of the fan-out's
         # devices plus its publisher; the same broker class takes the limit as an argument.
-        code = ("from iotcore.iotcore import IotCoreBroker; "
-                f"IotCoreBroker(listen={HOST!r}, port={self.port}, max_connections=20000)"
-                ".run_forever()")
+        code = (
+            "import logging, os, sys; "
+            "sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+            "level = os.environ.get('IOTCORE_LOG_LEVEL', 'WARNING').upper(); "
+            "logging.basicConfig(level=level, "
+            "format='%(asctime)s %(levelname)s %(name)s: %(message)s'); "
+            "logging.getLogger('rumqttd').setLevel("
+            "logging.DEBUG if level == 'DEBUG' else logging.CRITICAL); "
+            "from iotcore.iotcore import IotCoreBroker; "
+            f"IotCoreBroker(listen={HOST!r}, port={self.port}, max_connections=20000)"
+            ".run_forever()"
+        )
         return [str(self.python), "-c", code]
 
     def env(self) -> dict[str, str]:
