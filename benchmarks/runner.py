@@ -156,7 +156,7 @@ def _available_targets(
     if options.bootstrap:
         bootstrap = options.bootstrap
 
-        def ours(_: Path) -> Target:
+        def ours(rundir: Path) -> Target:
             return ExternalTarget(bootstrap)
     else:
 

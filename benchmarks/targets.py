@@ -49,7 +49,7 @@ def check_loopback(bootstrap: str) -> str:
             raise ValueError(f"bootstrap {hostport!r} is not HOST:PORT")
         host = host.strip("[]")
         try:
-            addrs = {info[4][0] for info in socket.getaddrinfo(host, int(port))}
+            addrs = {str(info[4][0]) for info in socket.getaddrinfo(host, int(port))}
         except socket.gaierror as exc:
             raise ValueError(f"cannot resolve {host!r}: {exc}") from exc
         if not all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs):
