@@ -34,7 +34,8 @@ def render(data: dict[str, Any]) -> str:
            f"every figure is the median [min-max] of {st['repeats']} runs, each on a fresh "
            f"server, {st['warmup_s']:g} s warm-up then a {st['measure_s']:g} s measured "
            "window, the servers back to back in alternating order.", ""]
-    out += ["| baseline | MB/s | how |", "| --- | ---: | --- |"]
+    if data["baselines"]:
+        out += ["| baseline | MB/s | how |", "| --- | ---: | --- |"]
     for b in data["baselines"]:
         out.append(f"| {b['name']} | {b['mb_per_s']:,.0f} [{b['low']:,.0f}-{b['high']:,.0f}] "
                    f"| {b['detail']} |")
@@ -68,24 +69,34 @@ def render(data: dict[str, Any]) -> str:
             "even. CPU = the server's share of one core over the measured window.", ""]
     if peers:
         out[-1:] = [f"Peers: {', '.join(peers)}.", ""]
-    out += ["| target | verdict | measured (median) | bar | detail |",
-            "| --- | --- | ---: | ---: | --- |"]
-    for c in data.get("checks", []):
-        value = "-" if c["value"] is None else f"{c['value']:,.2f} {c['unit']}"
-        bar = "-" if c["threshold"] is None else f"{c['threshold']:,.2f} {c['unit']}"
-        out.append(f"| {c['name']} | **{c['verdict']}** | {value} | {bar} | {c['detail']} |")
     notes = data.get("notes", [])
     if notes:
         out += ["", "Notes of the run:", ""] + [f"- {n}" for n in notes]
     return "\n".join(out)
 
 
+def render_checks(files: list[dict[str, Any]]) -> str:
+    """The issue's targets judged in any of the files (a target no file judged is left out)."""
+    out = ["| target | verdict | measured (median) | bar | detail |",
+           "| --- | --- | ---: | ---: | --- |"]
+    for data in files:
+        for c in data.get("checks", []):
+            if c["verdict"] == "n/a":
+                continue
+            value = f"{c['value']:,.2f} {c['unit']}"
+            bar = f"{c['threshold']:,.2f} {c['unit']}"
+            out.append(f"| {c['name']} | **{c['verdict']}** | {value} | {bar} | {c['detail']} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Prints the tables for the given result file (default: the latest run)."""
+    """Prints the tables for the given result files (default: the latest run)."""
     p = argparse.ArgumentParser(prog="python -m benchmarks.markdown", description=__doc__)
-    p.add_argument("result", nargs="?", type=Path, default=DEFAULT)
+    p.add_argument("results", nargs="*", type=Path, default=[DEFAULT])
     args = p.parse_args(argv)
-    sys.stdout.write(render(json.loads(args.result.read_text())) + "\n")
+    files = [json.loads(path.read_text()) for path in args.results]
+    parts = [render(data) for data in files] + [render_checks(files)]
+    sys.stdout.write("\n\n".join(parts) + "\n")
     return 0
 
 
