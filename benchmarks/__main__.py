@@ -4,27 +4,29 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
 
 from .mqtt_bench import MQTT_PEERS, MqttSettings
+from .peers import CACHE_ENV, OLD_CACHE_ENV
 from .plots import write_plots
 from .progress import Progress, ProgressAwareHandler
 from .report import format_table, to_json, write_json
 from .runner import RunOptions, run
 from .targets import PEERS, check_loopback
-from .workloads import WORKLOADS, Settings, select
+from .workloads import QUICK, WORKLOADS, Settings, select
+
+log = logging.getLogger(__name__)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_OUTPUT = RESULTS / "latest.json"
-#: Records per produce workload by record size: 300 MB of 100 B and the 1 GiB catch-up
-#: log of 1 KiB, a few seconds each at the rates a Python client loop reaches.
-DEFAULT_RECORDS = {100: 3_000_000, 1024: 1 << 20}
-QUICK_RECORDS = {100: 300_000, 1024: 131_072}
-DEFAULT_TIME_CAP = 15.0
-QUICK_TIME_CAP = 5.0
+#: Runs per workload and server; fewer than 3 and every comparison is "even".
+DEFAULT_REPEATS = 3
+DEFAULT_MEASURE_S = 5.0
+DEFAULT_WARMUP_S = 1.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -41,14 +43,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             "issue's targets, written as JSON and one PNG per workload."
         ),
         epilog=(
-            "Each workload stops at its record count or its time cap, whichever comes first; "
-            "a capped figure is marked '*'. Results: a table on stdout, progress and logs on "
-            "stderr, JSON (--output) and PNGs next to it."
+            "Every workload runs --repeats times on every server, each run on a fresh server: "
+            "a warm-up, then a measured window of --seconds; servers back to back in "
+            "alternating order. Each figure is the median [min-max] of the runs; a ratio "
+            "whose two ranges overlap is printed as 'even'. Results: a table on stdout, "
+            "progress and logs on stderr, JSON (--output) and PNGs next to it."
         ),
     )
     p.add_argument("--quick", action="store_true",
-                   help="a smoke run (< 2 min): fewer records, 5 s caps, a 128 MiB catch-up "
-                   "log, 5 fan-out notices, peers tansu and mosquitto only")
+                   help="fewer workloads, runs just as long: " + ", ".join(QUICK)
+                   + " and mqtt-publish-qos1; peers tansu and mosquitto only")
     p.add_argument("--suite", action="store_true",
                    help="the full suite (the default; kept for scripts that say so)")
     p.add_argument("--bootstrap", metavar="HOST:PORT",
@@ -62,22 +66,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workloads", default="", metavar="PATTERN[,PATTERN]",
                    help="only Kafka workloads whose name contains a pattern; known: "
                    + ", ".join(w.name for w in WORKLOADS))
-    p.add_argument("--records", type=int, metavar="N",
-                   help="records per produce workload, every size (default: "
-                   + ", ".join(f"{v:,} of {k} B" for k, v in DEFAULT_RECORDS.items()) + ")")
+    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, metavar="N",
+                   help="runs per workload and server (default %(default)s; under 3 every "
+                   "comparison is 'even')")
+    p.add_argument("--seconds", type=float, default=DEFAULT_MEASURE_S, metavar="SECONDS",
+                   help="measured window of each run (default %(default)g)")
+    p.add_argument("--warmup", type=float, default=DEFAULT_WARMUP_S, metavar="SECONDS",
+                   help="warm-up before each window, not counted (default %(default)g)")
     p.add_argument("--catchup-bytes", type=int, metavar="BYTES",
-                   help="size of the catch-up log (default 1 GiB, quick 128 MiB)")
-    p.add_argument("--time-cap", type=float, metavar="SECONDS",
-                   help=f"time cap per workload (default {DEFAULT_TIME_CAP:g}, quick {QUICK_TIME_CAP:g})")
+                   help="size of the log the catch-up workloads read (default 1 GiB)")
     p.add_argument("--e2e-seconds", type=float, metavar="SECONDS",
-                   help="measured seconds of the latency workload (default 10, quick 3)")
+                   help="measured seconds of the latency workload (default 10)")
     p.add_argument("--fanout", type=int, metavar="N", help="MQTT fan-out devices (default 10,000)")
     p.add_argument("--linger-ms", type=int, default=5,
                    help="producer linger.ms of the throughput workloads (default %(default)s)")
     p.add_argument("--baseline-seconds", type=float, metavar="SECONDS",
-                   help="duration of each raw baseline run (default 1.0, quick 0.5)")
+                   help="duration of each raw baseline run (default: --seconds)")
     p.add_argument("--baseline-repeats", type=int, metavar="N",
-                   help="runs per raw baseline, pooled (default 2, quick 1)")
+                   help="runs per raw baseline (default: --repeats; 0: no baselines)")
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for the logserver the benchmark starts (repeatable), "
                    "e.g. --server-arg=--log.flush.interval.messages=1")
@@ -93,6 +99,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="more logging (-vv: librdkafka too)")
     args = p.parse_args(argv)
+    if os.environ.get(OLD_CACHE_ENV):
+        p.error(f"{OLD_CACHE_ENV} is set: logserver reads every LOGSERVER_* variable as a "
+                f"setting and would refuse to start; unset it and use {CACHE_ENV} instead")
 
     def names(value: str | None, default: list[str], known: object, what: str) -> list[str]:
         if value is None:
@@ -106,10 +115,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.peers = names(args.peers, list(PEERS) if not args.quick else ["tansu"], PEERS, "--peers")
     args.mqtt_peers = names(args.mqtt_peers, list(MQTT_PEERS) if not args.quick else ["mosquitto"],
                             MQTT_PEERS, "--mqtt-peers")
-    args.workloads = select([x.strip() for x in args.workloads.split(",") if x.strip()])
+    patterns = [x.strip() for x in args.workloads.split(",") if x.strip()]
+    args.workloads = select(patterns or (list(QUICK) if args.quick else []))
     if not args.workloads and args.no_mqtt:
         p.error("--workloads matched nothing and --no-mqtt leaves nothing to run")
-    for flag in ("records", "catchup_bytes", "fanout"):
+    for flag in ("catchup_bytes", "fanout", "repeats", "seconds"):
         value = getattr(args, flag)
         if value is not None and value <= 0:
             p.error(f"--{flag.replace('_', '-')} must be positive")
@@ -129,31 +139,24 @@ def _terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def options_from(args: argparse.Namespace) -> RunOptions:
-    """The run's options: quick or full defaults, then whatever the flags override."""
-    quick = args.quick
-    records = dict(QUICK_RECORDS if quick else DEFAULT_RECORDS)
-    if args.records is not None:
-        records = {size: args.records for size in records}
+    """The run's options: the defaults, then whatever the flags override."""
+    if args.repeats < 3:
+        log.warning("--repeats %d: fewer than 3 runs, every comparison will be 'even'",
+                    args.repeats)
+    if args.seconds < 5:
+        log.warning("--seconds %g: runs shorter than 5 s are noisier than the suite promises",
+                    args.seconds)
     settings = Settings(
-        records=records,
-        time_cap=args.time_cap or (QUICK_TIME_CAP if quick else DEFAULT_TIME_CAP),
+        warmup_s=args.warmup,
+        measure_s=args.seconds,
         linger_ms=args.linger_ms,
-        catchup_bytes=args.catchup_bytes or ((128 << 20) if quick else (1 << 30)),
-        e2e_seconds=args.e2e_seconds or (3.0 if quick else 10.0),
-        many_partitions_records=100_000 if quick else 1_000_000,
-        round_trips=500 if quick else 2000,
-        tail_records=100_000 if quick else 500_000,
+        catchup_bytes=args.catchup_bytes or (1 << 30),
+        e2e_seconds=args.e2e_seconds or max(10.0, args.seconds),
     )
     mqtt = None
     if not args.no_mqtt:
-        fanout = args.fanout or 10_000
-        mqtt = MqttSettings(
-            messages=20_000 if quick else 100_000,
-            time_cap=5.0 if quick else 15.0,
-            fanout=[fanout],
-            notices=5 if quick else 10,
-            connect_cap=30.0 if quick else 90.0,
-        )
+        fanout = [] if args.quick and args.fanout is None else [args.fanout or 10_000]
+        mqtt = MqttSettings(warmup_s=args.warmup, measure_s=args.seconds, fanout=fanout)
     return RunOptions(
         settings=settings,
         workloads=args.workloads,
@@ -162,11 +165,12 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         mqtt_peers=args.mqtt_peers,
         bootstrap=args.bootstrap,
         server_args=args.server_arg,
-        baseline_seconds=args.baseline_seconds or (0.5 if quick else 1.0),
-        baseline_repeats=args.baseline_repeats or (1 if quick else 2),
+        repeats=args.repeats,
+        baseline_seconds=args.baseline_seconds or args.seconds,
+        baseline_repeats=args.repeats if args.baseline_repeats is None else args.baseline_repeats,
         workdir_parent=args.workdir,
         keep_workdir=args.keep_workdir,
-        quick=quick,
+        quick=args.quick,
     )
 
 

@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import socket
+import statistics
 import tempfile
 import threading
 import time
@@ -36,8 +37,10 @@ class BaselineResult:
     seconds: float
     mb_per_s: float
     detail: str
-    #: MB/s of every repetition; ``mb_per_s`` pools them (all bytes over all seconds).
+    #: MB/s of every repetition; ``mb_per_s`` is their median, ``low``/``high`` the range.
     samples: list[float] = field(default_factory=list)
+    low: float = 0.0
+    high: float = 0.0
 
     def to_json(self) -> dict[str, object]:
         """The JSON form written to the result file."""
@@ -45,8 +48,8 @@ class BaselineResult:
 
 
 def _result(name: str, nbytes: int, seconds: float, detail: str) -> BaselineResult:
-    rate = nbytes / seconds / MB if seconds > 0 else 0.0
-    return BaselineResult(name, nbytes, round(seconds, 4), round(rate, 1), detail)
+    rate = round(nbytes / seconds / MB if seconds > 0 else 0.0, 1)
+    return BaselineResult(name, nbytes, round(seconds, 4), rate, detail, [rate], rate, rate)
 
 
 def loopback_tcp(
@@ -131,7 +134,7 @@ def file_append(
     directory: Path,
     fsync: bool,
     duration: float = 1.5,
-    max_bytes: int = 1 << 30,
+    max_bytes: int = 1 << 40,
     progress: Progress = NULL_PROGRESS,
     keep_file: bool = False,
 ) -> BaselineResult:
@@ -166,41 +169,39 @@ def file_append(
         os.close(fd)
         if not keep_file:
             path.unlink(missing_ok=True)
-    detail = f"1 MiB os.write, {'one final fsync, ' if fsync else ''}{duration:g}s / {max_bytes >> 20} MiB cap"
+    detail = f"1 MiB os.write to a new file for {duration:g}s{', then one fsync' if fsync else ''}"
     result = _result(name, written, elapsed, detail)
     progress.finish(f"{result.mb_per_s:,.1f} MB/s")
     return result
 
 
 def repeated(repeats: int, measure: Callable[[], BaselineResult]) -> BaselineResult:
-    """All bytes over all seconds of ``repeats`` runs; each run's MB/s kept in ``samples``.
-
-    Not the best run: on these VMs a run that happens to reuse pages freed a moment
-    before writes at memory speed, which no growing log ever sees.
-    """
+    """The median of ``repeats`` runs, with their range; each run's MB/s in ``samples``."""
     runs = [measure() for _ in range(max(1, repeats))]
-    nbytes = sum(r.bytes for r in runs)
-    seconds = sum(r.seconds for r in runs)
-    detail = runs[0].detail + (f", {len(runs)} runs pooled" if len(runs) > 1 else "")
-    total = _result(runs[0].name, nbytes, seconds, detail)
-    total.samples = [r.mb_per_s for r in runs]
-    return total
+    rates = [r.mb_per_s for r in runs]
+    median = round(statistics.median(rates), 1)
+    detail = runs[0].detail + f", median of {len(runs)} runs"
+    return BaselineResult(runs[0].name, sum(r.bytes for r in runs),
+                          round(sum(r.seconds for r in runs), 4), median, detail, rates,
+                          min(rates), max(rates))
 
 
 def measure_all(
-    directory: Path, duration: float, repeats: int = 2, progress: Progress = NULL_PROGRESS
+    directory: Path, duration: float, repeats: int = 3, progress: Progress = NULL_PROGRESS
 ) -> list[BaselineResult]:
-    """Every raw baseline, in a fixed order, each pooled over ``repeats`` runs.
+    """Every raw baseline, in a fixed order, each the median of ``repeats`` runs.
 
     Page-cache bandwidth on these VMs swings 2-6x from one second to the next (first
-    touch of memory the host reclaimed versus pages just freed), so one short sample
-    would make the ratios depend on luck and on run order.
+    touch of memory the host reclaimed versus pages just freed, then dirty-page
+    throttling after a few GB), so one short sample would make the ratios depend on luck
+    and on run order. Each append run writes a new file for the whole duration, as a
+    log does, and deletes it afterwards (5 s at page-cache speed is many GB).
     """
     files = directory / "baseline-files"
     files.mkdir(exist_ok=True)
 
     def append(fsync: bool) -> BaselineResult:
-        return file_append(files, fsync, duration, progress=progress, keep_file=True)
+        return file_append(files, fsync, duration, progress=progress)
 
     cached = files / "sendfile-source.bin"
     with open(cached, "wb") as f:  # 256 MiB: larger than any CPU cache, warm in page cache

@@ -129,13 +129,14 @@ def main(argv: list[str] | None = None) -> int:
         "session_timeout_ms": args.session_timeout_ms,
         "members": MEMBERS, "partitions": PARTITIONS,
         "recovery_s": times,
-        "median_s": statistics.median(times), "max_s": max(times),
+        "median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"group recovery after kill -9 of 1 of {MEMBERS} members ({PARTITIONS} partitions), "
           f"session timeout {args.session_timeout_ms} ms:")
-    print(f"  median {result['median_s']:.2f} s, max {result['max_s']:.2f} s over {len(times)} rounds "
+    print(f"  median {result['median_s']:.2f} s [{result['min_s']:.2f}-{result['max_s']:.2f}] "
+          f"over {len(times)} rounds "
           f"({result['median_s'] * 1000 / args.session_timeout_ms:.2f}x the session timeout)")
     print(f"  result file: {args.output}")
     return 0

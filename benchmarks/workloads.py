@@ -1,10 +1,14 @@
-"""Kafka-client workloads: one function each, run against any target's bootstrap.
+"""Kafka-client workloads: one function each, one run each call, on a freshly started server.
 
-Each workload is bounded twice, by a record count and by a time cap, so a slow or stuck
-server costs at most the cap. Throughput figures count payload bytes (record values)
-only, so MB/s means the same thing for every server and compares directly with the raw
-baselines. Latency and footprint workloads report their figures in ``metrics``; every
-result names one ``primary`` figure, the one compared across targets.
+Every run has a warm-up (``Settings.warmup_s``, not counted) and then a measured window
+of ``Settings.measure_s`` (at least 5 s by default) that it opens and closes on
+``Session.window``, so rates, latencies and the server's CPU share cover steady state
+only. What a run needs beforehand (a topic, a log to read) is set up before the warm-up
+and never timed. Readers read their log over and over until the window closes.
+Throughput figures count payload bytes (record values) only, so MB/s means the same
+thing for every server and compares directly with the raw baselines. Latency and
+footprint workloads report their figures in ``metrics``; every result names one
+``primary`` figure, the one compared across targets.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     OFFSET_END,
     Consumer,
     KafkaError,
@@ -32,6 +35,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from .kafka_raw import catch_up, open_idle, produce_batches, round_trips
 from .progress import NULL_PROGRESS, Progress
+from .window import Window
 
 log = logging.getLogger(__name__)
 librdkafka_log = logging.getLogger("benchmarks.librdkafka")
@@ -49,23 +53,26 @@ class WorkloadError(RuntimeError):
 class Settings:
     """Run-wide knobs, the same for every target so their figures compare."""
 
-    records: dict[int, int]  # record size -> records per produce workload
-    time_cap: float  # seconds per workload, on top of the record count
+    warmup_s: float = 1.0  # seconds of load before the measured window, not counted
+    measure_s: float = 5.0  # seconds of the measured window
+    #: Records written before a read workload, by record size (the log it reads).
+    fill_records: dict[int, int] = field(
+        default_factory=lambda: {100: 3_000_000, 1024: 1 << 20})
+    fill_cap_s: float = 120.0  # seconds allowed to write that log
     linger_ms: int = 5
     catchup_bytes: int = 1 << 30  # the catch-up log's size
     e2e_rate: int = 10_000  # records/s of the latency workload
-    e2e_seconds: float = 10.0  # its measured duration (after a 1 s warm-up)
+    e2e_seconds: float = 10.0  # its measured duration (after the warm-up)
+    e2e_fetch_wait_max_ms: int = 100  # the latency consumer's fetch.wait.max.ms
     many_partitions: int = 1000
-    many_partitions_records: int = 1_000_000
+    many_partitions_records: int = 1_000_000  # records the 1,000-partition reader reads
     idle_connections: int = 1000
-    round_trips: int = 2000
-    tail_records: int = 500_000
     run_id: str = field(default_factory=lambda: os.urandom(4).hex())
 
 
 @dataclass
 class Session:
-    """One target's share of a run: where it listens and what earlier workloads left."""
+    """One run of one workload on one target: where it listens and its measured window."""
 
     target: str
     bootstrap: str
@@ -73,8 +80,8 @@ class Session:
     progress: Progress = NULL_PROGRESS
     #: Resident memory of the server in MB right now, when the run started it.
     rss_mb: Callable[[], float | None] = lambda: None
-    #: workload name -> (topic, records acknowledged, partitions) for readers.
-    topics: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    #: Opened and closed by the workload around its measured part.
+    window: Window = field(default_factory=Window)
     #: Distinct errors librdkafka reported (connection refused, brokers down...).
     client_errors: list[str] = field(default_factory=list)
 
@@ -94,7 +101,7 @@ class WorkloadResult:
     seconds: float
     records_per_s: float
     mb_per_s: float
-    capped: bool  # stopped by the time cap before the record count
+    capped: bool  # a run that could not finish as planned (see ``note``)
     errors: int = 0
     note: str | None = None
     config: dict[str, object] = field(default_factory=dict)
@@ -103,6 +110,9 @@ class WorkloadResult:
     higher_is_better: bool = True
     #: Latency percentiles (ms), memory (MB), counts... whatever the workload measures.
     metrics: dict[str, float] = field(default_factory=dict)
+    #: Which repetition this is (1-based) and its place in that round's server order.
+    run: int = 0
+    position: int = 0
 
     def value(self, name: str | None = None) -> float | None:
         """A figure by name: ``metrics`` first, then the fields; default the primary."""
@@ -127,8 +137,9 @@ class Workload:
     size: int = 100
     partitions: int = 1
     acks: str = "1"
-    #: Name of the workload whose topic this one reads.
-    source: str | None = None
+    #: For readers: the records written before the run (``Settings.fill_records``
+    #: by size unless the workload says otherwise), in ``partitions`` partitions.
+    reads: bool = False
     #: The raw baselines its MB/s is divided by (throughput workloads only).
     baselines: tuple[str, ...] = ()
 
@@ -199,7 +210,8 @@ def _no_records(session: Session, what: str) -> WorkloadError:
 
 def create_topic(session: Session, topic: str, partitions: int, timeout: float = 60.0) -> float:
     """Creates ``topic``, waits until every partition has a leader; returns the seconds."""
-    admin = AdminClient(_client_config(session))
+    # The stubs type config values as scalars; librdkafka's logger and error_cb are objects.
+    admin = AdminClient(_client_config(session))  # type: ignore[arg-type]
     start = time.perf_counter()
     futures = admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
@@ -258,6 +270,57 @@ class _Produced:
     note: str | None
 
 
+class _Sender:
+    """One librdkafka producer sending ``size``-byte values; only failures call back."""
+
+    def __init__(self, session: Session, topic: str, size: int, tuning: dict[str, object]) -> None:
+        self.failures: list[KafkaError] = []
+        self.purged = 0
+
+        def on_failed_delivery(err: KafkaError | None, _msg: Message) -> None:
+            if err is None:
+                return
+            if err.code() in _PURGED:
+                self.purged += 1
+            else:
+                self.failures.append(err)
+
+        conf = {
+            **_client_config(session),
+            **tuning,
+            "delivery.report.only.error": True,
+            "on_delivery": on_failed_delivery,
+        }
+        self.producer = Producer(conf)
+        self.producer.list_topics(topic, timeout=10)  # connect, learn leaders: set-up
+        self.topic = topic
+        self.value = os.urandom(size)  # incompressible, though compression is off anyway
+        self.sent = 0
+
+    def send(self, n: int) -> None:
+        """Hands ``n`` records to the client, waiting for room when its queue is full."""
+        produce, topic, value = self.producer.produce, self.topic, self.value
+        for _ in range(n):
+            try:
+                produce(topic, value)
+            except BufferError:  # local queue full: the server is the bottleneck
+                _produce_when_room(self.producer, topic, value)
+        self.sent += n
+        self.producer.poll(0)
+
+    def drain(self, grace: float) -> int:
+        """Waits until every record handed over is acknowledged; returns those left over."""
+        grace_end = time.perf_counter() + grace
+        remaining = self.producer.flush(0.5)
+        while remaining and time.perf_counter() < grace_end:
+            remaining = self.producer.flush(0.5)
+        return int(remaining)
+
+    def give_up(self) -> None:
+        self.producer.purge()
+        self.producer.flush(5)
+
+
 def _produce(
     session: Session,
     label: str,
@@ -267,72 +330,67 @@ def _produce(
     tuning: dict[str, object],
     time_cap: float,
 ) -> _Produced:
-    """Sends ``records`` values of ``size`` bytes; clock stops when all are acknowledged.
-
-    Only failed deliveries call back into Python: per-record callbacks would measure
-    the client, not the server.
-    """
-    failures: list[KafkaError] = []
-    purged = 0
-
-    def on_failed_delivery(err: KafkaError | None, _msg: Message) -> None:
-        nonlocal purged
-        if err is None:
-            return
-        if err.code() in _PURGED:
-            purged += 1
-        else:
-            failures.append(err)
-
-    conf = {
-        **_client_config(session),
-        **tuning,
-        "delivery.report.only.error": True,
-        "on_delivery": on_failed_delivery,
-    }
-    producer = Producer(conf)
-    producer.list_topics(topic, timeout=10)  # connect and learn leaders before the clock
-
-    value = os.urandom(size)  # incompressible, though compression is off anyway
-    produce, poll = producer.produce, producer.poll
-    chunk = 5_000
-    sent = 0
+    """Set-up: sends ``records`` values of ``size`` bytes and waits for their acks."""
+    sender = _Sender(session, topic, size, tuning)
     capped = False
     session.progress.start(label, records)
     start = time.perf_counter()
     deadline = start + time_cap
-    while sent < records:
-        n = min(chunk, records - sent)
-        for _ in range(n):
-            try:
-                produce(topic, value)
-            except BufferError:  # local queue full: the server is the bottleneck
-                _produce_when_room(producer, topic, value)
-        sent += n
-        poll(0)
-        session.progress.update(sent)
-        if sent < records and time.perf_counter() >= deadline:
+    while sender.sent < records:
+        sender.send(min(5_000, records - sender.sent))
+        session.progress.update(sender.sent)
+        if sender.sent < records and time.perf_counter() >= deadline:
             capped = True
             break
-    # Everything handed over must be acknowledged for the clock to stop, within a grace.
-    grace_end = time.perf_counter() + max(5.0, time_cap / 2)
-    remaining = producer.flush(0.5)
-    while remaining and time.perf_counter() < grace_end:
-        remaining = producer.flush(0.5)
-    elapsed = time.perf_counter() - start
-    if remaining:
+    if sender.drain(max(5.0, time_cap / 4)):
         capped = True
-        producer.purge()
-        producer.flush(5)
-    delivered = sent - len(failures) - purged
+        sender.give_up()
+    elapsed = time.perf_counter() - start
+    return _finish_produce(session, label, sender, sender.sent, elapsed, capped)
+
+
+def _finish_produce(session: Session, label: str, sender: _Sender, counted: int,
+                    elapsed: float, capped: bool) -> _Produced:
+    failures = len(sender.failures)
+    delivered = max(0, counted - failures - sender.purged)
     note = None
     if failures:
-        note = f"{len(failures)} failed deliveries, first: {failures[0]}"
+        note = f"{failures} failed deliveries, first: {sender.failures[0]}"
         log.warning("%s: %s", label, note)
-    if purged:
-        log.warning("%s: %d records still unacknowledged after the grace period", label, purged)
+    if sender.purged:
+        log.warning("%s: %d records still unacknowledged after the grace period", label,
+                    sender.purged)
     session.progress.finish(f"{delivered:,} records acknowledged")
-    return _Produced(delivered, elapsed, capped, len(failures), note)
+    return _Produced(delivered, elapsed, capped, failures, note)
+
+
+def _produce_for(session: Session, label: str, topic: str, size: int,
+                 tuning: dict[str, object]) -> _Produced:
+    """Produces for the warm-up, then counts what is produced in the measured window.
+
+    The window closes once every record handed over in it is acknowledged. The client's
+    queue is bounded, so handing over records keeps pace with acknowledgements: the
+    records already queued when the window opens are not counted, the ones queued when
+    it stops sending are, and both are a full queue at steady state.
+    """
+    settings = session.settings
+    sender = _Sender(session, topic, size, tuning)
+    session.progress.start(label, 0)
+    warm_end = time.perf_counter() + settings.warmup_s
+    while time.perf_counter() < warm_end:
+        sender.send(5_000)
+    session.window.begin()
+    start, first = time.perf_counter(), sender.sent
+    stop = start + settings.measure_s
+    while time.perf_counter() < stop:
+        sender.send(5_000)
+        session.progress.update(sender.sent - first)
+    left = sender.drain(max(10.0, settings.measure_s))
+    session.window.end()
+    elapsed = time.perf_counter() - start
+    if left:
+        sender.give_up()
+    return _finish_produce(session, label, sender, sender.sent - first, elapsed, bool(left))
 
 
 def _produce_when_room(producer: Producer, topic: str, value: bytes) -> None:
@@ -352,21 +410,19 @@ def produce_throughput(session: Session, w: Workload) -> WorkloadResult:
     Tuned for throughput (1 MB batches, ``linger.ms`` 5, a bounded local queue so a slow
     server pushes back instead of the client buffering the whole run).
     """
-    settings = session.settings
-    records = settings.records[w.size]
     topic = _topic(session, w)
-    create_topic(session, topic, w.partitions)
-    tuning = _producer_tuning(w.acks, settings.linger_ms)
-    got = _produce(
-        session, f"{session.target} {w.name}", topic, w.size, records, tuning, settings.time_cap
-    )
+    created = create_topic(session, topic, w.partitions, timeout=120.0)
+    tuning = _producer_tuning(w.acks, session.settings.linger_ms)
+    got = _produce_for(session, f"{session.target} {w.name}", topic, w.size, tuning)
     if got.delivered == 0:
         raise _no_records(session, got.note or "no record was acknowledged")
-    session.topics[w.name] = (topic, got.delivered, w.partitions)
-    return _result(
+    result = _result(
         session, w, got.delivered, got.seconds, got.capped, tuning,
-        requested=records, errors=got.failures, note=got.note,
+        requested=got.delivered, errors=got.failures, note=got.note,
     )  # fmt: skip
+    if w.partitions > 1:
+        result.metrics["create_topic_s"] = round(created, 3)
+    return result
 
 
 def _consumer_tuning(session: Session) -> dict[str, object]:
@@ -389,96 +445,107 @@ def _consumer_tuning(session: Session) -> dict[str, object]:
     }
 
 
-def _consume_all(
-    session: Session,
-    w: Workload,
-    topic: str,
-    expected: int,
-    partitions: int,
-    label: str,
-) -> WorkloadResult:
-    """Reads ``expected`` records of ``topic`` from the beginning with one consumer.
+def _fill(session: Session, w: Workload, records: int) -> tuple[str, int]:
+    """Set-up of a reader: a fresh topic holding ``records`` values; (topic, records)."""
+    settings = session.settings
+    topic = _topic(session, w)
+    create_topic(session, topic, w.partitions, timeout=120.0)
+    tuning = _producer_tuning("1", settings.linger_ms)
+    got = _produce(session, f"{session.target} {w.name}: writing the log to read", topic,
+                   w.size, records, tuning, settings.fill_cap_s)
+    if got.delivered == 0:
+        raise _no_records(session, got.note or "could not write the log to read")
+    return topic, got.delivered
 
-    ``assign()`` from the beginning and never commits; ``group.id`` is set only because
-    librdkafka requires one.
+
+def _read_for(session: Session, w: Workload, topic: str, expected: int, label: str
+              ) -> WorkloadResult:
+    """Reads ``topic`` from the beginning, again and again, with one consumer.
+
+    ``assign()`` from offset 0 and ``seek()`` back to 0 each time all ``expected``
+    records came back; never commits (``group.id`` is set only because librdkafka
+    requires one). ``fetch.wait.max.ms`` is 10: at the end of a pass the consumer's
+    fetch at the log end would otherwise hold the seek back for the default 500 ms (a
+    fetch that finds data returns at once either way). The warm-up includes the first
+    fetches; the window counts records returned while it is open.
     """
     settings = session.settings
-    tuning = _consumer_tuning(session)
+    tuning = {**_consumer_tuning(session), "fetch.wait.max.ms": 10}
     consumer = Consumer({**_client_config(session), **tuning})
-    tps = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+    tps = [TopicPartition(topic, p, 0) for p in range(w.partitions)]
     try:
-        consumer.list_topics(topic, timeout=10)  # connect before the clock
+        consumer.list_topics(topic, timeout=10)  # connect: set-up
         consume = consumer.consume
-        got = 0
-        nbytes = 0
-        errors = 0
+        got = nbytes = errors = passes = in_pass = 0
         first_error: KafkaError | None = None
-        capped = False
-        session.progress.start(label, expected)
-        start = time.perf_counter()
-        deadline = start + settings.time_cap
+        session.progress.start(label, 0)
         consumer.assign(tps)
-        while got < expected:
+        warm_end = time.perf_counter() + settings.warmup_s
+        start: float | None = None
+        while True:
             msgs = consume(num_messages=10_000, timeout=0.2)
+            now = time.perf_counter()
             if msgs:
                 # C-level loop over the batch; per-message Python only if something failed.
+                n, size = len(msgs), sum(map(len, msgs))
                 if any(map(Message.error, msgs)):
                     bad = [m.error() for m in msgs if m.error() is not None]
                     errors += len(bad)
                     first_error = first_error or bad[0]
-                    got -= len(bad)
-                got += len(msgs)
-                nbytes += sum(map(len, msgs))  # value bytes actually received
-                session.progress.update(got)
-            if time.perf_counter() >= deadline:
-                capped = got < expected
+                    n -= len(bad)
+                in_pass += n
+                if start is not None:
+                    got += n
+                    nbytes += size
+                    session.progress.update(got)
+                if in_pass >= expected:
+                    _rewind(consumer, tps)
+                    in_pass, passes = 0, passes + 1
+            if start is None:
+                if now >= warm_end:
+                    session.window.begin()
+                    start = now
+            elif now >= start + settings.measure_s:
+                session.window.end()
                 break
-        elapsed = time.perf_counter() - start
+        elapsed = now - start
     finally:
         consumer.close()
     note = f"{errors} consume errors, first: {first_error}" if errors else None
     if note:
         log.warning("%s: %s", label, note)
-    session.progress.finish(f"{got:,} of {expected:,} records read")
+    session.progress.finish(f"{got:,} records read ({passes} whole passes)")
     if got == 0:
-        raise _no_records(session, f"no record read within {settings.time_cap:g}s")
-    return _result(
-        session, w, got, elapsed, capped, tuning,
+        raise _no_records(session, f"no record read within {settings.measure_s:g}s")
+    result = _result(
+        session, w, got, elapsed, False, tuning,
         requested=expected, errors=errors, note=note, nbytes=nbytes,
     )  # fmt: skip
+    result.metrics["log_records"] = float(expected)
+    result.metrics["passes"] = float(passes)
+    return result
+
+
+def _rewind(consumer: Consumer, tps: list[TopicPartition]) -> None:
+    """Back to offset 0 of every partition (a fresh topic starts there)."""
+    try:
+        for tp in tps:
+            consumer.seek(tp)
+    except KafkaException:  # a partition not fetching yet: assign anew instead
+        consumer.assign(tps)
 
 
 def fetch_throughput(session: Session, w: Workload) -> WorkloadResult:
-    """Records/s one librdkafka consumer reads catching up the topic ``w.source`` filled."""
-    if w.source not in session.topics:
-        raise WorkloadError(f"nothing to read: {w.source} did not run or failed")
-    topic, expected, partitions = session.topics[w.source]
-    return _consume_all(session, w, topic, expected, partitions, f"{session.target} {w.name}")
+    """Records/s one librdkafka consumer reads from a log written before the run."""
+    records = (session.settings.many_partitions_records if w.partitions >= 1000
+               else session.settings.fill_records[w.size])
+    topic, have = _fill(session, w, records)
+    return _read_for(session, w, topic, have, f"{session.target} {w.name}")
 
 
 def _catchup_log(session: Session, w: Workload) -> tuple[str, int]:
-    """The 1 GiB (``catchup_bytes``) log of 1 KiB records: produce-1KiB's, topped up."""
-    settings = session.settings
-    records = max(1, settings.catchup_bytes // w.size)
-    key = f"catchup-log-{w.size}"
-    if key in session.topics:
-        topic, have, _ = session.topics[key]
-        return topic, have
-    source = session.topics.get(w.source or "")
-    if source is not None and source[2] == 1:
-        topic, have, _ = source
-    else:
-        topic, have = f"bench-{settings.run_id}-{key}", 0
-        create_topic(session, topic, 1)
-    if have < records:
-        tuning = _producer_tuning("1", settings.linger_ms)
-        got = _produce(
-            session, f"{session.target} filling the catch-up log", topic, w.size,
-            records - have, tuning, max(settings.time_cap, 60.0),
-        )  # fmt: skip
-        have += got.delivered
-    session.topics[key] = (topic, have, 1)
-    return topic, have
+    """The 1 GiB (``catchup_bytes``) log of 1 KiB records, written before the run."""
+    return _fill(session, w, max(1, session.settings.catchup_bytes // w.size))
 
 
 def produce_raw(session: Session, w: Workload) -> WorkloadResult:
@@ -486,26 +553,32 @@ def produce_raw(session: Session, w: Workload) -> WorkloadResult:
 
     The server's produce path without librdkafka's per-record client cost (which on
     these 2 shared cores limits ``produce-*`` long before the server does); compared
-    with the append+loopback baseline.
+    with the append+loopback baseline. One connection warms up, a second one is timed.
     """
     settings = session.settings
     topic = _topic(session, w)
     create_topic(session, topic, 1)
-    total = settings.catchup_bytes
     label = f"{session.target} {w.name}"
-    expected = total // w.size
-    session.progress.start(label, expected)
-    records, nbytes, seconds = produce_batches(
-        session.bootstrap, topic, w.size, total, acks=-1 if w.acks == "all" else int(w.acks),
-        time_cap=settings.time_cap, on_progress=session.progress.update,
+    acks = -1 if w.acks == "all" else int(w.acks)
+    unbounded = 1 << 50  # the time cap, not a byte count, ends each phase
+    session.progress.start(label, 0)
+    produce_batches(session.bootstrap, topic, w.size, unbounded, acks=acks,
+                    time_cap=settings.warmup_s)
+    session.window.begin()
+    start = time.perf_counter()
+    records, nbytes, _ = produce_batches(
+        session.bootstrap, topic, w.size, unbounded, acks=acks,
+        time_cap=settings.measure_s, on_progress=session.progress.update,
     )  # fmt: skip
+    session.window.end()
+    seconds = time.perf_counter() - start
     session.progress.finish(f"{records:,} records acknowledged")
     if records == 0:
         raise WorkloadError("no batch acknowledged")
     result = _result(
-        session, w, records, seconds, nbytes < total * 0.99,
+        session, w, records, seconds, False,
         {"batch_bytes": 1_000_000, "in_flight": 4, "client": "kafkaproto raw produce"},
-        requested=expected, nbytes=nbytes,
+        requested=records, nbytes=nbytes,
     )  # fmt: skip
     result.primary = "mb_per_s"
     return result
@@ -515,45 +588,58 @@ def catchup_raw(session: Session, w: Workload) -> WorkloadResult:
     """MB/s reading the whole catch-up log with Fetch requests, records untouched.
 
     The server's fetch path on its own (for logserver: header bytes, then sendfile from
-    the segment), compared with loopback and sendfile bandwidth.
+    the segment), compared with loopback and sendfile bandwidth. The log is read from
+    its start again and again (one connection per pass) until the window closes.
     """
     settings = session.settings
     topic, records = _catchup_log(session, w)
     label = f"{session.target} {w.name}"
-    session.progress.start(label, records)
-    progress, seconds = catch_up(
-        session.bootstrap, topic, 0, 0, records, time_cap=settings.time_cap,
-        on_progress=lambda p: session.progress.update(p.records),
-    )  # fmt: skip
-    session.progress.finish(f"{progress.bytes / MB:,.0f} MB in {progress.fetches} fetches")
-    if progress.records == 0:
+    session.progress.start(label, 0)
+    catch_up(session.bootstrap, topic, 0, 0, records, time_cap=settings.warmup_s)
+    session.window.begin()
+    start = time.perf_counter()
+    stop = start + settings.measure_s
+    nbytes = got = fetches = passes = 0
+    while (left := stop - time.perf_counter()) > 0:
+        progress, _ = catch_up(session.bootstrap, topic, 0, 0, records, time_cap=left)
+        nbytes += progress.bytes
+        got += progress.records
+        fetches += progress.fetches
+        passes += progress.records >= records
+        session.progress.update(got)
+        if progress.records == 0:
+            break
+    session.window.end()
+    seconds = time.perf_counter() - start
+    session.progress.finish(f"{nbytes / MB:,.0f} MB in {fetches} fetches, {passes} passes")
+    if got == 0:
         raise WorkloadError("no record read")
     result = _result(
-        session, w, progress.records, seconds, progress.records < records,
+        session, w, got, seconds, False,
         {"max_bytes": 64 << 20, "client": "kafkaproto raw fetch"},
-        requested=records, nbytes=progress.bytes,
+        requested=records, nbytes=nbytes,
     )  # fmt: skip
     result.primary = "mb_per_s"
-    result.metrics = {"fetches": progress.fetches, "log_bytes": progress.bytes}
+    result.metrics = {"fetches": float(fetches), "passes": float(passes),
+                      "log_records": float(records)}
     return result
 
 
 def catchup_librdkafka(session: Session, w: Workload) -> WorkloadResult:
     """Records/s one librdkafka consumer reads catching up the whole catch-up log."""
     topic, records = _catchup_log(session, w)
-    return _consume_all(session, w, topic, records, 1, f"{session.target} {w.name}")
+    return _read_for(session, w, topic, records, f"{session.target} {w.name}")
 
 
 def tail_throughput(session: Session, w: Workload) -> WorkloadResult:
     """Records/s a consumer at the log end reads while a producer writes as fast as it can.
 
-    The clock runs from the first send to the last record read; the lag left when the
-    producer finished is in ``metrics``.
+    Records read during the window count; ``metrics`` has how many records the producer
+    had handed over but the consumer had not read when the window closed.
     """
     settings = session.settings
     topic = _topic(session, w)
     create_topic(session, topic, w.partitions)
-    records = settings.tail_records
     tuning = _consumer_tuning(session)
     consumer = Consumer({**_client_config(session), **tuning})
     ptuning = _producer_tuning(w.acks, settings.linger_ms)
@@ -562,51 +648,59 @@ def tail_throughput(session: Session, w: Workload) -> WorkloadResult:
     consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(w.partitions)])
     consumer.consume(num_messages=1, timeout=1.0)  # the fetcher is now at the log end
     stop = threading.Event()
-    sent_box = [0, 0.0]
+    sent_box = [0]
 
     def produce() -> None:
         value = os.urandom(w.size)
-        sent = 0
-        while sent < records and not stop.is_set():
+        while not stop.is_set():
             try:
                 producer.produce(topic, value)
-                sent += 1
+                sent_box[0] += 1
             except BufferError:
                 producer.poll(0.001)
         producer.flush(30)
-        sent_box[0], sent_box[1] = sent, time.perf_counter()
 
     label = f"{session.target} {w.name}"
-    session.progress.start(label, records)
-    got = nbytes = 0
-    start = time.perf_counter()
-    deadline = start + settings.time_cap
+    session.progress.start(label, 0)
+    got = nbytes = read_total = 0
     thread = threading.Thread(target=produce, name="tail-producer", daemon=True)
     thread.start()
-    lag_at_end: int | None = None
+    warm_end = time.perf_counter() + settings.warmup_s
+    start: float | None = None
+    lag_at_end = 0
     try:
-        while got < records and time.perf_counter() < deadline:
+        while True:
             msgs = consumer.consume(num_messages=10_000, timeout=0.1)
-            if msgs:
-                good = [m for m in msgs if m.error() is None]
+            now = time.perf_counter()
+            good = [m for m in msgs if m.error() is None] if msgs else []
+            read_total += len(good)
+            if start is not None:
                 got += len(good)
                 nbytes += sum(map(len, good))
                 session.progress.update(got)
-            if lag_at_end is None and not thread.is_alive():
-                lag_at_end = sent_box[0] - got
-        elapsed = time.perf_counter() - start
+            if start is None:
+                if now >= warm_end:
+                    session.window.begin()
+                    start = now
+            elif now >= start + settings.measure_s:
+                session.window.end()
+                lag_at_end = sent_box[0] - read_total
+                break
+            if not thread.is_alive():
+                raise WorkloadError("the tail producer stopped")
+        elapsed = now - start
     finally:
         stop.set()
         thread.join(timeout=35)
         consumer.close()
-    session.progress.finish(f"{got:,} of {records:,} records read while produced")
+    session.progress.finish(f"{got:,} records read while produced")
     if got == 0:
         raise _no_records(session, "no record read while tailing")
     result = _result(
-        session, w, got, elapsed, got < records, {**tuning, **ptuning},
-        requested=records, nbytes=nbytes,
+        session, w, got, elapsed, False, {**tuning, **ptuning},
+        requested=got, nbytes=nbytes,
     )  # fmt: skip
-    result.metrics = {"lag_when_producer_done": float(lag_at_end or 0)}
+    result.metrics = {"lag_at_window_end": float(lag_at_end)}
     return result
 
 
@@ -633,17 +727,20 @@ def e2e_latency(session: Session, w: Workload) -> WorkloadResult:
 
     The producer stamps ``perf_counter_ns`` into each 100 B value and sends in 1 ms
     ticks (linger.ms 0, acks=1); a consumer thread in the same process takes the
-    difference on arrival. The first second is a warm-up and is not counted.
+    difference on arrival. The warm-up is not counted. The consumer's
+    ``fetch.wait.max.ms`` is reported with the figure: a server that does not answer a
+    waiting fetch when records arrive shows up to that much latency.
     """
     settings = session.settings
     topic = _topic(session, w)
     create_topic(session, topic, w.partitions)
     rate = settings.e2e_rate
-    warmup = 1.0
+    warmup = settings.warmup_s
     total_s = warmup + settings.e2e_seconds
     ptuning = {**_producer_tuning(w.acks, 0), "batch.num.messages": 10_000}
     producer = Producer({**_client_config(session), **ptuning})
-    ctuning = {**_consumer_tuning(session), "fetch.wait.max.ms": 100, "fetch.min.bytes": 1}
+    wait_ms = settings.e2e_fetch_wait_max_ms
+    ctuning = {**_consumer_tuning(session), "fetch.wait.max.ms": wait_ms, "fetch.min.bytes": 1}
     consumer = Consumer({**_client_config(session), **ctuning})
     producer.list_topics(topic, timeout=10)
     consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(w.partitions)])
@@ -662,7 +759,7 @@ def e2e_latency(session: Session, w: Workload) -> WorkloadResult:
         while not done.is_set():
             m = poll(0.05)
             if m is not None and m.error() is None:
-                stamp = unpack(m.value())[0]
+                stamp = unpack(m.value() or b"")[0]
                 if stamp >= count_from[0]:
                     latencies.append((now() - stamp) / 1e9)
 
@@ -676,11 +773,15 @@ def e2e_latency(session: Session, w: Workload) -> WorkloadResult:
     sent = 0
     start = time.perf_counter()
     count_from[0] = time.perf_counter_ns() + int(warmup * 1e9)
+    opened = False
     try:
         while True:
             elapsed = time.perf_counter() - start
             if elapsed >= total_s:
                 break
+            if not opened and elapsed >= warmup:
+                session.window.begin()
+                opened = True
             due = min(int(elapsed * rate), int(total_s * rate))
             while sent < due:
                 try:
@@ -695,6 +796,8 @@ def e2e_latency(session: Session, w: Workload) -> WorkloadResult:
         wait_end = time.perf_counter() + 5
         while len(latencies) < expected and time.perf_counter() < wait_end:
             time.sleep(0.01)
+        if opened:
+            session.window.end()
     finally:
         done.set()
         thread.join(timeout=5)
@@ -702,37 +805,29 @@ def e2e_latency(session: Session, w: Workload) -> WorkloadResult:
     session.progress.finish(f"{len(latencies):,} latencies")
     if not latencies:
         raise _no_records(session, "no record came back")
+    missing = max(0, expected - len(latencies))
     result = _result(
-        session, w, len(latencies), settings.e2e_seconds, len(latencies) < expected * 0.99,
-        {**ptuning, "rate": rate}, requested=expected,
+        session, w, len(latencies), settings.e2e_seconds, missing > expected * 0.01,
+        {**ptuning, "rate": rate, "fetch.wait.max.ms": wait_ms}, requested=expected,
+        note=f"{missing:,} of {expected:,} records never came back" if missing else None,
     )  # fmt: skip
     result.metrics = _percentiles(latencies)
+    result.metrics["fetch_wait_max_ms"] = float(wait_ms)
     result.primary, result.higher_is_better = "p99_ms", False
     return result
 
 
-def many_partitions_produce(session: Session, w: Workload) -> WorkloadResult:
-    """Produce 100 B records spread at random over a fresh 1,000-partition topic.
+#: ApiVersions round trips per connection in the idle-connections workload.
+_ROUND_TRIP_CHUNK = 500
 
-    ``metrics`` holds how long CreateTopics took until every partition had a leader.
-    """
-    settings = session.settings
-    topic = _topic(session, w)
-    created = create_topic(session, topic, w.partitions, timeout=120.0)
-    records = settings.many_partitions_records
-    tuning = _producer_tuning(w.acks, settings.linger_ms)
-    got = _produce(
-        session, f"{session.target} {w.name}", topic, w.size, records, tuning, settings.time_cap
-    )
-    if got.delivered == 0:
-        raise _no_records(session, got.note or "no record was acknowledged")
-    session.topics[w.name] = (topic, got.delivered, w.partitions)
-    result = _result(
-        session, w, got.delivered, got.seconds, got.capped, tuning,
-        requested=records, errors=got.failures, note=got.note,
-    )  # fmt: skip
-    result.metrics = {"create_topic_s": round(created, 3)}
-    return result
+
+def _round_trips_for(bootstrap: str, seconds: float) -> list[float]:
+    """Sequential ApiVersions round-trip times for ``seconds``, in chunks of connections."""
+    out: list[float] = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        out += round_trips(bootstrap, _ROUND_TRIP_CHUNK)
+    return out
 
 
 def idle_connections(session: Session, w: Workload) -> WorkloadResult:
@@ -740,14 +835,16 @@ def idle_connections(session: Session, w: Workload) -> WorkloadResult:
 
     Each connection completes an ApiVersions exchange (so the server holds a full
     client connection) and then sends nothing. Request round trips on one more
-    connection are timed before and with them open; the server's RSS is read before and
-    after (only for a server this run started).
+    connection are timed for the measured length before and with them open (the window
+    is the part with them open); the server's RSS is read before and after (only for a
+    server this run started).
     """
     settings = session.settings
     count = settings.idle_connections
     label = f"{session.target} {w.name}"
     session.progress.start(label, count, unit="connections")
-    before = round_trips(session.bootstrap, settings.round_trips)
+    _round_trips_for(session.bootstrap, settings.warmup_s)
+    before = _round_trips_for(session.bootstrap, settings.measure_s)
     rss_before = session.rss_mb()
     start = time.perf_counter()
     conns = open_idle(session.bootstrap, count)
@@ -756,13 +853,15 @@ def idle_connections(session: Session, w: Workload) -> WorkloadResult:
         session.progress.update(count)
         time.sleep(0.5)
         rss_after = session.rss_mb()
-        during = round_trips(session.bootstrap, settings.round_trips)
+        session.window.begin()
+        during = _round_trips_for(session.bootstrap, settings.measure_s)
+        session.window.end()
     finally:
         for conn in conns:
             conn.close()
     session.progress.finish(f"{count:,} connections open in {opened:.2f}s")
     result = _result(
-        session, w, count, opened, False, {"round_trips": settings.round_trips},
+        session, w, count, opened, False, {"round_trips_s": settings.measure_s},
         requested=count, nbytes=0,
     )  # fmt: skip
     base = _percentiles(before)
@@ -772,6 +871,7 @@ def idle_connections(session: Session, w: Workload) -> WorkloadResult:
         "p99_ms": with_idle["p99_ms"],
         "p50_ms_without": base["p50_ms"],
         "p99_ms_without": base["p99_ms"],
+        "round_trips": with_idle["samples"],
         "connect_s": round(opened, 3),
     }
     if rss_before is not None and rss_after is not None:
@@ -796,29 +896,30 @@ def _matrix() -> list[Workload]:
     return out
 
 
-#: Every workload, in run order (readers after the producers whose topics they read).
+#: Every workload, in run order. Each run starts its own server, so none depends on another.
 WORKLOADS: list[Workload] = [
-    # First, while the servers hold no data: its RSS figures are then per connection,
-    # not the data an in-memory peer keeps.
     Workload("idle-connections-1000", "connections", idle_connections, 0),
     *_matrix(),
-    Workload("fetch-100B", "fetch", fetch_throughput, 100, source="produce-100B-p1-acks1",
+    Workload("fetch-100B", "fetch", fetch_throughput, 100, reads=True,
              baselines=("loopback-tcp",)),
-    Workload("fetch-1KiB", "fetch", fetch_throughput, 1024, source="produce-1KiB-p8-acks1",
-             partitions=8, baselines=("loopback-tcp",)),
+    Workload("fetch-1KiB", "fetch", fetch_throughput, 1024, partitions=8, reads=True,
+             baselines=("loopback-tcp",)),
     Workload("produce-raw-1KiB", "produce", produce_raw, 1024,
              baselines=("loopback-tcp", "file-append", "append+loopback")),
-    Workload("catchup-raw", "catchup", catchup_raw, 1024, source="produce-1KiB-p1-acks1",
+    Workload("catchup-raw", "catchup", catchup_raw, 1024, reads=True,
              baselines=("loopback-tcp", "sendfile-loopback")),
-    Workload("catchup-librdkafka", "catchup", catchup_librdkafka, 1024,
-             source="produce-1KiB-p1-acks1", baselines=("loopback-tcp", "sendfile-loopback")),
+    Workload("catchup-librdkafka", "catchup", catchup_librdkafka, 1024, reads=True,
+             baselines=("loopback-tcp", "sendfile-loopback")),
     Workload("tail-1KiB", "tail", tail_throughput, 1024, baselines=("loopback-tcp",)),
     Workload("e2e-latency-10k", "latency", e2e_latency, 100),
-    Workload("partitions-1000-produce", "partitions", many_partitions_produce, 100,
+    Workload("partitions-1000-produce", "partitions", produce_throughput, 100,
              partitions=1000),
     Workload("partitions-1000-consume", "partitions", fetch_throughput, 100, partitions=1000,
-             source="partitions-1000-produce"),
+             reads=True),
 ]  # fmt: skip
+
+#: ``--quick``: fewer workloads, runs just as long.
+QUICK = ("produce-1KiB-p1-acks1", "produce-raw-1KiB", "catchup-raw", "e2e-latency-10k")
 
 
 def select(patterns: list[str]) -> list[Workload]:
