@@ -169,8 +169,10 @@ def decompress_capped(codec: Compression, data: Buffer, max_bytes: int) -> bytes
             return _lz4_capped(data, max_bytes)
         if codec == Compression.ZSTD:
             return _zstd_capped(data, max_bytes)
-    except DecompressionError:
+    except DecompressionBombError:
         raise
+    except DecompressionError as exc:
+        raise DecompressionError(f"{Compression(codec).name} records do not decode: {exc}") from exc
     except (cramjam.DecompressionError, zlib.error, zstandard.ZstdError, RuntimeError) as exc:
         # lz4.frame reports bad frames as RuntimeError.
         raise DecompressionError(f"{Compression(codec).name} records do not decode: {exc}") from exc
