@@ -254,3 +254,62 @@ def test_capped_refuses_truncated_and_trailing_garbage(codec: Compression) -> No
         with pytest.raises(DecompressionError) as caught:
             decompress_capped(codec, bad, CAP)
         assert not isinstance(caught.value, DecompressionBombError)
+
+
+# -- decompression bombs, with the peak memory of a real process measured -----------------
+
+BOMB_SIZE = 1 << 30  # 1 GiB of zeros once inflated
+BOMB_CAP = 1 << 20  # message.max.bytes' default is about this
+BOMB_PROBE = """
+import resource, sys
+from kafkaproto.compression import DecompressionBombError
+from kafkaproto.validate import validate_batch
+batch = bytearray(open(sys.argv[1], "rb").read())
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    validate_batch(batch, max_uncompressed_bytes=int(sys.argv[2]))
+except DecompressionBombError as exc:
+    outcome = "bomb: " + str(exc)
+else:
+    outcome = "accepted"
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(after - before, outcome)
+"""
+
+
+def _bomb_batch(compressed: bytes, codec: Compression) -> bytearray:
+    batch = forge(b"", record_count=1)[:BATCH_HEADER_SIZE] + compressed
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">h", batch, 21, int(codec))
+    return recrc(batch)
+
+
+@pytest.mark.parametrize(
+    "kind", ["GZIP", "SNAPPY", "LZ4", "ZSTD", "SNAPPY-raw"], ids=str
+)
+def test_decompression_bomb_is_refused_with_bounded_memory(
+    kind: str, tmp_path: pytest.TempPathFactory
+) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from bombs import raw_snappy_claiming, zeros_bomb
+
+    codec = Compression[kind.split("-")[0]]
+    compressed = raw_snappy_claiming(BOMB_SIZE) if kind == "SNAPPY-raw" else zeros_bomb(
+        codec, BOMB_SIZE
+    )
+    assert len(compressed) < BOMB_SIZE // 20
+    path = Path(str(tmp_path)) / "bomb.batch"
+    path.write_bytes(_bomb_batch(compressed, codec))
+    repo = Path(__file__).resolve().parent.parent
+    probe = subprocess.run(
+        [sys.executable, "-c", BOMB_PROBE, str(path), str(BOMB_CAP)],
+        capture_output=True, text=True, timeout=120, cwd=repo,
+        env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
+    )
+    assert probe.returncode == 0, probe.stderr
+    growth_kib, outcome = probe.stdout.strip().split(" ", 1)
+    assert outcome.startswith(f"bomb: {codec.name} records inflate past the cap of {BOMB_CAP}")
+    assert int(growth_kib) * 1024 < 3 * BOMB_CAP + (50 << 20), (kind, growth_kib)
