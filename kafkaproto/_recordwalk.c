@@ -49,6 +49,22 @@ read_zigzag(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int max_bytes, 
     Py_ssize_t p = *pos;
     uint64_t raw = 0;
     int i;
+    /* Lengths and deltas in real batches take one or two bytes: no loop for those. */
+    if (end - p >= 2) {
+        uint8_t b0 = buf[p], b1 = buf[p + 1];
+        if (b0 < 0x80) {
+            *out = (int64_t)(b0 >> 1) ^ -(int64_t)(b0 & 1);
+            *pos = p + 1;
+            return 0;
+        }
+        if (b1 < 0x80) {
+            raw = (uint64_t)(b0 & 0x7F) | ((uint64_t)b1 << 7);
+            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+            *pos = p + 2;
+            return 0;
+        }
+        raw = 0;
+    }
     for (i = 0; i < max_bytes; i++) {
         uint8_t b;
         if (p >= end)
