@@ -6,10 +6,11 @@ Two parts, each repeated ``--runs`` times (min / median / max):
    ``validate_batch`` (also capped decompression and the walk of every record), with the
    compiled walk and with its pure-Python fallback, on realistic batches: 1 KiB records
    x 1,000 and 100 B records x 10,000, uncompressed and with each codec.
-2. End to end (``--no-server`` skips it): a real logserver on 127.0.0.1 takes pipelined
-   1 MB Produce requests (benchmarks.kafka_raw.produce_batches), once as it is and once
-   with its produce check swapped for ``validate_batch`` by a start-up shim (the wiring the
-   lead will make in logserver/partition.py), so the throughput ratio is the budget test.
+2. End to end (``--no-server`` skips it): two real logservers on 127.0.0.1, one as it is
+   and one with its produce check swapped for ``validate_batch`` by a start-up shim (the
+   wiring the lead will make in logserver/partition.py), take turns at the same pipelined
+   Produce requests (the batches above, trimmed under message.max.bytes); the figures are
+   the server's CPU time per request and the wall-clock throughput.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from benchmarks.kafka_raw import produce_batches
+from benchmarks.kafka_raw import RawConnection
 from benchmarks.targets import LogserverTarget
-from kafkaproto import validate
+from kafkaproto import ApiKey, decode_response, encode_request, validate
 from kafkaproto.batch import Compression, validate_produce_records
-from kafkaproto.records import build_batch
+from kafkaproto.messages import ProduceRequest
+from kafkaproto.records import RecordTuple, build_batch
 
 # Decompressed-size cap for the in-process part: above the 100 B x 10,000 batch's 1.23 MB
 # (a batch the server itself would refuse past message.max.bytes, 1048588, the shim's cap).
@@ -64,10 +66,18 @@ class Figures:
         return f"{low / scale:10.1f} {mid / scale:10.1f} {high / scale:10.1f} {unit}"
 
 
-def realistic_batch(value_size: int, count: int, codec: Compression) -> bytes:
-    """Keyed records with hex-text values (about 2:1 compressible) and rising timestamps."""
+def realistic_batch(
+    value_size: int, count: int, codec: Compression, fit: int | None = None
+) -> bytes:
+    """Keyed records with hex-text values (about 2:1 compressible) and rising timestamps.
+
+    With ``fit``, fewer records if needed so the records stay under ``fit`` bytes
+    uncompressed (what the server accepts).
+    """
     now = int(time.time() * 1000)
-    records = [
+    if fit is not None:
+        count = min(count, fit // (value_size + 24))
+    records: list[RecordTuple] = [
         (
             f"device-{i % 500:05d}".encode(),
             os.urandom(value_size // 2).hex().encode(),
@@ -142,42 +152,87 @@ class ShimmedLogserver(LogserverTarget):
         return [argv[0], "-c", _SHIM, *argv[3:]]
 
 
-def bench_end_to_end(runs: int, total_mb: int) -> None:
-    """Both servers run at once and take turns, so load from elsewhere hits both alike."""
-    print(f"\nend to end: pipelined 1 MB produce requests, {total_mb} MB per run, acks=1")
-    print(f"{'shape':<12} {'server':<22} {'min':>10} {'median':>10} {'max':>10}")
-    results: dict[tuple[str, str], list[float]] = {}
+def produce_repeatedly(bootstrap: str, topic: str, batch: bytes, requests: int) -> float:
+    """Send ``batch`` ``requests`` times, 4 in flight (as a producer pipelines); seconds."""
+    with RawConnection(bootstrap) as conn:
+        version = conn.version_for(ApiKey.PRODUCE, 7, 9)  # v7+: zstd allowed
+        request = ProduceRequest(
+            transactional_id=None, acks=1, timeout_ms=30_000,
+            topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                ProduceRequest.PartitionProduceData(index=0, records=batch)])],
+        )  # fmt: skip
+        frame = encode_request(ApiKey.PRODUCE, version, 1, "validate-bench", request)
+        sent = acked = 0
+        start = time.perf_counter()
+        while acked < requests:
+            while sent - acked < 4 and sent < requests:
+                conn.sock.sendall(frame)
+                sent += 1
+            _, body = decode_response(ApiKey.PRODUCE, version, conn.receive())
+            error = body.responses[0].partition_responses[0].error_code  # type: ignore[attr-defined]
+            if error:
+                raise RuntimeError(f"produce refused with error code {error}")
+            acked += 1
+        return time.perf_counter() - start
+
+
+def bench_end_to_end(runs: int, requests: int, codecs: list[Compression]) -> None:
+    """Both servers run at once and take turns, so load from elsewhere hits both alike.
+
+    Wall-clock throughput on a shared machine swings with other processes; the server's
+    own CPU time per request (utime + stime from /proc) is the steadier cost figure.
+    """
+    print(f"\nend to end: {requests} pipelined produce requests per run, acks=1, "
+          "server CPU per request and wall-clock MB/s of records")
+    print(f"{'shape':<12} {'codec':<7} {'server':<16} {'min':>10} {'median':>10} {'max':>10}")
+    summary = []
     with tempfile.TemporaryDirectory(prefix="validate-bench-") as tmp:
-        servers = {"current": LogserverTarget, "validate_batch": ShimmedLogserver}
-        workdirs = {label: Path(tmp) / label for label in servers}
+        labels = ("current", "validate_batch")
+        workdirs = {label: Path(tmp) / label for label in labels}
         for workdir in workdirs.values():
             workdir.mkdir()
-        with servers["current"](workdirs["current"]) as current, servers["validate_batch"](
+        with LogserverTarget(workdirs["current"]) as current, ShimmedLogserver(
             workdirs["validate_batch"]
         ) as validated:
-            bootstraps = {"current": current.bootstrap, "validate_batch": validated.bootstrap}
-            for shape, (record_size, _) in SHAPES.items():
-                topic = f"bench-{shape.lower()}"
-                for bootstrap in bootstraps.values():
-                    admin = AdminClient({"bootstrap.servers": str(bootstrap)})
-                    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=60)
-                    del admin  # its background threads end with it, before the servers stop
-                    produce_batches(str(bootstrap), topic, record_size, 20_000_000)  # warm up
-                for run in range(runs):
-                    order = list(bootstraps) if run % 2 == 0 else list(reversed(bootstraps))
-                    for label in order:
-                        _, nbytes, seconds = produce_batches(
-                            str(bootstraps[label]), topic, record_size, total_mb * 1_000_000
-                        )
-                        results.setdefault((shape, label), []).append(nbytes / seconds)
-                for label in bootstraps:
-                    rates = results[(shape, label)]
-                    print(f"{shape:<12} {label:<22} {Figures(rates).text('MB/s', 1e6)}")
-    for shape in SHAPES:
-        now = statistics.median(results[(shape, "current")])
-        new = statistics.median(results[(shape, "validate_batch")])
-        print(f"{shape:<12} median throughput with validation: {new / now:.1%} of current "
-              f"({1 - new / now:+.1%} cost; budget 15%)")
+            servers = {"current": current, "validate_batch": validated}
+            for shape, (value_size, count) in SHAPES.items():
+                for codec in codecs:
+                    batch = realistic_batch(value_size, count, codec, fit=SERVER_CAP)
+                    data_bytes = validate.validate_batch(
+                        batch, max_uncompressed_bytes=CAP
+                    ).uncompressed_size
+                    topic = f"bench-{shape.lower()}-{codec.name.lower()}"
+                    for server in servers.values():
+                        admin = AdminClient({"bootstrap.servers": str(server.bootstrap)})
+                        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=60)
+                        del admin  # its threads end with it, before the servers stop
+                        produce_repeatedly(str(server.bootstrap), topic, batch, 10)  # warm up
+                    cpu: dict[str, list[float]] = {label: [] for label in labels}
+                    rate: dict[str, list[float]] = {label: [] for label in labels}
+                    for run in range(runs):
+                        for label in labels if run % 2 == 0 else labels[::-1]:
+                            server = servers[label]
+                            before = server.cpu_seconds() or 0.0
+                            seconds = produce_repeatedly(
+                                str(server.bootstrap), topic, batch, requests
+                            )
+                            used = (server.cpu_seconds() or 0.0) - before
+                            cpu[label].append(used / requests)
+                            rate[label].append(data_bytes * requests / seconds)
+                    for label in labels:
+                        print(f"{shape:<12} {codec.name:<7} {label:<16} "
+                              f"{Figures(cpu[label]).text('ms CPU/request', 1e-3)}")
+                        print(f"{'':<12} {'':<7} {'':<16} {Figures(rate[label]).text('MB/s', 1e6)}")
+                    cost = statistics.median(cpu["validate_batch"]) / statistics.median(
+                        cpu["current"]
+                    ) - 1
+                    speed = statistics.median(rate["validate_batch"]) / statistics.median(
+                        rate["current"]
+                    )
+                    summary.append((shape, codec.name, count if value_size else 0, cost, speed))
+    print("\nshape        codec   server CPU per request  median throughput (budget: 15%)")
+    for shape, codec_name, _, cost, speed in summary:
+        print(f"{shape:<12} {codec_name:<7} {cost:+21.1%}  {speed:.1%} of current")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,7 +243,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds each in-process figure is averaged over")
     parser.add_argument("--codecs", default="none,gzip,snappy,lz4,zstd",
                         help="comma-separated codecs for the in-process part")
-    parser.add_argument("--total-mb", type=int, default=150, help="MB produced per end-to-end run")
+    parser.add_argument("--requests", type=int, default=150,
+                        help="produce requests per end-to-end run")
+    parser.add_argument("--server-codecs", default="none,lz4,zstd",
+                        help="comma-separated codecs for the end-to-end part")
     parser.add_argument("--no-server", action="store_true", help="skip the end-to-end part")
     args = parser.parse_args(argv)
     if args.runs < 3:
@@ -196,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     codecs = [Compression[name.strip().upper()] for name in args.codecs.split(",")]
     bench_in_process(args.runs, args.min_time, codecs)
     if not args.no_server:
-        bench_end_to_end(args.runs, args.total_mb)
+        server_codecs = [Compression[name.strip().upper()] for name in args.server_codecs.split(",")]
+        bench_end_to_end(args.runs, args.requests, server_codecs)
     return 0
 
 
