@@ -317,3 +317,18 @@ def test_decompression_bomb_is_refused_with_bounded_memory(
     growth_kib, outcome = probe.stdout.strip().split(" ", 1)
     assert outcome.startswith(f"bomb: {codec.name} records inflate past the cap of {BOMB_CAP}")
     assert int(growth_kib) * 1024 < 3 * BOMB_CAP + (50 << 20), (kind, growth_kib)
+
+
+@pytest.mark.parametrize("codec", COMPRESSED, ids=lambda c: c.name)
+def test_decode_batch_and_iter_records_honour_the_cap(codec: Compression) -> None:
+    from kafkaproto.records import iter_records
+
+    records = [(b"k", b"x" * 1000, [], 1) for _ in range(50)]
+    batch = valid(records, codec)
+    _, decoded = decode_batch(batch, max_uncompressed_bytes=60_000)
+    assert [r.value for r in decoded] == [b"x" * 1000] * 50
+    with pytest.raises(DecompressionBombError):
+        decode_batch(batch, max_uncompressed_bytes=10_000)
+    with pytest.raises(DecompressionBombError):
+        list(iter_records(bytes(batch) * 2, max_uncompressed_bytes=10_000))
+    assert len(list(iter_records(bytes(batch) * 2, max_uncompressed_bytes=60_000))) == 100
