@@ -221,7 +221,7 @@ def bench_end_to_end(runs: int, requests: int, codecs: list[Compression]) -> Non
                             rate[label].append(data_bytes * requests / seconds)
                     for label in labels:
                         print(f"{shape:<12} {codec.name:<7} {label:<16} "
-                              f"{Figures(cpu[label]).text('ms CPU/request', 1e-3)}")
+                              f"{Figures(cpu[label]).text('us CPU/request', 1e-6)}")
                         print(f"{'':<12} {'':<7} {'':<16} {Figures(rate[label]).text('MB/s', 1e6)}")
                     cost = statistics.median(cpu["validate_batch"]) / statistics.median(
                         cpu["current"]
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds each in-process figure is averaged over")
     parser.add_argument("--codecs", default="none,gzip,snappy,lz4,zstd",
                         help="comma-separated codecs for the in-process part")
-    parser.add_argument("--requests", type=int, default=150,
+    parser.add_argument("--requests", type=int, default=300,
                         help="produce requests per end-to-end run")
     parser.add_argument("--server-codecs", default="none,lz4,zstd",
                         help="comma-separated codecs for the end-to-end part")
