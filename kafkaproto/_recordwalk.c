@@ -108,8 +108,6 @@ walk_buffer(const uint8_t *buf, Py_ssize_t n, Py_ssize_t count, int reject_null_
         if (length < MIN_RECORD_SIZE || length > n - p)
             return result(RECORD_LENGTH, i, p, length, max_delta);
         record_end = p + (Py_ssize_t)length;
-        /* Records are visited once, front to back: ask for the next ones early. */
-        __builtin_prefetch(buf + record_end + 256);
         p += 1; /* attributes: unused in magic 2 */
         VARINT(F_TIMESTAMP_DELTA, 10, ts_delta);
         if (ts_delta > max_delta)
