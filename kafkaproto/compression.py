@@ -10,17 +10,31 @@ All four go through cramjam (one Rust wheel, GIL released). Kafka-specific frami
   ``Lz4BlockInputStream`` decompresses every block on its own, so linked blocks (the lz4
   default) break Java consumers once a batch spans more than one block.
 - zstd and gzip: standard frames/members; concatenations are accepted on input.
+
+``decompress_capped`` is the one to use on bytes from the network or the log: it
+streams (zlib, ``zstandard``, ``lz4.frame``; snappy's per-block length header is checked
+before the block is inflated), so a small batch that inflates to gigabytes costs at most
+the cap plus one codec window, never the whole expansion.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 
 import cramjam
+import lz4.frame  # type: ignore[import-untyped]  # lz4 ships no type stubs
+import zstandard
 
 from kafkaproto.batch import Buffer, Compression, CorruptBatchError
 
-__all__ = ["DecompressionError", "compress", "decompress"]
+__all__ = [
+    "DecompressionBombError",
+    "DecompressionError",
+    "compress",
+    "decompress",
+    "decompress_capped",
+]
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)  # version 1, min compatible 1
@@ -36,6 +50,10 @@ DEFAULT_ZSTD_LEVEL = 3
 
 class DecompressionError(CorruptBatchError):
     """The compressed records of a batch do not decode: the batch is corrupt."""
+
+
+class DecompressionBombError(DecompressionError):
+    """The compressed records inflate past the allowed size (``message.max.bytes``)."""
 
 
 def compress(codec: Compression, data: Buffer, level: int | None = None) -> bytes:
@@ -116,3 +134,240 @@ def _xerial_snappy_decompress(data: Buffer) -> bytes:
         parts.append(bytes(decompress_raw(view[pos : pos + size])))
         pos += size
     return b"".join(parts)
+
+
+# zstd frames may ask for a window up to 2**31; a decoder allocates it before any output.
+# Producers use at most 8 MiB (level 19 and below); larger caps raise the limit with them.
+_ZSTD_MIN_WINDOW_LIMIT = 8 << 20
+# Output chunk for the streaming readers: bounds the overshoot past the cap.
+_STREAM_CHUNK = 256 * 1024
+
+
+def decompress_capped(codec: Compression, data: Buffer, max_bytes: int) -> bytes:
+    """Decompress like ``decompress`` but refuse to produce more than ``max_bytes``.
+
+    Raises DecompressionBombError when the output would pass ``max_bytes`` (memory use
+    stays near ``max_bytes`` plus one codec window) and DecompressionError on input that
+    does not decode.
+    """
+    if max_bytes < 0:
+        raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+    if codec == Compression.NONE:
+        if len(data) > max_bytes:
+            raise DecompressionBombError(
+                f"uncompressed records of {len(data)} bytes exceed the cap of {max_bytes}"
+            )
+        return bytes(data)
+    try:
+        if codec == Compression.GZIP:
+            return _gzip_capped(data, max_bytes)
+        if codec == Compression.SNAPPY:
+            if bytes(data[: len(XERIAL_MAGIC)]) == XERIAL_MAGIC:
+                return _xerial_snappy_capped(data, max_bytes)
+            return _raw_snappy_capped(data, max_bytes, 0)
+        if codec == Compression.LZ4:
+            return _lz4_capped(data, max_bytes)
+        if codec == Compression.ZSTD:
+            return _zstd_capped(data, max_bytes)
+    except DecompressionBombError:
+        raise
+    except DecompressionError as exc:
+        raise DecompressionError(f"{Compression(codec).name} records do not decode: {exc}") from exc
+    except (cramjam.DecompressionError, zlib.error, zstandard.ZstdError, RuntimeError) as exc:
+        # lz4.frame reports bad frames as RuntimeError.
+        raise DecompressionError(f"{Compression(codec).name} records do not decode: {exc}") from exc
+    raise ValueError(f"unknown compression codec {codec!r}")
+
+
+def _bomb(codec: Compression, max_bytes: int) -> DecompressionBombError:
+    return DecompressionBombError(
+        f"{codec.name} records inflate past the cap of {max_bytes} bytes"
+    )
+
+
+def _gzip_capped(data: Buffer, max_bytes: int) -> bytes:
+    """Inflate gzip members one after another, asking zlib for at most the room left."""
+    parts: list[bytes] = []
+    total = 0
+    pending: Buffer = data
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        while True:
+            chunk = inflater.decompress(pending, max_bytes - total + 1)
+            total += len(chunk)
+            if total > max_bytes:
+                raise _bomb(Compression.GZIP, max_bytes)
+            parts.append(chunk)
+            pending = inflater.unconsumed_tail
+            if inflater.eof:
+                break
+            if not pending:
+                raise DecompressionError(f"GZIP records truncated after {total} bytes of output")
+        pending = inflater.unused_data
+        if not pending:
+            return b"".join(parts)
+
+
+def _snappy_length(view: memoryview, pos: int, end: int) -> int:
+    """The uncompressed length a raw snappy block announces (unsigned varint, <= 5 bytes)."""
+    result = 0
+    for shift in range(0, 35, 7):
+        if pos >= end:
+            raise DecompressionError("SNAPPY block length header truncated")
+        byte = view[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result
+    raise DecompressionError("SNAPPY block length header longer than 5 bytes")
+
+
+def _raw_snappy_capped(data: Buffer, max_bytes: int, already: int) -> bytes:
+    view = memoryview(data)
+    if already + _snappy_length(view, 0, len(view)) > max_bytes:
+        raise _bomb(Compression.SNAPPY, max_bytes)
+    return bytes(cramjam.snappy.decompress_raw(view))
+
+
+def _xerial_snappy_capped(data: Buffer, max_bytes: int) -> bytes:
+    """Xerial blocks, each block's announced length checked before it is inflated."""
+    view = memoryview(data)
+    end = len(view)
+    if end < _XERIAL_HEADER_SIZE:
+        raise DecompressionError(f"xerial snappy header truncated: {end} bytes")
+    pos = _XERIAL_HEADER_SIZE
+    parts: list[bytes] = []
+    total = 0
+    while pos < end:
+        if end - pos < 4:
+            raise DecompressionError(f"xerial snappy block length truncated at {pos}")
+        (size,) = _I32.unpack_from(view, pos)
+        pos += 4
+        if size < 0 or pos + size > end:
+            raise DecompressionError(
+                f"xerial snappy block at {pos - 4} claims {size} bytes, {end - pos} remain"
+            )
+        block = _raw_snappy_capped(view[pos : pos + size], max_bytes, total)
+        total += len(block)
+        parts.append(block)
+        pos += size
+    return b"".join(parts)
+
+
+def _lz4_capped(data: Buffer, max_bytes: int) -> bytes:
+    """LZ4 frames one after another, asking the decoder for at most the room left."""
+    parts: list[bytes] = []
+    total = 0
+    pending: Buffer = data
+    while True:
+        decoder = lz4.frame.LZ4FrameDecompressor()
+        while True:
+            chunk = decoder.decompress(pending, max_length=max_bytes - total + 1)
+            pending = b""
+            total += len(chunk)
+            if total > max_bytes:
+                raise _bomb(Compression.LZ4, max_bytes)
+            parts.append(chunk)
+            if decoder.eof:
+                break
+            if decoder.needs_input:
+                raise DecompressionError(f"LZ4 records truncated after {total} bytes of output")
+        pending = decoder.unused_data or b""
+        if not pending:
+            return b"".join(parts)
+
+
+def _zstd_capped(data: Buffer, max_bytes: int) -> bytes:
+    """Check the frames are whole, then read them a chunk at a time until the cap.
+
+    The stream reader alone returns a truncated frame's partial output without an
+    error, so the frame and block headers are walked first (a few per 128 KiB).
+    """
+    view = memoryview(data)
+    _check_zstd_frames(view, max_bytes)
+    window_limit = max(_ZSTD_MIN_WINDOW_LIMIT, 1 << max(max_bytes - 1, 1).bit_length())
+    decoder = zstandard.ZstdDecompressor(max_window_size=window_limit)
+    parts: list[bytes] = []
+    total = 0
+    with decoder.stream_reader(view, read_across_frames=True) as reader:
+        while True:
+            chunk = reader.read(min(_STREAM_CHUNK, max_bytes - total + 1))
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > max_bytes:
+                raise _bomb(Compression.ZSTD, max_bytes)
+            parts.append(chunk)
+    return b"".join(parts)
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_SKIPPABLE_MASK = 0xFFFFFFF0
+_ZSTD_SKIPPABLE_MAGIC = 0x184D2A50
+_U32_LE = struct.Struct("<I")
+_ZSTD_DICT_ID_SIZES = (0, 1, 2, 4)
+_ZSTD_CONTENT_SIZE_SIZES = (0, 2, 4, 8)  # flag 0 means 1 byte in single-segment frames
+
+
+def _check_zstd_frames(view: memoryview, max_bytes: int) -> None:
+    """Walk frame and block headers (RFC 8878): every frame complete, nothing after them.
+
+    A declared content size past the cap is refused here, before any inflation.
+    """
+    end = len(view)
+    pos = 0
+    declared = 0
+    if end == 0:
+        raise DecompressionError("ZSTD records are empty: no frame")
+    while pos < end:
+        if end - pos < 4:
+            raise DecompressionError(f"ZSTD frame magic truncated at byte {pos}")
+        (magic,) = _U32_LE.unpack_from(view, pos)
+        if magic & _ZSTD_SKIPPABLE_MASK == _ZSTD_SKIPPABLE_MAGIC:
+            if end - pos < 8:
+                raise DecompressionError(f"ZSTD skippable frame at byte {pos} truncated")
+            pos += 8 + _U32_LE.unpack_from(view, pos + 4)[0]
+            if pos > end:
+                raise DecompressionError("ZSTD skippable frame runs past the records")
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise DecompressionError(f"ZSTD frame at byte {pos} has bad magic {magic:#010x}")
+        pos += 4
+        if pos >= end:
+            raise DecompressionError("ZSTD frame header truncated")
+        descriptor = view[pos]
+        pos += 1
+        if descriptor & 0x08:
+            raise DecompressionError("ZSTD frame header sets the reserved bit")
+        single_segment = descriptor & 0x20
+        size_flag = descriptor >> 6
+        size_bytes = _ZSTD_CONTENT_SIZE_SIZES[size_flag] or (1 if single_segment else 0)
+        header_rest = (0 if single_segment else 1) + _ZSTD_DICT_ID_SIZES[descriptor & 3]
+        if end - pos < header_rest + size_bytes:
+            raise DecompressionError("ZSTD frame header truncated")
+        pos += header_rest
+        if size_bytes:
+            content_size = int.from_bytes(view[pos : pos + size_bytes], "little")
+            if size_bytes == 2:
+                content_size += 256
+            declared += content_size
+            if declared > max_bytes:
+                raise _bomb(Compression.ZSTD, max_bytes)
+            pos += size_bytes
+        while True:
+            if end - pos < 3:
+                raise DecompressionError(f"ZSTD block header truncated at byte {pos}")
+            block = int.from_bytes(view[pos : pos + 3], "little")
+            pos += 3
+            block_type = (block >> 1) & 3
+            if block_type == 3:
+                raise DecompressionError(f"ZSTD block at byte {pos - 3} has the reserved type")
+            pos += 1 if block_type == 1 else block >> 3
+            if pos > end:
+                raise DecompressionError("ZSTD block runs past the records")
+            if block & 1:
+                break
+        if descriptor & 0x04:
+            pos += 4
+            if pos > end:
+                raise DecompressionError("ZSTD frame checksum truncated")

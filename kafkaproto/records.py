@@ -40,7 +40,7 @@ from kafkaproto.batch import (
     iter_batches,
     parse_header,
 )
-from kafkaproto.compression import compress, decompress
+from kafkaproto.compression import compress, decompress, decompress_capped
 from kafkaproto.varint import (
     VarintError,
     decode_varint,
@@ -74,13 +74,19 @@ class Record:
 
 
 def decode_batch(
-    buf: Buffer, pos: int = 0, *, verify_crc: bool = True
+    buf: Buffer,
+    pos: int = 0,
+    *,
+    verify_crc: bool = True,
+    max_uncompressed_bytes: int | None = None,
 ) -> tuple[BatchHeader, list[Record]]:
     """Decode the batch at ``pos`` and all its records (control batches included).
 
     Verifies the CRC unless told not to (a Java consumer does by default), decompresses,
     and raises CorruptBatchError for any inconsistency. With LogAppendTime every
-    record's timestamp is the batch's max_timestamp, as Kafka reports it.
+    record's timestamp is the batch's max_timestamp, as Kafka reports it. Bytes from the
+    network or a log should pass ``max_uncompressed_bytes``: decompression then streams
+    and raises DecompressionBombError past it instead of inflating a bomb whole.
     """
     header = parse_header(buf, pos)
     end = pos + header.size
@@ -94,14 +100,17 @@ def decode_batch(
             raise CorruptBatchError(
                 f"batch at {pos} CRC mismatch: stored {header.crc:#010x}, computed {crc:#010x}"
             )
-    return header, _decode_records(buf, pos, header)
+    return header, _decode_records(buf, pos, header, max_uncompressed_bytes)
 
 
-def iter_records(buf: Buffer, *, verify_crc: bool = True) -> Iterator[Record]:
+def iter_records(
+    buf: Buffer, *, verify_crc: bool = True, max_uncompressed_bytes: int | None = None
+) -> Iterator[Record]:
     """Every record of every complete batch in ``buf`` (e.g. a fetch response's records).
 
     Control batches (transaction markers) are skipped, as consumers skip them; a
     trailing partial batch is ignored, as a fetch response may end with one.
+    ``max_uncompressed_bytes`` caps each batch's decompression as in decode_batch.
     """
     for pos, header in iter_batches(buf):
         if header.attributes & CONTROL_MASK:
@@ -112,17 +121,22 @@ def iter_records(buf: Buffer, *, verify_crc: bool = True) -> Iterator[Record]:
                 raise CorruptBatchError(
                     f"batch at {pos} CRC mismatch: stored {header.crc:#010x}, computed {crc:#010x}"
                 )
-        yield from _decode_records(buf, pos, header)
+        yield from _decode_records(buf, pos, header, max_uncompressed_bytes)
 
 
-def _decode_records(buf: Buffer, pos: int, header: BatchHeader) -> list[Record]:
+def _decode_records(
+    buf: Buffer, pos: int, header: BatchHeader, max_uncompressed_bytes: int | None = None
+) -> list[Record]:
     """Decode the records of a batch already known to lie wholly within ``buf``."""
     body = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size]
     codec = header.attributes & COMPRESSION_MASK
     if codec:
         if codec > Compression.ZSTD:
             raise CorruptBatchError(f"batch at {pos} uses unknown compression codec {codec}")
-        data = decompress(Compression(codec), body)
+        if max_uncompressed_bytes is None:
+            data = decompress(Compression(codec), body)
+        else:
+            data = decompress_capped(Compression(codec), body, max_uncompressed_bytes)
     else:
         data = bytes(body)
     count = header.record_count
