@@ -41,18 +41,24 @@ from .codec.encoder import PINGRESP
 from .session import PID_BYTES, OutMessage, Session
 
 if TYPE_CHECKING:
+    from .acl import Identity
     from .bridge import Bridge
 
 log = logging.getLogger(__name__)
 
 _HIGH_WATER = 256 * 1024
+_DENIALS_LOGGED = 5  # per connection; the rest are only counted
 
 
 class Connection(asyncio.Protocol):
     """The protocol object of one MQTT client connection."""
 
-    def __init__(self, bridge: Bridge) -> None:
+    def __init__(self, bridge: Bridge, *, tls: bool = False) -> None:
         self.bridge = bridge
+        self.tls = tls
+        self.identity: Identity | None = None
+        self.publish_verdicts: dict[str, bool] = {}
+        self.denied = 0
         cfg = bridge.config
         self.reader = PacketReader(cfg.max_packet_size)
         self.transport: asyncio.Transport | None = None
@@ -118,6 +124,13 @@ class Connection(asyncio.Protocol):
                 self.transport.pause_reading()
             else:
                 self.protocol_error(exc.reason, str(exc))
+
+    def peer_certificate(self) -> dict[str, Any] | None:
+        """The client's verified certificate (TLS listener with a CA), else None."""
+        if self.transport is None:
+            return None
+        cert = self.transport.get_extra_info("peercert")
+        return cert if isinstance(cert, dict) else None
 
     def eof_received(self) -> bool | None:
         return None
@@ -310,7 +323,12 @@ class Connection(asyncio.Protocol):
             return
         if qos and self.version == MQTT_5 and len(self._acks) >= self.bridge.config.receive_maximum:
             raise MqttError(Reason.RECEIVE_MAXIMUM_EXCEEDED, "too many unacknowledged PUBLISHes")
-        result = self.bridge.publish(self, topic, p.payload, qos, p.retain, props)
+        if self.bridge.may_publish(self, topic):
+            result = self.bridge.publish(self, topic, p.payload, qos, p.retain, props)
+        else:
+            result = Reason.NOT_AUTHORIZED
+        if result == Reason.NOT_AUTHORIZED:
+            self._denied("publish", topic)
         if qos == 0:
             return
         if isinstance(result, asyncio.Future):
@@ -355,7 +373,11 @@ class Connection(asyncio.Protocol):
                     reason = Reason.UNSPECIFIED_ERROR
             else:
                 reason = entry[3]
-                if reason >= 0x80 and self.version != MQTT_5:
+                if reason == Reason.NOT_AUTHORIZED and self.version != MQTT_5:
+                    # 3.1.1 has no negative PUBACK: acknowledge and drop, as mosquitto does
+                    # (closing would only make the client reconnect and send it again)
+                    reason = Reason.SUCCESS
+                elif reason >= 0x80 and self.version != MQTT_5:
                     acks.clear()
                     self.protocol_error(Reason(reason), "PUBLISH refused, no way to NACK in 3.1.1")
                     return
@@ -379,6 +401,10 @@ class Connection(asyncio.Protocol):
                 continue
             if topic_filter.startswith("$share/") and opts.no_local and self.version == MQTT_5:
                 raise ProtocolViolation("no local on a shared subscription")
+            if not self.bridge.may_subscribe(self, topic_filter):
+                self._denied("subscribe", topic_filter)
+                reasons.append(Reason.NOT_AUTHORIZED if self.version == MQTT_5 else 0x80)
+                continue
             if (
                 topic_filter not in session.subs
                 and len(session.subs) >= self.bridge.config.max_subscriptions
@@ -392,6 +418,21 @@ class Connection(asyncio.Protocol):
             granted_new.append((topic_filter, opts, existed))
         self.write(encode(Suback(p.packet_id, reasons), self.version))
         self.bridge.after_subscribe(session, granted_new)
+
+    def _denied(self, what: str, topic: str) -> None:
+        stats = self.bridge.stats
+        if what == "publish":
+            stats.denied_publish += 1
+        else:
+            stats.denied_subscribe += 1
+        self.denied += 1
+        if self.denied <= _DENIALS_LOGGED:
+            log.warning(
+                "not authorized: %s %r by client %r (user %r) from %s%s", what, topic,
+                self.client_id, self.identity.username if self.identity else None, self.peer,
+                "; further denials of this connection are only counted" if self.denied == _DENIALS_LOGGED else "",
+                extra={"event": "denied_" + what, "client_id": self.client_id, "topic": topic},
+            )
 
     def _on_unsubscribe(self, p: Unsubscribe) -> None:
         session = self.session
@@ -431,6 +472,7 @@ class Connection(asyncio.Protocol):
             "bytes_in": self.bytes_in,
             "msgs_out": self.msgs_out,
             "bytes_out": self.bytes_out,
+            "denied": self.denied,
             "connected_s": round(time.monotonic() - self.connected_at, 1),
         }
 
