@@ -72,7 +72,7 @@ class Credentials:
         # Unknown users are checked against this, with the file's usual cost.
         hashed = [s for s in entries.values() if s.startswith(PBKDF2_SHA512)]
         iterations = int(hashed[0][len(PBKDF2_SHA512):].split("$")[0]) if hashed else ITERATIONS
-        self._dummy = hash_password(os.urandom(8).hex(), iterations)
+        self.dummy = hash_password(os.urandom(8).hex(), iterations)
 
     @classmethod
     def load(cls, path: str | Path) -> Credentials:
@@ -94,7 +94,7 @@ class Credentials:
         secret = self.entries.get(username)
         pw = password if password is not None else b""
         try:
-            ok = verify(secret if secret is not None else self._dummy, pw)
+            ok = verify(secret if secret is not None else self.dummy, pw)
         except ValueError:
             log.error("malformed secret for user %r in the password file", username)
             return False
