@@ -55,13 +55,15 @@ def bridge_available() -> tuple[bool, str]:
     return True, "python -m mqtt_bridge"
 
 
-def mqtt_bridge(bootstrap: str, log_path: Path, *, port: int | None = None) -> Child:
-    """An mqtt-bridge child against ``bootstrap`` on a free MQTT port (not started yet)."""
+def mqtt_bridge(bootstrap: str, log_path: Path, *args: str, port: int | None = None) -> Child:
+    """An mqtt-bridge child against ``bootstrap`` on a free MQTT port (not started yet);
+    ``args`` are more mqtt-bridge flags."""
     port = port or free_port()
     cmd = [
         sys.executable, "-m", "mqtt_bridge",
         "--listen", f"{HOST}:{port}",
         "--bootstrap-servers", bootstrap,
         "--log-format", "text",
+        *args,
     ]
     return Child("mqtt-bridge", cmd, port, log_path)
