@@ -306,6 +306,9 @@ class Bridge:
                 present = True
                 session.offsets = dict(stored.offsets)
                 for f, packed in stored.subscriptions.items():
+                    if not self.authorizer.may_subscribe(identity, f):
+                        log.warning("dropping stored subscription %r of %s: not authorized now", f, cid)
+                        continue
                     opts = _unpack_opts(packed)
                     session.subs[f] = opts
                     self.index.add(session, f, opts)

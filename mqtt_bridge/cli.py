@@ -10,6 +10,7 @@ import logging
 import signal
 import sys
 import tomllib
+from collections.abc import Callable, Coroutine
 from dataclasses import fields
 from typing import Any
 
@@ -146,17 +147,20 @@ def main(argv: list[str] | None = None) -> int:
     except (RuleError, ValueError, OSError, tomllib.TOMLDecodeError) as exc:
         parser.error(str(exc))
     logs.setup(args.log_level, args.log_format)
+    run: Callable[[Coroutine[Any, Any, None]], None]
     try:
         import uvloop  # optional: the 'fast' extra; writev for shared fan-out buffers
+
+        run = uvloop.run
     except ImportError:
-        uvloop = None
+        run = asyncio.run
     try:
-        if uvloop is not None:
-            uvloop.run(_serve(cfg))
-        else:
-            asyncio.run(_serve(cfg))
+        run(_serve(cfg))
     except KeyboardInterrupt:
         pass
+    except (OSError, ValueError) as exc:  # e.g. a certificate file that cannot be read
+        log.error("mqtt-bridge cannot start: %s", exc)
+        return 1
     return 0
 
 

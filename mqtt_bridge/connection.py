@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .codec import (
     MQTT_5,
@@ -28,6 +28,7 @@ from .codec import (
     Publish,
     Reason,
     Suback,
+    SubOptions,
     Subscribe,
     TopicError,
     Unsuback,
@@ -91,15 +92,16 @@ class Connection(asyncio.Protocol):
 
     # ---- transport callbacks --------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        transport.set_write_buffer_limits(high=_HIGH_WATER)
+        # a stream server's transport (uvloop's are not asyncio.Transport subclasses)
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.set_write_buffer_limits(high=_HIGH_WATER)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         reason = self.bridge.admit(self)
         if reason is not None:
             log.warning("refusing connection from %s: %s", self.peer, reason)
             self.closing = True
-            transport.abort()
+            self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
@@ -121,7 +123,8 @@ class Connection(asyncio.Protocol):
         except MqttError as exc:
             if self.state == "connecting":
                 self._early.append(exc)  # reported after the CONNACK, as v5 expects
-                self.transport.pause_reading()
+                if self.transport is not None:
+                    self.transport.pause_reading()
             else:
                 self.protocol_error(exc.reason, str(exc))
 
@@ -392,7 +395,7 @@ class Connection(asyncio.Protocol):
         reasons: list[int] = []
         session = self.session
         assert session is not None
-        granted_new: list[tuple[str, Any]] = []
+        granted_new: list[tuple[str, SubOptions, bool]] = []
         for topic_filter, opts in p.topics:
             try:
                 validate_filter(topic_filter)
@@ -437,7 +440,7 @@ class Connection(asyncio.Protocol):
     def _on_unsubscribe(self, p: Unsubscribe) -> None:
         session = self.session
         assert session is not None
-        reasons = []
+        reasons: list[int] = []
         for topic_filter in p.topics:
             found = self.bridge.unsubscribe(session, topic_filter)
             reasons.append(Reason.SUCCESS if found else Reason.NO_SUBSCRIPTION_EXISTED)

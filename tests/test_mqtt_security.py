@@ -426,3 +426,30 @@ def test_acl_file_decides(request, module_server, tmp_path, passwd) -> None:
     assert "brandnew" not in existing_topics(module_server.bootstrap)
     values = [r.value for r in read_topic(module_server.bootstrap, "telemetry", 1)]
     assert b"acl-" + tag in values and b"spoof-" + tag not in values
+
+
+def test_same_identity_takes_over_and_offline_sessions_keep_their_owner(secure_bridge) -> None:
+    port = secure_bridge.port
+
+    async def run() -> None:
+        first = MqttClient("dev-a", version=5)
+        assert (await first.connect(HOST, port, username="dev-a", password=b"pass-a")).reason == 0
+        second = MqttClient("dev-a", version=5)
+        assert (await second.connect(HOST, port, username="dev-a", password=b"pass-a")).reason == 0
+        await asyncio.wait_for(first.closed, 10)
+        assert first.disconnect_packet is not None and first.disconnect_packet.reason == 0x8E
+        await second.disconnect()
+        # a persistent session, now offline, still belongs to dev-b
+        owner = MqttClient("dev-b", version=4)
+        ack = await owner.connect(HOST, port, username="dev-b", password=b"pass-b", clean=False)
+        assert ack.reason == 0
+        await owner.disconnect()
+        thief = MqttClient("dev-b", version=4)
+        ack = await thief.connect(HOST, port, username="dev-a", password=b"pass-a", clean=False)
+        assert ack.reason == 5
+        back = MqttClient("dev-b", version=4)
+        ack = await back.connect(HOST, port, username="dev-b", password=b"pass-b", clean=True)
+        assert ack.reason == 0
+        await back.disconnect()
+
+    asyncio.run(run())
