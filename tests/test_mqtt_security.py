@@ -11,6 +11,8 @@ the test checks that nothing arrived); each positive path must still work.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import queue
 import subprocess
 import threading
@@ -71,7 +73,7 @@ def secure_bridge(request, module_server, tmp_path_factory, pki, passwd) -> Brid
     work = tmp_path_factory.mktemp("secure-bridge")
     tls_port = free_port()
     b = BridgeProcess(
-        module_server.bootstrap, work / "bridge.log", "--log-format", "text",
+        module_server.bootstrap, work / "bridge.log", "--log-format", "json",
         "--credentials-file", str(passwd), "--tls-listen", f"{HOST}:{tls_port}",
         "--tls-certfile", str(pki["server"].cert), "--tls-keyfile", str(pki["server"].key),
     )
@@ -169,6 +171,30 @@ class Dev:
         self.c.loop_stop()
 
 
+def stats_lines(bridge: BridgeProcess) -> list[dict[str, Any]]:
+    """The bridge's periodic counters (JSON log lines, every 5 s in tests)."""
+    out = []
+    for line in bridge.output().splitlines():
+        with contextlib.suppress(ValueError):
+            rec = json.loads(line)
+            if isinstance(rec, dict) and rec.get("event") == "stats":
+                out.append(rec)
+    return out
+
+
+def wait_for_counters(bridge: BridgeProcess, at_least: dict[str, int], timeout: float = 20) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        lines = stats_lines(bridge)
+        if lines:
+            last = lines[-1]
+            if all(last.get(k, 0) >= v for k, v in at_least.items()):
+                return last
+        time.sleep(0.2)
+    raise AssertionError(f"counters {at_least} not reached; last stats: {last}")
+
+
 def produce(bootstrap: str, topic: str, key: bytes | None, value: bytes) -> None:
     p = KafkaProducer(bootstrap_servers=bootstrap)
     p.send(topic, key=key, value=value)
@@ -200,6 +226,7 @@ def existing_topics(bootstrap: str) -> set[str]:
 def test_spoofing_refused_and_own_paths_work(secure_bridge, module_server, version: int) -> None:
     bootstrap = module_server.bootstrap
     port = secure_bridge.port
+    before = stats_lines(secure_bridge)[-1:] or [{}]
     tag = f"v{version}-{uuid.uuid4().hex[:6]}".encode()
     denied_sub = NOT_AUTHORIZED if version == 5 else 0x80
     denied_pub = NOT_AUTHORIZED if version == 5 else 0  # 3.1.1: positive ack, dropped
@@ -279,6 +306,14 @@ def test_spoofing_refused_and_own_paths_work(secure_bridge, module_server, versi
     assert new_stream not in existing_topics(bootstrap)
     out = secure_bridge.output()
     assert "not authorized: publish" in out and "belongs to another identity" in out
+    # every refusal counted, QoS 0 ones included: 7 topics x 2 QoS + the alias; 5 + 1 filters;
+    # the thief, the will and the bad password at CONNECT
+    base = before[0]
+    wait_for_counters(secure_bridge, {
+        "denied_publish": base.get("denied_publish", 0) + 15,
+        "denied_subscribe": base.get("denied_subscribe", 0) + 6,
+        "denied_connect": base.get("denied_connect", 0) + 3,
+    })
 
 
 def test_v311_connack_return_codes(secure_bridge) -> None:
