@@ -21,6 +21,7 @@ from typing import Any
 
 from kafkaproto.records import Record
 
+from .acl import AclFile, Authorizer, Identity, IdentityBinding
 from .auth import Credentials
 from .codec import MQTT_5, Connect, Reason, SubOptions, topic_matches
 from .codec.topics import filters_overlap
@@ -29,10 +30,11 @@ from .connection import Connection
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .kafka_fetcher import Fetcher
 from .kafka_producer import Producer
-from .mapping import Mapping, valid_kafka_topic
+from .mapping import Mapping, UplinkTopics, valid_kafka_topic
 from .session import OutMessage, Session
 from .session_store import SessionStore, StoredSession, choose_store
 from .subscriptions import RetainedStore, SubscriptionIndex
+from .tls import certificate_cn, server_context
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,9 @@ class Stats:
     local_routed: int = 0
     downlink_records: int = 0
     downlink_unroutable: int = 0
+    denied_connect: int = 0
+    denied_publish: int = 0
+    denied_subscribe: int = 0
 
 
 def _pack_opts(o: SubOptions) -> int:
@@ -78,6 +83,21 @@ class Bridge:
         self.config = config
         self.mapping = Mapping.parse(config.uplink, config.downlink)
         self.credentials = Credentials.load(config.credentials_file) if config.credentials_file else None
+        self.authorizer: Authorizer = (
+            AclFile.load(config.acl_file) if config.acl_file
+            else IdentityBinding([r.mqtt_topic for r in self.mapping.downlink])
+        )
+        self.uplink_allowed = UplinkTopics(
+            config.uplink_topics, {r.kafka_topic for r in self.mapping.downlink} | {config.session_topic}
+        )
+        self._downlink_filters = [r.mqtt_filter for r in self.mapping.downlink]
+        #: client id -> the identity (username or certificate CN; None = anonymous) holding it
+        self.owners: dict[str, str | None] = {}
+        self.ssl_context = (
+            server_context(config.tls_certfile, config.tls_keyfile, config.tls_cafile,
+                           config.require_certificate)
+            if config.tls_certfile else None
+        )
         self.client = KafkaClient(config.bootstrap_servers)
         self.producer = Producer(
             self.client,
@@ -97,7 +117,9 @@ class Bridge:
         self.stats = Stats()
         self.uplink_topics: set[str] = set()
         self.server: asyncio.AbstractServer | None = None
+        self.tls_server: asyncio.AbstractServer | None = None
         self.port = 0
+        self.tls_port = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._tokens = float(config.max_connection_rate)
         self._tokens_at = time.monotonic()
@@ -126,26 +148,42 @@ class Bridge:
                 log.warning("session store not ready (%s); retrying", exc)
                 await asyncio.sleep(1.0)
         loop = asyncio.get_running_loop()
+        host, port = cfg.host, cfg.port
         try:
-            self.server = await loop.create_server(
-                lambda: Connection(self), cfg.host, cfg.port, backlog=4096, reuse_address=True
-            )
+            if self.ssl_context is not None:
+                host, port = cfg.tls_host or cfg.host, cfg.tls_port
+                self.tls_server = await loop.create_server(
+                    lambda: Connection(self, tls=True), host, cfg.tls_port, backlog=4096,
+                    reuse_address=True, ssl=self.ssl_context, ssl_handshake_timeout=cfg.connect_timeout_s,
+                )
+                self.tls_port = self.tls_server.sockets[0].getsockname()[1]
+                log.info(
+                    "mqtt-bridge TLS listener on %s:%d (client certificates: %s)", host, self.tls_port,
+                    "required" if cfg.require_certificate else "optional" if cfg.tls_cafile else "not asked",
+                    extra={"event": "listening_tls", "port": self.tls_port},
+                )
+            if cfg.plaintext:
+                host, port = cfg.host, cfg.port
+                self.server = await loop.create_server(
+                    lambda: Connection(self), cfg.host, cfg.port, backlog=4096, reuse_address=True
+                )
+                self.port = self.server.sockets[0].getsockname()[1]
         except OSError as exc:
-            raise CannotListen(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}") from exc
-        self.port = self.server.sockets[0].getsockname()[1]
+            raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
         for coro in (self._housekeeping(), self._commit_loop(), self._stats_loop()):
             self.track(loop.create_task(coro))
         log.info(
             "mqtt-bridge listening on %s:%d, log at %s",
-            cfg.host, self.port, cfg.bootstrap_servers,
-            extra={"event": "listening", "port": self.port},
+            cfg.host, self.port or self.tls_port, cfg.bootstrap_servers,
+            extra={"event": "listening", "port": self.port or self.tls_port},
         )
 
     async def stop(self) -> None:
         """Stop accepting, tell clients, save persistent sessions, flush the producer."""
         self._stopping = True
-        if self.server is not None:
-            self.server.close()
+        for server in (self.server, self.tls_server):
+            if server is not None:
+                server.close()
         for conn in list(self.connections):
             conn.clean_disconnect = True  # a bridge shutdown is not the client's failure
             conn.close(Reason.SERVER_SHUTTING_DOWN, "server shutting down")
@@ -197,11 +235,23 @@ class Bridge:
         props: dict[str, Any] = {}
         if p.properties.get("authentication_method"):
             return Reason.BAD_AUTHENTICATION_METHOD, {}, False
-        if self.credentials is not None:
-            if not self.credentials.check(p.username, p.password):
-                log.warning("bad credentials from %s (user %r)", conn.peer, p.username)
+        username: str | None = None  # authenticated identity; None = anonymous
+        if cfg.use_identity_as_username and conn.tls:
+            username = certificate_cn(conn.peer_certificate())
+            if username is None:
+                self.stats.denied_connect += 1
+                log.warning("refusing %s: client certificate without a common name", conn.peer)
+                return Reason.NOT_AUTHORIZED, {}, False
+        elif self.credentials is not None:
+            ok = await asyncio.to_thread(self.credentials.check, p.username, p.password)
+            if not ok:
+                self.stats.denied_connect += 1
+                log.warning("bad credentials from %s (user %r)", conn.peer, p.username,
+                            extra={"event": "denied_connect", "reason": "credentials"})
                 return Reason.BAD_USER_NAME_OR_PASSWORD, {}, False
+            username = p.username
         elif not cfg.allow_anonymous:
+            self.stats.denied_connect += 1
             return Reason.NOT_AUTHORIZED, {}, False
         cid = p.client_id
         if not cid:
@@ -212,6 +262,11 @@ class Bridge:
                 props["assigned_client_identifier"] = cid
         if len(cid.encode()) > cfg.max_client_id_bytes or cid.startswith("$"):
             return Reason.CLIENT_IDENTIFIER_NOT_VALID, {}, False
+        identity = Identity(cid, username)
+        refusal = self._refuse_identity(conn, identity, p)
+        if refusal is not None:
+            return refusal, {}, False
+        conn.identity = identity
         conn.client_id = cid
         conn.keep_alive = p.keep_alive
         if v5:
@@ -260,11 +315,17 @@ class Bridge:
                 present = True
                 session.offsets = dict(stored.offsets)
                 for f, packed in stored.subscriptions.items():
+                    if not self.authorizer.may_subscribe(identity, f):
+                        log.warning("dropping stored subscription %r of %s: not authorized now", f, cid)
+                        continue
                     opts = _unpack_opts(packed)
                     session.subs[f] = opts
                     self.index.add(session, f, opts)
         if conn.closing:
             return Reason.UNSPECIFIED_ERROR, {}, False
+        if self.owners.get(cid, username) != username:  # another identity got it meanwhile
+            self.stats.denied_connect += 1
+            return Reason.NOT_AUTHORIZED, {}, False
         if session.expiry_handle is not None:
             session.expiry_handle.cancel()
             session.expiry_handle = None
@@ -272,6 +333,7 @@ class Bridge:
         session.expiry_interval = expiry
         session.refill = self._refill
         self.sessions[cid] = session
+        self.owners[cid] = username
         session.conn = conn
         session.epoch += 1
         conn.session = session
@@ -283,6 +345,49 @@ class Bridge:
             extra={"event": "connect", "client_id": cid},
         )
         return Reason.SUCCESS, props, present
+
+    def _refuse_identity(self, conn: Connection, who: Identity, p: Connect) -> Reason | None:
+        """Not authorized: another identity's client id, or a will the client may not publish."""
+        cid = who.client_id
+        if cid in self.owners and self.owners[cid] != who.username:
+            self.stats.denied_connect += 1
+            log.warning(
+                "refusing %s: client id %r belongs to another identity (user %r)",
+                conn.peer, cid, who.username,
+                extra={"event": "denied_connect", "client_id": cid, "reason": "client id owner"},
+            )
+            return Reason.NOT_AUTHORIZED
+        if p.will is not None and not self._may_publish(who, p.will.topic):
+            self.stats.denied_connect += 1
+            log.warning(
+                "refusing %s (client %r): will topic %r not authorized", conn.peer, cid, p.will.topic,
+                extra={"event": "denied_connect", "client_id": cid, "reason": "will topic"},
+            )
+            return Reason.NOT_AUTHORIZED
+        return None
+
+    def _may_publish(self, who: Identity, topic: str) -> bool:
+        if any(topic_matches(f, topic) for f in self._downlink_filters):
+            return False  # the downlink is written by the log only
+        return self.authorizer.may_publish(who, topic)
+
+    def may_publish(self, conn: Connection, topic: str) -> bool:
+        """Is this connection allowed to publish to ``topic``? (Remembered per connection.)"""
+        cache = conn.publish_verdicts
+        try:
+            return cache[topic]
+        except KeyError:
+            pass
+        assert conn.identity is not None
+        ok = self._may_publish(conn.identity, topic)
+        if len(cache) >= 256:
+            cache.clear()
+        cache[topic] = ok
+        return ok
+
+    def may_subscribe(self, conn: Connection, topic_filter: str) -> bool:
+        assert conn.identity is not None
+        return self.authorizer.may_subscribe(conn.identity, topic_filter)
 
     def after_connack(self, conn: Connection, present: bool) -> None:
         session = conn.session
@@ -312,19 +417,23 @@ class Bridge:
         """Route one PUBLISH: to the log (a future for its acknowledgement) or locally."""
         cid = client_id if client_id is not None else (conn.client_id if conn else "") or ""
         fwd = {k: props[k] for k in _FORWARDED if k in props} if props else None
-        if retain:
-            self.retained.set(topic, OutMessage(topic, payload, fwd) if payload else None)
         route = self.mapping.route_up(topic)
         if route is None:
+            if retain:
+                self.retained.set(topic, OutMessage(topic, payload, fwd) if payload else None)
             self._route_local(conn, topic, payload, qos, retain, fwd)
             return Reason.SUCCESS
         ktopic, key = route
         if not valid_kafka_topic(ktopic):
             return Reason.TOPIC_NAME_INVALID
         if ktopic not in self.uplink_topics:
+            if not self.uplink_allowed.permits(ktopic):
+                return Reason.NOT_AUTHORIZED  # not in uplink_topics (the connection logs it)
             if len(self.uplink_topics) >= self.config.max_topics:
                 return Reason.QUOTA_EXCEEDED
             self.uplink_topics.add(ktopic)
+        if retain:
+            self.retained.set(topic, OutMessage(topic, payload, fwd) if payload else None)
         headers: list[tuple[str, bytes | None]] = [
             ("mqtt.topic", topic.encode()),
             ("mqtt.client_id", cid.encode()),
@@ -548,6 +657,7 @@ class Bridge:
         session.subs.clear()
         if self.sessions.get(session.client_id) is session:
             del self.sessions[session.client_id]
+            self.owners.pop(session.client_id, None)
 
     def _expire(self, session: Session) -> None:
         if session.conn is None and self.sessions.get(session.client_id) is session:
@@ -623,6 +733,9 @@ class Bridge:
             "produce_requests": self.producer.requests_sent,
             "downlink_records": s.downlink_records,
             "local_routed": s.local_routed,
+            "denied_connect": s.denied_connect,
+            "denied_publish": s.denied_publish,
+            "denied_subscribe": s.denied_subscribe,
         }
 
     async def _stats_loop(self) -> None:

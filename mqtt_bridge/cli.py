@@ -10,6 +10,7 @@ import logging
 import signal
 import sys
 import tomllib
+from collections.abc import Callable, Coroutine
 from dataclasses import fields
 from typing import Any
 
@@ -36,9 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "Uplink rule: PATTERN=TOPIC[,key=KEY], e.g. "
             f"'{DEFAULT_UPLINK[0]}'. Downlink rule: KAFKA_TOPIC=MQTT_TOPIC[,qos=N][,retain], "
-            f"e.g. '{DEFAULT_DOWNLINK[0]}'. Credentials file: one user:password per line "
-            "(plain or the output of --hash-password). Logs are JSON lines on stderr; SIGUSR1 "
-            "logs per-connection counters."
+            f"e.g. '{DEFAULT_DOWNLINK[0]}'. Credentials file: mosquitto_passwd's format (or "
+            "user:password lines, plain or the output of --hash-password). Without --acl-file a "
+            "device may publish only under devices/{its client id}/ and subscribe only to what the "
+            "downlink sends it. Logs are JSON lines on stderr; SIGUSR1 logs per-connection counters."
         ),
     )
     p.add_argument("-c", "--config", metavar="FILE", help="TOML file with settings (flag names, '_' for '-')")
@@ -58,10 +60,22 @@ def build_parser() -> argparse.ArgumentParser:
         ("receive_maximum", "incoming unacknowledged QoS 1/2 PUBLISHes per v5 client"),
     ):
         g.add_argument("--" + name.replace("_", "-"), type=int, metavar="N", help=f"{help_} (default {getattr(d, name)})")
-    a = p.add_argument_group("authentication")
-    a.add_argument("--credentials-file", metavar="FILE", help="user:password lines; without it anonymous clients are allowed")
+    a = p.add_argument_group("authentication and authorization")
+    a.add_argument("--credentials-file", metavar="FILE", help="password file (mosquitto_passwd); without it anonymous clients are allowed")
     a.add_argument("--no-anonymous", action="store_true", help="refuse clients without credentials")
-    a.add_argument("--hash-password", action="store_true", help="read a password, print a hashed credentials secret, exit")
+    a.add_argument("--hash-password", action="store_true", help="read a password, print a hashed credentials secret ($7$, as mosquitto_passwd), exit")
+    a.add_argument("--acl-file", metavar="FILE", help="access lists in mosquitto's acl_file format; replace the default device binding")
+    a.add_argument("--uplink-topic", dest="uplink_topics", action="append", metavar="NAME",
+                   help=f"Kafka topic the uplink may write, '*' globs allowed (repeatable; replaces the default {','.join(d.uplink_topics)})")
+    t = p.add_argument_group("TLS")
+    t.add_argument("--tls-listen", metavar="HOST:PORT", help=f"TLS listen address (default {d.host}:{d.tls_port}); needs --tls-certfile")
+    t.add_argument("--tls-certfile", metavar="PEM", help="server certificate (chain); turns the TLS listener on")
+    t.add_argument("--tls-keyfile", metavar="PEM", help="its private key (if not in the certificate file)")
+    t.add_argument("--tls-cafile", metavar="PEM", help="CA certificates that sign client certificates")
+    t.add_argument("--require-certificate", action="store_true", default=None, help="refuse TLS clients without a valid certificate")
+    t.add_argument("--use-identity-as-username", action="store_true", default=None,
+                   help="the client certificate's CN is the client's identity (no password asked on TLS)")
+    t.add_argument("--no-plaintext", action="store_true", help="no plain listener (TLS only)")
     k = p.add_argument_group("log side")
     k.add_argument("--linger-ms", type=float, metavar="MS", help=f"producer linger (default {d.linger_ms})")
     k.add_argument("--batch-bytes", type=int, metavar="N", help=f"producer batch size per partition (default {d.batch_bytes})")
@@ -92,6 +106,12 @@ def config_from_args(args: argparse.Namespace) -> BridgeConfig:
         values["port"] = int(port)
     if args.no_anonymous:
         values["allow_anonymous"] = False
+    if args.tls_listen:
+        host, _, port = args.tls_listen.rpartition(":")
+        values["tls_host"] = host or None
+        values["tls_port"] = int(port)
+    if args.no_plaintext:
+        values["plaintext"] = False
     cfg = BridgeConfig.from_mapping(values)
     Mapping.parse(cfg.uplink, cfg.downlink)  # fail early on bad rules
     return cfg
@@ -130,22 +150,25 @@ def main(argv: list[str] | None = None) -> int:
     except (RuleError, ValueError, OSError, tomllib.TOMLDecodeError) as exc:
         parser.error(str(exc))
     logs.setup(args.log_level, args.log_format)
+    run: Callable[[Coroutine[Any, Any, None]], None]
     try:
         import uvloop  # optional: the 'fast' extra; writev for shared fan-out buffers
+
+        run = uvloop.run
     except ImportError:
-        uvloop = None
+        run = asyncio.run
     from .bridge import CannotListen
 
     try:
-        if uvloop is not None:
-            uvloop.run(_serve(cfg))
-        else:
-            asyncio.run(_serve(cfg))
+        run(_serve(cfg))
     except KeyboardInterrupt:
         pass
     except CannotListen as exc:
         log.error("%s", exc, extra={"event": "cannot_listen"})
         return EXIT_CANNOT_LISTEN
+    except (OSError, ValueError) as exc:  # e.g. a certificate file that cannot be read
+        log.error("mqtt-bridge cannot start: %s", exc)
+        return 1
     return 0
 
 

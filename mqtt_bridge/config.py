@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .mapping import DEFAULT_DOWNLINK, DEFAULT_UPLINK
+from .mapping import DEFAULT_DOWNLINK, DEFAULT_UPLINK, DEFAULT_UPLINK_TOPICS
 
 
 @dataclass
@@ -27,9 +27,20 @@ class BridgeConfig:
     receive_maximum: int = 1_000  # incoming unacknowledged QoS 1/2 per v5 connection
     topic_alias_maximum: int = 32
     connect_timeout_s: float = 10.0
-    # auth
-    credentials_file: str | None = None
-    allow_anonymous: bool = True
+    # security
+    credentials_file: str | None = None  # mosquitto_passwd file
+    allow_anonymous: bool = True  # only without a credentials file
+    acl_file: str | None = None  # mosquitto acl_file format; without it devices are bound to their id
+    # Kafka topics the uplink may write (``*`` globs); a new stream outside it is refused
+    uplink_topics: list[str] = field(default_factory=lambda: list(DEFAULT_UPLINK_TOPICS))
+    plaintext: bool = True  # the plain listener on host:port
+    tls_host: str | None = None  # default: host
+    tls_port: int = 8883
+    tls_certfile: str | None = None  # PEM; the TLS listener runs when this is set
+    tls_keyfile: str | None = None
+    tls_cafile: str | None = None  # CA of client certificates
+    require_certificate: bool = False
+    use_identity_as_username: bool = False  # the certificate's CN is the identity
     # log side
     linger_ms: float = 5.0
     batch_bytes: int = 1 << 20
@@ -48,4 +59,14 @@ class BridgeConfig:
         unknown = set(values) - known
         if unknown:
             raise ValueError(f"unknown settings: {', '.join(sorted(unknown))}")
-        return cls(**values)
+        cfg = cls(**values)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        if self.use_identity_as_username and not (self.tls_certfile and self.require_certificate):
+            raise ValueError("use_identity_as_username needs the TLS listener with require_certificate")
+        if self.require_certificate and not self.tls_cafile:
+            raise ValueError("require_certificate needs tls_cafile")
+        if not self.plaintext and not self.tls_certfile:
+            raise ValueError("no listener: the plain one is off and no TLS certificate is given")

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .codec import (
     MQTT_5,
@@ -28,6 +28,7 @@ from .codec import (
     Publish,
     Reason,
     Suback,
+    SubOptions,
     Subscribe,
     TopicError,
     Unsuback,
@@ -41,18 +42,24 @@ from .codec.encoder import PINGRESP
 from .session import PID_BYTES, OutMessage, Session
 
 if TYPE_CHECKING:
+    from .acl import Identity
     from .bridge import Bridge
 
 log = logging.getLogger(__name__)
 
 _HIGH_WATER = 256 * 1024
+_DENIALS_LOGGED = 5  # per connection; the rest are only counted
 
 
 class Connection(asyncio.Protocol):
     """The protocol object of one MQTT client connection."""
 
-    def __init__(self, bridge: Bridge) -> None:
+    def __init__(self, bridge: Bridge, *, tls: bool = False) -> None:
         self.bridge = bridge
+        self.tls = tls
+        self.identity: Identity | None = None
+        self.publish_verdicts: dict[str, bool] = {}
+        self.denied = 0
         cfg = bridge.config
         self.reader = PacketReader(cfg.max_packet_size)
         self.transport: asyncio.Transport | None = None
@@ -85,15 +92,16 @@ class Connection(asyncio.Protocol):
 
     # ---- transport callbacks --------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        transport.set_write_buffer_limits(high=_HIGH_WATER)
+        # a stream server's transport (uvloop's are not asyncio.Transport subclasses)
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.set_write_buffer_limits(high=_HIGH_WATER)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         reason = self.bridge.admit(self)
         if reason is not None:
             log.warning("refusing connection from %s: %s", self.peer, reason)
             self.closing = True
-            transport.abort()
+            self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
@@ -115,9 +123,17 @@ class Connection(asyncio.Protocol):
         except MqttError as exc:
             if self.state == "connecting":
                 self._early.append(exc)  # reported after the CONNACK, as v5 expects
-                self.transport.pause_reading()
+                if self.transport is not None:
+                    self.transport.pause_reading()
             else:
                 self.protocol_error(exc.reason, str(exc))
+
+    def peer_certificate(self) -> dict[str, Any] | None:
+        """The client's verified certificate (TLS listener with a CA), else None."""
+        if self.transport is None:
+            return None
+        cert = self.transport.get_extra_info("peercert")
+        return cert if isinstance(cert, dict) else None
 
     def eof_received(self) -> bool | None:
         return None
@@ -310,7 +326,12 @@ class Connection(asyncio.Protocol):
             return
         if qos and self.version == MQTT_5 and len(self._acks) >= self.bridge.config.receive_maximum:
             raise MqttError(Reason.RECEIVE_MAXIMUM_EXCEEDED, "too many unacknowledged PUBLISHes")
-        result = self.bridge.publish(self, topic, p.payload, qos, p.retain, props)
+        if self.bridge.may_publish(self, topic):
+            result = self.bridge.publish(self, topic, p.payload, qos, p.retain, props)
+        else:
+            result = Reason.NOT_AUTHORIZED
+        if result == Reason.NOT_AUTHORIZED:
+            self._denied("publish", topic)
         if qos == 0:
             return
         if isinstance(result, asyncio.Future):
@@ -355,7 +376,11 @@ class Connection(asyncio.Protocol):
                     reason = Reason.UNSPECIFIED_ERROR
             else:
                 reason = entry[3]
-                if reason >= 0x80 and self.version != MQTT_5:
+                if reason == Reason.NOT_AUTHORIZED and self.version != MQTT_5:
+                    # 3.1.1 has no negative PUBACK: acknowledge and drop, as mosquitto does
+                    # (closing would only make the client reconnect and send it again)
+                    reason = Reason.SUCCESS
+                elif reason >= 0x80 and self.version != MQTT_5:
                     acks.clear()
                     self.protocol_error(Reason(reason), "PUBLISH refused, no way to NACK in 3.1.1")
                     return
@@ -370,7 +395,7 @@ class Connection(asyncio.Protocol):
         reasons: list[int] = []
         session = self.session
         assert session is not None
-        granted_new: list[tuple[str, Any]] = []
+        granted_new: list[tuple[str, SubOptions, bool]] = []
         for topic_filter, opts in p.topics:
             try:
                 validate_filter(topic_filter)
@@ -379,6 +404,10 @@ class Connection(asyncio.Protocol):
                 continue
             if topic_filter.startswith("$share/") and opts.no_local and self.version == MQTT_5:
                 raise ProtocolViolation("no local on a shared subscription")
+            if not self.bridge.may_subscribe(self, topic_filter):
+                self._denied("subscribe", topic_filter)
+                reasons.append(Reason.NOT_AUTHORIZED if self.version == MQTT_5 else 0x80)
+                continue
             if (
                 topic_filter not in session.subs
                 and len(session.subs) >= self.bridge.config.max_subscriptions
@@ -393,10 +422,25 @@ class Connection(asyncio.Protocol):
         self.write(encode(Suback(p.packet_id, reasons), self.version))
         self.bridge.after_subscribe(session, granted_new)
 
+    def _denied(self, what: str, topic: str) -> None:
+        stats = self.bridge.stats
+        if what == "publish":
+            stats.denied_publish += 1
+        else:
+            stats.denied_subscribe += 1
+        self.denied += 1
+        if self.denied <= _DENIALS_LOGGED:
+            log.warning(
+                "not authorized: %s %r by client %r (user %r) from %s%s", what, topic,
+                self.client_id, self.identity.username if self.identity else None, self.peer,
+                "; further denials of this connection are only counted" if self.denied == _DENIALS_LOGGED else "",
+                extra={"event": "denied_" + what, "client_id": self.client_id, "topic": topic},
+            )
+
     def _on_unsubscribe(self, p: Unsubscribe) -> None:
         session = self.session
         assert session is not None
-        reasons = []
+        reasons: list[int] = []
         for topic_filter in p.topics:
             found = self.bridge.unsubscribe(session, topic_filter)
             reasons.append(Reason.SUCCESS if found else Reason.NO_SUBSCRIPTION_EXISTED)
@@ -431,6 +475,7 @@ class Connection(asyncio.Protocol):
             "bytes_in": self.bytes_in,
             "msgs_out": self.msgs_out,
             "bytes_out": self.bytes_out,
+            "denied": self.denied,
             "connected_s": round(time.monotonic() - self.connected_at, 1),
         }
 

@@ -8,6 +8,7 @@ of the Kafka topic becomes a PUBLISH on the MQTT topic built from its key.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass
 
@@ -154,6 +155,8 @@ ROUTE_CACHE_SIZE = 100_000  # distinct MQTT topics remembered; cleared when full
 
 DEFAULT_UPLINK = ["devices/{device_id}/{stream}={stream},key={device_id}"]
 DEFAULT_DOWNLINK = ["commands=devices/{key}/commands", "ota=ota"]
+#: Kafka topics the default uplink rule may write: the streams devices are expected to use.
+DEFAULT_UPLINK_TOPICS = ["telemetry", "events"]
 
 
 class Mapping:
@@ -187,3 +190,31 @@ class Mapping:
             self._routes.clear()
         self._routes[mqtt_topic] = got
         return got
+
+
+class UplinkTopics:
+    """Which Kafka topics the uplink may write: the configured list (``*`` globs), never a
+    downlink topic (commands come from the log), an internal (``__``) or the session topic.
+
+    Every new name a device invents would otherwise become a Kafka topic with its files.
+    """
+
+    def __init__(self, allowed: list[str], forbidden: set[str]) -> None:
+        self.allowed = list(allowed)
+        self.forbidden = frozenset(forbidden)
+        self._verdicts: dict[str, bool] = {}
+
+    def permits(self, kafka_topic: str) -> bool:
+        try:
+            return self._verdicts[kafka_topic]
+        except KeyError:
+            pass
+        ok = (
+            kafka_topic not in self.forbidden
+            and not kafka_topic.startswith("__")
+            and any(fnmatch.fnmatchcase(kafka_topic, p) for p in self.allowed)
+        )
+        if len(self._verdicts) >= ROUTE_CACHE_SIZE:
+            self._verdicts.clear()
+        self._verdicts[kafka_topic] = ok
+        return ok

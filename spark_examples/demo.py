@@ -45,6 +45,19 @@ from spark_examples.session import (
 log = logging.getLogger("spark_examples.demo")
 
 
+#: The bridge confines each device to its own topics by default; the demo's command
+#: listener (anonymous, on loopback) also reads every device's commands, so the demo
+#: states its rules in the bridge's ACL file (mosquitto's format).
+DEMO_ACL = """\
+# devices: own telemetry, own commands, broadcasts
+pattern write devices/%c/#
+pattern read devices/%c/commands
+topic read ota
+# the demo's command listener
+topic read devices/+/commands
+"""
+
+
 class CommandListener:
     """An MQTT client subscribed to ``devices/+/commands``: counts what the bridge delivers."""
 
@@ -214,7 +227,10 @@ def main(argv: list[str] | None = None) -> int:
             ok, why = procs.bridge_available()
             if ok and simulate.paho_available():
                 try:
-                    bridge = procs.mqtt_bridge(bootstrap, work / "mqtt-bridge.log").start()
+                    acl = work / "mqtt-acl"
+                    acl.write_text(DEMO_ACL)
+                    bridge = procs.mqtt_bridge(bootstrap, work / "mqtt-bridge.log",
+                                               "--acl-file", str(acl)).start()
                     children.append(bridge)
                     via, mqtt_addr = "mqtt", f"{procs.HOST}:{bridge.port}"
                     print(f"mqtt-bridge on {mqtt_addr} (pid {bridge.pid})")

@@ -43,8 +43,10 @@ def bridge_available() -> tuple[bool, str]:
     return True, "python -m mqtt_bridge"
 
 
-def mqtt_bridge(bootstrap: str, log_path: Path, *, port: int | None = None) -> ListeningChild:
-    """An mqtt-bridge child against ``bootstrap`` on a free MQTT port (not started yet)."""
+def mqtt_bridge(bootstrap: str, log_path: Path, *args: str,
+                port: int | None = None) -> ListeningChild:
+    """An mqtt-bridge child against ``bootstrap`` on a free MQTT port (not started yet);
+    ``args`` are more mqtt-bridge flags."""
     port = port or free_port()
-    cmd = bridge_command(f"{HOST}:{port}", bootstrap, "--log-format", "text")
+    cmd = bridge_command(f"{HOST}:{port}", bootstrap, "--log-format", "text", *args)
     return ListeningChild(log_path, port, argv=cmd, name="mqtt-bridge")

@@ -28,9 +28,24 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.fixture(scope="module")
 def bridge(request, module_server, tmp_path_factory) -> BridgeProcess:
+    """The default device binding; the tests' own streams are allowed uplink topics."""
     log = tmp_path_factory.mktemp("bridge") / "bridge.log"
     b = BridgeProcess(module_server.bootstrap, log, "--max-packet-size", "65536",
-                      "--log-format", "text")
+                      "--log-format", "text", "--uplink-topic", "telemetry*",
+                      "--uplink-topic", "mp*")
+    request.addfinalizer(b.stop)
+    b.start()
+    return b
+
+
+@pytest.fixture(scope="module")
+def routing_bridge(request, module_server, tmp_path_factory) -> BridgeProcess:
+    """A bridge whose ACL opens the non-device topics the local-routing tests use."""
+    work = tmp_path_factory.mktemp("routing-bridge")
+    acl = work / "acl"
+    acl.write_text("topic readwrite site/#\ntopic readwrite status/#\ntopic readwrite jobs/#\n")
+    b = BridgeProcess(module_server.bootstrap, work / "bridge.log", "--log-format", "text",
+                      "--acl-file", str(acl))
     request.addfinalizer(b.stop)
     b.start()
     return b
@@ -217,7 +232,8 @@ def _produce_ota(bootstrap: str) -> None:
 
 
 @pytest.mark.skipif(shutil.which("mosquitto_pub") is None, reason="mosquitto-clients missing")
-def test_mosquitto_clients_retained_and_local_routing(bridge) -> None:
+def test_mosquitto_clients_retained_and_local_routing(routing_bridge) -> None:
+    bridge = routing_bridge
     topic = f"site/{uuid.uuid4().hex[:6]}/status"
     subprocess.run(["mosquitto_pub", "-h", HOST, "-p", str(bridge.port), "-t", topic, "-m", "up",
                     "-r", "-q", "1"], check=True, timeout=20)
@@ -237,7 +253,8 @@ def test_mosquitto_pub_uplink(bridge, module_server) -> None:
     assert {r.key for r in records} == {b"gw-7"}
 
 
-def test_will_and_shared_subscription(bridge) -> None:
+def test_will_and_shared_subscription(routing_bridge) -> None:
+    bridge = routing_bridge
     async def run() -> None:
         watcher = MqttClient("watcher", version=5)
         await watcher.connect(HOST, bridge.port)

@@ -111,8 +111,9 @@ def test_persistent_session_survives_reconnect_and_bridge_restart(
 
 def test_kill_log_server_while_devices_publish(request, tmp_path, server) -> None:
     """No PUBACK for unlogged data; the bridge reconnects; nothing PUBACKed is missing."""
-    bridge = start_bridge(request, tmp_path, server.bootstrap, "--delivery-timeout-s", "60")
     stream = "killtest"
+    bridge = start_bridge(request, tmp_path, server.bootstrap, "--delivery-timeout-s", "60",
+                          "--uplink-topic", stream)
     acked: list[str] = []
     ack_times: list[float] = []
     phases: dict[str, float] = {}
@@ -171,8 +172,11 @@ def test_kill_log_server_while_devices_publish(request, tmp_path, server) -> Non
 
 @pytest.fixture(scope="module")
 def small_bridge(request, module_server, tmp_path_factory) -> BridgeProcess:
-    log = tmp_path_factory.mktemp("small-bridge") / "bridge.log"
-    b = BridgeProcess(module_server.bootstrap, log, "--max-packet-size", "1024", "--log-format", "text")
+    work = tmp_path_factory.mktemp("small-bridge")
+    acl = work / "acl"
+    acl.write_text("# anonymous clients: a chat room (routed between MQTT clients)\ntopic readwrite chat/#\n")
+    b = BridgeProcess(module_server.bootstrap, work / "bridge.log", "--max-packet-size", "1024",
+                      "--log-format", "text", "--acl-file", str(acl))
     request.addfinalizer(b.stop)
     b.start()
     return b
