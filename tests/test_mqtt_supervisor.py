@@ -52,13 +52,13 @@ def test_killed_bridge_is_restarted_and_serves_again(server_factory) -> None:
     mqtt_port = free_port()
     server = server_factory(extra_args=["--mqtt-bridge", f"{HOST}:{mqtt_port}"])
     _wait(lambda: can_connect(mqtt_port), 30, "the bridge to listen")
-    _publish_and_read_back(server, mqtt_port, "before", b"first")
+    _publish_and_read_back(server, mqtt_port, "telemetry", b"first")
     for kill in range(2):
         (victim,) = _bridge_pids(server)[-1:]
         os.kill(victim, signal.SIGKILL)
         _wait(lambda n=kill + 2: len(_bridge_pids(server)) == n, 30, "a restarted bridge")
         _wait(lambda: can_connect(mqtt_port), 30, "the restarted bridge to listen")
-        _publish_and_read_back(server, mqtt_port, f"after{kill}", b"again-%d" % kill)
+        _publish_and_read_back(server, mqtt_port, "telemetry", b"again-%d" % kill)
     out = server.output()
     deaths = re.findall(r"mqtt-bridge \(pid (\d+)\) died \(killed by SIGKILL\); restarting it in "
                         r"([\d.]+) s", out)
