@@ -5,7 +5,8 @@ its own that the socket fills directly, so a big produce request is copied once.
 request's synchronous part runs on arrival, in arrival order (so appends keep the
 producer's order); responses that must wait (long-poll fetch, fsync before ack) are
 futures, and responses leave strictly in request order, as Kafka clients require.
-Record bytes of fetch responses go from the segment file to the socket with sendfile.
+Record bytes of fetch responses go from the segment file to the socket with sendfile;
+each fetch slice is released once sent or dropped, which lets its segment file go.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import os
 import struct
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from kafkaproto import FileRegion, RequestHeader, encode_response
 
@@ -34,49 +35,34 @@ SENDFILE_MIN_BYTES = 64 * 1024
 _SIZE = struct.Struct(">i")
 
 
-class _FdFile:
-    """The minimum of a file object that loop.sendfile needs, over a shared fd."""
+class RecordSlice(Protocol):
+    """What the network needs of a fetch's record bytes (logserver.log.SegmentSlice).
 
-    mode = "rb"
+    The storage keeps its descriptors to itself: the connection asks the slice to read
+    or sendfile itself, and releases it once, on every path.
+    """
 
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
+    length: int
 
-    def fileno(self) -> int:
-        return self._fd
+    def read(self, start: int = 0, size: int | None = None) -> bytes: ...
 
-    def seek(self, offset: int, whence: int = 0) -> int:
-        # loop.sendfile repositions the file when done; our fds are only read by
-        # position (pread/sendfile with offsets), so the position is irrelevant.
-        return offset
+    def sendfile_to(self, socket_fd: int, start: int, count: int) -> int: ...
 
-
-#: Event loop classes whose loop.sendfile is missing (uvloop): they use _sendfile_on_socket.
-_NO_NATIVE_SENDFILE: set[type] = set()
+    def release(self) -> None: ...
 
 
 async def _sendfile(loop: asyncio.AbstractEventLoop, transport: asyncio.Transport,
-                    region: FileRegion) -> int:
-    """Sends a file region after what the transport already holds; returns bytes sent."""
-    if type(loop) not in _NO_NATIVE_SENDFILE:
-        try:
-            return await loop.sendfile(transport, _FdFile(region.fd), region.offset, region.length)
-        except NotImplementedError:  # uvloop: AbstractEventLoop's stub
-            _NO_NATIVE_SENDFILE.add(type(loop))
-            log.info("%s has no sendfile; using os.sendfile on the socket", type(loop).__name__)
-    return await _sendfile_on_socket(loop, transport, region.fd, region.offset, region.length)
+                    region: RecordSlice) -> int:
+    """os.sendfile of a slice straight to the transport's socket, after what it holds.
 
-
-async def _sendfile_on_socket(loop: asyncio.AbstractEventLoop, transport: asyncio.Transport,
-                              fd: int, offset: int, count: int) -> int:
-    """os.sendfile straight to the transport's socket, once its own write buffer is empty.
-
-    For loops without loop.sendfile (uvloop). Bytes queued in the transport (the
-    response header) must leave first, so sendfile only runs when that buffer is empty;
-    when the socket is full, a dup of its descriptor waits for writability (the loop
-    refuses a writer on a descriptor its transport owns).
+    Bytes queued in the transport (the response header) must leave first, so sendfile
+    only runs when that buffer is empty; when the socket is full, a dup of its
+    descriptor waits for writability (the loop refuses a writer on a descriptor its
+    transport owns). The same path serves every event loop (uvloop has no
+    loop.sendfile). Returns the bytes sent (fewer than the slice: its file ended early).
     """
     sock_fd = transport.get_extra_info("socket").fileno()
+    count = region.length
     sent = 0
     waiter_fd = -1
     try:
@@ -85,7 +71,7 @@ async def _sendfile_on_socket(loop: asyncio.AbstractEventLoop, transport: asynci
                 raise ConnectionResetError("connection closed during sendfile")
             if transport.get_write_buffer_size() == 0:
                 try:
-                    n = os.sendfile(sock_fd, fd, offset + sent, count - sent)
+                    n = region.sendfile_to(sock_fd, sent, count - sent)
                 except BlockingIOError:
                     n = -1
                 if n == 0:
@@ -183,11 +169,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._stats.limiter.release(self._admitted_ip)
         self._stats.open_connections -= 1
         self._stats.connections.discard(self)
-        for entry in self._pending:
-            if isinstance(entry[1], asyncio.Future):
-                entry[1].cancel()
+        for header, result in self._pending:
+            if isinstance(result, asyncio.Future):
+                if result.done() and not result.cancelled() and result.exception() is None:
+                    _release_response(header, result.result())
+                result.cancel()
+            else:
+                _release_response(header, result)
         self._pending.clear()
-        self._out.clear()
+        self._drop_out()
         if self._writer is not None:
             self._writer.cancel()
         log.debug("connection from %s closed", self.peer)
@@ -314,28 +304,42 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _send(self, header: RequestHeader, body: Any) -> None:
         chunks = encode_response(header.api_key, header.api_version, header.correlation_id, body)
-        if self._writer is not None:
+        if self._writer is not None or self._closed:
             self._out.extend(chunks)
+            if self._closed:
+                self._drop_out()
             return
         transport = self._transport
         assert transport is not None
         for index, chunk in enumerate(chunks):
             if isinstance(chunk, FileRegion):
-                if chunk.length >= SENDFILE_MIN_BYTES:
+                region = cast(RecordSlice, chunk)
+                if region.length >= SENDFILE_MIN_BYTES:
                     self._out.extend(chunks[index:])
                     self._writer = asyncio.ensure_future(self._write_out())
                     return
-                chunk = self._pread(chunk)
-                if chunk is None:
+                data = self._read_inline(region)
+                if data is None:
+                    _release_all(chunks[index + 1:])
                     return
+                chunk = data
             transport.write(chunk)
 
-    def _pread(self, region: FileRegion) -> bytes | None:
-        data = os.pread(region.fd, region.length, region.offset)
+    def _read_inline(self, region: RecordSlice) -> bytes | None:
+        """A small region's bytes, to go out with the header in one write; releases it."""
+        try:
+            data = region.read()
+        finally:
+            region.release()
         if len(data) != region.length:
             self._protocol_error(f"segment shrank under a fetch ({len(data)} of {region.length} bytes)")
             return None
         return data
+
+    def _drop_out(self) -> None:
+        """Forget every queued chunk, releasing the record slices among them."""
+        out, self._out = self._out, deque()
+        _release_all(out)
 
     async def _write_out(self) -> None:
         transport = self._transport
@@ -345,15 +349,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
             while self._out and not self._closed:
                 chunk = self._out.popleft()
                 if isinstance(chunk, FileRegion):
-                    if chunk.length >= SENDFILE_MIN_BYTES:
-                        sent = await _sendfile(loop, transport, chunk)
+                    region = cast(RecordSlice, chunk)
+                    if region.length >= SENDFILE_MIN_BYTES:
+                        try:
+                            sent = await _sendfile(loop, transport, region)
+                        finally:
+                            region.release()
                         self._stats.sendfile_calls += 1
                         self._stats.sendfile_bytes += sent
-                        if sent != chunk.length:
+                        if sent != region.length:
                             self._protocol_error("segment shrank under a fetch")
                             return
                         continue
-                    data = self._pread(chunk)
+                    data = self._read_inline(region)
                     if data is None:
                         return
                     chunk = data
@@ -365,6 +373,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._transport.abort()
         finally:
             self._writer = None
+            if self._closed:
+                self._drop_out()
 
     def _update_reading(self) -> None:
         if self._transport is None or self._closed:
@@ -376,6 +386,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
         elif not should_pause and self._reading_paused:
             self._reading_paused = False
             self._transport.resume_reading()
+
+
+def _release_response(header: RequestHeader, body: Any) -> None:
+    """Release the record slices of a response that will never be sent."""
+    if body is None:
+        return
+    try:
+        chunks = encode_response(header.api_key, header.api_version, header.correlation_id, body)
+    except Exception:  # noqa: BLE001 - unsendable anyway; the slices' finalizers release them
+        return
+    _release_all(chunks)
+
+
+def _release_all(chunks: Iterable[bytes | FileRegion]) -> None:
+    for chunk in chunks:
+        if isinstance(chunk, FileRegion):
+            chunk.release()
 
 
 def connection_factory(dispatcher: Dispatcher, stats: ConnectionStats) -> Callable[[], KafkaConnection]:

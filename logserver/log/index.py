@@ -160,6 +160,11 @@ class _Index:
         self._release_fd()
         self._closed = True
 
+    def rename(self, path: Path) -> None:
+        """Move the file (a mapping or descriptor stays valid across the rename)."""
+        os.rename(self.path, path)
+        self.path = path
+
     def delete(self) -> None:
         self.close()
         with contextlib.suppress(FileNotFoundError):
