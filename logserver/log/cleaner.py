@@ -112,8 +112,8 @@ class Cleaner:
                 uncleanable = segments[-1].base_offset
             progressed = map_end > first_dirty
             first_dirty = max(first_dirty, min(map_end, uncleanable))
-            if map_end >= end or not progressed:
-                break
+            if map_end >= uncleanable or not progressed:
+                break  # every closed segment was cleaned against the whole dirty part
         state.first_dirty = first_dirty
         state.marker = marker
         if removed:

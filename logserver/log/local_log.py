@@ -31,7 +31,7 @@ from logserver.log.deleter import DEFAULT_FILE_DELETE_DELAY_MS, FileDeleter, def
 from logserver.log.errors import LogError, OffsetOutOfRangeError
 from logserver.log.fsutil import fsync_dir
 from logserver.log.segment import Segment
-from logserver.log.slice import SegmentSlice
+from logserver.log.slice import SegmentSlice, release_collected
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +175,7 @@ class LocalLog:
         min_one: bool = True,
     ) -> SegmentSlice | None:
         """A pinned slice of whole batches from the one holding ``offset`` (see Log.read)."""
+        release_collected()
         view = self._view
         start, leo = view.segments[0].base_offset, view.segments[-1].next_offset
         if offset < start or offset > leo:

@@ -6,13 +6,16 @@ truncation, a compaction swap or a topic deletion only take effect for the slice
 it is released. The descriptor itself never leaves this package; the sender gets the
 operations it needs (``read``, ``sendfile_to``) and must call ``release()`` once, on
 every path (sent, connection gone, response dropped, error). A slice dropped without
-that is released when garbage collected, and counted in ``leaked_slices``.
+that is released soon after it is garbage collected (by the next read of any log, not
+inside the collector, which may run while a segment's lock is held), and counted in
+``leaked_slices``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections import deque
 from typing import TYPE_CHECKING
 
 from kafkaproto import FileRegion
@@ -22,14 +25,25 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SegmentSlice", "leaked_slices"]
+__all__ = ["SegmentSlice", "leaked_slices", "release_collected"]
 
 _leaked = 0
+_collected: deque[Segment] = deque()  # pins of collected slices, released by release_collected
 
 
 def leaked_slices() -> int:
-    """How many slices were released by the garbage collector instead of their sender."""
+    """How many slices were garbage collected instead of released by their sender."""
     return _leaked
+
+
+def release_collected() -> None:
+    """Drop the pins of slices the garbage collector took (called outside any lock)."""
+    while _collected:
+        try:
+            segment = _collected.popleft()
+        except IndexError:
+            return
+        segment.unpin()
 
 
 class SegmentSlice(FileRegion):
@@ -93,8 +107,9 @@ class SegmentSlice(FileRegion):
         self.release()
 
     def __del__(self) -> None:
-        if getattr(self, "_segment", None) is not None:
+        segment = getattr(self, "_segment", None)
+        if segment is not None:
             global _leaked
             _leaked += 1
-            logger.debug("%r was never released; releasing it now", self)
-            self.release()
+            self._segment = None
+            _collected.append(segment)  # atomic; no lock may be taken inside the collector
