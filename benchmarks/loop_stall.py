@@ -61,6 +61,11 @@ class _Server(LogserverTarget):
         return env
 
 
+def _bootstrap(server: LogserverTarget) -> str:
+    assert server.bootstrap is not None, "started by the with block"
+    return server.bootstrap
+
+
 class Probe(threading.Thread):
     """ApiVersions round trips every ``interval`` seconds; keeps (send time, latency)."""
 
@@ -153,7 +158,7 @@ def run_compaction(workdir: Path, args: argparse.Namespace) -> float:
         "log.flush.interval.messages": 2**62}, args.server_root)
     (workdir / "fill").mkdir()
     with fill:
-        bootstrap = fill.bootstrap
+        bootstrap = _bootstrap(fill)
         _create_topic(bootstrap, topic, 1, {"cleanup.policy": "compact",
                                             "delete.retention.ms": "86400000"})
         _produce(bootstrap, topic, batch, batches)
@@ -163,7 +168,7 @@ def run_compaction(workdir: Path, args: argparse.Namespace) -> float:
         "log.retention.check.interval.ms": 2000, "log.segment.bytes": args.segment_mib << 20},
         args.server_root)
     with clean:
-        bootstrap = clean.bootstrap
+        bootstrap = _bootstrap(clean)
         probe = Probe(bootstrap, args.interval_ms / 1000)
         probe.start()
         time.sleep(1.0)  # warm-up: the first requests compile their codecs
@@ -192,7 +197,7 @@ def run_create_topic(workdir: Path, args: argparse.Namespace) -> float:
     load = build_batch([(None, b"x" * 1000, [], 1_000)] * 1000)
     server = _Server(workdir, data_dir, {"log.segment.bytes": 256 << 20}, args.server_root)
     with server:
-        bootstrap = server.bootstrap
+        bootstrap = _bootstrap(server)
         _create_topic(bootstrap, "load", 1, {"retention.bytes": str(512 << 20)})
         stop = threading.Event()
         producer = threading.Thread(target=_produce, args=(bootstrap, "load", lambda i: load,
@@ -217,7 +222,7 @@ def run_idle(workdir: Path, args: argparse.Namespace) -> float:
     """The floor: the same probe against an idle server (scheduling noise of the host)."""
     server = _Server(workdir, workdir / "data", {}, args.server_root)
     with server:
-        probe = Probe(server.bootstrap, args.interval_ms / 1000)
+        probe = Probe(_bootstrap(server), args.interval_ms / 1000)
         probe.start()
         time.sleep(1.0)
         start = time.perf_counter()

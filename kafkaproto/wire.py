@@ -31,9 +31,7 @@ class FileRegion:
 
     __slots__ = ()
 
-    @property
-    def length(self) -> int:
-        raise NotImplementedError
+    length: int  # the subclass provides it (a slot or a property)
 
     def release(self) -> None:
         """The sender is done with the bytes; the default region holds nothing."""

@@ -80,6 +80,10 @@ class _LogState:
     marker: tuple[int, int, int] | None = None  # (LEO, log start, tombstone epoch) at the last pass
 
 
+class _Aborted(Exception):
+    """The cleaner was told to stop (the manager is closing)."""
+
+
 class Cleaner:
     """Compacts logs on the calling thread, remembering how far each one is clean."""
 
@@ -88,6 +92,16 @@ class Cleaner:
         self._states: weakref.WeakKeyDictionary[Log, _LogState] = weakref.WeakKeyDictionary()
         self.bad_batches = 0  # batches kept undecoded since start
         self.passes = 0
+        self._aborted = False
+
+    def abort(self) -> None:
+        """Stop a running pass at the next batch (its unfinished copy is discarded)."""
+        self._aborted = True
+
+    def _pause(self) -> None:
+        if self._aborted:
+            raise _Aborted
+        time.sleep(_YIELD_S)
 
     def clean(self, log: Log, delete_retention_ms: int, now_ms: int | None = None) -> int:
         """Compact ``log``'s closed segments; returns the bytes removed (0: nothing to do)."""
@@ -105,12 +119,16 @@ class Cleaner:
                 if len(segments) < 2:
                     break
                 end = segments[-1].next_offset
-                map_end = self._build_map(log, segments, first_dirty, end)
+                try:
+                    map_end = self._build_map(log, segments, first_dirty, end)
+                except _Aborted:
+                    return removed
                 self.passes += 1
                 try:
                     removed += self._clean_closed(log, segments[:-1], map_end, horizon)
-                except SegmentsChangedError as exc:
-                    logger.info("%s: compaction pass abandoned: %s", log.directory, exc)
+                except (SegmentsChangedError, _Aborted) as exc:
+                    logger.info("%s: compaction pass abandoned: %s", log.directory,
+                                exc or "stopping")
                     state.marker = None
                     return removed
                 uncleanable = segments[-1].base_offset
@@ -139,7 +157,7 @@ class Cleaner:
                 for _, header, data in _iter_batches(seg):
                     if header.next_offset <= first_dirty:
                         continue
-                    time.sleep(_YIELD_S)
+                    self._pause()
                     if header.base_offset >= end:
                         return covered
                     if header.record_count and not header.attributes & CONTROL_MASK:
@@ -200,7 +218,7 @@ class Cleaner:
         copy: _CleanedCopy | None = None
         try:
             for position, header, data in _iter_batches(seg):
-                time.sleep(_YIELD_S)
+                self._pause()
                 out: bytes | memoryview = data
                 if header.record_count and not header.attributes & CONTROL_MASK:
                     records = self._decode(log, seg, header, data)

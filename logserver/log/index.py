@@ -116,6 +116,7 @@ class _Index:
             return -1
         unpack_from = self._entry.unpack_from
         buf = self._mmap
+        assert buf is not None  # entries exist, so the file is mapped
         size = self._entry.size
         while lo < hi:
             mid = (lo + hi + 1) >> 1

@@ -442,6 +442,7 @@ class LogManager:
             return
         self._closed = True
         try:
+            self.cleaner.abort()  # a running compaction stops at its next batch
             self.worker.close(wait=True)  # a running cleanup or checkpoint ends first
             for log in self.logs().values():
                 log.close()  # flushes first

@@ -283,7 +283,7 @@ class Segment:
         the damage in this file, or ``data_follows`` (later segments hold data).
         ``last_truncation`` describes what was cut, for the start-up report.
         """
-        self.last_truncation: str | None = None
+        self.last_truncation = None
         file_size = os.fstat(self.fd).st_size
         verify_pos = file_size if verify_from is None else verify_from
         expected = self.base_offset if expected_offset is None else expected_offset
