@@ -92,11 +92,13 @@ class Probe(threading.Thread):
         self.conn.close()
 
     def worst_ms(self, since: float = 0.0, until: float = float("inf")) -> float:
-        window = sorted((lat for t, lat in self.samples if since <= t <= until), reverse=True)
+        window = sorted(((lat, t) for t, lat in self.samples if since <= t <= until),
+                        reverse=True)
         if window:
-            print("  worst round trips (ms): "
-                  + ", ".join(f"{lat * 1000:.1f}" for lat in window[:5]), flush=True)
-        return window[0] * 1000 if window else float("nan")
+            print("  worst round trips (ms, at s into the window): "
+                  + ", ".join(f"{lat * 1000:.1f} at {t - since:.1f}" for lat, t in window[:5]),
+                  flush=True)
+        return window[0][0] * 1000 if window else float("nan")
 
 
 def _create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, str]) -> None:
@@ -173,6 +175,7 @@ def run_compaction(workdir: Path, args: argparse.Namespace) -> float:
         probe.start()
         time.sleep(1.0)  # warm-up: the first requests compile their codecs
         start = time.perf_counter()
+        print(f"  window starts at {time.time():.3f}", flush=True)
         # Done: the server logged a finished pass, and the log then stayed the same size.
         while "compaction removed" not in clean.log_path.read_text(errors="replace"):
             if time.perf_counter() - start > args.time_cap_s:
@@ -187,6 +190,8 @@ def run_compaction(workdir: Path, args: argparse.Namespace) -> float:
             if time.perf_counter() - start > args.time_cap_s:
                 break
         probe.stop()
+    if args.keep_log:
+        print(clean.log_path.read_text(errors="replace"))
     print(f"  compaction: {before / 2**20:.0f} MiB -> {size / 2**20:.0f} MiB, window "
           f"{time.perf_counter() - start:.1f} s; {len(probe.samples)} probes", flush=True)
     return probe.worst_ms(start)
@@ -254,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--time-cap-s", type=float, default=600.0)
     parser.add_argument("--partitions", type=int, default=2000,
                         help="create-topic: partitions of the new topic (default 2000)")
+    parser.add_argument("--keep-log", action="store_true",
+                        help="print the compacting server's log after each run")
     parser.add_argument("--server-root", type=Path,
                         help="run the server from this checkout instead of this work tree")
     args = parser.parse_args(argv)
