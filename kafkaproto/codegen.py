@@ -553,7 +553,7 @@ class _Gen:
 
     def enc_records_region(self, v: str, out: str, ind: int, main_out: bool) -> None:
         """A FileRegion ends the current bytearray chunk and becomes a chunk itself."""
-        self.emit(ind, f"elif {v}.__class__ is _FR:")
+        self.emit(ind, f"elif isinstance({v}, _FR):")
         if not main_out:
             self.emit(ind + 1, "raise TypeError('FileRegion not allowed in a tagged field')")
             return

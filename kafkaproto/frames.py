@@ -145,15 +145,15 @@ def encode_response(
     chunks.append(out)
     total = -4
     for c in chunks:
-        total += c.length if c.__class__ is FileRegion else len(c)
+        total += c.length if isinstance(c, FileRegion) else len(c)
     try:
         _INT32.pack_into(chunks[0], 0, total)
     except struct.error as exc:
         raise EncodeError(f"response frame too large: {total} bytes") from exc
     return [
-        c if c.__class__ is FileRegion else bytes(c)
+        c if isinstance(c, FileRegion) else bytes(c)
         for c in chunks
-        if len(c) or c.__class__ is FileRegion
+        if isinstance(c, FileRegion) or len(c)
     ]
 
 

@@ -7,8 +7,6 @@ generator so the hot loops do not pay a call per field.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from .errors import DecodeError
 
 __all__ = [
@@ -20,16 +18,23 @@ __all__ = [
 ]
 
 
-class FileRegion(NamedTuple):
-    """Record bytes that stay in a file, sent later with ``os.sendfile``.
+class FileRegion:
+    """Record bytes a response refers to instead of holding: the encoder writes only
+    their length prefix and emits the region as a chunk of its own.
 
-    The encoder writes the length prefix and emits the region as its own chunk,
-    so a fetch response never copies segment data through Python.
+    The codec needs nothing but ``length``; where the bytes live and how they leave
+    (e.g. sendfile from a log segment) is up to the subclass and whoever sends the
+    frame. That sender calls ``release()`` exactly once, when the bytes were sent or
+    will never be (connection gone, response dropped), so the owner can let go of
+    whatever keeps them readable.
     """
 
-    fd: int
-    offset: int
-    length: int
+    __slots__ = ()
+
+    length: int  # the subclass provides it (a slot or a property)
+
+    def release(self) -> None:
+        """The sender is done with the bytes; the default region holds nothing."""
 
 
 _ONE_BYTE: tuple[bytes, ...] = tuple(bytes((i,)) for i in range(128))

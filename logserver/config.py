@@ -181,6 +181,12 @@ SETTINGS: dict[str, Setting] = {
                 "delete: retention by time/size; compact: keep the latest record per key."),
         Setting("log.cleaner.delete.retention.ms", "86400000", _int_in(0),
                 "How long compaction keeps tombstones (null-value records) before removing them."),
+        Setting("log.cleaner.dedupe.buffer.size", "134217728", _int_in(1 << 10),
+                "Memory for compaction's key map; a log with more keys is compacted in "
+                "several passes."),
+        Setting("log.segment.delete.delay.ms", "60000", _int_in(0),
+                "How long deleted segments and partitions stay on disk (renamed *.deleted / "
+                "*-delete) before their files are removed."),
     ]
 }
 

@@ -147,6 +147,15 @@ class ServerFraming(Generic[Chunk]):
         """Responses that are not sendable yet (not ready, or behind one that is not)."""
         return len(self._slots)
 
+    def held_output(self) -> list[Chunk]:
+        """Every chunk held and not yet taken (ready, or completed behind a pending slot),
+        so the caller can release what will never be sent."""
+        held = list(self._ready)
+        for slot in self._slots:
+            if slot.done and slot.chunks:
+                held.extend(slot.chunks)
+        return held
+
     def close(self) -> list[Slot[Chunk]]:
         """The slots never completed (their work can be cancelled); drops all output."""
         lost = [slot for slot in self._slots if not slot.done]

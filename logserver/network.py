@@ -4,7 +4,8 @@ Framing and response order live in the sans-I/O :class:`~logserver.framing.Serve
 Here: each request's synchronous part runs on arrival, in arrival order (so appends keep
 the producer's order); responses that must wait (long-poll fetch, fsync before ack) are
 futures; the responses ready in one loop turn go out in one socket write; record bytes of
-fetch responses go from the segment file to the socket with sendfile.
+fetch responses go from the segment file to the socket with sendfile. Each fetch slice is
+released once sent or dropped, which lets its segment file go.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from kafkaproto import FileRegion, RequestHeader, encode_response
 from logserver.framing import ServerFraming, Slot
@@ -33,49 +34,34 @@ STAGING_BYTES = 32 * 1024  # per connection: 1,000 idle clients cost 32 MB, not 
 SENDFILE_MIN_BYTES = 64 * 1024
 
 
-class _FdFile:
-    """The minimum of a file object that loop.sendfile needs, over a shared fd."""
+class RecordSlice(Protocol):
+    """What the network needs of a fetch's record bytes (logserver.log.SegmentSlice).
 
-    mode = "rb"
+    The storage keeps its descriptors to itself: the connection asks the slice to read
+    or sendfile itself, and releases it once, on every path.
+    """
 
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
+    length: int
 
-    def fileno(self) -> int:
-        return self._fd
+    def read(self, start: int = 0, size: int | None = None) -> bytes: ...
 
-    def seek(self, offset: int, whence: int = 0) -> int:
-        # loop.sendfile repositions the file when done; our fds are only read by
-        # position (pread/sendfile with offsets), so the position is irrelevant.
-        return offset
+    def sendfile_to(self, socket_fd: int, start: int, count: int) -> int: ...
 
-
-#: Event loop classes whose loop.sendfile is missing (uvloop): they use _sendfile_on_socket.
-_NO_NATIVE_SENDFILE: set[type] = set()
+    def release(self) -> None: ...
 
 
 async def _sendfile(loop: asyncio.AbstractEventLoop, transport: asyncio.Transport,
-                    region: FileRegion) -> int:
-    """Sends a file region after what the transport already holds; returns bytes sent."""
-    if type(loop) not in _NO_NATIVE_SENDFILE:
-        try:
-            return await loop.sendfile(transport, _FdFile(region.fd), region.offset, region.length)
-        except NotImplementedError:  # uvloop: AbstractEventLoop's stub
-            _NO_NATIVE_SENDFILE.add(type(loop))
-            log.info("%s has no sendfile; using os.sendfile on the socket", type(loop).__name__)
-    return await _sendfile_on_socket(loop, transport, region.fd, region.offset, region.length)
+                    region: RecordSlice) -> int:
+    """os.sendfile of a slice straight to the transport's socket, after what it holds.
 
-
-async def _sendfile_on_socket(loop: asyncio.AbstractEventLoop, transport: asyncio.Transport,
-                              fd: int, offset: int, count: int) -> int:
-    """os.sendfile straight to the transport's socket, once its own write buffer is empty.
-
-    For loops without loop.sendfile (uvloop). Bytes queued in the transport (the
-    response header) must leave first, so sendfile only runs when that buffer is empty;
-    when the socket is full, a dup of its descriptor waits for writability (the loop
-    refuses a writer on a descriptor its transport owns).
+    Bytes queued in the transport (the response header) must leave first, so sendfile
+    only runs when that buffer is empty; when the socket is full, a dup of its
+    descriptor waits for writability (the loop refuses a writer on a descriptor its
+    transport owns). The same path serves every event loop (uvloop has no
+    loop.sendfile). Returns the bytes sent (fewer than the slice: its file ended early).
     """
     sock_fd = transport.get_extra_info("socket").fileno()
+    count = region.length
     sent = 0
     waiter_fd = -1
     try:
@@ -84,7 +70,7 @@ async def _sendfile_on_socket(loop: asyncio.AbstractEventLoop, transport: asynci
                 raise ConnectionResetError("connection closed during sendfile")
             if transport.get_write_buffer_size() == 0:
                 try:
-                    n = os.sendfile(sock_fd, fd, offset + sent, count - sent)
+                    n = region.sendfile_to(sock_fd, sent, count - sent)
                 except BlockingIOError:
                     n = -1
                 if n == 0:
@@ -187,8 +173,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         for future in list(self._futures):
             future.cancel()
         self._futures.clear()
+        _release_all(self._framing.held_output())
         self._framing.close()
-        self._out.clear()
+        self._drop_out()
         if self._writer is not None:
             self._writer.cancel()
         log.debug("connection from %s closed", self.peer)
@@ -263,7 +250,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _on_response_ready(self, slot: Slot[bytes | FileRegion], header: RequestHeader,
                            future: asyncio.Future[Any]) -> None:
         self._futures.discard(future)
-        if self._closed or future.cancelled():
+        if future.cancelled():
+            return
+        if self._closed:
+            if future.exception() is None:
+                _release_response(header, future.result())
             return
         error = future.exception()
         if error is not None:
@@ -282,6 +273,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Writes every response that may leave now: bytes joined, big regions by sendfile."""
         self._flush_scheduled = False
         if self._closed:
+            _release_all(self._framing.take_output())
             return
         chunks = self._framing.take_output()
         if not chunks:
@@ -292,13 +284,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         parts: list[bytes] = []
         for index, chunk in enumerate(chunks):
             if isinstance(chunk, FileRegion):
-                if chunk.length >= SENDFILE_MIN_BYTES:
+                region = cast(RecordSlice, chunk)
+                if region.length >= SENDFILE_MIN_BYTES:
                     self._write_parts(parts)  # what precedes the region leaves first
                     self._out.extend(chunks[index:])
                     self._writer = asyncio.ensure_future(self._write_out())
                     return
-                data = self._pread(chunk)
+                data = self._read_inline(region)
                 if data is None:
+                    _release_all(chunks[index + 1:])
                     return
                 chunk = data
             parts.append(chunk)
@@ -313,12 +307,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.write(b"".join(parts))
         parts.clear()
 
-    def _pread(self, region: FileRegion) -> bytes | None:
-        data = os.pread(region.fd, region.length, region.offset)
+    def _read_inline(self, region: RecordSlice) -> bytes | None:
+        """A small region's bytes, to go out with the header in one write; releases it."""
+        try:
+            data = region.read()
+        finally:
+            region.release()
         if len(data) != region.length:
             self._protocol_error(f"segment shrank under a fetch ({len(data)} of {region.length} bytes)")
             return None
         return data
+
+    def _drop_out(self) -> None:
+        """Forget every queued chunk, releasing the record slices among them."""
+        out, self._out = self._out, deque()
+        _release_all(out)
 
     async def _write_out(self) -> None:
         transport = self._transport
@@ -328,15 +331,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
             while self._out and not self._closed:
                 chunk = self._out.popleft()
                 if isinstance(chunk, FileRegion):
-                    if chunk.length >= SENDFILE_MIN_BYTES:
-                        sent = await _sendfile(loop, transport, chunk)
+                    region = cast(RecordSlice, chunk)
+                    if region.length >= SENDFILE_MIN_BYTES:
+                        try:
+                            sent = await _sendfile(loop, transport, region)
+                        finally:
+                            region.release()
                         self._stats.sendfile_calls += 1
                         self._stats.sendfile_bytes += sent
-                        if sent != chunk.length:
+                        if sent != region.length:
                             self._protocol_error("segment shrank under a fetch")
                             return
                         continue
-                    data = self._pread(chunk)
+                    data = self._read_inline(region)
                     if data is None:
                         return
                     chunk = data
@@ -348,6 +355,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._transport.abort()
         finally:
             self._writer = None
+            if self._closed:
+                self._drop_out()
 
     def _update_reading(self) -> None:
         if self._transport is None or self._closed:
@@ -363,6 +372,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
 def _encode(header: RequestHeader, body: Any) -> list[bytes | FileRegion]:
     return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+
+
+def _release_response(header: RequestHeader, body: Any) -> None:
+    """Release the record slices of a response that will never be sent."""
+    if body is None:
+        return
+    try:
+        chunks = _encode(header, body)
+    except Exception:  # noqa: BLE001 - unsendable anyway; the slices' finalizers release them
+        return
+    _release_all(chunks)
+
+
+def _release_all(chunks: Iterable[bytes | FileRegion]) -> None:
+    for chunk in chunks:
+        if isinstance(chunk, FileRegion):
+            chunk.release()
 
 
 def connection_factory(dispatcher: Dispatcher, stats: ConnectionStats) -> Callable[[], KafkaConnection]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, FileRegion
 from kafkaproto.batch import (
+    BATCH_HEADER_SIZE,
     Compression,
     CorruptBatchError,
     InvalidRecordError,
@@ -28,6 +29,7 @@ from logserver.log.producer_state import Decision, Verdict
 
 if TYPE_CHECKING:
     from logserver.log.log import Log
+    from logserver.log.slice import SegmentSlice
 
 log = logging.getLogger(__name__)
 
@@ -125,26 +127,24 @@ class Partition:
 
     def fetch(self, offset: int, max_bytes: int, *, min_one: bool,
               api_version: int) -> tuple[int, FileRegion | bytes]:
+        """The records as a pinned SegmentSlice (the sender releases it), or b""."""
         try:
-            region = self.log.read(offset, max_bytes, min_one=min_one)
+            records = self.log.read(offset, max_bytes, min_one=min_one)
         except OffsetOutOfRangeError:
             return ErrorCode.OFFSET_OUT_OF_RANGE, b""
-        if region is None:
+        if records is None:
             return ErrorCode.NONE, b""
-        fd, position, length = region
-        records = FileRegion(fd, position, length)
         if api_version < ZSTD_MIN_FETCH_VERSION and self._has_zstd(records):
+            records.release()
             return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
         return ErrorCode.NONE, records
 
     @staticmethod
-    def _has_zstd(region: FileRegion) -> bool:
+    def _has_zstd(records: SegmentSlice) -> bool:
         """Only old fetchers pay for this look at the batch headers."""
-        import os
-
-        position, end = region.offset, region.offset + region.length
-        while position + 61 <= end:
-            header = parse_header(os.pread(region.fd, 61, position))
+        position, end = 0, records.length
+        while position + BATCH_HEADER_SIZE <= end:
+            header = parse_header(records.read(position, BATCH_HEADER_SIZE))
             if header.compression == Compression.ZSTD:
                 return True
             position += header.size

@@ -1,13 +1,15 @@
 """Background log cleanup: retention by time and size, the delete hook, and compaction.
 
-Runs on the event loop every ``log.retention.check.interval.ms``. Retention never
-deletes the active segment (the one taking appends). Deleted segments move the log start
-offset forward; a fetch below it gets OFFSET_OUT_OF_RANGE and the consumer resets per
-its ``auto.offset.reset``. With ``log.segment.delete.hook`` set, deleted ``.log`` files
-are renamed ``*.log.deleted`` and the hook command is run with their paths as arguments;
-they are unlinked when it exits (a crash before that: start-up removes them, the hook is
-not run again). ``cleanup.policy=compact`` topics are compacted instead (see
-logserver.log.cleaner); ``compact,delete`` gets both.
+Every ``log.retention.check.interval.ms`` the event loop resolves each topic's cleanup
+policy and hands the pass to the log manager's storage worker, awaiting the result, so
+compaction and deletes never block a request. Retention never deletes the active segment
+(the one taking appends). Deleted segments move the log start offset forward; a fetch
+below it gets OFFSET_OUT_OF_RANGE and the consumer resets per its ``auto.offset.reset``.
+Deleted files are renamed ``*.deleted`` and removed after ``log.segment.delete.delay.ms``;
+with ``log.segment.delete.hook`` set, the hook command is run with the deleted ``.log``
+paths as arguments and the files are removed when it exits (a crash before that:
+start-up removes them, the hook is not run again). ``cleanup.policy=compact`` topics are
+compacted instead (see logserver.log.cleaner); ``compact,delete`` gets both.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ import shlex
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from logserver.log.deleter import remove_path
+from logserver.log.manager import CleanupPolicy
+from logserver.log.segment import DELETED_SUFFIX, LOG_SUFFIX
+from logserver.log.worker import StorageWorker
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -31,42 +38,54 @@ async def run_retention(broker: Broker) -> None:
     while True:
         await asyncio.sleep(interval)
         try:
-            deleted = run_once(broker)
-            if deleted:
-                await run_delete_hook(broker.config["log.segment.delete.hook"], deleted)
+            deleted = await run_once(broker)
+            if deleted and broker.manager is not None:
+                await run_delete_hook(broker.config["log.segment.delete.hook"], deleted,
+                                      broker.manager.worker)
         except asyncio.CancelledError:
             raise
         except Exception:  # a failing cleanup must never stop the broker
             log.exception("log cleanup failed; retrying in %.0f s", interval)
 
 
-def run_once(broker: Broker, now_ms: int | None = None) -> list[Path]:
-    """One pass over every partition; returns the paths of the deleted segment files."""
-    from logserver.log.cleaner import compact
-
-    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-    keep_for_hook = bool(broker.config["log.segment.delete.hook"])
-    deleted: list[Path] = []
+def cleanup_policies(broker: Broker) -> dict[str, CleanupPolicy]:
+    """Each topic's cleanup.policy and delete.retention.ms (topic override or broker default)."""
+    policies = {}
     for topic in broker.topic_names():
         configs = broker.topic_configs(topic) or {}
         policy = configs.get("cleanup.policy", broker.config["log.cleanup.policy"])
         tombstone_ms = int(configs.get("delete.retention.ms",
                                        broker.config["log.cleaner.delete.retention.ms"]))
-        for index in range(broker.partition_count(topic) or 0):
-            partition = broker.get_partition(topic, index)
-            if partition is None:
-                continue
-            log_ = partition.log
-            if "compact" in policy:
-                compact(log_, tombstone_ms, now)
-            if "delete" in policy:
-                log_.delete_old_segments(now, keep_files=keep_for_hook)
-                deleted.extend(log_.take_deleted_paths())
-    return deleted
+        policies[topic] = CleanupPolicy(compact="compact" in policy, delete="delete" in policy,
+                                        delete_retention_ms=tombstone_ms)
+    return policies
 
 
-async def run_delete_hook(hook: str | None, paths: list[Path]) -> None:
-    """Run the hook with the deleted paths, then unlink them (whatever the hook did)."""
+async def run_once(broker: Broker, now_ms: int | None = None) -> list[Path]:
+    """One pass over every partition, on the storage worker; returns deleted segment files."""
+    manager = broker.manager
+    if manager is None:
+        return []
+    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    keep_for_hook = bool(broker.config["log.segment.delete.hook"])
+    return await manager.worker.run(manager.cleanup, cleanup_policies(broker), now,
+                                    keep_deleted=keep_for_hook)
+
+
+def _deleted_files_of(log_path: Path) -> list[Path]:
+    """A deleted segment's log file and its index files (all renamed ``*.deleted``)."""
+    name = log_path.name
+    suffix = LOG_SUFFIX + DELETED_SUFFIX
+    if not name.endswith(suffix):
+        return [log_path]
+    stem = name[: -len(suffix)]
+    return [log_path] + [log_path.with_name(stem + index + DELETED_SUFFIX)
+                         for index in (".index", ".timeindex")]
+
+
+async def run_delete_hook(hook: str | None, paths: list[Path], worker: StorageWorker) -> None:
+    """Run the hook with the deleted paths, then remove them on ``worker`` (whatever the
+    hook did)."""
     if hook:
         argv = [*shlex.split(hook), *map(str, paths)]
         try:
@@ -78,5 +97,10 @@ async def run_delete_hook(hook: str | None, paths: list[Path]) -> None:
                 log.info("delete hook ran for %d segments", len(paths))
         except OSError as exc:
             log.error("delete hook %r could not run: %s", hook, exc)
+    doomed = [file for path in paths for file in _deleted_files_of(path)]
+    await worker.run(_remove_all, doomed)
+
+
+def _remove_all(paths: list[Path]) -> None:
     for path in paths:
-        path.unlink(missing_ok=True)
+        remove_path(path)

@@ -33,6 +33,7 @@ TOPIC_SETTINGS: dict[str, TopicSetting] = {
         TopicSetting("compression.type", None, "producer", STRING,
                      ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
         TopicSetting("delete.retention.ms", None, "86400000", LONG),
+        TopicSetting("file.delete.delay.ms", "log.segment.delete.delay.ms", "60000", LONG),
         TopicSetting("flush.messages", "log.flush.interval.messages", str(2**63 - 1), LONG),
         TopicSetting("flush.ms", "log.flush.interval.ms", str(2**63 - 1), LONG),
         TopicSetting("max.message.bytes", "message.max.bytes", "1048588", INT),

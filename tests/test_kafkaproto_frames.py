@@ -325,6 +325,16 @@ def test_tagged_fields_sorted_by_tag() -> None:
 # --- records and FileRegion ---------------------------------------------------------
 
 
+class _Region(FileRegion):
+    """A region named after the bytes a test substitutes for it (no file involved)."""
+
+    __slots__ = ("name", "length")
+
+    def __init__(self, name: str, length: int) -> None:
+        self.name = name
+        self.length = length
+
+
 def test_records_decode_zero_copy() -> None:
     frame = bytearray(encode_request(0, 7, 1, "c", _produce(7, b"x" * 1000))[4:])
     header, offset = decode_request_header(frame)
@@ -339,8 +349,8 @@ def test_file_region_chunks(version: int) -> None:
     def part(i: int, records: object) -> FetchResponse.PartitionData:
         return FetchResponse.PartitionData(partition_index=i, high_watermark=10, records=records)
 
-    region_a = FileRegion(fd=7, offset=4096, length=300)
-    region_b = FileRegion(fd=8, offset=0, length=5)
+    region_a = _Region("a", 300)
+    region_b = _Region("b", 5)
     resp = FetchResponse(
         responses=[
             FetchResponse.FetchableTopicResponse(
@@ -355,7 +365,7 @@ def test_file_region_chunks(version: int) -> None:
         ]
     )
     chunks = encode_response(ApiKey.FETCH, version, 99, resp)
-    expected = [bytes, FileRegion, bytes, FileRegion]
+    expected = [bytes, _Region, bytes, _Region]
     if version >= 12:
         expected.append(bytes)  # tag buffers follow the last records field
     assert [type(c) for c in chunks] == expected
@@ -363,8 +373,8 @@ def test_file_region_chunks(version: int) -> None:
     total = sum(c.length if isinstance(c, FileRegion) else len(c) for c in chunks)
     assert struct.unpack(">i", chunks[0][:4])[0] == total - 4
     # Substitute file contents and decode the frame as a client would.
-    content = {7: b"A" * 300, 8: b"BBBBB"}
-    frame = b"".join(content[c.fd] if isinstance(c, FileRegion) else c for c in chunks)
+    content = {"a": b"A" * 300, "b": b"BBBBB"}
+    frame = b"".join(content[c.name] if isinstance(c, _Region) else c for c in chunks)
     assert len(frame) == total
     corr, back = decode_response(ApiKey.FETCH, version, frame[4:])
     assert corr == 99
@@ -373,7 +383,7 @@ def test_file_region_chunks(version: int) -> None:
 
 
 def test_file_region_at_end_has_no_empty_chunks() -> None:
-    region = FileRegion(fd=3, offset=0, length=10)
+    region = _Region("c", 10)
     resp = FetchResponse(
         responses=[
             FetchResponse.FetchableTopicResponse(
@@ -399,7 +409,7 @@ def test_large_records_multi_byte_varints(size: int, version: int) -> None:
     records = bytes(range(256)) * (size // 256) + b"z" * (size % 256)
     data = _produce(version, records).encode(version)
     assert ProduceRequest.decode(data, version).topic_data[0].partition_data[0].records == records
-    region = FileRegion(fd=1, offset=0, length=size)
+    region = _Region("records", size)
     resp = FetchResponse(
         responses=[
             FetchResponse.FetchableTopicResponse(

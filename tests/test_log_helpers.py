@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kafkaproto.batch import BatchHeader, parse_header
 from kafkaproto.records import Record, build_batch, iter_records
 from logserver.log import Log, LogConfig
+from logserver.log.slice import SegmentSlice
 
 
 def make_batch(
@@ -41,12 +44,13 @@ def append(log: Log, n: int = 1, ts: int = 1_000, **kw: int) -> int:
     return log.append(buf, header)
 
 
-def region_bytes(region: tuple[int, int, int] | None) -> bytes:
+def region_bytes(region: SegmentSlice | None) -> bytes:
+    """The slice's bytes; releases it (as the network layer does once it has sent them)."""
     if region is None:
         return b""
-    fd, pos, length = region
-    data = os.pread(fd, length, pos)
-    assert len(data) == length
+    with region:
+        data = region.read()
+    assert len(data) == region.length
     return data
 
 
@@ -78,8 +82,30 @@ def crash(log: Log) -> None:
                 index._mmap.close()
             index._release_fd()
         os.close(seg.fd)
+        seg.fd = -1
     log._closed = True
 
 
 def segment_files(directory: Path, suffix: str = ".log") -> list[Path]:
     return sorted(directory.glob("*" + suffix))
+
+
+def open_descriptors(name_part: str) -> int:
+    """How many of this process's descriptors name a file whose path contains ``name_part``."""
+    count = 0
+    for entry in os.scandir("/proc/self/fd"):
+        try:
+            target = os.readlink(entry.path)
+        except OSError:
+            continue
+        if name_part in target:
+            count += 1
+    return count
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 10.0) -> None:
+    """Poll ``condition`` until it is true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)

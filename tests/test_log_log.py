@@ -11,6 +11,7 @@ import pytest
 from test_log_helpers import (
     append,
     make_batch,
+    open_descriptors,
     read_records,
     region_bytes,
     segment_files,
@@ -55,8 +56,7 @@ def test_round_trip_across_segments_and_reads_from_the_middle(tmp_path: Path) ->
     assert [r.offset for r in records] == expected
     # Every offset, read from the middle: the region starts at the batch holding it.
     for offset in range(log.log_end_offset):
-        fd, pos, length = log.read(offset, 1)
-        first = parse_header(region_bytes((fd, pos, length)))
+        first = parse_header(region_bytes(log.read(offset, 1)))
         assert first.base_offset <= offset <= first.last_offset
     log.close()
 
@@ -69,19 +69,22 @@ def test_read_region_whole_first_batch_and_batch_boundaries(tmp_path: Path) -> N
         sizes.append(len(buf))
         log.append(buf, header)
     # max_bytes below one batch: still the whole first batch (KIP-74).
-    fd, pos, length = log.read(0, 10)
-    assert (pos, length) == (0, sizes[0])
+    region = log.read(0, 10)
+    assert (region.position, region.length) == (0, sizes[0])
+    region.release()
     # Reading from inside a batch returns that whole batch.
-    fd, pos, length = log.read(6, 10)
-    assert (pos, length) == (sizes[0], sizes[1])
+    region = log.read(6, 10)
+    assert (region.position, region.length) == (sizes[0], sizes[1])
+    region.release()
     # max_bytes between two and three batches: two whole batches, no partial third.
-    fd, pos, length = log.read(0, sizes[0] + sizes[1] + sizes[2] - 1)
-    assert length == sizes[0] + sizes[1]
-    data = region_bytes((fd, pos, length))
+    region = log.read(0, sizes[0] + sizes[1] + sizes[2] - 1)
+    assert region.length == sizes[0] + sizes[1]
+    data = region_bytes(region)
     assert [p for p, _ in iter_batches(data)] == [0, sizes[0]]
     # The upper bound (high watermark) cuts at its batch, and nothing at/after it is served.
-    fd, pos, length = log.read(0, 1 << 20, upper_bound_offset=12)
-    assert length == sum(sizes[:3])
+    region = log.read(0, 1 << 20, upper_bound_offset=12)
+    assert region.length == sum(sizes[:3])
+    region.release()
     assert log.read(12, 1 << 20, upper_bound_offset=12) is None
     assert log.read(20, 100) is None  # == LEO
     with pytest.raises(OffsetOutOfRangeError):
@@ -98,8 +101,9 @@ def test_read_region_uses_index_to_jump(tmp_path: Path) -> None:
     seg = log.active_segment
     assert seg.offset_index.entries == 199
     size = len(make_batch()[0])
-    fd, pos, length = log.read(0, 100 * size + size - 1)
-    data = region_bytes((fd, pos, length))
+    region = log.read(0, 100 * size + size - 1)
+    length = region.length
+    data = region_bytes(region)
     assert length == 100 * size
     assert sum(1 for _ in iter_batches(data)) == 100
     log.close()
@@ -249,7 +253,7 @@ def test_read_without_min_one(tmp_path: Path) -> None:
     buf, header = make_batch(4, value_size=100)
     log.append(buf, header)
     assert log.read(0, len(buf) - 1, min_one=False) is None  # would not fit: nothing
-    assert log.read(0, len(buf), min_one=False)[2] == len(buf)
+    assert len(region_bytes(log.read(0, len(buf), min_one=False))) == len(buf)
     log.close()
 
 
@@ -280,14 +284,20 @@ def test_log_append_time_with_stale_header(tmp_path: Path) -> None:
 
 
 def test_retired_segment_fd_stays_readable(tmp_path: Path) -> None:
-    import os
-
     log = Log(tmp_path / "t-0", small_config(retention_ms=1))
     for i in range(20):
         append(log, n=1, ts=i)
-    fd, pos, length = log.read(0, 100)
+    region = log.read(0, 100)
+    expected = region.read()
+    assert len(expected) == region.length
+    first_log = log.segments[0].path
     assert log.delete_old_segments(now_ms=10**6) > 0
-    assert len(os.pread(fd, length, pos)) == length  # a pending sendfile still works
+    assert not first_log.exists()  # renamed *.deleted at once
+    assert region.read() == expected  # a pending sendfile still works
     log.close()
-    with pytest.raises(OSError):
-        os.fstat(fd)
+    assert region.read() == expected  # closing the log waits for its readers
+    assert open_descriptors(first_log.name) == 1
+    region.release()
+    assert open_descriptors(first_log.name) == 0  # the last reader closed it
+    with pytest.raises(ValueError):
+        region.read()

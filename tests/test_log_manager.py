@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_log_helpers import append, read_records
+from test_log_helpers import append, read_records, wait_for
 
 from logserver.log import (
     InvalidTopicError,
@@ -64,7 +64,7 @@ def test_checkpoint_file_format(tmp_path: Path) -> None:
 
 
 def test_create_delete_and_validation(tmp_path: Path) -> None:
-    mgr = LogManager(tmp_path)
+    mgr = LogManager(tmp_path, {"log.segment.delete.delay.ms": 0})
     mgr.create_topic("t", 2)
     with pytest.raises(TopicExistsError):
         mgr.create_topic("t", 1)
@@ -75,6 +75,8 @@ def test_create_delete_and_validation(tmp_path: Path) -> None:
         mgr.create_topic("zero", 0)
     append(mgr.get_log("t", 0), n=3)
     mgr.delete_topic("t")
+    assert not (tmp_path / "t-0").exists() and not (tmp_path / "t-1").exists()  # renamed at once
+    wait_for(lambda: not mgr.deleter.pending())  # removed after file.delete.delay.ms (0 here)
     assert not any(p.is_dir() for p in tmp_path.iterdir())
     with pytest.raises(UnknownTopicOrPartitionError):
         mgr.delete_topic("t")
@@ -130,5 +132,7 @@ def test_checkpoint_rate_limit(tmp_path: Path) -> None:
         mgr.get_log("a", 0).flush()
         assert not mgr.maybe_checkpoint_recovery_points()  # too soon
         mgr._checkpoint_interval_s = 0
-        assert mgr.maybe_checkpoint_recovery_points()
+        job = mgr.maybe_checkpoint_recovery_points()
+        assert job
+        job.result(timeout=10)  # written on the storage worker, off the caller's thread
         assert (tmp_path / RECOVERY_POINT_FILE).read_text().splitlines()[-1] == "a 0 2"

@@ -218,9 +218,10 @@ def test_first_flush_after_recovery_syncs_recovered_segments(tmp_path: Path) -> 
     log, _ = _build(d)
     crash(log)
     log = _reopen_unclean(d, recovery_point=0)
-    assert set(log._unflushed) == set(log.segments) and log._dir_dirty
+    unflushed, dir_dirty = log.unflushed()
+    assert set(unflushed) == set(log.segments) and dir_dirty
     assert log.recovery_point == 0
-    assert log.flush() == 60 and not log._unflushed
+    assert log.flush() == 60 and log.unflushed() == ([], False)
     log.close()
 
 

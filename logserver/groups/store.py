@@ -18,9 +18,7 @@ rewrite gives the same state, because the snapshot only repeats values already l
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -151,8 +149,8 @@ class OffsetsStore:
             region = log_.read(offset, _READ_CHUNK)
             if region is None:
                 return
-            fd, position, length = region
-            data = os.pread(fd, length, position)
+            with region:
+                data = region.read()
             next_offset = offset
             for pos, header in iter_batches(data):
                 next_offset = header.next_offset
@@ -214,18 +212,8 @@ def _chunks(records: list[tuple[bytes, bytes, int]]) -> Iterator[list[tuple[byte
 
 
 def _drop_segments_below(log_: Log, offset: int) -> int:
-    """Delete the whole segments that lie below ``offset`` (a segment boundary).
-
-    The Log has no "delete before offset" call; its size-based retention deletes exactly
-    those segments when told to keep only the bytes from ``offset`` on.
-    """
-    keep = sum(seg.size for seg in log_.segments if seg.base_offset >= offset)
-    saved = log_.config
-    log_.config = dataclasses.replace(saved, retention_ms=-1, retention_bytes=keep)
-    try:
-        return log_.delete_old_segments()
-    finally:
-        log_.config = saved
+    """Delete the whole segments that lie below ``offset`` (a segment boundary)."""
+    return log_.delete_segments_below(offset)
 
 
 def _coordinator_error(error: int) -> int:

@@ -48,6 +48,15 @@ async def _long_poll(broker: Broker, request: FetchRequest, version: int,
         response, size, partitions = _build(broker, request, version)
         if size >= request.min_bytes or loop.time() >= deadline or not partitions:
             return response
+        _release_records(response)  # not enough yet: its slices must not pin segments
+
+
+def _release_records(response: FetchResponse) -> None:
+    """Release the record slices of a response that is dropped instead of sent."""
+    for topic in response.responses:
+        for partition in topic.partitions:
+            if isinstance(partition.records, FileRegion):
+                partition.records.release()
 
 
 def _wake(future: asyncio.Future[None]) -> None:

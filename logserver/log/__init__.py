@@ -1,7 +1,10 @@
-"""The commit log: Segment, OffsetIndex/TimeIndex, Log, producer state and LogManager.
+"""The commit log: Segment, OffsetIndex/TimeIndex, LocalLog, Log, producer state, the
+cleaner and LogManager.
 
-Layered as Kafka layers it (see /work/shared/DESIGN.md); batches are stored and served
-as opaque bytes, only their 61-byte headers are ever decoded.
+Layered as Kafka layers it (see /work/shared/DESIGN.md): LocalLog holds the ordered
+segments, Log (UnifiedLog's role) adds offsets, producer state, recovery and retention.
+Batches are stored and served as opaque bytes, only their 61-byte headers are ever
+decoded; a fetch gets a SegmentSlice that pins its segment until released.
 """
 
 from logserver.log.config import LogConfig
@@ -14,16 +17,20 @@ from logserver.log.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from logserver.log.local_log import LocalLog, SegmentsChangedError
 from logserver.log.log import Log
 from logserver.log.manager import LogManager, TopicInfo
 from logserver.log.producer_state import Decision, ProducerStateManager, Verdict
 from logserver.log.segment import Segment
+from logserver.log.slice import SegmentSlice
+from logserver.log.worker import StorageWorker
 
 __all__ = [
     "Decision",
     "IndexFullError",
     "InvalidTopicError",
     "Log",
+    "LocalLog",
     "LogConfig",
     "LogDirLockedError",
     "LogError",
@@ -31,6 +38,9 @@ __all__ = [
     "OffsetOutOfRangeError",
     "ProducerStateManager",
     "Segment",
+    "SegmentSlice",
+    "SegmentsChangedError",
+    "StorageWorker",
     "TopicExistsError",
     "TopicInfo",
     "UnknownTopicOrPartitionError",

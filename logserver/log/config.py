@@ -22,6 +22,7 @@ BROKER_SETTINGS: dict[str, str] = {
     "log.retention.ms": "retention_ms",
     "log.retention.bytes": "retention_bytes",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "log.segment.delete.delay.ms": "file_delete_delay_ms",
 }
 # Topic-level override name (CreateTopics / AlterConfigs) -> LogConfig field.
 TOPIC_SETTINGS: dict[str, str] = {
@@ -31,6 +32,7 @@ TOPIC_SETTINGS: dict[str, str] = {
     "index.interval.bytes": "index_interval_bytes",
     "retention.ms": "retention_ms",
     "retention.bytes": "retention_bytes",
+    "file.delete.delay.ms": "file_delete_delay_ms",
 }
 # Coarser broker settings Kafka also accepts; the *.ms form wins when both are given.
 _HOURS_FALLBACK = {"log.roll.hours": "roll_ms", "log.retention.hours": "retention_ms"}
@@ -47,6 +49,7 @@ class LogConfig:
     retention_ms: int = 7 * 24 * _HOUR_MS  # -1: keep forever
     retention_bytes: int = -1  # -1: no size limit
     producer_id_expiration_ms: int = 24 * _HOUR_MS
+    file_delete_delay_ms: int = 60_000  # removed files linger this long as *.deleted
 
     def __post_init__(self) -> None:
         # Positions in the offset index are u32, and Kafka caps segments at 2 GiB too.

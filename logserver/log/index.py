@@ -116,6 +116,7 @@ class _Index:
             return -1
         unpack_from = self._entry.unpack_from
         buf = self._mmap
+        assert buf is not None  # entries exist, so the file is mapped
         size = self._entry.size
         while lo < hi:
             mid = (lo + hi + 1) >> 1
@@ -159,6 +160,11 @@ class _Index:
             self._mmap = None
         self._release_fd()
         self._closed = True
+
+    def rename(self, path: Path) -> None:
+        """Move the file (a mapping or descriptor stays valid across the rename)."""
+        os.rename(self.path, path)
+        self.path = path
 
     def delete(self) -> None:
         self.close()

@@ -1,21 +1,21 @@
-"""The log of one partition: ordered segments in ``<data>/<topic>-<partition>/``.
+"""The log of one partition (Kafka's UnifiedLog role), built on its LocalLog.
 
-Threading contract: every method runs on the broker's event-loop thread except
-``flush()``, which may run concurrently on a worker thread. ``flush`` only touches a
-lock-protected set of segments written since the last flush and fsyncs ``dup()``s of
-their descriptors, so a roll, truncation or retention delete on the loop thread can
-never make it fsync a closed or reused descriptor. Segments removed by retention or
-truncation keep their log descriptor open for ``RETIRED_FD_GRACE_S`` seconds, so an
-``(fd, position, length)`` handed to a pending sendfile stays valid.
+``LocalLog`` (logserver.log.local_log) holds the ordered segments; ``Log`` adds what
+makes them a partition log: offset assignment, producer state (idempotence), the
+recovery point and flush bookkeeping, retention decisions, and recovery at open.
+
+Threading contract: appends, reads, rolls and truncation run on the broker's event-loop
+thread; ``flush()`` runs on the fsync thread; retention (``delete_old_segments``,
+``delete_segments_below``) and the cleaner run on a storage worker thread. ``_lock``
+makes an append (offsets, write, unflushed mark) atomic against a flush capturing the
+log end offset; segment list changes are the LocalLog's, under its own lock (always
+taken after this one). Readers pin the segments they touch, so a removed segment stays
+readable until its last reader releases it (see logserver.log.segment).
 """
 
 from __future__ import annotations
 
-import bisect
-import contextlib
 import logging
-import os
-import shutil
 import struct
 import threading
 import time
@@ -34,20 +34,20 @@ from kafkaproto.batch import (
 )
 from kafkaproto.records import decode_batch
 from logserver.log.config import LogConfig
+from logserver.log.deleter import FileDeleter
 from logserver.log.errors import OffsetOutOfRangeError
-from logserver.log.fsutil import fsync_dir, fsync_path
-from logserver.log.index import OffsetIndex, TimeIndex
+from logserver.log.loader import load_segments
+from logserver.log.local_log import LocalLog
 from logserver.log.producer_state import SNAPSHOT_SUFFIX, Decision, ProducerStateManager
-from logserver.log.segment import LOG_SUFFIX, Segment
+from logserver.log.segment import Segment
+from logserver.log.slice import SegmentSlice
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LEADER_EPOCH", "RETIRED_FD_GRACE_S", "Log"]
+__all__ = ["LEADER_EPOCH", "Log"]
 
 LEADER_EPOCH = 0  # policy (B) of kafka-compat.md: constant epoch 0 stamped on every batch
-RETIRED_FD_GRACE_S = 60.0
 _I64 = struct.Struct(">q")
-_TEMP_SUFFIXES = (".tmp", ".cleaned", ".swap", ".deleted")
 
 
 def _now_ms() -> int:
@@ -67,6 +67,7 @@ class Log:
         recovery_point: int = 0,
         clean_shutdown: bool = True,
         allow_data_loss: bool = True,
+        deleter: FileDeleter | None = None,
     ) -> None:
         """Open (and if needed recover) the log in ``directory``.
 
@@ -74,32 +75,45 @@ class Log:
         ``log.recovery.allow.data.loss=true``) makes recovery raise CorruptLogError
         instead of truncating damage that is not a torn tail; the default keeps Kafka's
         behaviour (truncate at the first bad batch, drop everything after it).
-        ``recovery_actions`` lists what recovery did, one line each.
+        ``recovery_actions`` lists what recovery did, one line each. ``deleter``
+        removes deleted files after ``file.delete.delay.ms`` (default: a shared one).
         """
-        self.directory = Path(directory)
-        self.config = config or LogConfig()
+        directory = Path(directory)
+        config = config or LogConfig()
         self.topic = topic
         self.partition = partition
-        self.directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()  # guards _unflushed, _dir_dirty, recovery_point
-        self._unflushed: dict[Segment, None] = {}  # ordered set of segments to fsync
-        self._dir_dirty = False
-        self._truncations = 0
-        self._retired: list[tuple[float, Segment]] = []
-        self._deleted_paths: list[Path] = []
         self._closed = False
-        self.segments: list[Segment] = []
-        self._bases: list[int] = []  # segment base offsets, for bisect
+        self._truncations = 0
+        self._deleted_paths: list[Path] = []
         self.last_append_ms = -1
-        self.producer_state = ProducerStateManager(
-            self.directory, self.config.producer_id_expiration_ms
+        loaded = load_segments(
+            directory,
+            config,
+            recovery_point,
+            clean_shutdown=clean_shutdown,
+            allow_data_loss=allow_data_loss,
         )
-        self.recovery_actions: list[str] = []
+        self._local = LocalLog(directory, config, loaded.segments, deleter=deleter)
+        self._unflushed: dict[Segment, None] = dict.fromkeys(loaded.unflushed)
+        self._dir_dirty = bool(loaded.unflushed)
+        self.recovery_actions: list[str] = loaded.actions
+        self.producer_state = ProducerStateManager(directory, config.producer_id_expiration_ms)
         try:
-            self._load(recovery_point, clean_shutdown, allow_data_loss)
+            if not clean_shutdown:
+                # INFO: every truncation or index rebuild was already logged at WARNING.
+                logger.info(
+                    "%s: recovered after unclean shutdown from recovery point %d: "
+                    "log end offset %d, %d segments",
+                    directory,
+                    recovery_point,
+                    self.log_end_offset,
+                    len(loaded.segments),
+                )
+            self._load_producer_state()
         except BaseException:
-            for seg in self.segments:
-                seg.close()
+            loaded.close()
             raise
         # After a clean shutdown everything on disk was flushed before the marker.
         self.recovery_point = (
@@ -115,139 +129,45 @@ class Log:
     # -- properties ------------------------------------------------------------------
 
     @property
+    def local(self) -> LocalLog:
+        """The segments underneath (for the cleaner)."""
+        return self._local
+
+    @property
+    def directory(self) -> Path:
+        return self._local.directory
+
+    @property
+    def config(self) -> LogConfig:
+        return self._local.config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._local.config = config
+
+    @property
+    def segments(self) -> list[Segment]:
+        """A snapshot of the segments, oldest first (the last one takes appends)."""
+        return list(self._local.segments)
+
+    @property
     def active_segment(self) -> Segment:
-        return self.segments[-1]
+        return self._local.active_segment
 
     @property
     def log_start_offset(self) -> int:
-        return self.segments[0].base_offset
+        return self._local.log_start_offset
 
     @property
     def log_end_offset(self) -> int:
         """The next offset to assign (LEO)."""
-        return self.segments[-1].next_offset
+        return self._local.log_end_offset
 
     @property
     def size_bytes(self) -> int:
-        return sum(seg.size for seg in self.segments)
+        return self._local.size_bytes
 
-    # -- loading and recovery ---------------------------------------------------------
-
-    def _load(self, recovery_point: int, clean_shutdown: bool, allow_data_loss: bool) -> None:
-        bases: list[int] = []
-        for path in sorted(self.directory.iterdir()):
-            name = path.name
-            if name.endswith(_TEMP_SUFFIXES):
-                logger.warning("%s: removing leftover temporary file %s", self.directory, name)
-                path.unlink()
-            elif name.endswith(LOG_SUFFIX):
-                try:
-                    bases.append(int(name[: -len(LOG_SUFFIX)]))
-                except ValueError:
-                    logger.warning("%s: ignoring unexpected file %s", self.directory, name)
-        bases.sort()
-        base_set = set(bases)
-        for suffix in (OffsetIndex.suffix, TimeIndex.suffix):
-            for path in self.directory.glob("*" + suffix):
-                with contextlib.suppress(ValueError):
-                    if int(path.name[: -len(suffix)]) not in base_set:
-                        logger.warning(
-                            "%s: removing index without a log: %s", self.directory, path.name
-                        )
-                        path.unlink()
-
-        # Segments from the one holding the recovery point on were not known durable.
-        first_unflushed = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
-        expected: int | None = None
-        actions = self.recovery_actions
-        for i, base in enumerate(bases):
-            data_follows = any(
-                (self.directory / f"{later:020d}{LOG_SUFFIX}").stat().st_size
-                for later in bases[i + 1 :]
-            )
-            seg = Segment(self.directory, base, self.config, active=False)
-            try:
-                if not clean_shutdown and i >= first_unflushed:
-                    truncated = seg.recover(
-                        0, expected, allow_data_loss=allow_data_loss, data_follows=data_follows
-                    )
-                    # What was read back may sit only in the page cache (the process died,
-                    # not the machine): the first flush must fsync it before the recovery
-                    # point moves past it.
-                    self._unflushed[seg] = None
-                else:
-                    before = seg.size
-                    if seg.load(allow_data_loss=allow_data_loss, data_follows=data_follows):
-                        self._unflushed[seg] = None  # rebuilt index files
-                        actions.append(f"{seg.path}: rebuilt indexes ({seg.index_problem})")
-                    truncated = before - seg.size
-            except BaseException:
-                seg.close()
-                raise
-            if seg.last_truncation:
-                actions.append(seg.last_truncation)
-                if expected is not None and seg.size and seg.base_offset != expected:
-                    logger.warning(
-                        "%s: segment %d does not continue from offset %d",
-                        self.directory,
-                        base,
-                        expected,
-                    )
-            if not seg.size and (
-                (self.segments and seg.base_offset != expected)  # does not continue the log
-                or (not truncated and i < len(bases) - 1)  # an empty one in the middle
-            ):
-                logger.warning("%s: deleting empty segment %s", self.directory, seg.path.name)
-                actions.append(f"{seg.path}: deleted (empty)")
-                self._unflushed.pop(seg, None)
-                seg.delete()
-            else:
-                self._add_segment(seg)
-                expected = seg.next_offset
-            if truncated:
-                for later in bases[i + 1 :]:
-                    later_path = self.directory / f"{later:020d}{LOG_SUFFIX}"
-                    with contextlib.suppress(OSError):
-                        actions.append(
-                            f"{later_path}: deleted ({later_path.stat().st_size} bytes after "
-                            f"the truncation at offset {expected})"
-                        )
-                    self._delete_segment_files(later)
-                if bases[i + 1 :]:
-                    logger.warning(
-                        "%s: deleted %d segments after the truncation at offset %d: %s",
-                        self.directory,
-                        len(bases) - i - 1,
-                        expected,
-                        bases[i + 1 :],
-                    )
-                break
-        if not self.segments:
-            start = expected if expected is not None else 0
-            self._add_segment(Segment(self.directory, start, self.config, active=True))
-        self.active_segment.make_active()
-        if self._unflushed:
-            self._dir_dirty = True
-        if not clean_shutdown:
-            # INFO: every truncation or index rebuild was already logged at WARNING.
-            logger.info(
-                "%s: recovered after unclean shutdown from recovery point %d: "
-                "log end offset %d, %d segments",
-                self.directory,
-                recovery_point,
-                self.log_end_offset,
-                len(self.segments),
-            )
-        self._load_producer_state()
-
-    def _add_segment(self, seg: Segment) -> None:
-        self.segments.append(seg)
-        self._bases.append(seg.base_offset)
-
-    def _delete_segment_files(self, base: int) -> None:
-        for suffix in (LOG_SUFFIX, OffsetIndex.suffix, TimeIndex.suffix):
-            with contextlib.suppress(FileNotFoundError):
-                (self.directory / f"{base:020d}{suffix}").unlink()
+    # -- loading -------------------------------------------------------------------------
 
     def _load_producer_state(self) -> None:
         """Latest snapshot <= LEO, then replay the headers after it (Kafka's way)."""
@@ -258,7 +178,9 @@ class Log:
         if snap is None or snap < self.log_start_offset:
             ps.reset(start)
         if start < leo:
-            count = ps.replay((header for _, header in self._iter_headers(start)), _now_ms())
+            with self._local.pinned_segments(start) as segments:
+                headers = (header for _, header in _iter_headers(segments, start))
+                count = ps.replay(headers, _now_ms())
             logger.info(
                 "%s: producer state replayed %d batches from offset %d (snapshot %s)",
                 self.directory,
@@ -267,18 +189,6 @@ class Log:
                 snap,
             )
         ps.map_end_offset = leo
-
-    def _iter_headers(self, offset: int) -> Iterator[tuple[Segment, BatchHeader]]:
-        """Headers of every batch from the one holding ``offset`` to the end."""
-        for seg in self.segments[self._segment_index(offset) :]:
-            pos = 0
-            if seg.base_offset < offset:
-                found = seg.translate_offset(offset)
-                if found is None:
-                    continue
-                pos = found[0]
-            for _, header in seg.iter_headers(pos):
-                yield seg, header
 
     # -- append -------------------------------------------------------------------------
 
@@ -301,24 +211,22 @@ class Log:
         max_ts = _I64.unpack_from(batch, MAX_TIMESTAMP_OFFSET)[0]
         if max_ts != header.max_timestamp:
             header = header._replace(max_timestamp=max_ts)
+        local = self._local
         with self._lock:
-            seg = self.segments[-1]
+            seg = local.active_segment
             base = seg.next_offset
             next_offset = base + header.last_offset_delta + 1
-            size = len(batch)
-            if seg.should_roll(size, header.max_timestamp, next_offset - 1, now):
+            if seg.should_roll(len(batch), max_ts, next_offset - 1, now):
                 seg = self._roll_locked(now)
             set_base_offset(batch, 0, base)
             set_partition_leader_epoch(batch, 0, LEADER_EPOCH)
             self._unflushed[seg] = None
-            seg.append(batch, base, header.max_timestamp, next_offset)
+            local.append(batch, base, max_ts, next_offset)
         if header.producer_id >= 0:
             self.producer_state.update(header, base, now)
         else:
             self.producer_state.map_end_offset = next_offset
         self.last_append_ms = now
-        if self._retired:
-            self._reap_retired()
         return base
 
     def roll(self, now_ms: int | None = None) -> Segment:
@@ -327,23 +235,17 @@ class Log:
             return self._roll_locked(_now_ms() if now_ms is None else now_ms)
 
     def _roll_locked(self, now: int) -> Segment:
-        old = self.segments[-1]
-        if not old.size:
+        old = self._local.active_segment
+        new = self._local.roll(now)
+        if new is None:
             return old
-        new = Segment(self.directory, old.next_offset, self.config, active=True, created_ms=now)
-        old.make_inactive()
         self._unflushed[old] = None  # its trimmed indexes need an fsync too
-        self._add_segment(new)
         self._dir_dirty = True
-        logger.info("%s: rolled new segment at offset %d", self.directory, new.base_offset)
         self.producer_state.remove_expired(now)
         self.producer_state.take_snapshot()
         return new
 
     # -- read -----------------------------------------------------------------------------
-
-    def _segment_index(self, offset: int) -> int:
-        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
     def read(
         self,
@@ -352,38 +254,19 @@ class Log:
         upper_bound_offset: int | None = None,
         *,
         min_one: bool = True,
-    ) -> tuple[int, int, int] | None:
-        """``(fd, position, length)`` of whole batches from the one holding ``offset``.
+    ) -> SegmentSlice | None:
+        """A slice of whole batches from the one holding ``offset``; release it when sent.
 
         Raises OffsetOutOfRangeError below log start or above LEO; None when there is
         nothing to return (offset == LEO, or at/after ``upper_bound_offset``, the high
         watermark). With ``min_one`` (default) the first batch is whole even above
         ``max_bytes`` (KIP-74); without it a first batch above ``max_bytes`` gives None.
         The first batch may start before ``offset`` (a fetch from inside a batch gets
-        the whole batch). The region never crosses a segment boundary.
+        the whole batch). The slice never crosses a segment boundary, and it pins its
+        segment: the bytes stay readable whatever happens to the log until
+        ``release()``.
         """
-        leo = self.log_end_offset
-        if offset < self.log_start_offset or offset > leo:
-            raise OffsetOutOfRangeError(offset, self.log_start_offset, leo)
-        upper = leo if upper_bound_offset is None else min(upper_bound_offset, leo)
-        if offset >= upper:
-            return None
-        segments = self.segments
-        for i in range(self._segment_index(offset), len(segments)):
-            seg = segments[i]
-            if seg.base_offset >= upper:
-                return None
-            if upper >= seg.next_offset:
-                max_position = seg.size
-            else:
-                found = seg.translate_offset(upper)
-                max_position = found[0] if found else seg.size
-            region = seg.read_region(offset, max_bytes, max_position, min_one=min_one)
-            if region is not None:
-                return region
-            if offset < seg.next_offset:
-                return None  # the batch holding offset straddles the upper bound
-        return None
+        return self._local.read(offset, max_bytes, upper_bound_offset, min_one=min_one)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``, or None.
@@ -393,14 +276,17 @@ class Log:
         batch that fails to decode is answered at batch granularity (its base offset
         and max timestamp).
         """
-        for seg in self.segments:
-            if seg.max_timestamp < timestamp:
-                continue
-            found = seg.find_offset_by_timestamp(timestamp)
-            if found is None:
-                continue
-            position, base_offset, max_ts = found
-            return self._first_record_at_or_after(seg, position, timestamp, base_offset, max_ts)
+        with self._local.pinned_segments() as segments:
+            for seg in segments:
+                if seg.max_timestamp < timestamp:
+                    continue
+                found = seg.find_offset_by_timestamp(timestamp)
+                if found is None:
+                    continue
+                position, base_offset, max_ts = found
+                return self._first_record_at_or_after(
+                    seg, position, timestamp, base_offset, max_ts
+                )
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
@@ -410,28 +296,31 @@ class Log:
         timestamps. Segments track their max and where it was first reached, so only
         the one batch holding it is read (and decoded for the exact record).
         """
-        best: Segment | None = None
-        for seg in self.segments:
-            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
-                best = seg
-        if best is None:
-            return None
-        found = best.translate_offset(best.offset_of_max_timestamp)
-        if found is None:
-            return None
-        position, base_offset, _ = found
-        ts = best.max_timestamp
-        return self._first_record_at_or_after(best, position, ts, base_offset, ts)
+        with self._local.pinned_segments() as segments:
+            best: Segment | None = None
+            for seg in segments:
+                if seg.max_timestamp >= 0 and (
+                    best is None or seg.max_timestamp > best.max_timestamp
+                ):
+                    best = seg
+            if best is None:
+                return None
+            found = best.translate_offset(best.offset_of_max_timestamp)
+            if found is None:
+                return None
+            position, base_offset, _ = found
+            ts = best.max_timestamp
+            return self._first_record_at_or_after(best, position, ts, base_offset, ts)
 
     def _first_record_at_or_after(
         self, seg: Segment, position: int, timestamp: int, base_offset: int, max_ts: int
     ) -> tuple[int, int]:
         """Decode one batch to find its first record with timestamp >= ``timestamp``."""
-        header = parse_header(os.pread(seg.fd, BATCH_HEADER_SIZE, position))
+        header = parse_header(seg.read_at(position, BATCH_HEADER_SIZE))
         if header.attributes & TIMESTAMP_TYPE_MASK:
             return base_offset, max_ts  # LogAppendTime: every record carries max_ts
         try:
-            data = os.pread(seg.fd, header.size, position)
+            data = seg.read_at(position, header.size)
             _, records = decode_batch(data, verify_crc=False)
         except (CorruptBatchError, ValueError) as exc:
             logger.warning(
@@ -448,50 +337,41 @@ class Log:
 
     # -- durability ---------------------------------------------------------------------
 
+    def unflushed(self) -> tuple[list[Segment], bool]:
+        """What the next flush will sync: the segments, and whether the directory too."""
+        with self._lock:
+            return list(self._unflushed), self._dir_dirty
+
     def flush(self) -> int:
         """fsync everything written so far; returns the new recovery point (safe off-thread).
 
         The log end offset is captured before the fsyncs, so everything below the
         returned offset is durable. Only segments written or rolled since the last
         flush are synced (usually just the active one's log file); the directory is
-        synced when segments were created.
+        synced when segments were created. Segments removed meanwhile are skipped.
         """
         with self._lock:
             if self._closed:
                 return self.recovery_point
-            leo = self.segments[-1].next_offset
+            leo = self._local.log_end_offset
             generation = self._truncations
-            segments = list(self._unflushed)
+            segments = [seg for seg in self._unflushed if seg.pin()]
             self._unflushed.clear()
             dir_dirty, self._dir_dirty = self._dir_dirty, False
-            fds: list[int] = []
-            paths: list[Path] = []
-            try:
-                for seg in segments:
-                    fd, index_paths = seg.flush_targets()
-                    fds.append(os.dup(fd))
-                    paths.extend(index_paths)
-            except OSError:
-                for fd in fds:
-                    os.close(fd)
-                raise
         try:
-            for fd in fds:
-                os.fsync(fd)
-            for path in paths:  # a segment retired meanwhile needs no fsync
-                fsync_path(path, missing_ok=True)
+            for seg in segments:
+                seg.fsync()
             if dir_dirty:
-                fsync_dir(self.directory)
+                self._local.fsync_directory()
         except OSError:
             with self._lock:
                 for seg in segments:
-                    if seg.fd >= 0:
-                        self._unflushed[seg] = None
+                    self._unflushed[seg] = None
                 self._dir_dirty = self._dir_dirty or dir_dirty
             raise
         finally:
-            for fd in fds:
-                os.close(fd)
+            for seg in segments:
+                seg.unpin()
         with self._lock:
             if generation == self._truncations and leo > self.recovery_point:
                 self.recovery_point = leo
@@ -508,21 +388,10 @@ class Log:
         """
         if offset >= self.log_end_offset:
             return self.log_end_offset
-        offset = max(offset, self.log_start_offset)
         with self._lock:
             self._truncations += 1
-            keep = self._segment_index(offset)
-            if self.segments[keep].base_offset >= offset and keep > 0:
-                keep -= 1  # offset is a segment base: keep the previous segment whole
-            doomed = self.segments[keep + 1 :]
-            del self.segments[keep + 1 :]
-            del self._bases[keep + 1 :]
-            for seg in doomed:
-                self._unflushed.pop(seg, None)
-                self._retire(seg)
-            seg = self.segments[keep]
-            seg.make_active()
-            removed = seg.truncate_to(offset) + sum(s.size for s in doomed)
+            removed, whole = self._local.truncate_to(offset)
+            seg = self._local.active_segment
             self._unflushed[seg] = None
             self._dir_dirty = True
             self.recovery_point = min(self.recovery_point, seg.next_offset)
@@ -532,7 +401,7 @@ class Log:
             self.log_end_offset,
             offset,
             removed,
-            len(doomed),
+            whole,
         )
         self._load_producer_state()
         return self.log_end_offset
@@ -543,77 +412,90 @@ class Log:
         Like Kafka, age is the segment's largest record timestamp. The active segment is
         never deleted (it takes the appends; it goes once it has rolled). Returns the
         number of segments deleted; the log start offset moves to the first remaining
-        segment. ``keep_files`` renames each deleted ``.log`` to ``.log.deleted`` instead
-        of unlinking it (for the delete hook); ``take_deleted_paths`` hands those out.
+        segment. Deleted files are renamed ``*.deleted`` and removed after
+        ``file.delete.delay.ms``; ``keep_files`` also collects the ``.log.deleted``
+        paths for the delete hook (``take_deleted_paths``). Runs on a worker thread.
         """
         now = _now_ms() if now_ms is None else now_ms
         cfg = self.config
+        segments = self._local.segments
         count = 0
         if cfg.retention_ms >= 0:
-            for seg in self.segments:
+            for seg in segments:
                 ts = seg.max_timestamp
                 if ts < 0:  # no record timestamps: file age, as Kafka does
-                    ts = int(os.fstat(seg.fd).st_mtime * 1000)
+                    if not seg.pin():
+                        break
+                    try:
+                        ts = seg.last_modified_ms()
+                    finally:
+                        seg.unpin()
                 if not seg.size or now - ts <= cfg.retention_ms:
                     break
                 count += 1
         if cfg.retention_bytes >= 0:
-            excess = self.size_bytes - cfg.retention_bytes
+            excess = sum(seg.size for seg in segments) - cfg.retention_bytes
             by_size = 0
-            for seg in self.segments[:-1]:
+            for seg in segments[:-1]:
                 if excess < seg.size:
                     break
                 excess -= seg.size
                 by_size += 1
             count = max(count, by_size)
-        if not count:
+        count = min(count, len(segments) - 1)
+        if count <= 0:
             return 0
-        with self._lock:
-            count = min(count, len(self.segments) - 1)
-            if count <= 0:
-                return 0
-            doomed = self.segments[:count]
-            del self.segments[:count]
-            del self._bases[:count]
-            for seg in doomed:
-                self._unflushed.pop(seg, None)
-                self._retire(seg, keep_log=keep_files)
-            self._dir_dirty = True
-        logger.info(
-            "%s: retention deleted %d segments; log start offset now %d",
-            self.directory,
-            count,
-            self.log_start_offset,
-        )
-        return count
+        deleted = self._delete_below(segments[count].base_offset)
+        if keep_files:
+            self._deleted_paths.extend(deleted)
+        if deleted:
+            logger.info(
+                "%s: retention deleted %d segments; log start offset now %d",
+                self.directory,
+                len(deleted),
+                self.log_start_offset,
+            )
+        return len(deleted)
 
-    def _retire(self, seg: Segment, *, keep_log: bool = False) -> None:
-        kept = seg.retire(keep_log=keep_log)
-        if kept is not None:
-            self._deleted_paths.append(kept)
-        self._retired.append((time.monotonic(), seg))
+    def delete_segments_below(self, offset: int) -> int:
+        """Delete the whole segments below ``offset``; returns how many went.
+
+        The active segment is never deleted; the log start offset becomes the base of
+        the first remaining segment (<= ``offset``). Raises OffsetOutOfRangeError above
+        the log end offset.
+        """
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.log_end_offset)
+        deleted = self._delete_below(offset)
+        if deleted:
+            logger.info(
+                "%s: deleted %d segments below offset %d; log start offset now %d",
+                self.directory,
+                len(deleted),
+                offset,
+                self.log_start_offset,
+            )
+        return len(deleted)
+
+    def _delete_below(self, offset: int) -> list[Path]:
+        deleted = self._local.delete_segments_below(offset)
+        if deleted:
+            with self._lock:
+                self._dir_dirty = True
+        return deleted
 
     def take_deleted_paths(self) -> list[Path]:
         """Paths of ``.log.deleted`` files kept by retention since the last call."""
         paths, self._deleted_paths = self._deleted_paths, []
         return paths
 
-    def _reap_retired(self, force: bool = False) -> None:
-        horizon = time.monotonic() - RETIRED_FD_GRACE_S
-        keep = []
-        for retired_at, seg in self._retired:
-            if force or retired_at < horizon:
-                seg.close_fd()
-            else:
-                keep.append((retired_at, seg))
-        self._retired = keep
-
     # -- lifecycle ---------------------------------------------------------------------
 
     def close(self, *, flush: bool = True) -> None:
-        """Clean close: flush, snapshot producer state, trim and sync indexes, close fds.
+        """Clean close: flush, snapshot producer state, trim and sync indexes.
 
         ``flush=False`` (the partition is about to be deleted) skips every fsync.
+        Descriptors close as soon as no reader holds their segment.
         """
         if self._closed:
             return
@@ -623,15 +505,34 @@ class Log:
             self._closed = True
             self.producer_state.map_end_offset = self.log_end_offset
             self.producer_state.take_snapshot(sync=flush)
-            for seg in self.segments:
-                seg.close(sync=flush and seg.active)
-            self._reap_retired(force=True)
+            self._local.close(sync=flush)
             self._unflushed.clear()
 
-    def delete(self) -> None:
-        """Close and remove the whole partition directory."""
-        self.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+    def delete(self) -> Path:
+        """Delete the partition: its directory is renamed ``*-delete`` at once (a new
+        partition of the same name can be created right after) and removed after
+        ``file.delete.delay.ms``; readers holding slices keep their bytes. Returns the
+        renamed directory.
+        """
+        with self._lock:
+            self._closed = True
+            self._unflushed.clear()
+        return self._local.delete_directory()
 
     def snapshot_files(self) -> list[Path]:
         return sorted(self.directory.glob("*" + SNAPSHOT_SUFFIX))
+
+
+def _iter_headers(segments: tuple[Segment, ...], offset: int) -> Iterator[tuple[Segment, BatchHeader]]:
+    """Headers of every batch of ``segments`` (pinned) from the one holding ``offset`` on."""
+    for seg in segments:
+        pos = 0
+        if seg.next_offset <= offset:
+            continue
+        if seg.base_offset < offset:
+            found = seg.translate_offset(offset)
+            if found is None:
+                continue
+            pos = found[0]
+        for _, header in seg.iter_headers(pos):
+            yield seg, header

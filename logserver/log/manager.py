@@ -12,6 +12,11 @@ Every metadata file is replaced atomically (write tmp, fsync, rename, fsync dire
 The marker is removed when the manager opens and written by ``close()`` after every log
 has been flushed and closed; its absence makes each Log re-validate everything after its
 checkpointed recovery point.
+
+Blocking work of the running server (the periodic recovery-point checkpoint, retention
+and compaction via ``cleanup``) goes to ``worker``, a storage worker thread the event
+loop only awaits; removed files and directories are deleted by ``deleter`` after
+``log.segment.delete.delay.ms`` (``file.delete.delay.ms`` per topic).
 """
 
 from __future__ import annotations
@@ -25,12 +30,15 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from logserver.log.cleaner import Cleaner
 from logserver.log.config import LogConfig
 from logserver.log.config import setting_value as _setting
+from logserver.log.deleter import FileDeleter
 from logserver.log.errors import (
     InvalidTopicError,
     LogDirLockedError,
@@ -38,13 +46,17 @@ from logserver.log.errors import (
     UnknownTopicOrPartitionError,
 )
 from logserver.log.fsutil import atomic_write, fsync_dir
+from logserver.log.local_log import DELETE_DIR_SUFFIX
 from logserver.log.log import Log
+from logserver.log.offset_map import DEFAULT_DEDUPE_BUFFER_BYTES
+from logserver.log.worker import StorageWorker
 from logserver.topic_names import topic_name_error
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
+    "CleanupPolicy",
     "RECOVERY_POINT_FILE",
     "TOPICS_FILE",
     "LogManager",
@@ -56,9 +68,20 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 TOPICS_FILE = "__topics.json"
 LOCK_FILE = ".lock"
-DELETE_SUFFIX = "-delete"
+DELETE_SUFFIX = DELETE_DIR_SUFFIX
 _CHECKPOINT_VERSION = 0
 _TOPICS_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupPolicy:
+    """What the periodic cleanup does to one topic (its cleanup.policy and tombstone time)."""
+
+    compact: bool = False
+    delete: bool = True
+    delete_retention_ms: int = 86_400_000
+
+
 def validate_topic_name(name: str) -> None:
     """Kafka's topic-name rules (see logserver.topic_names), as an exception."""
     problem = topic_name_error(name)
@@ -90,8 +113,8 @@ class TopicInfo:
 class LogManager:
     """Owns every partition Log under one data directory.
 
-    All methods run on the event-loop thread except ``flush`` and
-    ``checkpoint_recovery_points``, which may run on a worker thread.
+    All methods run on the event-loop thread except ``flush``,
+    ``checkpoint_recovery_points`` and ``cleanup``, which run on worker threads.
     """
 
     def __init__(
@@ -108,8 +131,13 @@ class LogManager:
         interval = _setting(config, "log.flush.offset.checkpoint.interval.ms")
         self._checkpoint_interval_s = (60_000 if interval is None else int(interval)) / 1000
         self._last_checkpoint = time.monotonic()
+        self._checkpoint_job: Future[None] | None = None
         self._closed = False
         self._logs: dict[tuple[str, int], Log] = {}
+        self.deleter = FileDeleter()
+        self.worker = StorageWorker("log-worker", max_workers=2)  # cleanup + checkpoints
+        dedupe = _setting(config, "log.cleaner.dedupe.buffer.size")
+        self.cleaner = Cleaner(DEFAULT_DEDUPE_BUFFER_BYTES if dedupe is None else int(dedupe))
         try:
             marker = self.data_dir / CLEAN_SHUTDOWN_FILE
             self.had_clean_shutdown = marker.exists()
@@ -142,6 +170,7 @@ class LogManager:
             for log in self._logs.values():
                 log.close(flush=False)
             os.close(self._lock_fd)
+            self.deleter.close()
             raise
 
     # -- opening ---------------------------------------------------------------------
@@ -160,6 +189,7 @@ class LogManager:
             recovery_point=recovery_point,
             clean_shutdown=new or self.had_clean_shutdown,
             allow_data_loss=self.allow_data_loss,
+            deleter=self.deleter,
         )
 
     def _remove_deleted_dirs(self) -> None:
@@ -296,7 +326,12 @@ class LogManager:
         fsync_dir(self.data_dir)
 
     def delete_topic(self, name: str) -> None:
-        """Forget the topic (persisted first), then remove its partition directories."""
+        """Forget the topic (persisted first), then delete its partitions.
+
+        Each partition directory is renamed ``<topic>-<p>.<uuid>-delete`` at once, so a
+        topic of the same name can be created right away, and removed after
+        ``file.delete.delay.ms``; fetches still sending from it keep their bytes.
+        """
         info = self._topics.get(name)
         if info is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
@@ -307,12 +342,7 @@ class LogManager:
             ]
         self._write_topics()
         for log in logs:
-            log.close(flush=False)
-            doomed = log.directory.with_name(
-                f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
-            )
-            os.rename(log.directory, doomed)
-            shutil.rmtree(doomed, ignore_errors=True)
+            log.delete()
         fsync_dir(self.data_dir)
         logger.info("deleted topic %s", name)
 
@@ -334,17 +364,30 @@ class LogManager:
             log.flush()
         self.checkpoint_recovery_points()
 
-    def maybe_checkpoint_recovery_points(self) -> bool:
+    def maybe_checkpoint_recovery_points(self) -> Future[None] | None:
         """Checkpoint at most every ``log.flush.offset.checkpoint.interval.ms`` (Kafka: 60 s).
 
-        Call after each flush: the checkpoint costs two fsyncs, and a stale one is safe
-        (recovery just re-validates a little more). Returns True if it wrote.
+        Call after each flush (from the event loop): the checkpoint costs two fsyncs, so
+        it is written on the storage worker; a stale one is safe (recovery just
+        re-validates a little more). Returns the started job, or None if none was due
+        or one is still running.
         """
         now = time.monotonic()
-        if now - self._last_checkpoint < self._checkpoint_interval_s:
-            return False
-        self.checkpoint_recovery_points()
-        return True
+        if now - self._last_checkpoint < self._checkpoint_interval_s or self._closed:
+            return None
+        job = self._checkpoint_job
+        if job is not None and not job.done():
+            return None
+        self._last_checkpoint = now
+        job = self._checkpoint_job = self.worker.submit(self._checkpoint_logged)
+        return job
+
+    def _checkpoint_logged(self) -> None:
+        try:
+            self.checkpoint_recovery_points()
+        except Exception:
+            logger.exception("%s: writing the recovery-point checkpoint failed", self.data_dir)
+            raise
 
     def checkpoint_recovery_points(self) -> None:
         """Write every log's current recovery point (what its last flush made durable)."""
@@ -362,12 +405,43 @@ class LogManager:
         """Apply retention to every log; returns the number of segments deleted."""
         return sum(log.delete_old_segments(now_ms) for log in self.logs().values())
 
+    def cleanup(
+        self,
+        policies: Mapping[str, CleanupPolicy],
+        now_ms: int | None = None,
+        *,
+        keep_deleted: bool = False,
+    ) -> list[Path]:
+        """Compact and apply retention to the topics in ``policies`` (on a worker thread).
+
+        Returns the ``.log.deleted`` paths of the segments retention deleted when
+        ``keep_deleted`` (for the delete hook). A failure in one partition is logged and
+        never stops the others.
+        """
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        deleted: list[Path] = []
+        for (topic, partition), log in sorted(self.logs().items()):
+            policy = policies.get(topic)
+            if policy is None or self._closed:
+                continue
+            try:
+                if policy.compact:
+                    self.cleaner.clean(log, policy.delete_retention_ms, now)
+                if policy.delete:
+                    log.delete_old_segments(now, keep_files=keep_deleted)
+                    deleted.extend(log.take_deleted_paths())
+            except Exception:
+                logger.exception("%s-%d: log cleanup failed", topic, partition)
+        return deleted
+
     def close(self) -> None:
         """Flush and close every log, checkpoint, then write the clean-shutdown marker."""
         if self._closed:
             return
         self._closed = True
         try:
+            self.cleaner.abort()  # a running compaction stops at its next batch
+            self.worker.close(wait=True)  # a running cleanup or checkpoint ends first
             for log in self.logs().values():
                 log.close()  # flushes first
             self.checkpoint_recovery_points()
@@ -375,6 +449,7 @@ class LogManager:
             atomic_write(marker, b"")
             logger.info("%s: clean shutdown", self.data_dir)
         finally:
+            self.deleter.close()
             os.close(self._lock_fd)
 
     def __enter__(self) -> LogManager:

@@ -3,8 +3,15 @@
 The log file is never memory-mapped: appends are one ``os.pwrite`` per batch on a
 descriptor kept open for the segment's life, reads are ``os.pread`` of batch headers
 (never seek+read, so a concurrent fsync thread or sendfile cannot disturb a file
-offset), and fetches hand out ``(fd, position, length)`` for ``os.sendfile``. Only batch
-headers are ever decoded; records are opaque bytes.
+offset), and fetches get a ``SegmentSlice`` (logserver.log.slice) for ``os.sendfile``.
+Only batch headers are ever decoded; records are opaque bytes.
+
+Lifetime: a segment is reference counted. Its log holds one reference while the
+segment is in the log's list; every reader (a fetch slice, the cleaner, a flush) pins
+it for as long as it touches the descriptor or the indexes. Removing a segment renames
+its files (``*.deleted``) and drops the log's reference; the descriptor and the index
+mappings are closed by whoever drops the last one, so a descriptor number is never
+closed (and reused by another file) while anyone still reads through it.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import contextlib
 import logging
 import os
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,9 +42,11 @@ from logserver.log.index import OffsetIndex, TimeIndex, index_file_name
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LOG_SUFFIX", "Segment", "find_valid_batch"]
+__all__ = ["CLEANED_SUFFIX", "DELETED_SUFFIX", "LOG_SUFFIX", "Segment", "find_valid_batch"]
 
 LOG_SUFFIX = ".log"
+DELETED_SUFFIX = ".deleted"  # removed files waiting for file.delete.delay.ms
+CLEANED_SUFFIX = ".cleaned"  # a compacted copy being written
 _INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 1 << 20
 _SCAN_OVERLAP = BATCH_HEADER_SIZE
@@ -110,27 +120,41 @@ class Segment:
         *,
         active: bool,
         created_ms: int | None = None,
+        file_suffix: str = "",
     ) -> None:
+        """Open (creating if missing) ``<base><.log|.index|.timeindex><file_suffix>``.
+
+        ``file_suffix`` is for a segment being built beside the live one (the cleaner's
+        ``.cleaned`` copy); ``install()`` gives it the real names.
+        """
         self.directory = directory
         self.base_offset = base_offset
         self.config = config
-        self.path = directory / index_file_name(base_offset, LOG_SUFFIX)
+        self.file_suffix = file_suffix
+        self.path = directory / (index_file_name(base_offset, LOG_SUFFIX) + file_suffix)
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._refs = 1  # the owner's (the log's, or the cleaner's for a copy)
+        self._ref_lock = threading.Lock()
+        self._owned = True
+        offset_index: OffsetIndex | None = None
         try:
             self.size = os.fstat(self.fd).st_size
-            self.offset_index = OffsetIndex(
-                directory / index_file_name(base_offset, OffsetIndex.suffix),
+            offset_index = OffsetIndex(
+                directory / (index_file_name(base_offset, OffsetIndex.suffix) + file_suffix),
                 base_offset,
                 config.index_max_bytes,
                 writable=active,
             )
             self.time_index = TimeIndex(
-                directory / index_file_name(base_offset, TimeIndex.suffix),
+                directory / (index_file_name(base_offset, TimeIndex.suffix) + file_suffix),
                 base_offset,
                 config.index_max_bytes,
                 writable=active,
             )
+            self.offset_index = offset_index
         except BaseException:
+            if offset_index is not None:
+                offset_index.close()
             os.close(self.fd)
             raise
         self.active = active
@@ -259,7 +283,7 @@ class Segment:
         the damage in this file, or ``data_follows`` (later segments hold data).
         ``last_truncation`` describes what was cut, for the start-up report.
         """
-        self.last_truncation: str | None = None
+        self.last_truncation = None
         file_size = os.fstat(self.fd).st_size
         verify_pos = file_size if verify_from is None else verify_from
         expected = self.base_offset if expected_offset is None else expected_offset
@@ -453,8 +477,8 @@ class Segment:
         max_position: int | None = None,
         *,
         min_one: bool = True,
-    ) -> tuple[int, int, int] | None:
-        """``(fd, position, length)`` of whole batches from the one holding ``start_offset``.
+    ) -> tuple[int, int] | None:
+        """``(position, length)`` of whole batches from the one holding ``start_offset``.
 
         With ``min_one`` the first batch is included whole even when larger than
         ``max_bytes`` (KIP-74; without it such a read returns None, as Kafka answers
@@ -482,7 +506,15 @@ class Segment:
                 if end + size > end_limit:
                     break
                 end += size
-        return self.fd, pos, end - pos
+        return pos, end - pos
+
+    def last_modified_ms(self) -> int:
+        """The log file's modification time (retention of data without timestamps)."""
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    def read_at(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``position`` (the caller holds a pin or the owner's ref)."""
+        return os.pread(self.fd, size, position)
 
     def iter_headers(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of every batch from ``position`` (a batch start) to the end.
@@ -538,59 +570,145 @@ class Segment:
         self.recover(verify_from=None)
         return removed
 
-    def flush_targets(self) -> tuple[int, list[Path]]:
-        """The log descriptor and the index files whose fsync makes this segment durable.
+    def fsync(self) -> None:
+        """Make this segment durable: its log data and, once rolled, its trimmed indexes.
 
         The active segment's indexes are left out: they are rebuilt after an unclean
         stop anyway (everything from the recovery point on is), so fsyncing them on every
-        flush would only triple the cost. Trimmed indexes of rolled segments are included
-        (fsynced by path: inactive indexes keep no descriptor of their own).
+        flush would only triple the cost. Inactive indexes keep no descriptor of their
+        own and are fsynced by path (a segment renamed away meanwhile needs none).
+        The caller holds a pin.
         """
-        if self.active:
-            return self.fd, []
-        return self.fd, [self.offset_index.path, self.time_index.path]
+        os.fsync(self.fd)
+        if not self.active:
+            fsync_path(self.offset_index.path, missing_ok=True)
+            fsync_path(self.time_index.path, missing_ok=True)
+
+    # -- references -------------------------------------------------------------------
+
+    def pin(self) -> bool:
+        """Take a reference for reading; False if the segment is already closed."""
+        with self._ref_lock:
+            if self._refs <= 0:
+                return False
+            self._refs += 1
+            return True
+
+    def unpin(self) -> None:
+        """Drop a reference; the last one closes the descriptor and the index mappings."""
+        with self._ref_lock:
+            self._refs -= 1
+            last = self._refs == 0
+        if last:
+            self._free()
+
+    @property
+    def readers(self) -> int:
+        """Pins held besides the owner's reference (for tests and logs)."""
+        with self._ref_lock:
+            return self._refs - (1 if self._owned else 0)
+
+    @property
+    def is_open(self) -> bool:
+        return self.fd >= 0
+
+    def _release_owner(self) -> None:
+        with self._ref_lock:
+            if not self._owned:
+                return
+            self._owned = False
+        self.unpin()
+
+    def _free(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    # -- file names -------------------------------------------------------------------
+
+    def file_paths(self) -> list[Path]:
+        """The log and index files under their current names."""
+        return [self.path, self.offset_index.path, self.time_index.path]
+
+    def mark_deleted(self, *, link_log: bool = False) -> list[Path]:
+        """Rename the files ``*.deleted`` (log first); returns the new paths.
+
+        ``link_log`` hard-links the log file to its ``.deleted`` name instead of moving
+        it, for a swap that then replaces the live name atomically (os.replace), so a
+        crash in between never leaves the offsets without a ``.log`` file.
+        """
+        done: list[Path] = []
+        log_target = self.path.with_name(self.path.name + DELETED_SUFFIX)
+        with contextlib.suppress(FileNotFoundError):
+            if link_log:
+                with contextlib.suppress(FileExistsError):
+                    os.unlink(log_target)
+                os.link(self.path, log_target)
+            else:
+                os.rename(self.path, log_target)
+            done.append(log_target)
+        self.path = log_target
+        for index in (self.offset_index, self.time_index):
+            target = index.path.with_name(index.path.name + DELETED_SUFFIX)
+            with contextlib.suppress(FileNotFoundError):
+                index.rename(target)
+                done.append(target)
+            index.path = target
+        return done
+
+    def install(self) -> None:
+        """Give a ``file_suffix`` copy its real names: the log by an atomic replace.
+
+        The old segment's indexes must be gone first (``mark_deleted``), so a crash
+        between the steps never pairs the new log with stale indexes (missing
+        indexes are rebuilt at start-up).
+        """
+        if not self.file_suffix:
+            return
+        cut = len(self.file_suffix)
+        final = self.path.with_name(self.path.name[:-cut])
+        os.replace(self.path, final)
+        self.path = final
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name[:-cut]))
+        self.file_suffix = ""
+
+    # -- lifecycle --------------------------------------------------------------------
 
     def close(self, *, sync: bool = False) -> None:
-        """Record the final max timestamp, trim the indexes, close every descriptor.
+        """Record the final max timestamp, trim the indexes, drop the owner's reference.
 
         ``sync`` fsyncs the trimmed indexes (clean shutdown of the active segment, so a
-        reopen after a power loss still finds them trimmed).
+        reopen after a power loss still finds them trimmed). The descriptor closes once
+        no reader holds the segment any more.
         """
-        if self.fd < 0:
+        if not self._owned:
             return
         self.make_inactive()
         if sync:
             fsync_path(self.offset_index.path)
             fsync_path(self.time_index.path)
-        self.offset_index.close()
-        self.time_index.close()
-        os.close(self.fd)
-        self.fd = -1
+        self._release_owner()
 
-    def retire(self, *, keep_log: bool = False) -> Path | None:
-        """Delete the files but keep the log descriptor open for in-flight sendfiles.
+    def retire(self) -> list[Path]:
+        """Rename the files ``*.deleted`` and drop the owner's reference; returns the paths.
 
-        The owner closes it later with ``close_fd`` (the unlinked data stays readable
-        until then). ``keep_log`` renames the ``.log`` to ``.log.deleted`` instead of
-        unlinking it and returns the new path (for the delete hook).
+        Readers holding a pin keep reading the old bytes; the files are removed by the
+        owner's deleter after ``file.delete.delay.ms``.
         """
-        self.offset_index.delete()
-        self.time_index.delete()
-        if keep_log:
-            kept = self.path.with_name(self.path.name + ".deleted")
-            with contextlib.suppress(FileNotFoundError):
-                os.rename(self.path, kept)
-                return kept
-            return None
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
-        return None
+        paths = self.mark_deleted()
+        self._release_owner()
+        return paths
 
-    def close_fd(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+    def abandon(self) -> None:
+        """Drop the owner's reference without touching the files (the directory went)."""
+        self._release_owner()
 
     def delete(self) -> None:
-        self.retire()
-        self.close_fd()
+        """Remove the files now (never-served segments: recovery, a failed copy)."""
+        for path in self.file_paths():
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        self._release_owner()
