@@ -316,6 +316,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         chunks = encode_response(header.api_key, header.api_version, header.correlation_id, body)
         if self._writer is not None:
             self._out.extend(chunks)
+            self._update_reading()
             return
         transport = self._transport
         assert transport is not None
@@ -344,6 +345,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             while self._out and not self._closed:
                 chunk = self._out.popleft()
+                self._update_reading()
                 if isinstance(chunk, FileRegion):
                     if chunk.length >= SENDFILE_MIN_BYTES:
                         sent = await _sendfile(loop, transport, chunk)
@@ -369,7 +371,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _update_reading(self) -> None:
         if self._transport is None or self._closed:
             return
-        should_pause = self._writing_paused or len(self._pending) >= self._max_queued
+        # Responses streamed by sendfile leave the transport's buffer empty, so the chunks
+        # queued behind the writer count too: a client that reads nothing stalls itself.
+        should_pause = (self._writing_paused or len(self._pending) >= self._max_queued
+                        or len(self._out) >= self._max_queued)
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             self._transport.pause_reading()
