@@ -197,25 +197,34 @@ def test_client_that_never_reads_stalls_only_itself(server_factory):
     hog = socket.create_connection((HOST, server.port))
     hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     hog.setblocking(False)
-    sent = 0
+    sent_bytes = 0
     stop = threading.Event()
+    stalled = threading.Event()  # the server stopped reading: sends blocked for a second
+    max_frames = 200_000  # ~20 MB of requests; far more than any socket buffers hold
 
     def flood() -> None:
-        nonlocal sent
+        nonlocal sent_bytes
         pending = frame * 50
-        while not stop.is_set() and sent < 500:
+        blocked_since: float | None = None
+        while not stop.is_set() and sent_bytes < max_frames * len(frame):
             try:
                 n = hog.send(pending)
             except BlockingIOError:
+                blocked_since = blocked_since or time.monotonic()
+                if time.monotonic() - blocked_since >= 1.0:
+                    stalled.set()
                 time.sleep(0.01)
                 continue
             except OSError:
                 return
+            blocked_since = None
+            sent_bytes += n
             pending = pending[n:] or frame * 50
-            sent += 1 if not pending else 0
     thread = threading.Thread(target=flood, daemon=True)
     thread.start()
-    time.sleep(2)
+    assert stalled.wait(60), (f"the server kept reading {sent_bytes // len(frame)} pipelined "
+                              f"fetches from a client that reads nothing: no back-pressure")
+    assert sent_bytes < max_frames * len(frame)
 
     # meanwhile an ordinary client produces and reads back, promptly
     started = time.monotonic()
