@@ -280,6 +280,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if self._writer is not None:
             self._out.extend(chunks)  # they leave after the sendfile in progress
+            self._update_reading()
             return
         parts: list[bytes] = []
         for index, chunk in enumerate(chunks):
@@ -330,6 +331,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             while self._out and not self._closed:
                 chunk = self._out.popleft()
+                self._update_reading()
                 if isinstance(chunk, FileRegion):
                     region = cast(RecordSlice, chunk)
                     if region.length >= SENDFILE_MIN_BYTES:
@@ -361,7 +363,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _update_reading(self) -> None:
         if self._transport is None or self._closed:
             return
-        should_pause = self._writing_paused or self._framing.waiting >= self._max_queued
+        # Responses streamed by sendfile leave the transport's buffer empty, so the chunks
+        # queued behind the writer count too: a client that reads nothing stalls itself.
+        should_pause = (self._writing_paused or self._framing.waiting >= self._max_queued
+                        or len(self._out) >= self._max_queued)
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             self._transport.pause_reading()

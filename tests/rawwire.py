@@ -115,7 +115,7 @@ def request(api_key: int, api_version: int, correlation_id: int, body: bytes = b
     return i32(len(payload)) + payload
 
 
-def record_batch(values: list[tuple[bytes | None, bytes]], base_timestamp: int | None = None,
+def record_batch(values: list[tuple[bytes | None, bytes | None]], base_timestamp: int | None = None,
                  corrupt_crc: bool = False, producer_id: int = -1, producer_epoch: int = -1,
                  base_sequence: int = -1, attributes: int = 0, magic: int = 2,
                  last_offset_delta: int | None = None, record_count: int | None = None) -> bytes:
@@ -125,7 +125,7 @@ def record_batch(values: list[tuple[bytes | None, bytes]], base_timestamp: int |
     for delta, (key, value) in enumerate(values):
         body = i8(0) + varint(0) + varint(delta)
         body += varint(-1) if key is None else varint(len(key)) + key
-        body += varint(len(value)) + value
+        body += varint(-1) if value is None else varint(len(value)) + value  # None: a tombstone
         body += varint(0)  # headers
         recs += varint(len(body)) + body
     if last_offset_delta is None:

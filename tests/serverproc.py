@@ -144,7 +144,11 @@ class ServerProcess(ListeningChild):
         """Stop (SIGTERM, or SIGKILL when ``clean=False``) and start again on the same port
         and data dir. ``changes`` may replace settings/env/config_file. Returns the stop's
         exit code (None after a kill)."""
-        code = self.stop() if clean else self.kill9()
+        code = None
+        if clean:
+            code = self.stop()
+        else:
+            self.kill9()
         for name, value in changes.items():
             attribute = "extra_env" if name == "env" else name
             if not hasattr(self, attribute):

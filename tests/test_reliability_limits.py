@@ -56,17 +56,28 @@ def _served(sock: socket.socket) -> bool:
         return False
 
 
+def _served_soon(port: int, source: str | None = None, timeout: float = 10.0) -> socket.socket:
+    """A new connection that is served, retried until a slot is free (the server notices
+    a closed connection, e.g. the start-up probe's, a moment after the close)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        sock = _open(port, source)
+        if _served(sock):
+            return sock
+        sock.close()
+        assert time.monotonic() < deadline, "no connection slot came free"
+        time.sleep(0.05)
+
+
 def test_max_connections(server_factory):
     server = server_factory(settings={"max.connections": 5})
-    time.sleep(0.3)  # the start-up probe's connection is released
-    held = [_open(server.port) for _ in range(5)]
+    held = [_served_soon(server.port)]  # once the start-up probe's slot is released
+    held += [_open(server.port) for _ in range(4)]
     assert all(_served(s) for s in held)
     extra = _open(server.port)
     assert not _served(extra), "a 6th connection must be closed"
     held.pop().close()
-    time.sleep(0.3)  # the server notices the close
-    again = _open(server.port)
-    assert _served(again), "a freed slot must be usable again"
+    again = _served_soon(server.port)  # "a freed slot must be usable again"
     for s in [*held, extra, again]:
         s.close()
     assert "max.connections reached" in server.output()
@@ -74,8 +85,8 @@ def test_max_connections(server_factory):
 
 def test_max_connections_per_ip(server_factory):
     server = server_factory(settings={"max.connections.per.ip": 2})
-    time.sleep(0.3)
-    a = [_open(server.port, "127.0.0.1") for _ in range(2)]
+    a = [_served_soon(server.port, "127.0.0.1")]  # once the start-up probe's slot is released
+    a.append(_open(server.port, "127.0.0.1"))
     assert all(_served(s) for s in a)
     assert not _served(_open(server.port, "127.0.0.1"))
     b = _open(server.port, "127.0.0.2")  # another address still gets in
@@ -197,25 +208,34 @@ def test_client_that_never_reads_stalls_only_itself(server_factory):
     hog = socket.create_connection((HOST, server.port))
     hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     hog.setblocking(False)
-    sent = 0
+    sent_bytes = 0
     stop = threading.Event()
+    stalled = threading.Event()  # the server stopped reading: sends blocked for a second
+    max_frames = 200_000  # ~20 MB of requests; far more than any socket buffers hold
 
     def flood() -> None:
-        nonlocal sent
+        nonlocal sent_bytes
         pending = frame * 50
-        while not stop.is_set() and sent < 500:
+        blocked_since: float | None = None
+        while not stop.is_set() and sent_bytes < max_frames * len(frame):
             try:
                 n = hog.send(pending)
             except BlockingIOError:
+                blocked_since = blocked_since or time.monotonic()
+                if time.monotonic() - blocked_since >= 1.0:
+                    stalled.set()
                 time.sleep(0.01)
                 continue
             except OSError:
                 return
+            blocked_since = None
+            sent_bytes += n
             pending = pending[n:] or frame * 50
-            sent += 1 if not pending else 0
     thread = threading.Thread(target=flood, daemon=True)
     thread.start()
-    time.sleep(2)
+    assert stalled.wait(60), (f"the server kept reading {sent_bytes // len(frame)} pipelined "
+                              f"fetches from a client that reads nothing: no back-pressure")
+    assert sent_bytes < max_frames * len(frame)
 
     # meanwhile an ordinary client produces and reads back, promptly
     started = time.monotonic()

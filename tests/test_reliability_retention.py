@@ -10,7 +10,7 @@ import time
 
 import pytest
 from clienthelpers import ck_produce
-from rawwire import Conn
+from rawwire import Conn, parse_produce_v3_response, produce_v3, record_batch, request
 from serverproc import run_cli
 
 from kafkaproto import decode_response, encode_request
@@ -94,6 +94,12 @@ def test_retention_bytes_hook_and_out_of_range(server_factory, tmp_path):
         ck_produce(server.bootstrap, "sized", [{"value": v} for v in values[start:start + 10]])
     _wait_for(lambda: sum(p.stat().st_size for p in server.segment_files("sized", 0))
               <= 12000 + 4096)  # retention.bytes, plus at most the active segment
+
+    def settled() -> bool:  # no closed segment left that retention.bytes would delete
+        sizes = [p.stat().st_size for p in server.segment_files("sized", 0)]
+        return len(sizes) == 1 or sum(sizes) - sizes[0] < 12000
+
+    _wait_for(settled)  # else the log start may still move between the reads below
     _wait_for(lambda: hook_log.exists() and hook_log.read_text().strip())
     start = _earliest(server, "sized")
     assert start > 0
@@ -119,7 +125,17 @@ def test_retention_ms_never_deletes_the_active_segment(server_factory):
         ck_produce(server.bootstrap, "aged", [{"value": b"old%d" % i + b"y" * 100, "timestamp_ms": old}
                                               for i in range(start, start + 10)])
     _wait_for(lambda: len(server.segment_files("aged", 0)) == 1)
-    time.sleep(0.6)
+    # The active segment must survive later retention passes too. Witness: a second
+    # topic's old segments deleted twice in a row; the pass that deletes the second lot
+    # began after the first lot's pass ended, so after the check above.
+    _create(server, "aged-witness", {"retention.ms": "1000"})
+    for lot in range(2):
+        for start in range(0, 100, 10):  # small batches, so that segments roll
+            ck_produce(server.bootstrap, "aged-witness",
+                       [{"value": b"w%d-%d" % (lot, i) + b"y" * 100, "timestamp_ms": old}
+                        for i in range(start, start + 10)])
+        assert len(server.segment_files("aged-witness", 0)) > 1
+        _wait_for(lambda: len(server.segment_files("aged-witness", 0)) == 1)
     remaining = server.segment_files("aged", 0)
     assert len(remaining) == 1 and remaining[0].stat().st_size > 0
     start = _earliest(server, "aged")
@@ -132,6 +148,7 @@ def test_compaction_keeps_latest_per_key_and_tombstones_for_a_while(server_facto
     server = server_factory(settings=FAST)
     _create(server, "table", {"cleanup.policy": "compact", "delete.retention.ms": "3000"})
     expected: dict[bytes, bytes | None] = {}
+    size_before = 0
     for round_ in range(30):
         batch = []
         for k in range(10):
@@ -141,8 +158,12 @@ def test_compaction_keeps_latest_per_key_and_tombstones_for_a_while(server_facto
                 continue  # k3 deleted at round 20 and never written again
             batch.append({"key": key, "value": value})
             expected[key] = value
-        ck_produce(server.bootstrap, "table", batch)
-    size_before = sum(p.stat().st_size for p in server.segment_files("table", 0))
+        with Conn(server.port) as c:  # one batch per round: its size is exactly what is appended
+            raw = record_batch([(r["key"], r["value"]) for r in batch])
+            res = c.call(request(0, 3, round_, produce_v3("table", 0, raw)))
+            assert res is not None and parse_produce_v3_response(res[1])[("table", 0)][0] == 0
+        size_before += len(raw)
+    # size_before is what was written, not what is on disk: compaction may already have run
     _wait_for(lambda: sum(p.stat().st_size for p in server.segment_files("table", 0))
               < size_before / 2)
     got = _consume_all(server, "table", 0, "earliest")

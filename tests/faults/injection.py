@@ -11,8 +11,12 @@ import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-Writer = Callable[[int, bytes | memoryview, int], int]
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+
+Writer = Callable[[int, "ReadableBuffer", int], int]
 
 
 def enospc_writer(flag: Path, real: Writer = os.pwrite) -> Writer:
@@ -23,7 +27,7 @@ def enospc_writer(flag: Path, real: Writer = os.pwrite) -> Writer:
     """
     state = {"short_done": False}
 
-    def pwrite(fd: int, data: bytes | memoryview, position: int) -> int:
+    def pwrite(fd: int, data: ReadableBuffer, position: int) -> int:
         if not flag.exists():
             state["short_done"] = False
             return real(fd, data, position)

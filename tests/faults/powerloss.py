@@ -135,15 +135,15 @@ class Disk:
             known = self.baseline.get(str(path))
             if known is not None and known[0] == path.stat().st_ino:
                 continue  # there at the checkpoint
-            event = created.get(str(path))
-            assert event is not None, (
+            creation = created.get(str(path))
+            assert creation is not None, (
                 f"{path} appeared since the checkpoint, but the shim saw no creation of it")
-            if any(seq > event.seq for seq in dir_syncs.get(str(path.parent), ())):
+            if any(seq > creation.seq for seq in dir_syncs.get(str(path.parent), ())):
                 continue  # its directory was fsynced after it was created: durable
-            if event.kind == "R":
+            if creation.kind == "R":
                 if known is not None:
                     continue  # replaced a file: keeping the new one is a legal outcome
-                source = Path(event.path)
+                source = Path(creation.path)
                 if not source.exists() and source.parent.is_dir():
                     os.rename(path, source)
                     loss.renames_undone.append(f"{source.name} <- {path.name}")
