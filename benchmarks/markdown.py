@@ -28,7 +28,6 @@ def _figures(entry: dict[str, Any]) -> dict[str, Spread]:
 def render(data: dict[str, Any]) -> str:
     """The Markdown for one result file."""
     st = data["settings"]
-    peers = [t["name"] for t in data["targets"] if t.get("role") == "peer" and "error" not in t]
     out = [f"Run of {data['started_at']} ({data['seconds'] / 60:.0f} min, {data['host']['cpus']} "
            f"cores, Python {data['host']['python']}, librdkafka {data['host']['librdkafka']}): "
            f"every figure is the median [min-max] of {st['repeats']} runs, each on a fresh "
@@ -67,8 +66,6 @@ def render(data: dict[str, Any]) -> str:
             "the ratio of medians (> 1: ours better; for latency and memory lower is better), "
             "and **better**/**worse** only when the two min-max ranges do not overlap, else "
             "even. CPU = the server's share of one core over the measured window.", ""]
-    if peers:
-        out[-1:] = [f"Peers: {', '.join(peers)}.", ""]
     notes = data.get("notes", [])
     if notes:
         out += ["", "Notes of the run:", ""] + [f"- {n}" for n in notes]

@@ -96,8 +96,10 @@ def detail_text(kind: str, primary: str, f: dict[str, Spread]) -> str:
 
 def format_table(result: RunResult, options: RunOptions) -> str:
     """The human-readable report: baselines, one row per workload and target, targets."""
-    lines = ["", f"Raw baselines, same run (MB/s = 10^6 bytes/s; median [min-max] of "
-             f"{options.baseline_repeats} runs of {options.baseline_seconds:g}s)"]
+    lines = [""]
+    if result.baselines:
+        lines.append(f"Raw baselines, same run (MB/s = 10^6 bytes/s; median [min-max] of "
+                     f"{options.baseline_repeats} runs of {options.baseline_seconds:g}s)")
     for b in result.baselines:
         lines.append(f"  {b.name:<19} {b.mb_per_s:>10,.0f} [{b.low:,.0f}-{b.high:,.0f}] MB/s   "
                      f"{b.detail}")
