@@ -1,6 +1,7 @@
 """Background log cleanup: retention by time and size, the delete hook, and compaction.
 
-Runs on the event loop every ``log.retention.check.interval.ms``. Retention never
+Runs on the event loop every ``log.retention.check.interval.ms``, over the storage
+engine's LogManager; each log's policy is its resolved TopicConfig. Retention never
 deletes the active segment (the one taking appends). Deleted segments move the log start
 offset forward; a fetch below it gets OFFSET_OUT_OF_RANGE and the consumer resets per
 its ``auto.offset.reset``. With ``log.segment.delete.hook`` set, deleted ``.log`` files
@@ -20,48 +21,42 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.config import Config
+    from logserver.log.manager import LogManager
 
 log = logging.getLogger(__name__)
 
 
-async def run_retention(broker: Broker) -> None:
+async def run_retention(manager: LogManager, config: Config) -> None:
     """Apply retention and compaction periodically until cancelled."""
-    interval = broker.config["log.retention.check.interval.ms"] / 1000
+    interval = config["log.retention.check.interval.ms"] / 1000
+    hook = config["log.segment.delete.hook"]
     while True:
         await asyncio.sleep(interval)
         try:
-            deleted = run_once(broker)
+            deleted = run_once(manager, keep_for_hook=bool(hook))
             if deleted:
-                await run_delete_hook(broker.config["log.segment.delete.hook"], deleted)
+                await run_delete_hook(hook, deleted)
         except asyncio.CancelledError:
             raise
         except Exception:  # a failing cleanup must never stop the broker
             log.exception("log cleanup failed; retrying in %.0f s", interval)
 
 
-def run_once(broker: Broker, now_ms: int | None = None) -> list[Path]:
+def run_once(manager: LogManager, now_ms: int | None = None, *,
+             keep_for_hook: bool = False) -> list[Path]:
     """One pass over every partition; returns the paths of the deleted segment files."""
     from logserver.log.cleaner import compact
 
     now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-    keep_for_hook = bool(broker.config["log.segment.delete.hook"])
     deleted: list[Path] = []
-    for topic in broker.topic_names():
-        configs = broker.topic_configs(topic) or {}
-        policy = configs.get("cleanup.policy", broker.config["log.cleanup.policy"])
-        tombstone_ms = int(configs.get("delete.retention.ms",
-                                       broker.config["log.cleaner.delete.retention.ms"]))
-        for index in range(broker.partition_count(topic) or 0):
-            partition = broker.get_partition(topic, index)
-            if partition is None:
-                continue
-            log_ = partition.log
-            if "compact" in policy:
-                compact(log_, tombstone_ms, now)
-            if "delete" in policy:
-                log_.delete_old_segments(now, keep_files=keep_for_hook)
-                deleted.extend(log_.take_deleted_paths())
+    for log_ in manager.logs().values():
+        config = log_.config
+        if config.compact:
+            compact(log_, config.delete_retention_ms, now)
+        if config.delete:
+            log_.delete_old_segments(now, keep_files=keep_for_hook)
+            deleted.extend(log_.take_deleted_paths())
     return deleted
 
 

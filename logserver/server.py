@@ -14,7 +14,6 @@ from logserver.dispatch import Dispatcher
 from logserver.handlers import HANDLERS
 from logserver.limits import ConnectionLimiter, reap_idle_connections
 from logserver.network import ConnectionStats, connection_factory
-from logserver.retention import run_retention
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +43,10 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         await broker.start()
         background.append(loop.create_task(
             reap_idle_connections(stats.connections, config["connections.max.idle.ms"])))
-        background.append(loop.create_task(run_retention(broker)))
         for listener in broker.config["listeners"]:
             log.info("listening on %s:%d (%s)", listener.host, listener.port, listener.name)
         log.info("data in %s; durability: %s; event loop: %s", config.data_dir.resolve(),
-                 broker.durability.mode, type(loop).__module__.split(".")[0])
+                 broker.storage.durability_mode, type(loop).__module__.split(".")[0])
         if mqtt_bridge is not None:
             host, port = broker.advertised_address
             bridge = BridgeProcess(mqtt_bridge, f"{host}:{port}")

@@ -157,8 +157,9 @@ class GroupCoordinator:
 
     # -- FindCoordinator ------------------------------------------------------------------
 
-    def find_coordinator(self, key_type: int) -> tuple[int, str | None]:
-        """(error, message) for one key; NONE means "this node"."""
+    async def find_coordinator(self, key_type: int) -> tuple[int, str | None]:
+        """(error, message) for one key; NONE means "this node". The first lookup waits
+        for ``__consumer_offsets`` to be created (on the storage worker)."""
         if key_type == TRANSACTION_KEY_TYPE:
             return (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     "transactions are not supported by this server")
@@ -166,12 +167,17 @@ class GroupCoordinator:
             return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running"
-        error = self.store.ensure_topic()
-        if error is not None:
-            return error, f"cannot create {OFFSETS_TOPIC}"
         if self.loading:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"loading {OFFSETS_TOPIC}"
+        error = await self.store.ensure_topic()
+        if error is not None:
+            return error, f"cannot create {OFFSETS_TOPIC}"
         return ErrorCode.NONE, None
+
+    async def ensure_offsets_topic(self) -> int | None:
+        """Create ``__consumer_offsets`` if missing (Metadata auto-creation); an error
+        code when it cannot be created."""
+        return await self.store.ensure_topic()
 
     # -- JoinGroup ------------------------------------------------------------------------
 
@@ -1002,14 +1008,18 @@ class GroupCoordinator:
             return None
         return outcome
 
-    def on_topic_deleted(self, topic: str) -> int:
+    async def on_topic_deleted(self, topic: str) -> int:
         """Kafka's handleDeletedPartitions: a deleted topic's committed offsets go too, so
         a topic created again under the same name does not resume from stale offsets."""
         if topic == OFFSETS_TOPIC:
             log.warning("%s was deleted; writing the live groups and offsets to a new one",
                         OFFSETS_TOPIC)
-            if self.store.ensure_topic() is None:
-                self.rewrite()
+            self.loading = True  # no group writes between the snapshot and its append
+            try:
+                if await self.store.ensure_topic() is None:
+                    await self.rewrite()
+            finally:
+                self.loading = False
             return 0
         removed_total = 0
         for group in list(self.groups.values()):
@@ -1098,7 +1108,7 @@ class GroupCoordinator:
                  len(self.groups), offsets, total, OFFSETS_TOPIC, time.monotonic() - started)
         if self.store.should_rewrite(total, self.live_records()):
             try:
-                self.rewrite()
+                await self.rewrite()
             except Exception:  # the old segments are still there: nothing is lost
                 log.exception("rewriting %s failed", OFFSETS_TOPIC)
         self.loading = False
@@ -1172,7 +1182,7 @@ class GroupCoordinator:
         return sum(len(g.offsets) + (g.persisted_value is not None)
                    for g in self.groups.values())
 
-    def rewrite(self) -> int:
+    async def rewrite(self) -> int:
         """Compact ``__consumer_offsets`` to its live records (see store.py); at start-up."""
         snapshot: dict[int, list[tuple[bytes, bytes, int]]] = {}
         for group in self.groups.values():
@@ -1187,7 +1197,7 @@ class GroupCoordinator:
                                     c.expire_timestamp)), c.commit_timestamp))
         count = sum(len(entries) for entries in snapshot.values())
         started = time.monotonic()
-        dropped = self.store.rewrite(snapshot)
-        log.info("rewrote %s to its %d live records: %d segments dropped in %.3f s",
+        dropped = await self.store.rewrite(snapshot)
+        log.info("rewrote %s to its %d live records: %d records dropped in %.3f s",
                  OFFSETS_TOPIC, count, dropped, time.monotonic() - started)
         return dropped

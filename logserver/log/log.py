@@ -592,6 +592,29 @@ class Log:
         )
         return count
 
+    def delete_segments_below(self, offset: int) -> int:
+        """Drop the whole segments whose records all lie below ``offset`` (never the active
+        one); the log start offset moves to the first remaining segment. Returns the
+        number of segments dropped."""
+        with self._lock:
+            count = 0
+            for seg in self.segments[:-1]:
+                if seg.next_offset > offset:
+                    break
+                count += 1
+            if not count:
+                return 0
+            doomed = self.segments[:count]
+            del self.segments[:count]
+            del self._bases[:count]
+            for seg in doomed:
+                self._unflushed.pop(seg, None)
+                self._retire(seg)
+            self._dir_dirty = True
+        logger.info("%s: deleted %d segments below offset %d; log start offset now %d",
+                    self.directory, count, offset, self.log_start_offset)
+        return count
+
     def _retire(self, seg: Segment, *, keep_log: bool = False) -> None:
         kept = seg.retire(keep_log=keep_log)
         if kept is not None:
