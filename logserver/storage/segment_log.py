@@ -160,8 +160,9 @@ class SegmentLogStorage(PartitionedStorage):
 
     # -- topics ---------------------------------------------------------------------------
 
-    def _publish(self, info: TopicInfo, previous: TopicState | None = None) -> TopicState:
-        """Make a topic (or its new partitions) visible; runs on the loop thread."""
+    def _state(self, info: TopicInfo, previous: TopicState | None = None) -> TopicState:
+        """The published form of a topic (built on the worker for a new topic: it is
+        thousands of objects for a wide one, and nothing on the loop shares them yet)."""
         manager = self.manager
         config = manager.config.with_overrides(info.configs)
         overrides = {k: v for k, v in info.configs.items()
@@ -170,9 +171,15 @@ class SegmentLogStorage(PartitionedStorage):
         logs = [manager.get_log(info.name, p) for p in range(info.partitions)]
         partitions = kept + tuple(Partition(info.name, p, SegmentPartitionLog(logs[p]), config)
                                   for p in range(len(kept), info.partitions))
-        state = TopicState(info.name, info.topic_id, config, overrides, partitions, tuple(logs))
+        return TopicState(info.name, info.topic_id, config, overrides, partitions, tuple(logs))
+
+    def _publish(self, info: TopicInfo, previous: TopicState | None = None) -> TopicState:
+        state = self._state(info, previous)
         self._topics[info.name] = state
         return state
+
+    def _create_on_worker(self, name: str, partitions: int, overrides: dict[str, str]) -> TopicState:
+        return self._state(self.manager.create_topic(name, partitions, overrides))
 
     async def create_topic(self, name: str, partitions: int, overrides: Mapping[str, str]) -> bytes:
         canonical = await self._claim_name(name, partitions, overrides)
@@ -181,11 +188,11 @@ class SegmentLogStorage(PartitionedStorage):
         return await asyncio.shield(task)
 
     async def _create(self, name: str, partitions: int, overrides: dict[str, str]) -> bytes:
-        info = await self._worker.run(self.manager.create_topic, name, partitions, overrides)
-        self._publish(info)
+        state = await self._worker.run(self._create_on_worker, name, partitions, overrides)
+        self._topics[name] = state  # the one step that makes it visible
         log.info("created topic %s with %d partitions%s", name, partitions,
                  f" and configs {overrides}" if overrides else "")
-        return info.topic_id
+        return state.topic_id
 
     async def delete_topic(self, name: str) -> bytes:
         state = self._topics.get(name)
