@@ -88,8 +88,9 @@ def fetch_request(topic: str, partition: int, offset: int, *, wait_ms: int = 0) 
                         forgotten_topics_data=[])
 
 
-def values_of(records: bytes) -> list[bytes]:
-    out, position = [], 0
+def values_of(records: bytes) -> list[bytes | None]:
+    out: list[bytes | None] = []
+    position = 0
     while position < len(records):
         header, decoded = decode_batch(records, position)
         out.extend(r.value for r in decoded)
@@ -189,13 +190,13 @@ def test_describe_configs_reports_values_and_sources() -> None:
 def test_metadata_auto_creates_and_init_producer_id() -> None:
     async def scenario(broker: Broker) -> None:
         response = await call(metadata.handle, broker, ApiKey.METADATA, 12, MetadataRequest(
-            topics=[MetadataRequest.MetadataRequestTopic(name="auto", topic_id=None)],
+            topics=[MetadataRequest.MetadataRequestTopic(name="auto", topic_id=bytes(16))],
             allow_auto_topic_creation=True, include_topic_authorized_operations=False))
         topic = response.topics[0]
         assert (topic.error_code, len(topic.partitions)) == (ErrorCode.NONE, 2)
         assert topic.topic_id == broker.storage.topic_id("auto")
         response = await call(metadata.handle, broker, ApiKey.METADATA, 12, MetadataRequest(
-            topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC, topic_id=None)],
+            topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC, topic_id=bytes(16))],
             allow_auto_topic_creation=True, include_topic_authorized_operations=False))
         assert response.topics[0].is_internal and broker.storage.partition_count(OFFSETS_TOPIC) == 1
         produced = await call(produce.handle, broker, ApiKey.PRODUCE, 9,

@@ -57,13 +57,16 @@ def run(engine: str, tmp_path: Path, scenario: Callable[[Storage], Awaitable[Non
     asyncio.run(main())
 
 
-def batch(*values: bytes, timestamp: int = 1_000, **kw: int) -> memoryview:
-    return memoryview(bytearray(build_batch([(None, v, (), timestamp + i) for i, v in enumerate(values)],
-                                            **kw)))
+def batch(*values: bytes, timestamp: int = 1_000, producer_id: int = -1, producer_epoch: int = -1,
+          base_sequence: int = -1) -> memoryview:
+    return memoryview(bytearray(build_batch(
+        [(None, v, (), timestamp + i) for i, v in enumerate(values)], producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequence=base_sequence)))
 
 
-def records_of(storage: Storage, topic: str, partition: int = 0, offset: int = 0) -> list[bytes]:
-    out: list[bytes] = []
+def records_of(storage: Storage, topic: str, partition: int = 0,
+               offset: int = 0) -> list[bytes | None]:
+    out: list[bytes | None] = []
     while True:
         data = storage.read_bytes(topic, partition, offset, 1 << 20)
         if data is None:

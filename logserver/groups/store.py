@@ -135,7 +135,7 @@ class OffsetsStore:
         ``wait`` covers the creation and the append; ``base_offset`` is set by then.
         """
         timestamp = int(time.time() * 1000) if now_ms is None else now_ms
-        batch = [(key, value, (), timestamp) for key, value in records]
+        batch: list[RecordTuple] = [(key, value, (), timestamp) for key, value in records]
         partition = self.partition_for(group_id)
         if self.exists():
             return self._append_batch(partition, batch)
