@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -127,7 +127,7 @@ class OffsetsStore:
 
     # -- append ---------------------------------------------------------------------------
 
-    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+    def append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]],
                now_ms: int | None = None) -> AppendOutcome:
         """Append one batch to the group's partition; mapped like Kafka's coordinator.
 
