@@ -56,7 +56,7 @@ class SegmentPartitionLog:
     def __init__(self, log_: Log) -> None:
         self._log = log_
         self.append = log_.append
-        self.check_producer: Any = log_.check_producer
+        self.check_producer = log_.check_producer
         self.offset_for_timestamp = log_.offset_for_timestamp
         self.max_timestamp_offset = log_.max_timestamp_offset
 
