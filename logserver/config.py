@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from logserver.topic_config import TOPIC_SETTINGS, default_text
+
 ENV_PREFIX = "LOGSERVER_"
 # Environment variables of ours that choose how the process runs, not broker settings.
 PROCESS_ENV_VARS = frozenset({"LOGSERVER_EVENT_LOOP"})
@@ -95,6 +97,13 @@ class Setting:
     doc: str
 
 
+def _topic_default(name: str, topic_setting: str, doc: str) -> Setting:
+    """A broker default of a topic setting: default and parser come from its one table."""
+    setting = TOPIC_SETTINGS[topic_setting]
+    assert setting.broker_setting == name
+    return Setting(name, default_text(topic_setting), setting.parse, doc)
+
+
 SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in [
@@ -109,22 +118,22 @@ SETTINGS: dict[str, Setting] = {
         Setting("auto.create.topics.enable", "true", _parse_bool,
                 "Create unknown topics when a client's Metadata request allows it."),
         Setting("delete.topic.enable", "true", _parse_bool, "Allow DeleteTopics."),
-        Setting("log.segment.bytes", "1073741824", _int_in(14, 2**31 - 1),
+        _topic_default("log.segment.bytes", "segment.bytes",
                 "Roll a new segment when the active one reaches this size."),
-        Setting("log.roll.ms", "604800000", _int_in(1),
+        _topic_default("log.roll.ms", "segment.ms",
                 "Roll a new segment when the active one is this old."),
-        Setting("log.index.size.max.bytes", "10485760", _int_in(4096, 2**31 - 1),
+        _topic_default("log.index.size.max.bytes", "segment.index.bytes",
                 "Maximum size of an offset or time index; a full index rolls the segment."),
-        Setting("log.index.interval.bytes", "4096", _int_in(0, 2**31 - 1),
+        _topic_default("log.index.interval.bytes", "index.interval.bytes",
                 "Bytes of log between two index entries."),
         Setting("log.flush.interval.messages", str(LONG_MAX), _int_in(1),
                 "fsync after this many appended batches; 1 means fsync every append "
                 "before it is acknowledged."),
         Setting("log.flush.interval.ms", None, _optional_int_in(1),
                 "fsync every this many milliseconds; unset means no timed fsync."),
-        Setting("log.message.timestamp.type", "CreateTime", _choice("CreateTime", "LogAppendTime"),
+        _topic_default("log.message.timestamp.type", "message.timestamp.type",
                 "Keep the producer's timestamps or stamp the broker's time."),
-        Setting("message.max.bytes", "1048588", _int_in(0, 2**31 - 1),
+        _topic_default("message.max.bytes", "max.message.bytes",
                 "Largest record batch accepted from a producer."),
         Setting("socket.request.max.bytes", "104857600", _int_in(1, 2**31 - 1),
                 "Largest request frame; larger ones close the connection unread."),
@@ -168,18 +177,18 @@ SETTINGS: dict[str, Setting] = {
                 "POLICY_VIOLATION / not created)."),
         Setting("max.partitions", "100000", _int_in(1, 2**31 - 1),
                 "Most partitions over all topics (beyond it: POLICY_VIOLATION)."),
-        Setting("log.retention.ms", "604800000", _int_in(-1),
+        _topic_default("log.retention.ms", "retention.ms",
                 "Delete closed segments whose newest record is older than this; -1 keeps forever."),
-        Setting("log.retention.bytes", "-1", _int_in(-1),
+        _topic_default("log.retention.bytes", "retention.bytes",
                 "Delete the oldest closed segments while a partition is larger than this; -1: no limit."),
         Setting("log.retention.check.interval.ms", "300000", _int_in(1),
                 "How often retention and compaction run."),
         Setting("log.segment.delete.hook", None, str,
                 "Command run after retention deletes segments, with the deleted .log paths as "
                 "arguments (split like a shell would; no shell is involved)."),
-        Setting("log.cleanup.policy", "delete", _choice("delete", "compact", "compact,delete"),
+        _topic_default("log.cleanup.policy", "cleanup.policy",
                 "delete: retention by time/size; compact: keep the latest record per key."),
-        Setting("log.cleaner.delete.retention.ms", "86400000", _int_in(0),
+        _topic_default("log.cleaner.delete.retention.ms", "delete.retention.ms",
                 "How long compaction keeps tombstones (null-value records) before removing them."),
         Setting("log.cleaner.dedupe.buffer.size", "134217728", _int_in(1 << 10),
                 "Memory for compaction's key map; a log with more keys is compacted in "

@@ -1,4 +1,9 @@
-"""One partition as the broker sees it: validated appends, reads, waiters for new data.
+"""One partition as any storage engine serves it: validated appends, reads, waiters.
+
+The engine supplies the partition's log (``PartitionLog``: the segment log's ``Log``
+behind a thin adapter, or the in-memory log); everything Kafka decides before an append
+(batch validation, max.message.bytes, idempotence verdicts, LogAppendTime) happens here
+once, so every engine behaves the same.
 
 Single node: the leader is the whole ISR, so the high watermark is the log end offset.
 Leader epoch policy (kept forever): constant 0, stamped on every appended batch.
@@ -10,26 +15,21 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kafkaproto import ErrorCode, FileRegion
 from kafkaproto.batch import (
-    BATCH_HEADER_SIZE,
+    BatchHeader,
     Compression,
     CorruptBatchError,
     InvalidRecordError,
-    parse_header,
     set_log_append_time,
     validate_produce_records,
 )
 from logserver.log.errors import OffsetOutOfRangeError
 from logserver.log.producer_state import Decision, Verdict
-
-if TYPE_CHECKING:
-    from logserver.log.log import Log
-    from logserver.log.slice import SegmentSlice
+from logserver.storage.api import AppendResult, Records
+from logserver.topic_config import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -42,28 +42,45 @@ _VERDICT_ERRORS = {
     Verdict.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
 }
 
+__all__ = ["LEADER_EPOCH", "AppendResult", "Partition", "PartitionLog"]
 
-@dataclass(slots=True)
-class AppendResult:
-    error: int
-    base_offset: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = -1
-    message: str | None = None
-    wait: Awaitable[None] | None = None  # what the acknowledgement must wait for
+
+class PartitionLog(Protocol):
+    """What a storage engine's log of one partition offers the Partition."""
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    def check_producer(self, header: BatchHeader) -> Decision: ...
+
+    def append(self, batch: memoryview, header: BatchHeader) -> int: ...
+
+    def read(self, offset: int, max_bytes: int, *, min_one: bool) -> Records | None:
+        """Raises OffsetOutOfRangeError outside [log start, log end]."""
+        ...
+
+    def has_zstd(self, records: Records) -> bool: ...
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None: ...
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None: ...
 
 
 class Partition:
-    __slots__ = ("topic", "index", "log", "_waiters", "log_append_time", "max_message_bytes")
+    __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
+                 "max_message_bytes")
 
-    def __init__(self, topic: str, index: int, log_: Log, *, log_append_time: bool,
-                 max_message_bytes: int) -> None:
+    def __init__(self, topic: str, index: int, log_: PartitionLog, config: TopicConfig) -> None:
         self.topic = topic
         self.index = index
         self.log = log_
+        self.config = config
         self._waiters: list[asyncio.Future[None]] = []
-        self.log_append_time = log_append_time
-        self.max_message_bytes = max_message_bytes
+        self.log_append_time = config.log_append_time
+        self.max_message_bytes = config.max_message_bytes
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -111,7 +128,7 @@ class Partition:
             append_time = int(time.time() * 1000)
             set_log_append_time(records, 0, append_time)
         base_offset = self.log.append(records, header)
-        self._wake_waiters()
+        self.wake_waiters()
         return AppendResult(ErrorCode.NONE, base_offset, append_time, self.log.log_start_offset)
 
     def _refuse(self, decision: Decision) -> AppendResult:
@@ -126,29 +143,18 @@ class Partition:
     # -- fetch --------------------------------------------------------------------------
 
     def fetch(self, offset: int, max_bytes: int, *, min_one: bool,
-              api_version: int) -> tuple[int, FileRegion | bytes]:
-        """The records as a pinned SegmentSlice (the sender releases it), or b""."""
+              api_version: int) -> tuple[int, Records]:
         try:
             records = self.log.read(offset, max_bytes, min_one=min_one)
         except OffsetOutOfRangeError:
             return ErrorCode.OFFSET_OUT_OF_RANGE, b""
         if records is None:
             return ErrorCode.NONE, b""
-        if api_version < ZSTD_MIN_FETCH_VERSION and self._has_zstd(records):
-            records.release()
+        if api_version < ZSTD_MIN_FETCH_VERSION and self.log.has_zstd(records):
+            if isinstance(records, FileRegion):
+                records.release()  # a pinned slice that will not be sent
             return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
         return ErrorCode.NONE, records
-
-    @staticmethod
-    def _has_zstd(records: SegmentSlice) -> bool:
-        """Only old fetchers pay for this look at the batch headers."""
-        position, end = 0, records.length
-        while position + BATCH_HEADER_SIZE <= end:
-            header = parse_header(records.read(position, BATCH_HEADER_SIZE))
-            if header.compression == Compression.ZSTD:
-                return True
-            position += header.size
-        return False
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         return self.log.offset_for_timestamp(timestamp)
@@ -165,7 +171,7 @@ class Partition:
         with contextlib.suppress(ValueError):
             self._waiters.remove(future)
 
-    def _wake_waiters(self) -> None:
+    def wake_waiters(self) -> None:
         if self._waiters:
             waiters, self._waiters = self._waiters, []
             for future in waiters:

@@ -2,7 +2,8 @@
 
 Ids are reserved on disk in blocks: the file holds the first id not yet reserved, and is
 advanced (and fsynced) before any id of a new block is handed out. A crash wastes the
-rest of a block, never reuses an id.
+rest of a block, never reuses an id. ``take`` never touches the disk; ``reserve_block``
+does (the storage engine runs it on its worker thread when ``take`` has nothing left).
 """
 
 from __future__ import annotations
@@ -31,7 +32,20 @@ class ProducerIdAllocator:
         except ValueError as exc:
             raise RuntimeError(f"{self._path} is corrupt; refusing to risk reusing producer ids") from exc
 
-    def _reserve_block(self) -> None:
+    @property
+    def exhausted(self) -> bool:
+        return self._next >= self._block_end
+
+    def take(self) -> int | None:
+        """The next reserved id, or None when the block is used up."""
+        if self._next >= self._block_end:
+            return None
+        producer_id = self._next
+        self._next += 1
+        return producer_id
+
+    def reserve_block(self) -> None:
+        """Reserve the next block durably (blocking: two fsyncs)."""
         end = self._block_end + BLOCK_SIZE
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w") as handle:
@@ -48,8 +62,9 @@ class ProducerIdAllocator:
         log.debug("reserved producer ids up to %d", end)
 
     def allocate(self) -> int:
-        if self._next >= self._block_end:
-            self._reserve_block()
-        producer_id = self._next
-        self._next += 1
+        """Blocking form of ``take`` + ``reserve_block`` (start-up and offline tools)."""
+        producer_id = self.take()
+        while producer_id is None:
+            self.reserve_block()
+            producer_id = self.take()
         return producer_id

@@ -27,48 +27,44 @@ from logserver.log.segment import DELETED_SUFFIX, LOG_SUFFIX
 from logserver.log.worker import StorageWorker
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.config import Config
+    from logserver.log.manager import LogManager
 
 log = logging.getLogger(__name__)
 
 
-async def run_retention(broker: Broker) -> None:
+async def run_retention(manager: LogManager, config: Config) -> None:
     """Apply retention and compaction periodically until cancelled."""
-    interval = broker.config["log.retention.check.interval.ms"] / 1000
+    interval = config["log.retention.check.interval.ms"] / 1000
+    hook = config["log.segment.delete.hook"]
     while True:
         await asyncio.sleep(interval)
         try:
-            deleted = await run_once(broker)
-            if deleted and broker.manager is not None:
-                await run_delete_hook(broker.config["log.segment.delete.hook"], deleted,
-                                      broker.manager.worker)
+            deleted = await run_once(manager, keep_for_hook=bool(hook))
+            if deleted:
+                await run_delete_hook(hook, deleted, manager.worker)
         except asyncio.CancelledError:
             raise
         except Exception:  # a failing cleanup must never stop the broker
             log.exception("log cleanup failed; retrying in %.0f s", interval)
 
 
-def cleanup_policies(broker: Broker) -> dict[str, CleanupPolicy]:
-    """Each topic's cleanup.policy and delete.retention.ms (topic override or broker default)."""
+def cleanup_policies(manager: LogManager) -> dict[str, CleanupPolicy]:
+    """Each topic's cleanup.policy and delete.retention.ms, from its resolved TopicConfig."""
     policies = {}
-    for topic in broker.topic_names():
-        configs = broker.topic_configs(topic) or {}
-        policy = configs.get("cleanup.policy", broker.config["log.cleanup.policy"])
-        tombstone_ms = int(configs.get("delete.retention.ms",
-                                       broker.config["log.cleaner.delete.retention.ms"]))
-        policies[topic] = CleanupPolicy(compact="compact" in policy, delete="delete" in policy,
-                                        delete_retention_ms=tombstone_ms)
+    for (topic, partition), log_ in manager.logs().items():
+        if partition == 0 or topic not in policies:
+            config = log_.config
+            policies[topic] = CleanupPolicy(compact=config.compact, delete=config.delete,
+                                            delete_retention_ms=config.delete_retention_ms)
     return policies
 
 
-async def run_once(broker: Broker, now_ms: int | None = None) -> list[Path]:
+async def run_once(manager: LogManager, now_ms: int | None = None, *,
+                   keep_for_hook: bool = False) -> list[Path]:
     """One pass over every partition, on the storage worker; returns deleted segment files."""
-    manager = broker.manager
-    if manager is None:
-        return []
     now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-    keep_for_hook = bool(broker.config["log.segment.delete.hook"])
-    return await manager.worker.run(manager.cleanup, cleanup_policies(broker), now,
+    return await manager.worker.run(manager.cleanup, cleanup_policies(manager), now,
                                     keep_deleted=keep_for_hook)
 
 

@@ -81,8 +81,8 @@ def test_offset_retention(tmp_path):
         coordinator = broker.groups
         clock = [10 * MINUTE]
         coordinator.now_ms = lambda: clock[0]
-        broker.create_topic("t", 2, {})
-        broker.create_topic("u", 1, {})
+        await broker.create_topic("t", 2, {})
+        await broker.create_topic("u", 1, {})
         t0 = clock[0]
         # a group used only for offsets: retention counts from each commit
         assert await commit(coordinator, "simple", {("t", 0): 5}, t0) == {("t", 0): 0}
@@ -129,20 +129,19 @@ def test_offsets_topic_is_rewritten_at_startup(tmp_path, monkeypatch):
         data = tmp_path / "data"
         broker = await open_broker(data, **{"offsets.topic.segment.bytes": 4096})
         coordinator = broker.groups
-        broker.create_topic("t", 2, {})
-        assert coordinator.ensure_offsets_topic() is None
+        await broker.create_topic("t", 2, {})
+        assert await coordinator.ensure_offsets_topic() is None
         for i in range(300):
             await commit(coordinator, "busy", {("t", 0): i, ("t", 1): 1000 + i}, i)
         await join_and_sync(coordinator, "members", ("t",))
-        log_ = broker.get_partition(OFFSETS_TOPIC, 0).log
+        log_ = broker.storage.manager.get_log(OFFSETS_TOPIC, 0)
         assert log_.log_start_offset == 0 and len(log_.segments) > 3
         records_before = sum(1 for _ in coordinator.store.iter_log(0))
         await broker.close()
 
         broker = await open_broker(data, **{"offsets.topic.segment.bytes": 4096})
         coordinator = broker.groups
-        log_ = broker.get_partition(OFFSETS_TOPIC, 0).log
-        assert log_.log_start_offset > 0
+        assert broker.storage.log_start_offset(OFFSETS_TOPIC, 0) > 0
         records_after = sum(1 for _ in coordinator.store.iter_log(0))
         assert records_after == 3 < records_before  # 2 offsets and 1 group
         assert fetched(coordinator, "busy") == {("t", 0): (299, 3, "md-299"),
@@ -200,16 +199,16 @@ def test_deleted_topics_take_their_offsets_along(tmp_path):
         data = tmp_path / "data"
         broker = await open_broker(data)
         coordinator = broker.groups
-        broker.create_topic("keep", 1, {})
-        broker.create_topic("drop", 1, {})
+        await broker.create_topic("keep", 1, {})
+        await broker.create_topic("drop", 1, {})
         await commit(coordinator, "g", {("keep", 0): 1, ("drop", 0): 2}, 0)
         await commit(coordinator, "only-drop", {("drop", 0): 3}, 0)
-        broker.delete_topic("drop")
+        await broker.delete_topic("drop")
         assert fetched(coordinator, "g") == {("keep", 0): (1, 3, "md-1")}
         assert "only-drop" not in coordinator.groups
         # even the internal topic: the live state is written to a new one
-        broker.delete_topic(OFFSETS_TOPIC)
-        assert broker.partition_count(OFFSETS_TOPIC) == 1
+        await broker.delete_topic(OFFSETS_TOPIC)
+        assert broker.storage.partition_count(OFFSETS_TOPIC) == 1
         await broker.close()
 
         broker = await open_broker(data)
@@ -230,7 +229,7 @@ def test_answers_while_loading(tmp_path):
         await broker.start()  # the replay task has not run yet
         coordinator = broker.groups
         assert coordinator.loading
-        assert coordinator.find_coordinator(0)[0] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert (await coordinator.find_coordinator(0))[0] == ErrorCode.COORDINATOR_NOT_AVAILABLE
         joined = coordinator.join_group(
             group_id="g", member_id="", group_instance_id=None, require_known_member_id=True,
             support_skip_assignment=False, client_id="c", client_host="",
@@ -248,7 +247,7 @@ def test_answers_while_loading(tmp_path):
         assert coordinator.list_groups([])[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         await asyncio.sleep(0.05)
         assert not coordinator.loading
-        assert coordinator.find_coordinator(0)[0] == ErrorCode.NONE
+        assert (await coordinator.find_coordinator(0))[0] == ErrorCode.NONE
         await broker.close()
 
     asyncio.run(scenario())

@@ -135,9 +135,10 @@ class GroupCoordinator:
             self._loop = asyncio.get_running_loop()
         return self._loop
 
-    def ensure_offsets_topic(self) -> int | None:
-        """Create ``__consumer_offsets`` if missing; an error code if it cannot be."""
-        return self.store.ensure_topic()
+    async def ensure_offsets_topic(self) -> int | None:
+        """Create ``__consumer_offsets`` if missing (on the storage worker); an error code
+        if it cannot be."""
+        return await self.store.ensure_topic()
 
     # -- the glue: requests, timers, appends ----------------------------------------------
 
@@ -209,8 +210,9 @@ class GroupCoordinator:
 
     # -- FindCoordinator ------------------------------------------------------------------
 
-    def find_coordinator(self, key_type: int) -> tuple[int, str | None]:
-        """(error, message) for one key; NONE means "this node"."""
+    async def find_coordinator(self, key_type: int) -> tuple[int, str | None]:
+        """(error, message) for one key; NONE means "this node". The first lookup waits
+        for ``__consumer_offsets`` to be created (on the storage worker)."""
         if key_type == TRANSACTION_KEY_TYPE:
             return (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     "transactions are not supported by this server")
@@ -218,11 +220,11 @@ class GroupCoordinator:
             return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running"
-        error = self.ensure_offsets_topic()
-        if error is not None:
-            return error, f"cannot create {OFFSETS_TOPIC}"
         if self.loading:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"loading {OFFSETS_TOPIC}"
+        error = await self.ensure_offsets_topic()
+        if error is not None:
+            return error, f"cannot create {OFFSETS_TOPIC}"
         return ErrorCode.NONE, None
 
     # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup --------------------------------------
@@ -361,14 +363,18 @@ class GroupCoordinator:
             log.exception("offset expiry failed")
         self.timers.arm(OFFSET_EXPIRY_TIMER, self.retention_check_ms)
 
-    def on_topic_deleted(self, topic: str) -> int:
+    async def on_topic_deleted(self, topic: str) -> int:
         """A deleted topic's committed offsets go too (Kafka's handleDeletedPartitions);
         if it was ``__consumer_offsets``, the live state is written to a new one."""
         if topic == OFFSETS_TOPIC:
             log.warning("%s was deleted; writing the live groups and offsets to a new one",
                         OFFSETS_TOPIC)
-            if self.ensure_offsets_topic() is None:
-                self.rewrite()
+            self.loading = True  # no group writes between the snapshot and its append
+            try:
+                if await self.ensure_offsets_topic() is None:
+                    await self.rewrite()
+            finally:
+                self.loading = False
             return 0
         removed, decisions = self.offsets.on_topic_deleted(self.now_ms(), topic)
         self._execute(decisions)
@@ -396,7 +402,7 @@ class GroupCoordinator:
                  len(self.groups), offsets, total, OFFSETS_TOPIC, time.monotonic() - started)
         if self.store.should_rewrite(total, self.live_records()):
             try:
-                self.rewrite()
+                await self.rewrite()
             except Exception:  # the old segments are still there: nothing is lost
                 log.exception("rewriting %s failed", OFFSETS_TOPIC)
         self.loading = False
@@ -405,7 +411,7 @@ class GroupCoordinator:
     def live_records(self) -> int:
         return loading.live_records(self.groups.values())
 
-    def rewrite(self) -> int:
+    async def rewrite(self) -> int:
         """Compact ``__consumer_offsets`` to its live records (see store.py); at start-up."""
-        return loading.rewrite(self.store, self.groups.values())
+        return await loading.rewrite(self.store, self.groups.values())
 

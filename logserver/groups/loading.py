@@ -132,12 +132,12 @@ def snapshot(groups: Iterable[Group], partition_for: Callable[[str], int]
     return out
 
 
-def rewrite(store: OffsetsStore, groups: Iterable[Group]) -> int:
-    """Compact ``__consumer_offsets`` to the live records of ``groups``; segments dropped."""
+async def rewrite(store: OffsetsStore, groups: Iterable[Group]) -> int:
+    """Compact ``__consumer_offsets`` to the live records of ``groups``; records dropped."""
     live = snapshot(groups, store.partition_for)
     count = sum(len(entries) for entries in live.values())
     started = time.monotonic()
-    dropped = store.rewrite(live)
-    log.info("rewrote %s to its %d live records: %d segments dropped in %.3f s",
+    dropped = await store.rewrite(live)
+    log.info("rewrote %s to its %d live records: %d records dropped in %.3f s",
              OFFSETS_TOPIC, count, dropped, time.monotonic() - started)
     return dropped

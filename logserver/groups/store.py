@@ -1,7 +1,8 @@
 """Committed offsets and group metadata kept in the log itself: ``__consumer_offsets``.
 
-Writes go through the broker's normal append path (``Broker.produce``), so they get the
-same validation, segment rolling and durability setting as any produce: with
+Reads and writes go through the storage engine (``logserver.storage.Storage``): appends
+take the normal append path, so they get the same validation, segment rolling and
+durability setting as any produce: with
 ``log.flush.interval.messages=1`` an OffsetCommit is answered only after the fsync that
 covers its record. Start-up replays the topic from its log start (last value per key
 wins, a null value deletes), which restores offsets after a clean stop and after
@@ -13,6 +14,7 @@ when most of its records are dead (superseded or deleted): right after the repla
 live state is appended as a snapshot in a new segment, fsynced, and the segments before
 it are dropped, all before the coordinator serves anything. Replaying a half-done
 rewrite gives the same state, because the snapshot only repeats values already live.
+The topic's creation, the fsync and the drop run on the storage worker thread.
 """
 
 from __future__ import annotations
@@ -20,17 +22,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from kafkaproto import ErrorCode
 from kafkaproto.batch import CONTROL_MASK, iter_batches
 from kafkaproto.records import RecordTuple, build_batch, decode_batch
-
-if TYPE_CHECKING:
-    from logserver.broker import Broker
-    from logserver.log.log import Log
+from logserver.storage.api import AppendResult, Storage, TopicExistsError
 
 log = logging.getLogger(__name__)
 
@@ -74,39 +73,53 @@ class LogEntry:
     value: bytes | None
 
 
+class HasStorage(Protocol):
+    """What the store needs from the broker: its storage engine and settings."""
+
+    storage: Storage
+    config: Any
+
+
 class OffsetsStore:
     """Appends to, replays and rewrites the internal topic."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, broker: HasStorage) -> None:
+        self._storage = broker.storage
         config = broker.config
         self._configured_partitions: int = config["offsets.topic.num.partitions"]
         self._segment_bytes: int = config["offsets.topic.segment.bytes"]
+        self._creating: asyncio.Task[bytes] | None = None
 
     # -- topic ----------------------------------------------------------------------------
 
     @property
     def partitions(self) -> int:
-        count = self.broker.partition_count(OFFSETS_TOPIC)
+        count = self._storage.partition_count(OFFSETS_TOPIC)
         return count if count is not None else self._configured_partitions
 
     def exists(self) -> bool:
-        return self.broker.partition_count(OFFSETS_TOPIC) is not None
+        return self._storage.partition_count(OFFSETS_TOPIC) is not None
 
-    def ensure_topic(self) -> int | None:
+    async def ensure_topic(self) -> int | None:
         """Create the internal topic (as Kafka does on the first FindCoordinator).
 
-        Returns an error code if it cannot be created, else None.
+        Concurrent callers share one creation. Returns an error code if it cannot be
+        created, else None.
         """
         if self.exists():
             return None
-        configs = {"cleanup.policy": "compact", "segment.bytes": str(self._segment_bytes)}
+        if self._creating is None or self._creating.done():
+            configs = {"cleanup.policy": "compact", "segment.bytes": str(self._segment_bytes)}
+            self._creating = asyncio.get_running_loop().create_task(
+                self._storage.create_topic(OFFSETS_TOPIC, self._configured_partitions, configs))
         try:
-            self.broker.create_topic(OFFSETS_TOPIC, self._configured_partitions, configs)
+            await asyncio.shield(self._creating)
+        except TopicExistsError:
+            pass  # created by someone else meanwhile (or being deleted: retried by clients)
         except Exception as exc:  # disk full, permissions: clients retry FindCoordinator
             log.error("cannot create %s: %s", OFFSETS_TOPIC, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return None
+        return None if self.exists() else ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     def partition_for(self, group_id: str) -> int:
         """Kafka's Utils.abs(groupId.hashCode) % partitions: same layout as a Kafka cluster."""
@@ -114,20 +127,38 @@ class OffsetsStore:
 
     # -- append ---------------------------------------------------------------------------
 
-    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+    def append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]],
                now_ms: int | None = None) -> AppendOutcome:
-        """Append one batch to the group's partition; mapped like Kafka's coordinator."""
-        error = self.ensure_topic()
-        if error is not None:
-            return AppendOutcome(error)
+        """Append one batch to the group's partition; mapped like Kafka's coordinator.
+
+        If the topic does not exist yet, it is created first (on the storage worker) and
+        ``wait`` covers the creation and the append; ``base_offset`` is set by then.
+        """
         timestamp = int(time.time() * 1000) if now_ms is None else now_ms
-        return self._append_batch(self.partition_for(group_id),
-                                  [(key, value, (), timestamp) for key, value in records])
+        batch: list[RecordTuple] = [(key, value, (), timestamp) for key, value in records]
+        partition = self.partition_for(group_id)
+        if self.exists():
+            return self._append_batch(partition, batch)
+        outcome = AppendOutcome(ErrorCode.NONE)
+        outcome.wait = asyncio.ensure_future(self._create_then_append(outcome, partition, batch))
+        return outcome
+
+    async def _create_then_append(self, outcome: AppendOutcome, partition: int,
+                                  records: list[RecordTuple]) -> None:
+        error = await self.ensure_topic()
+        if error is not None:
+            raise OSError(f"{OFFSETS_TOPIC} cannot be created")
+        appended = self._append_batch(partition, records)
+        if appended.error != ErrorCode.NONE:
+            raise OSError(f"append to {OFFSETS_TOPIC} failed: {ErrorCode(appended.error).name}")
+        outcome.base_offset = appended.base_offset
+        if appended.wait is not None:
+            await appended.wait
 
     def _append_batch(self, partition: int, records: list[RecordTuple]) -> AppendOutcome:
         batch = bytearray(build_batch(records))
-        result = self.broker.produce(OFFSETS_TOPIC, partition, memoryview(batch),
-                                     _APPEND_API_VERSION, internal=True)
+        result: AppendResult = self._storage.append(OFFSETS_TOPIC, partition, memoryview(batch),
+                                                    _APPEND_API_VERSION)
         if result.error != ErrorCode.NONE:
             log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition,
                         result.message or ErrorCode(result.error).name)
@@ -140,17 +171,14 @@ class OffsetsStore:
 
     def iter_log(self, partition: int) -> Iterator[LogEntry]:
         """Every record of one partition from its log start, in offset order."""
-        part = self.broker.get_partition(OFFSETS_TOPIC, partition)
-        if part is None:
+        storage = self._storage
+        offset = storage.log_start_offset(OFFSETS_TOPIC, partition)
+        if offset is None:
             return
-        log_ = part.log
-        offset = log_.log_start_offset
-        while offset < log_.log_end_offset:
-            region = log_.read(offset, _READ_CHUNK)
-            if region is None:
+        while offset < (storage.high_watermark(OFFSETS_TOPIC, partition) or 0):
+            data = storage.read_bytes(OFFSETS_TOPIC, partition, offset, _READ_CHUNK)
+            if data is None:
                 return
-            with region:
-                data = region.read()
             next_offset = offset
             for pos, header in iter_batches(data):
                 next_offset = header.next_offset
@@ -172,30 +200,43 @@ class OffsetsStore:
         dead = total_records - live_records
         return dead >= REWRITE_MIN_DEAD_RECORDS and dead >= live_records
 
-    def rewrite(self, snapshot: dict[int, list[tuple[bytes, bytes, int]]]) -> int:
+    async def rewrite(self, snapshot: dict[int, list[tuple[bytes, bytes, int]]]) -> int:
         """Replace each partition's log by ``snapshot[p]`` (key, value, timestamp) records.
 
-        Synchronous on purpose (it runs once, at start-up, before any group request is
-        served): nothing can append between the snapshot and the drop of the old
-        segments. Returns the number of segments dropped.
+        The caller keeps group requests out meanwhile (the coordinator is "loading"), so
+        nothing is appended between the snapshot and the drop of the old segments.
+        Batches are built and the segments dropped off the event loop. Returns the
+        number of records the partitions' log start offsets moved past.
         """
-        starts: list[tuple[Log, int]] = []
+        storage = self._storage
+        loop = asyncio.get_running_loop()
+        starts: list[tuple[int, int]] = []
         for partition in range(self.partitions):
-            part = self.broker.get_partition(OFFSETS_TOPIC, partition)
-            if part is None:
-                continue
-            part.log.roll()
-            start = part.log.log_end_offset
-            for batch in _chunks(snapshot.get(partition, [])):
-                outcome = self._append_batch(partition, [(k, v, (), ts) for k, v, ts in batch])
-                if outcome.error != ErrorCode.NONE:
+            if storage.partition_count(OFFSETS_TOPIC) is None:
+                break
+            start = storage.roll(OFFSETS_TOPIC, partition)
+            batches = await loop.run_in_executor(None, _build_batches, snapshot.get(partition, []))
+            for batch in batches:
+                result = storage.append(OFFSETS_TOPIC, partition, memoryview(batch),
+                                        _APPEND_API_VERSION)
+                if result.error != ErrorCode.NONE:
                     log.error("%s-%d: rewrite failed (%s); keeping the old segments",
-                              OFFSETS_TOPIC, partition, ErrorCode(outcome.error).name)
+                              OFFSETS_TOPIC, partition, ErrorCode(result.error).name)
                     return 0
-            starts.append((part.log, start))
-        for log_, _ in starts:
-            log_.flush()  # the snapshot is durable before anything it replaces goes
-        return sum(_drop_segments_below(log_, start) for log_, start in starts)
+            starts.append((partition, start))
+        dropped = 0
+        for partition, _ in starts:
+            await storage.flush(OFFSETS_TOPIC, partition)  # the snapshot is durable first
+        for partition, start in starts:
+            before = storage.log_start_offset(OFFSETS_TOPIC, partition) or 0
+            after = await storage.delete_records_below(OFFSETS_TOPIC, partition, start)
+            dropped += after - before
+        return dropped
+
+
+def _build_batches(records: list[tuple[bytes, bytes, int]]) -> list[bytearray]:
+    return [bytearray(build_batch([(k, v, (), ts) for k, v, ts in chunk]))
+            for chunk in _chunks(records)]
 
 
 def _chunks(records: list[tuple[bytes, bytes, int]]) -> Iterator[list[tuple[bytes, bytes, int]]]:
@@ -209,11 +250,6 @@ def _chunks(records: list[tuple[bytes, bytes, int]]) -> Iterator[list[tuple[byte
             batch, size = [], 0
     if batch:
         yield batch
-
-
-def _drop_segments_below(log_: Log, offset: int) -> int:
-    """Delete the whole segments that lie below ``offset`` (a segment boundary)."""
-    return log_.delete_segments_below(offset)
 
 
 def _coordinator_error(error: int) -> int:

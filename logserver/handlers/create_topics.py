@@ -1,31 +1,39 @@
-"""CreateTopics: one node, so replication factor 1 and assignments only to this node."""
+"""CreateTopics: one node, so replication factor 1 and assignments only to this node.
+
+The creation itself runs on the storage worker; the answer comes when the topic exists
+completely (or the creation failed and left nothing behind).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections import Counter
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import CreateTopicsRequest, CreateTopicsResponse
-from logserver.topic_config import effective_topic_configs, validate_topic_configs
+from logserver.broker import PolicyViolationError
+from logserver.storage.api import InvalidConfigError, InvalidTopicError, TopicExistsError
+from logserver.topic_config import TopicConfig, describe, validate_overrides
 from logserver.topic_names import topic_name_error
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
 
+log = logging.getLogger(__name__)
+
 Result = CreateTopicsResponse.CreatableTopicResult
 MAX_PARTITIONS_PER_TOPIC = 100_000
 
 
-def handle(broker: Broker, header: RequestHeader, request: CreateTopicsRequest) -> CreateTopicsResponse:
+async def handle(broker: Broker, header: RequestHeader, request: CreateTopicsRequest) -> CreateTopicsResponse:
     seen = Counter(topic.name for topic in request.topics)
-    results = []
-    for topic in request.topics:
-        if seen[topic.name] > 1:
-            results.append(_error(topic.name, ErrorCode.INVALID_REQUEST, "topic named more than once"))
-            continue
-        results.append(_create(broker, topic, request.validate_only))
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    results = await asyncio.gather(*(
+        _create(broker, topic, request.validate_only) if seen[topic.name] == 1
+        else _refused(topic.name, ErrorCode.INVALID_REQUEST, "topic named more than once")
+        for topic in request.topics))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=list(results))
 
 
 def _error(name: str, code: int, message: str) -> Result:
@@ -33,12 +41,16 @@ def _error(name: str, code: int, message: str) -> Result:
                   replication_factor=-1, configs=None)
 
 
-def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, validate_only: bool) -> Result:
+async def _refused(name: str, code: int, message: str) -> Result:
+    return _error(name, code, message)
+
+
+async def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, validate_only: bool) -> Result:
     name = topic.name
     invalid = topic_name_error(name)
     if invalid is not None:
         return _error(name, ErrorCode.INVALID_TOPIC_EXCEPTION, invalid)
-    if broker.partition_count(name) is not None:
+    if broker.storage.partition_count(name) is not None:
         return _error(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
@@ -56,22 +68,37 @@ def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, validate_
     if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
         return _error(name, ErrorCode.INVALID_PARTITIONS,
                       f"number of partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}")
-    configs = {config.name: config.value for config in topic.configs}
-    problem = validate_topic_configs(configs)
-    if problem is not None:
-        return _error(name, ErrorCode.INVALID_CONFIG, problem)
+    try:
+        overrides = validate_overrides({config.name: config.value for config in topic.configs})
+    except InvalidConfigError as exc:
+        return _error(name, ErrorCode.INVALID_CONFIG, str(exc))
     limit = broker.topic_limit_error(partitions)  # max.topics / max.partitions
     if limit is not None:
         return _error(name, ErrorCode.POLICY_VIOLATION, limit)
+    topic_id = bytes(16)
     if not validate_only:
-        broker.create_topic(name, partitions, configs)  # type: ignore[arg-type]
-    topic_id = broker.topic_id(name) if not validate_only else bytes(16)
+        try:
+            topic_id = await broker.create_topic(name, partitions, overrides)
+        except TopicExistsError as exc:  # lost a race with a concurrent creation
+            return _error(name, ErrorCode.TOPIC_ALREADY_EXISTS, str(exc))
+        except PolicyViolationError as exc:
+            return _error(name, ErrorCode.POLICY_VIOLATION, str(exc))
+        except InvalidTopicError as exc:
+            return _error(name, ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc))
+        except InvalidConfigError as exc:
+            return _error(name, ErrorCode.INVALID_CONFIG, str(exc))
+        except OSError as exc:
+            log.error("creating topic %s failed: %s", name, exc)
+            return _error(name, ErrorCode.KAFKA_STORAGE_ERROR, f"creating the topic failed: {exc}")
+    config = broker.storage.topic_config(name) if not validate_only else None
+    if config is None:
+        config = TopicConfig.from_settings(broker.config, overrides)
     return Result(
         name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
         num_partitions=partitions, replication_factor=1,
         configs=[
             CreateTopicsResponse.CreatableTopicConfigs(
                 name=key, value=value, read_only=False, config_source=source, is_sensitive=False)
-            for key, value, source in effective_topic_configs(configs, broker.config)  # type: ignore[arg-type]
+            for key, value, source, _ in describe(config, overrides, broker.config, broker.config.sources)
         ],
     )

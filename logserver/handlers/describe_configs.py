@@ -11,8 +11,7 @@ from logserver.topic_config import (
     DEFAULT_CONFIG,
     STATIC_BROKER_CONFIG,
     STRING,
-    TOPIC_SETTINGS,
-    effective_topic_configs,
+    describe,
     format_setting,
 )
 
@@ -48,14 +47,16 @@ def _entry(name: str, value: str | None, source: int, config_type: int) -> Entry
 
 
 def _topic(broker: Broker, name: str, keys: set[str] | None) -> Result:
-    overrides = broker.topic_configs(name)
-    if overrides is None:
+    config = broker.storage.topic_config(name)
+    overrides = broker.storage.topic_overrides(name)
+    if config is None or overrides is None:
         return Result(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                       error_message=f"topic {name!r} does not exist", resource_type=TOPIC,
                       resource_name=name, configs=[])
     entries = [
-        _entry(key, value, source, TOPIC_SETTINGS[key].type)
-        for key, value, source in effective_topic_configs(overrides, broker.config)
+        _entry(key, value, source, config_type)
+        for key, value, source, config_type in describe(config, overrides, broker.config,
+                                                        broker.config.sources)
         if keys is None or key in keys
     ]
     return Result(error_code=ErrorCode.NONE, error_message=None, resource_type=TOPIC,

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, FileRegion, RequestHeader
 from kafkaproto.messages import FetchRequest, FetchResponse
+from logserver.storage.api import Storage
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
-    from logserver.partition import Partition
 
 PartitionData = FetchResponse.PartitionData
 
@@ -24,28 +24,20 @@ def handle(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
         FetchResponse | Awaitable[FetchResponse]):
     if request.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
-    response, size, partitions = _build(broker, request, header.api_version)
+    storage = broker.storage
+    response, size, partitions = _build(storage, request, header.api_version)
     if size >= request.min_bytes or request.max_wait_ms <= 0 or not partitions:
         return response
-    return _long_poll(broker, request, header.api_version, partitions)
+    return _long_poll(storage, request, header.api_version, partitions)
 
 
-async def _long_poll(broker: Broker, request: FetchRequest, version: int,
-                     partitions: list[Partition]) -> FetchResponse:
+async def _long_poll(storage: Storage, request: FetchRequest, version: int,
+                     partitions: list[tuple[str, int]]) -> FetchResponse:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait_ms / 1000
     while True:
-        woken: asyncio.Future[None] = loop.create_future()
-        for partition in partitions:
-            partition.add_waiter(woken)
-        timer = loop.call_later(max(0.0, deadline - loop.time()), _wake, woken)
-        try:
-            await woken
-        finally:
-            timer.cancel()
-            for partition in partitions:
-                partition.remove_waiter(woken)
-        response, size, partitions = _build(broker, request, version)
+        await storage.wait_for_append(partitions, deadline - loop.time())
+        response, size, partitions = _build(storage, request, version)
         if size >= request.min_bytes or loop.time() >= deadline or not partitions:
             return response
         _release_records(response)  # not enough yet: its slices must not pin segments
@@ -59,43 +51,35 @@ def _release_records(response: FetchResponse) -> None:
                 partition.records.release()
 
 
-def _wake(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-def _build(broker: Broker, request: FetchRequest, version: int) -> (
-        tuple[FetchResponse, int, list[Partition]]):
+def _build(storage: Storage, request: FetchRequest, version: int) -> (
+        tuple[FetchResponse, int, list[tuple[str, int]]]):
     """The response as of now, its record bytes, and the partitions worth waiting on."""
     budget = request.max_bytes if version >= 3 else 2**31 - 1
     total = 0
-    waitable: list[Partition] = []
+    waitable: list[tuple[str, int]] = []
     topics = []
     for topic in request.topics:
         results = []
         for wanted in topic.partitions:
-            partition = broker.get_partition(topic.topic, wanted.partition)
-            if partition is None:
-                results.append(PartitionData(
-                    partition_index=wanted.partition, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                    aborted_transactions=[], records=b""))
-                continue
             # KIP-74: a partition's first batch comes whole even above the limits, while
             # the response's total budget lasts, so an oversized batch never stalls.
             limit = max(0, min(wanted.partition_max_bytes, budget - total))
-            error, records = partition.fetch(wanted.fetch_offset, limit, min_one=total < budget,
-                                             api_version=version)
-            if error == ErrorCode.NONE:
-                waitable.append(partition)
-            if isinstance(records, FileRegion):
-                total += records.length
-            high_watermark = partition.high_watermark
+            read = storage.read(topic.topic, wanted.partition, wanted.fetch_offset, limit,
+                                min_one=total < budget, fetch_version=version)
+            if read.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                results.append(PartitionData(
+                    partition_index=wanted.partition, error_code=read.error,
+                    high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                    aborted_transactions=[], records=b""))
+                continue
+            if read.error == ErrorCode.NONE:
+                waitable.append((topic.topic, wanted.partition))
+            total += read.size
             results.append(PartitionData(
-                partition_index=wanted.partition, error_code=error,
-                high_watermark=high_watermark, last_stable_offset=high_watermark,
-                log_start_offset=partition.log_start_offset, aborted_transactions=[],
-                preferred_read_replica=-1, records=records))
+                partition_index=wanted.partition, error_code=read.error,
+                high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
+                log_start_offset=read.log_start_offset, aborted_transactions=[],
+                preferred_read_replica=-1, records=read.records))
         topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, partitions=results))
     response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
     return response, total, waitable

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
-def handle(broker: Broker, header: RequestHeader,
+async def handle(broker: Broker, header: RequestHeader,
            request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     version = header.api_version
     key_type = request.key_type if version >= 1 else 0
@@ -27,13 +27,13 @@ def handle(broker: Broker, header: RequestHeader,
     if version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, message = broker.groups.find_coordinator(key_type)
+            error, message = await broker.groups.find_coordinator(key_type)
             ok = error == ErrorCode.NONE
             coordinators.append(Coordinator(
                 key=key, node_id=node if ok else -1, host=host if ok else "",
                 port=port if ok else -1, error_code=error, error_message=message))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
-    error, message = broker.groups.find_coordinator(key_type)
+    error, message = await broker.groups.find_coordinator(key_type)
     ok = error == ErrorCode.NONE
     return FindCoordinatorResponse(
         throttle_time_ms=0, error_code=error, error_message=message,

@@ -6,6 +6,7 @@ bumped, which resets its sequences; everyone else gets a fresh id at epoch 0.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 MAX_EPOCH = 32767
 
 
-def handle(broker: Broker, header: RequestHeader, request: InitProducerIdRequest) -> InitProducerIdResponse:
+def handle(broker: Broker, header: RequestHeader, request: InitProducerIdRequest) -> (
+        InitProducerIdResponse | Awaitable[InitProducerIdResponse]):
     if request.transactional_id is not None:
         return InitProducerIdResponse(
             throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -26,5 +28,10 @@ def handle(broker: Broker, header: RequestHeader, request: InitProducerIdRequest
     if header.api_version >= 3 and producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                       producer_id=producer_id, producer_epoch=epoch + 1)
+    return _new_producer(broker)
+
+
+async def _new_producer(broker: Broker) -> InitProducerIdResponse:
+    producer_id = await broker.storage.allocate_producer_id()  # may reserve a block on disk
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                  producer_id=broker.producer_ids.allocate(), producer_epoch=0)
+                                  producer_id=producer_id, producer_epoch=0)

@@ -6,43 +6,35 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import ListOffsetsRequest, ListOffsetsResponse
+from logserver.partition import LEADER_EPOCH
+from logserver.storage.api import EARLIEST, LATEST, MAX_TIMESTAMP
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
 
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
+__all__ = ["EARLIEST", "LATEST", "MAX_TIMESTAMP", "handle"]
+
+MAX_TIMESTAMP_MIN_VERSION = 7
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
 def handle(broker: Broker, header: RequestHeader, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    storage = broker.storage
     topics = []
     for topic in request.topics:
         results = []
         for wanted in topic.partitions:
-            partition = broker.get_partition(topic.name, wanted.partition_index)
-            if partition is None:
+            timestamp = wanted.timestamp
+            if timestamp == MAX_TIMESTAMP and header.api_version < MAX_TIMESTAMP_MIN_VERSION:
+                timestamp = -4  # not a special value before v7: refused like any negative
+            listed = storage.list_offset(topic.name, wanted.partition_index, timestamp)
+            if listed.error != ErrorCode.NONE:
                 results.append(PartitionResponse(
-                    partition_index=wanted.partition_index,
-                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, timestamp=-1, offset=-1))
-                continue
-            if wanted.timestamp == LATEST:
-                found: tuple[int, int] | None = (partition.high_watermark, -1)
-            elif wanted.timestamp == EARLIEST:
-                found = (partition.log_start_offset, -1)
-            elif wanted.timestamp == MAX_TIMESTAMP and header.api_version >= 7:
-                found = partition.max_timestamp_offset()
-            elif wanted.timestamp < 0:
-                results.append(PartitionResponse(
-                    partition_index=wanted.partition_index, error_code=ErrorCode.INVALID_REQUEST,
+                    partition_index=wanted.partition_index, error_code=listed.error,
                     timestamp=-1, offset=-1))
                 continue
-            else:
-                found = partition.offset_for_timestamp(wanted.timestamp)
-            offset, timestamp = found if found is not None else (-1, -1)
             results.append(PartitionResponse(
                 partition_index=wanted.partition_index, error_code=ErrorCode.NONE,
-                timestamp=timestamp, offset=offset, leader_epoch=partition.leader_epoch))
+                timestamp=listed.timestamp, offset=listed.offset, leader_epoch=LEADER_EPOCH))
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=results))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

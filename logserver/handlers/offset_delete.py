@@ -27,7 +27,7 @@ def handle(broker: Broker, header: RequestHeader, request: OffsetDeleteRequest) 
     errors: dict[TopicPartition, int] = {}
     known: list[TopicPartition] = []
     for topic in request.topics:
-        count = broker.partition_count(topic.name)
+        count = broker.storage.partition_count(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             if count is None or not 0 <= p.partition_index < count:

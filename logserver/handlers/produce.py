@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import ProduceRequest, ProduceResponse
+from logserver.groups import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -36,7 +37,14 @@ def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
             if error:
                 partitions.append(PartitionResponse(index=data.index, error_code=error, base_offset=-1))
                 continue
-            result = broker.produce(topic.name, data.index, data.records, header.api_version)
+            if topic.name in INTERNAL_TOPICS:  # only the group coordinator writes there
+                partitions.append(PartitionResponse(
+                    index=data.index, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, base_offset=-1,
+                    log_append_time_ms=-1, log_start_offset=-1, error_message=f"cannot append to internal topic {topic.name}"))
+                continue
+            # The decoder hands records over as a writable view of the request frame.
+            records = cast("memoryview | None", data.records)
+            result = broker.storage.append(topic.name, data.index, records, header.api_version)
             partitions.append(PartitionResponse(
                 index=data.index, error_code=result.error, base_offset=result.base_offset,
                 log_append_time_ms=result.log_append_time, log_start_offset=result.log_start_offset,

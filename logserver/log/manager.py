@@ -113,8 +113,10 @@ class TopicInfo:
 class LogManager:
     """Owns every partition Log under one data directory.
 
-    All methods run on the event-loop thread except ``flush``,
-    ``checkpoint_recovery_points`` and ``cleanup``, which run on worker threads.
+    All methods run on the event-loop thread except ``create_topic``,
+    ``create_partitions``, ``delete_topic``, ``flush``, ``checkpoint_recovery_points`` and
+    ``cleanup``, which run on worker threads; a topic's state changes under the lock in one
+    step, after its files are complete.
     """
 
     def __init__(
@@ -125,6 +127,7 @@ class LogManager:
         self.config = LogConfig.from_settings(config)
         self._lock = threading.Lock()  # guards _topics/_logs against the flush thread
         self._checkpoint_lock = threading.Lock()
+        self._topics_lock = threading.Lock()  # one topic creation/deletion at a time
         self._lock_fd = self._acquire_dir_lock()
         self.allow_data_loss = bool(_setting(config, "log.recovery.allow.data.loss"))
         self.recovery_actions: list[str] = []  # what start-up recovery did, one line each
@@ -226,7 +229,7 @@ class LogManager:
             )
         return topics
 
-    def _write_topics(self) -> None:
+    def _write_topics(self, topics: Mapping[str, TopicInfo]) -> None:
         doc = {
             "version": _TOPICS_VERSION,
             "topics": {
@@ -235,7 +238,7 @@ class LogManager:
                     "partitions": info.partitions,
                     "configs": dict(info.configs),
                 }
-                for info in self._topics.values()
+                for info in topics.values()
             },
         }
         atomic_write(
@@ -276,54 +279,59 @@ class LogManager:
     def create_topic(
         self, name: str, partitions: int, configs: Mapping[str, str] | None = None
     ) -> TopicInfo:
-        """Persist the topic, then create its partition logs."""
+        """Create the partition logs, then persist the topic; all or nothing.
+
+        Safe on a worker thread: the topic appears in ``topics()``/``get_log`` (under the
+        lock, in one step) only after its logs exist and the metadata file records it. A
+        failure removes whatever was created.
+        """
         validate_topic_name(name)
         if partitions < 1:
             raise InvalidTopicError(f"partition count must be >= 1, got {partitions}")
-        if name in self._topics:
-            raise TopicExistsError(f"topic {name!r} already exists")
         configs = {k: str(v) for k, v in (configs or {}).items() if v is not None}
-        self.config.with_overrides(configs)  # raises ValueError on bad values, before persisting
-        info = TopicInfo(name, uuid.uuid4().bytes, partitions, configs)
-        with self._lock:
-            self._topics[name] = info
-        try:
-            self._write_topics()
-        except BaseException:
-            with self._lock:
-                del self._topics[name]
-            raise
-        self._open_partitions(info, range(partitions))
+        self.config.with_overrides(configs)  # raises ValueError on bad values, before any file
+        with self._topics_lock:
+            if name in self._topics:
+                raise TopicExistsError(f"topic {name!r} already exists")
+            info = TopicInfo(name, uuid.uuid4().bytes, partitions, configs)
+            self._add_partitions(info, range(partitions))
         logger.info("created topic %s with %d partitions", name, partitions)
         return info
 
     def create_partitions(self, name: str, total: int) -> TopicInfo:
         """Grow a topic to ``total`` partitions (CreatePartitions); never shrinks."""
-        info = self._topics.get(name)
-        if info is None:
-            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
-        if total <= info.partitions:
-            raise InvalidTopicError(
-                f"topic {name!r} has {info.partitions} partitions; {total} is not more"
-            )
-        new = TopicInfo(name, info.topic_id, total, info.configs)
-        with self._lock:
-            self._topics[name] = new
-        self._write_topics()
-        self._open_partitions(new, range(info.partitions, total))
+        with self._topics_lock:
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            if total <= info.partitions:
+                raise InvalidTopicError(
+                    f"topic {name!r} has {info.partitions} partitions; {total} is not more"
+                )
+            new = TopicInfo(name, info.topic_id, total, info.configs)
+            self._add_partitions(new, range(info.partitions, total))
         return new
 
-    def _open_partitions(self, info: TopicInfo, partitions: range) -> None:
-        for p in partitions:
-            directory = self.data_dir / f"{info.name}-{p}"
-            if directory.exists():
-                # Left behind by a delete that crashed before renaming it away.
-                logger.warning("%s: removing stale directory %s", self.data_dir, directory.name)
-                shutil.rmtree(directory)
-            log = self._open_log(info, p, 0, new=True)
-            with self._lock:
-                self._logs[(info.name, p)] = log
-        fsync_dir(self.data_dir)
+    def _add_partitions(self, info: TopicInfo, partitions: range) -> None:
+        logs: dict[tuple[str, int], Log] = {}
+        try:
+            for p in partitions:
+                directory = self.data_dir / f"{info.name}-{p}"
+                if directory.exists():
+                    # Left behind by a delete or a creation that crashed half-way.
+                    logger.warning("%s: removing stale directory %s", self.data_dir, directory.name)
+                    shutil.rmtree(directory)
+                logs[(info.name, p)] = self._open_log(info, p, 0, new=True)
+            fsync_dir(self.data_dir)
+            self._write_topics({**self._topics, info.name: info})
+        except BaseException:
+            for log in logs.values():
+                log.close(flush=False)
+                shutil.rmtree(log.directory, ignore_errors=True)
+            raise
+        with self._lock:
+            self._topics[info.name] = info
+            self._logs.update(logs)
 
     def delete_topic(self, name: str) -> None:
         """Forget the topic (persisted first), then delete its partitions.
@@ -332,15 +340,18 @@ class LogManager:
         topic of the same name can be created right away, and removed after
         ``file.delete.delay.ms``; fetches still sending from it keep their bytes.
         """
-        info = self._topics.get(name)
-        if info is None:
-            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
-        with self._lock:
-            del self._topics[name]
-            logs = [
-                self._logs.pop((name, p)) for p in range(info.partitions) if (name, p) in self._logs
-            ]
-        self._write_topics()
+        with self._topics_lock:
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            self._write_topics({n: t for n, t in self._topics.items() if n != name})
+            with self._lock:
+                del self._topics[name]
+                logs = [
+                    self._logs.pop((name, p))
+                    for p in range(info.partitions)
+                    if (name, p) in self._logs
+                ]
         for log in logs:
             log.delete()
         fsync_dir(self.data_dir)

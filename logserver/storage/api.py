@@ -1,0 +1,177 @@
+"""The boundary between request handlers / group coordinator and a storage engine.
+
+Handlers and the coordinator see topics and partitions only through ``Storage``; an
+engine (the segment log in ``segment_log``, the in-memory one in ``memory``) implements
+it. Reads of topic state and the hot path (append, read, list offsets) are plain calls
+on the event-loop thread; anything that touches the disk in bulk (creating or deleting a
+topic, adding partitions, flushing, deleting records, reserving producer ids) is a
+coroutine whose slow part runs on the storage worker thread. A topic becomes visible to
+every method only once it exists completely, and a failed creation leaves nothing.
+
+Errors: topic-level operations raise the exceptions below; per-partition operations
+return Kafka error codes (no exception on the hot path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from kafkaproto import FileRegion
+from logserver.log.errors import InvalidTopicError, TopicExistsError, UnknownTopicOrPartitionError
+from logserver.topic_config import InvalidConfigError, TopicConfig
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "MAX_TIMESTAMP",
+    "AppendResult",
+    "InvalidConfigError",
+    "InvalidTopicError",
+    "ListedOffset",
+    "ReadResult",
+    "Records",
+    "Storage",
+    "TopicExistsError",
+    "UnknownTopicOrPartitionError",
+]
+
+# ListOffsets timestamps with a special meaning (Kafka's ListOffsetsRequest constants).
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+
+# What a read hands to the network layer: a file slice to sendfile, or bytes.
+Records = FileRegion | bytes
+
+
+@dataclass(slots=True)
+class AppendResult:
+    error: int
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+    wait: Awaitable[None] | None = None  # what the acknowledgement must wait for
+
+
+class ReadResult(NamedTuple):
+    error: int
+    records: Records
+    size: int  # bytes of records
+    high_watermark: int  # -1 for an unknown partition
+    log_start_offset: int
+
+
+class ListedOffset(NamedTuple):
+    error: int
+    offset: int  # -1 when no record qualifies
+    timestamp: int
+
+
+class Storage(Protocol):
+    """What handlers and the group coordinator may ask of a storage engine."""
+
+    # -- lifecycle (the broker, the composition root, calls these) ------------------------
+
+    def open(self) -> None:
+        """Load (and recover) what is stored; before the server serves anything."""
+        ...
+
+    async def start(self) -> None:
+        """Start background work (durability timer, retention)."""
+        ...
+
+    async def close(self) -> None:
+        """Finish pending work and close cleanly."""
+        ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def durability_mode(self) -> str: ...
+
+    # -- topics ---------------------------------------------------------------------------
+
+    def topic_names(self) -> list[str]: ...
+
+    def partition_count(self, topic: str) -> int | None:
+        """None when the topic does not exist (or is still being created)."""
+        ...
+
+    def topic_id(self, topic: str) -> bytes | None: ...
+
+    def topic_for_id(self, topic_id: bytes) -> str | None: ...
+
+    def topic_config(self, topic: str) -> TopicConfig | None:
+        """The resolved configuration (broker defaults plus the topic's overrides)."""
+        ...
+
+    def topic_overrides(self, topic: str) -> Mapping[str, str] | None:
+        """The overrides that apply (stored keys the server refuses are left out)."""
+        ...
+
+    async def create_topic(self, name: str, partitions: int, overrides: Mapping[str, str]) -> bytes:
+        """Create a topic all-or-nothing; returns its id. Raises TopicExistsError (also for
+        the loser of two concurrent creations), InvalidTopicError, InvalidConfigError, OSError."""
+        ...
+
+    async def delete_topic(self, name: str) -> bytes:
+        """Delete a topic; returns its id. It is invisible from the call on."""
+        ...
+
+    async def add_partitions(self, name: str, total: int) -> None:
+        """Grow a topic to ``total`` partitions (never shrinks)."""
+        ...
+
+    # -- partitions (hot path) ------------------------------------------------------------
+
+    def append(self, topic: str, partition: int, records: memoryview | None,
+               produce_version: int) -> AppendResult:
+        """Validate one produce batch and append it (idempotence checked); ``wait`` is what
+        the acknowledgement must wait for under the durability setting."""
+        ...
+
+    def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
+             min_one: bool, fetch_version: int) -> ReadResult:
+        """Whole batches from the one holding ``offset`` (KIP-74 with ``min_one``)."""
+        ...
+
+    def list_offset(self, topic: str, partition: int, timestamp: int) -> ListedOffset:
+        """LATEST, EARLIEST, MAX_TIMESTAMP, or the first record at or after a time."""
+        ...
+
+    def high_watermark(self, topic: str, partition: int) -> int | None: ...
+
+    def log_start_offset(self, topic: str, partition: int) -> int | None: ...
+
+    async def wait_for_append(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
+        """Return when one of ``partitions`` gets an append, or after ``timeout_s``."""
+        ...
+
+    # -- maintenance of one partition (the offsets store's compaction) ---------------------
+
+    def read_bytes(self, topic: str, partition: int, offset: int, max_bytes: int) -> bytes | None:
+        """Whole batches from ``offset`` as bytes (internal readers); None at the end."""
+        ...
+
+    def roll(self, topic: str, partition: int) -> int:
+        """Start a new segment at the log end offset; returns that offset."""
+        ...
+
+    async def flush(self, topic: str, partition: int) -> None:
+        """Make everything appended so far durable."""
+        ...
+
+    async def delete_records_below(self, topic: str, partition: int, offset: int) -> int:
+        """Drop whole segments that end at or below ``offset``; returns the new log start
+        offset (<= ``offset``; == ``offset`` when it is a segment boundary made by roll)."""
+        ...
+
+    # -- producer ids ---------------------------------------------------------------------
+
+    async def allocate_producer_id(self) -> int:
+        """A producer id never handed out before, also across restarts."""
+        ...

@@ -1,0 +1,246 @@
+"""An in-memory storage engine: the same ``Storage`` answers, no files.
+
+For fast unit tests of the handlers and the group coordinator. Appends go through the
+shared ``Partition`` (the same validation and idempotence checks as the segment log,
+with Kafka's ProducerStateManager); batches are kept as bytes with their offsets and
+timestamps; ``roll`` marks a segment boundary so ``delete_records_below`` drops whole
+"segments" as the segment log does. The contract tests (tests/test_storage_contract.py)
+run the same assertions against both engines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import bisect
+import struct
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kafkaproto.batch import (
+    MAX_TIMESTAMP_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    Compression,
+    iter_batches,
+    parse_header,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
+from kafkaproto.records import decode_batch
+from logserver.log.errors import (
+    InvalidTopicError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from logserver.log.producer_state import Decision, ProducerStateManager
+from logserver.partition import LEADER_EPOCH, Partition
+from logserver.storage.api import Records
+from logserver.storage.base import PartitionedStorage, TopicState
+from logserver.topic_config import TopicConfig
+
+_I64 = struct.Struct(">q")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MemoryLog:
+    """One partition's batches in memory (``logserver.partition.PartitionLog``)."""
+
+    def __init__(self, name: str, config: TopicConfig) -> None:
+        self._batches: list[bytes] = []
+        self._bases: list[int] = []  # base offset of each batch
+        self._max_ts: list[int] = []
+        self._boundaries: list[int] = [0]  # segment base offsets (roll points)
+        self._start = 0
+        self._end = 0
+        self.producer_state = ProducerStateManager(Path(f"memory:{name}"),
+                                                   config.producer_id_expiration_ms)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end
+
+    def check_producer(self, header: BatchHeader) -> Decision:
+        return self.producer_state.check(header)
+
+    def append(self, batch: memoryview, header: BatchHeader) -> int:
+        base = self._end
+        set_base_offset(batch, 0, base)
+        set_partition_leader_epoch(batch, 0, LEADER_EPOCH)
+        self._batches.append(bytes(batch))
+        self._bases.append(base)
+        self._max_ts.append(_I64.unpack_from(batch, MAX_TIMESTAMP_OFFSET)[0])
+        self._end = base + header.last_offset_delta + 1
+        if header.producer_id >= 0:
+            self.producer_state.update(header, base, _now_ms())
+        return base
+
+    def _first_batch(self, offset: int) -> int:
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> Records | None:
+        if offset < self._start or offset > self._end:
+            raise OffsetOutOfRangeError(offset, self._start, self._end)
+        if offset == self._end:
+            return None
+        first = self._first_batch(offset)
+        # Like the segment log, a read never crosses a segment boundary.
+        boundary = self._boundaries[bisect.bisect_right(self._boundaries, self._bases[first]):]
+        stop = boundary[0] if boundary else None
+        out: list[bytes] = []
+        size = 0
+        for i in range(first, len(self._batches)):
+            if stop is not None and self._bases[i] >= stop:
+                break
+            batch = self._batches[i]
+            if size + len(batch) > max_bytes and (out or not min_one):
+                break
+            out.append(batch)
+            size += len(batch)
+        return b"".join(out) if out else None
+
+    def has_zstd(self, records: Records) -> bool:
+        data = records if isinstance(records, bytes) else b""
+        return any(header.compression == Compression.ZSTD for _, header in iter_batches(data))
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        for i, max_ts in enumerate(self._max_ts):
+            if max_ts >= timestamp:
+                return self._record_at_or_after(i, timestamp)
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        if not self._max_ts or max(self._max_ts) < 0:
+            return None
+        best = max(self._max_ts)
+        return self._record_at_or_after(self._max_ts.index(best), best)
+
+    def _record_at_or_after(self, index: int, timestamp: int) -> tuple[int, int]:
+        data = self._batches[index]
+        header = parse_header(data)
+        if header.attributes & TIMESTAMP_TYPE_MASK:
+            return header.base_offset, header.max_timestamp
+        _, records = decode_batch(data, verify_crc=False)
+        for record in records:
+            if record.timestamp >= timestamp:
+                return record.offset, record.timestamp
+        return header.base_offset, header.max_timestamp
+
+    def roll(self) -> int:
+        if self._boundaries[-1] != self._end:
+            self._boundaries.append(self._end)
+        return self._end
+
+    def delete_segments_below(self, offset: int) -> int:
+        """Drop whole segments (between roll points) that end at or below ``offset``."""
+        keep_from = self._start
+        for following in self._boundaries[1:]:
+            if following <= offset:
+                keep_from = following
+            else:
+                break
+        if keep_from == self._start:
+            return self._start
+        cut = bisect.bisect_left(self._bases, keep_from)
+        del self._batches[:cut], self._bases[:cut], self._max_ts[:cut]
+        self._boundaries = [b for b in self._boundaries if b >= keep_from]
+        self._start = keep_from
+        return self._start
+
+
+class MemoryStorage(PartitionedStorage):
+    """``Storage`` in memory; topic operations complete at once (still as coroutines)."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        self._defaults = TopicConfig.from_settings(config)
+        self._next_producer_id = 0
+        self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+    def open(self) -> None:
+        pass
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        for _, task in list(self._pending.values()):
+            await asyncio.wait([task])
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def durability_mode(self) -> str:
+        return "in memory (nothing survives the process)"
+
+    # -- topics ---------------------------------------------------------------------------
+
+    async def create_topic(self, name: str, partitions: int, overrides: Mapping[str, str]) -> bytes:
+        canonical = await self._claim_name(name, partitions, overrides)
+        config = self._defaults.with_overrides(canonical)
+        logs = tuple(MemoryLog(f"{name}-{p}", config) for p in range(partitions))
+        state = TopicState(name, uuid.uuid4().bytes, config, canonical,
+                           tuple(Partition(name, p, logs[p], config) for p in range(partitions)),
+                           logs)
+        self._topics[name] = state  # no await since the claim: the name is still free
+        return state.topic_id
+
+    async def delete_topic(self, name: str) -> bytes:
+        state = self._unpublish(name)
+        if state is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        return state.topic_id
+
+    async def add_partitions(self, name: str, total: int) -> None:
+        state = self._topics.get(name)
+        if state is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        count = len(state.partitions)
+        if total <= count:
+            raise InvalidTopicError(f"topic {name!r} has {count} partitions; {total} is not more")
+        logs = tuple(MemoryLog(f"{name}-{p}", state.config) for p in range(count, total))
+        self._topics[name] = TopicState(
+            name, state.topic_id, state.config, state.overrides,
+            state.partitions + tuple(Partition(name, count + i, log_, state.config)
+                                     for i, log_ in enumerate(logs)),
+            state.logs + logs)
+
+    # -- partition maintenance --------------------------------------------------------------
+
+    def _log(self, topic: str, partition: int) -> MemoryLog:
+        state = self._topics.get(topic)
+        if state is None or not 0 <= partition < len(state.logs):
+            raise UnknownTopicOrPartitionError(f"unknown topic partition {topic}-{partition}")
+        log_: MemoryLog = state.logs[partition]
+        return log_
+
+    def read_bytes(self, topic: str, partition: int, offset: int, max_bytes: int) -> bytes | None:
+        records = self._log(topic, partition).read(offset, max_bytes)
+        assert records is None or isinstance(records, bytes)
+        return records
+
+    def roll(self, topic: str, partition: int) -> int:
+        return self._log(topic, partition).roll()
+
+    async def flush(self, topic: str, partition: int) -> None:
+        self._log(topic, partition)
+
+    async def delete_records_below(self, topic: str, partition: int, offset: int) -> int:
+        return self._log(topic, partition).delete_segments_below(offset)
+
+    async def allocate_producer_id(self) -> int:
+        producer_id = self._next_producer_id
+        self._next_producer_id += 1
+        return producer_id

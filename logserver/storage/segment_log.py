@@ -1,0 +1,259 @@
+"""The segment-log engine: ``Storage`` over the LogManager and its partition Logs.
+
+Topic creation, deletion and growth run on the storage worker thread (mkdir, segment and
+index files, fsyncs, the topics file, rmtree); the loop publishes the result in one step
+when the worker is done, so a topic is visible only once it is complete on disk. The
+operation itself runs as its own task: a caller that goes away (a client disconnecting)
+does not leave the LogManager and the published state disagreeing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Mapping
+from typing import Any
+
+from kafkaproto.batch import Compression, parse_header
+from logserver.cluster_meta import load_or_create_cluster_id
+from logserver.config import Config
+from logserver.durability import Durability
+from logserver.log.errors import UnknownTopicOrPartitionError
+from logserver.log.log import Log
+from logserver.log.manager import LogManager, TopicInfo
+from logserver.log.slice import SegmentSlice
+from logserver.log.worker import StorageWorker
+from logserver.partition import Partition
+from logserver.producer_ids import ProducerIdAllocator
+from logserver.retention import run_retention
+from logserver.storage.api import Records
+from logserver.storage.base import PartitionedStorage, TopicState
+from logserver.topic_config import TOPIC_SETTINGS, ignored_overrides
+
+log = logging.getLogger(__name__)
+
+_BATCH_HEADER = 61
+
+
+def _region_bytes(region: SegmentSlice) -> bytes:
+    with region:
+        return region.read()
+
+
+class SegmentPartitionLog:
+    """A partition Log as the shared Partition sees it (``logserver.partition.PartitionLog``)."""
+
+    __slots__ = ("_log", "append", "check_producer", "max_timestamp_offset", "offset_for_timestamp")
+
+    def __init__(self, log_: Log) -> None:
+        self._log = log_
+        self.append = log_.append
+        self.check_producer = log_.check_producer
+        self.offset_for_timestamp = log_.offset_for_timestamp
+        self.max_timestamp_offset = log_.max_timestamp_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log.log_end_offset
+
+    def read(self, offset: int, max_bytes: int, *, min_one: bool) -> Records | None:
+        region = self._log.read(offset, max_bytes, min_one=min_one)
+        return region  # a pinned SegmentSlice: the network layer releases it once sent
+
+    def has_zstd(self, records: Records) -> bool:
+        """Only old fetchers pay for this look at the batch headers."""
+        if not isinstance(records, SegmentSlice):
+            return False
+        position, end = 0, records.length
+        while position + _BATCH_HEADER <= end:
+            header = parse_header(records.read(position, _BATCH_HEADER))
+            if header.compression == Compression.ZSTD:
+                return True
+            position += header.size
+        return False
+
+
+class SegmentLogStorage(PartitionedStorage):
+    """``Storage`` on the data directory (logserver.log)."""
+
+    def __init__(self, config: Config) -> None:
+        super().__init__()
+        self._config = config
+        self._worker = StorageWorker("storage")
+        self._durability = Durability(config["log.flush.interval.messages"],
+                                      config["log.flush.interval.ms"],
+                                      on_flushed=self._on_flushed)
+        self._manager: LogManager | None = None
+        self._producer_ids: ProducerIdAllocator | None = None
+        self._reserving: asyncio.Lock | None = None
+        self._retention: asyncio.Task[None] | None = None
+        self._cluster_id = ""
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def open(self) -> None:
+        data_dir = self._config.data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self._cluster_id = load_or_create_cluster_id(data_dir, self._config["node.id"])
+        self._producer_ids = ProducerIdAllocator(data_dir)
+        self._manager = LogManager(data_dir, self._config)
+        for info in self._manager.topics().values():
+            ignored = ignored_overrides(info.configs)
+            if ignored:
+                log.warning("topic %s: ignoring stored configs this server does not apply: %s",
+                            info.name, ", ".join(f"{k}={info.configs[k]}" for k in ignored))
+            self._publish(info)
+        log.info("opened %s: %d topics, %d partitions", data_dir, len(self._topics),
+                 sum(len(t.partitions) for t in self._topics.values()))
+
+    async def start(self) -> None:
+        self._durability.start()
+        assert self._manager is not None
+        self._retention = asyncio.get_running_loop().create_task(
+            run_retention(self._manager, self._config))
+
+    async def close(self) -> None:
+        if self._retention is not None:
+            self._retention.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retention
+        await self._durability.close()
+        for _, task in list(self._pending.values()):
+            await asyncio.wait([task])
+        await asyncio.get_running_loop().run_in_executor(None, self._worker.close)
+        if self._manager is not None:
+            self._manager.close()
+            self._manager = None
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def durability_mode(self) -> str:
+        return self._durability.mode
+
+    @property
+    def manager(self) -> LogManager:
+        """The LogManager (for engine-side maintenance and tests of the log layer)."""
+        assert self._manager is not None, "storage is not open"
+        return self._manager
+
+    def _on_flushed(self, logs: list[Any]) -> None:
+        if self._manager is not None:
+            self._manager.maybe_checkpoint_recovery_points()
+
+    def _after_append(self, state: TopicState, index: int) -> Awaitable[None] | None:
+        return self._durability.appended(state.logs[index])
+
+    # -- topics ---------------------------------------------------------------------------
+
+    def _state(self, info: TopicInfo, previous: TopicState | None = None) -> TopicState:
+        """The published form of a topic (built on the worker for a new topic: it is
+        thousands of objects for a wide one, and nothing on the loop shares them yet)."""
+        manager = self.manager
+        config = manager.config.with_overrides(info.configs)
+        overrides = {k: v for k, v in info.configs.items()
+                     if k in TOPIC_SETTINGS and TOPIC_SETTINGS[k].field is not None}
+        kept = previous.partitions if previous is not None else ()
+        logs = [manager.get_log(info.name, p) for p in range(info.partitions)]
+        partitions = kept + tuple(Partition(info.name, p, SegmentPartitionLog(logs[p]), config)
+                                  for p in range(len(kept), info.partitions))
+        return TopicState(info.name, info.topic_id, config, overrides, partitions, tuple(logs))
+
+    def _publish(self, info: TopicInfo, previous: TopicState | None = None) -> TopicState:
+        state = self._state(info, previous)
+        self._topics[info.name] = state
+        return state
+
+    def _create_on_worker(self, name: str, partitions: int, overrides: dict[str, str]) -> TopicState:
+        return self._state(self.manager.create_topic(name, partitions, overrides))
+
+    async def create_topic(self, name: str, partitions: int, overrides: Mapping[str, str]) -> bytes:
+        canonical = await self._claim_name(name, partitions, overrides)
+        task = asyncio.get_running_loop().create_task(self._create(name, partitions, canonical))
+        self._track(name, "create", task)
+        return await asyncio.shield(task)
+
+    async def _create(self, name: str, partitions: int, overrides: dict[str, str]) -> bytes:
+        state = await self._worker.run(self._create_on_worker, name, partitions, overrides)
+        self._topics[name] = state  # the one step that makes it visible
+        log.info("created topic %s with %d partitions%s", name, partitions,
+                 f" and configs {overrides}" if overrides else "")
+        return state.topic_id
+
+    async def delete_topic(self, name: str) -> bytes:
+        state = self._topics.get(name)
+        if state is None or name in self._pending:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        self._unpublish(name)
+        task = asyncio.get_running_loop().create_task(self._delete(state))
+        self._track(name, "delete", task)
+        return await asyncio.shield(task)
+
+    async def _delete(self, state: TopicState) -> bytes:
+        try:
+            await self._worker.run(self.manager.delete_topic, state.name)
+        except BaseException:
+            info = self.manager.topic(state.name)
+            if info is not None:  # failed before the topics file forgot it: still there
+                self._publish(info)
+            raise
+        log.info("deleted topic %s", state.name)
+        return state.topic_id
+
+    async def add_partitions(self, name: str, total: int) -> None:
+        state = self._topics.get(name)
+        if state is None or name in self._pending:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        task = asyncio.get_running_loop().create_task(self._grow(name, total))
+        self._track(name, "grow", task)
+        await asyncio.shield(task)
+
+    async def _grow(self, name: str, total: int) -> None:
+        info = await self._worker.run(self.manager.create_partitions, name, total)
+        self._publish(info, self._topics.get(name))
+
+    # -- partition maintenance --------------------------------------------------------------
+
+    def _log(self, topic: str, partition: int) -> Log:
+        state = self._topics.get(topic)
+        if state is None or not 0 <= partition < len(state.logs):
+            raise UnknownTopicOrPartitionError(f"unknown topic partition {topic}-{partition}")
+        log_: Log = state.logs[partition]
+        return log_
+
+    def read_bytes(self, topic: str, partition: int, offset: int, max_bytes: int) -> bytes | None:
+        region = self._log(topic, partition).read(offset, max_bytes)
+        return None if region is None else _region_bytes(region)
+
+    def roll(self, topic: str, partition: int) -> int:
+        log_ = self._log(topic, partition)
+        log_.roll()
+        return log_.log_end_offset
+
+    async def flush(self, topic: str, partition: int) -> None:
+        await self._worker.run(self._log(topic, partition).flush)
+
+    async def delete_records_below(self, topic: str, partition: int, offset: int) -> int:
+        log_ = self._log(topic, partition)
+        await self._worker.run(log_.delete_segments_below, offset)
+        return log_.log_start_offset
+
+    # -- producer ids ---------------------------------------------------------------------
+
+    async def allocate_producer_id(self) -> int:
+        ids = self._producer_ids
+        assert ids is not None, "storage is not open"
+        if self._reserving is None:
+            self._reserving = asyncio.Lock()
+        while (producer_id := ids.take()) is None:
+            async with self._reserving:
+                if ids.exhausted:
+                    await self._worker.run(ids.reserve_block)
+        return producer_id
