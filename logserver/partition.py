@@ -24,8 +24,8 @@ from kafkaproto.batch import (
     CorruptBatchError,
     InvalidRecordError,
     set_log_append_time,
-    validate_produce_records,
 )
+from kafkaproto.validate import validate_batch
 from logserver.log.errors import OffsetOutOfRangeError
 from logserver.log.producer_state import Decision, Verdict
 from logserver.storage.api import AppendResult, Records
@@ -108,7 +108,10 @@ class Partition:
                                 message=f"batch of {len(records)} bytes exceeds max.message.bytes "
                                         f"{self.max_message_bytes}")
         try:
-            header = validate_produce_records(records)
+            # Every record's framing, and a compressed payload inflated under a cap
+            # (decompression bombs), before anything is stored.
+            header = validate_batch(records, max_uncompressed_bytes=self.max_message_bytes,
+                                    reject_null_keys=self.config.compact).header
         except CorruptBatchError as exc:
             return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
         except InvalidRecordError as exc:

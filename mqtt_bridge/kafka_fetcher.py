@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from kafkaproto import ApiKey
-from kafkaproto.batch import CONTROL_MASK, iter_batches
+from kafkaproto.batch import CONTROL_MASK, CorruptBatchError, iter_batches
 from kafkaproto.client import RetryPolicy
 from kafkaproto.messages import FetchRequest
 from kafkaproto.records import Record, decode_batch
@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 LATEST = -1
 EARLIEST = -2
 _BACKOFF = RetryPolicy(backoff_s=0.1, backoff_max_s=2.0)
+# A batch inflating past this is refused (decompression bombs); far above any batch a
+# device notice or command needs.
+MAX_BATCH_UNCOMPRESSED = 16 << 20
 
 
 class Fetcher:
@@ -50,7 +53,11 @@ class Fetcher:
         self.positions: dict[TopicPartition, int] = {}
         self.ready = asyncio.Event()
         self.records_fetched = 0
+        self.bad_batches = 0  # unreadable batches skipped (logged each time)
         self._task: asyncio.Task[None] | None = None
+
+    def _on_bad_batch(self, _offset: int, _error: Exception) -> None:
+        self.bad_batches += 1
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -138,7 +145,7 @@ class Fetcher:
                 pos = self.positions.get(tp)
                 if pos is None or not p.records:
                     continue
-                records, nxt = decode_from(p.records, pos)
+                records, nxt = decode_from(p.records, pos, self._on_bad_batch)
                 self.positions[tp] = nxt
                 if records:
                     self.records_fetched += len(records)
@@ -174,7 +181,7 @@ class Fetcher:
                 raise KafkaError(f"catch-up fetch {tp}: error {p.error_code}", p.error_code)
             if not p.records:
                 return
-            records, nxt = decode_from(p.records, pos)
+            records, nxt = decode_from(p.records, pos, self._on_bad_batch)
             if nxt <= pos:
                 return
             pos = min(nxt, end)
@@ -210,7 +217,9 @@ def _fetch_request(
     )
 
 
-def decode_from(buf: bytes | memoryview, position: int) -> tuple[list[Record], int]:
+def decode_from(buf: bytes | memoryview, position: int,
+                on_bad: Callable[[int, Exception], None] | None = None
+                ) -> tuple[list[Record], int]:
     """Decode the complete batches in ``buf``; keep records at or after ``position``.
 
     Returns the records and the next offset to fetch (past control batches too).
@@ -222,7 +231,15 @@ def decode_from(buf: bytes | memoryview, position: int) -> tuple[list[Record], i
         if last <= nxt:
             continue
         if not header.attributes & CONTROL_MASK:
-            _h, records = decode_batch(buf, pos)
+            try:
+                _h, records = decode_batch(buf, pos, max_uncompressed_bytes=MAX_BATCH_UNCOMPRESSED)
+            except CorruptBatchError as exc:
+                # One bad batch must not stop delivery: log it, count it, move past it.
+                log.error("skipping unreadable batch at offset %d: %s", header.base_offset, exc)
+                if on_bad is not None:
+                    on_bad(header.base_offset, exc)
+                nxt = last
+                continue
             out.extend(r for r in records if r.offset >= position)
         nxt = last
     return out, nxt

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kafkaproto import ErrorCode
-from kafkaproto.batch import CONTROL_MASK, iter_batches
+from kafkaproto.batch import CONTROL_MASK, CorruptBatchError, iter_batches
 from kafkaproto.records import RecordTuple, build_batch, decode_batch
 from logserver.storage.api import AppendResult, Storage, TopicExistsError
 
@@ -38,6 +38,8 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
 # Any Produce version >= 7 accepts every codec; our batches are uncompressed anyway.
 _APPEND_API_VERSION = 9
 _READ_CHUNK = 1 << 20
+# Group records are small; a batch inflating past this is refused, not allocated.
+_MAX_UNCOMPRESSED = 16 << 20
 # Snapshot batches stay well below the default max.message.bytes (1 MiB).
 _SNAPSHOT_BATCH_BYTES = 256 * 1024
 # Rewrite when at least this many records are dead and they are at least half the log
@@ -89,6 +91,7 @@ class OffsetsStore:
         self._configured_partitions: int = config["offsets.topic.num.partitions"]
         self._segment_bytes: int = config["offsets.topic.segment.bytes"]
         self._creating: asyncio.Task[bytes] | None = None
+        self.bad_batches = 0  # unreadable batches skipped by the replay
 
     # -- topic ----------------------------------------------------------------------------
 
@@ -184,7 +187,14 @@ class OffsetsStore:
                 next_offset = header.next_offset
                 if header.attributes & CONTROL_MASK:
                     continue
-                _, records = decode_batch(data, pos, verify_crc=False)
+                try:
+                    _, records = decode_batch(data, pos, verify_crc=False,
+                                              max_uncompressed_bytes=_MAX_UNCOMPRESSED)
+                except CorruptBatchError as exc:  # counted, logged, skipped: never a crash
+                    self.bad_batches += 1
+                    log.error("%s-%d: skipping unreadable batch at offset %d: %s",
+                              OFFSETS_TOPIC, partition, header.base_offset, exc)
+                    continue
                 for record in records:
                     if record.offset >= offset:
                         yield LogEntry(record.offset, record.timestamp, record.key, record.value)

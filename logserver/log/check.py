@@ -8,7 +8,11 @@ entry of every index, and classifies each problem the way start-up recovery woul
   truncates it by itself;
 - corrupt: damage with valid batches after it, in the same segment or later ones;
   start-up refuses to start (exit code 3) because repairing it loses data;
-- index: a missing, untrimmed (unclean shutdown) or wrong index; rebuilt at start-up.
+- index: a missing, untrimmed (unclean shutdown) or wrong index; rebuilt at start-up;
+- unreadable: a batch whose CRC is right but whose records are not (framing that does not
+  match the header, or a compressed payload that does not inflate within
+  ``CHECK_MAX_UNCOMPRESSED``); reported with where the first one is, never repaired (the
+  server refuses such batches on produce since they were validated there).
 
 ``repair`` runs check, then the full recovery with data loss allowed (every segment
 re-validated from offset 0, cut at the first bad batch, indexes rebuilt), writes the
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkaproto.batch import BATCH_HEADER_SIZE, CorruptBatchError, parse_header, verify_crc
+from kafkaproto.validate import check_batch_records
 from logserver.log.manager import lock_data_dir
 from logserver.log.segment import LOG_SUFFIX, find_valid_batch
 
@@ -37,12 +42,14 @@ EXIT_CLEAN, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
 _CHUNK = 1 << 20
+# A compressed batch inflating past this is reported unreadable (decompression bombs).
+CHECK_MAX_UNCOMPRESSED = 64 << 20
 
 
 @dataclass(frozen=True)
 class Problem:
     path: Path
-    kind: str  # "torn tail", "corrupt", "index", "gap", "metadata"
+    kind: str  # "torn tail", "corrupt", "index", "gap", "metadata", "unreadable"
     detail: str
 
     def __str__(self) -> str:
@@ -56,6 +63,7 @@ class CheckResult:
     segments: int = 0
     batches: int = 0
     bytes: int = 0
+    unreadable_batches: int = 0
 
     @property
     def needs_data_loss(self) -> bool:
@@ -122,6 +130,7 @@ def _scan_segment(path: Path, base: int, data_follows: bool, result: CheckResult
         size = os.fstat(fd).st_size
         pos = 0
         reason: str | None = None
+        unreadable, first_unreadable = 0, None
         while pos < size:
             head = os.pread(fd, BATCH_HEADER_SIZE, pos)
             try:
@@ -140,6 +149,12 @@ def _scan_segment(path: Path, base: int, data_follows: bool, result: CheckResult
             if header.last_offset_delta < 0 or not verify_crc(data, 0, header):
                 reason = f"CRC mismatch in batch at position {pos} (offset {header.base_offset})"
                 break
+            try:
+                check_batch_records(data, header, max_uncompressed_bytes=CHECK_MAX_UNCOMPRESSED)
+            except CorruptBatchError as exc:  # CRC-valid, but no client can read it
+                unreadable += 1
+                if first_unreadable is None:
+                    first_unreadable = f"batch at position {pos} (offset {header.base_offset}): {exc}"
             scan.starts[pos] = header.base_offset
             scan.max_timestamp = max(scan.max_timestamp, header.max_timestamp)
             scan.next_offset = header.next_offset
@@ -147,6 +162,11 @@ def _scan_segment(path: Path, base: int, data_follows: bool, result: CheckResult
             result.batches += 1
         scan.size_valid = pos
         result.bytes += pos
+        if first_unreadable is not None:
+            result.unreadable_batches += unreadable
+            result.problems.append(Problem(
+                path, "unreadable", f"{unreadable} CRC-valid batches no client can read; the first: "
+                f"{first_unreadable}"))
         if reason is not None:
             after = find_valid_batch(fd, pos + 1, size)
             lost = size - pos

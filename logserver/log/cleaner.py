@@ -187,7 +187,8 @@ class Cleaner:
     def _decode(self, log: Log, seg: Segment, header: BatchHeader,
                 data: bytes | memoryview) -> list[Record] | None:
         try:
-            return decode_batch(data, verify_crc=False)[1]
+            return decode_batch(data, verify_crc=False,
+                                max_uncompressed_bytes=log.config.max_message_bytes)[1]
         except (CorruptBatchError, ValueError) as exc:
             self._bad(log, seg, exc, header)
             return None

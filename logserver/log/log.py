@@ -321,7 +321,8 @@ class Log:
             return base_offset, max_ts  # LogAppendTime: every record carries max_ts
         try:
             data = seg.read_at(position, header.size)
-            _, records = decode_batch(data, verify_crc=False)
+            _, records = decode_batch(data, verify_crc=False,
+                                      max_uncompressed_bytes=self.config.max_message_bytes)
         except (CorruptBatchError, ValueError) as exc:
             logger.warning(
                 "%s: cannot decode batch at offset %d for a timestamp lookup: %s",
