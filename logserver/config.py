@@ -193,9 +193,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("log.cleaner.dedupe.buffer.size", "134217728", _int_in(1 << 10),
                 "Memory for compaction's key map; a log with more keys is compacted in "
                 "several passes."),
-        Setting("log.segment.delete.delay.ms", "60000", _int_in(0),
-                "How long deleted segments and partitions stay on disk (renamed *.deleted / "
-                "*-delete) before their files are removed."),
+        _topic_default("log.segment.delete.delay.ms", "file.delete.delay.ms",
+                       "How long deleted segments and partitions stay on disk (renamed "
+                       "*.deleted / *-delete) before their files are removed."),
     ]
 }
 

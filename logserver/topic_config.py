@@ -68,6 +68,7 @@ class TopicConfig:
     index_max_bytes: int = 10 << 20  # segment.index.bytes
     index_interval_bytes: int = 4096  # index.interval.bytes
     producer_id_expiration_ms: int = _DAY_MS  # broker-wide (producer.id.expiration.ms)
+    file_delete_delay_ms: int = 60_000  # file.delete.delay.ms: deleted files linger this long
 
     def __post_init__(self) -> None:
         # Positions in the offset index are u32, and Kafka caps segments at 2 GiB too.
@@ -275,6 +276,8 @@ TOPIC_SETTINGS: dict[str, TopicSetting] = {
                      refusal="batches are stored as the producer compressed them"),
         TopicSetting("delete.retention.ms", "delete_retention_ms",
                      "log.cleaner.delete.retention.ms", LONG, int_in(0)),
+        TopicSetting("file.delete.delay.ms", "file_delete_delay_ms", "log.segment.delete.delay.ms",
+                     LONG, int_in(0)),
         TopicSetting("flush.messages", None, "log.flush.interval.messages", LONG,
                      _refused("not applied"), fixed=str(LONG_MAX),
                      refusal="fsync policy is the broker-wide log.flush.interval.messages"),

@@ -31,8 +31,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkaproto.batch import BATCH_HEADER_SIZE, CorruptBatchError, parse_header, verify_crc
-from kafkaproto.validate import check_batch_records
+from kafkaproto.batch import (
+    BATCH_HEADER_SIZE,
+    CorruptBatchError,
+    InvalidRecordError,
+    parse_header,
+    verify_crc,
+)
+from kafkaproto.records import decode_batch
 from logserver.log.manager import lock_data_dir
 from logserver.log.segment import LOG_SUFFIX, find_valid_batch
 
@@ -149,9 +155,9 @@ def _scan_segment(path: Path, base: int, data_follows: bool, result: CheckResult
             if header.last_offset_delta < 0 or not verify_crc(data, 0, header):
                 reason = f"CRC mismatch in batch at position {pos} (offset {header.base_offset})"
                 break
-            try:
-                check_batch_records(data, header, max_uncompressed_bytes=CHECK_MAX_UNCOMPRESSED)
-            except CorruptBatchError as exc:  # CRC-valid, but no client can read it
+            try:  # every record decoded, as a client would (compacted batches have gaps)
+                decode_batch(data, verify_crc=False, max_uncompressed_bytes=CHECK_MAX_UNCOMPRESSED)
+            except (CorruptBatchError, InvalidRecordError, ValueError) as exc:  # CRC-valid, unreadable
                 unreadable += 1
                 if first_unreadable is None:
                     first_unreadable = f"batch at position {pos} (offset {header.base_offset}): {exc}"
