@@ -23,7 +23,7 @@ import struct
 import zlib
 
 import cramjam
-import lz4.frame  # type: ignore[import-untyped]  # lz4 ships no type stubs
+import lz4.frame  # no type stubs: covered by ignore_missing_imports (pyproject)
 import zstandard
 
 from kafkaproto.batch import Buffer, Compression, CorruptBatchError

@@ -7,7 +7,9 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from logserver.config import SETTINGS, ConfigError, env_name, load_config
 from logserver.log.errors import CorruptLogError
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _event_loop_runner():  # type: ignore[no-untyped-def]
+def _event_loop_runner() -> Callable[[Coroutine[Any, Any, Any]], Any]:
     """uvloop.run when uvloop is installed (the 'fast' extra), else asyncio.run.
 
     uvloop does less Python work per socket read and write (benchmarks/README.md has the

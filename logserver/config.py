@@ -8,7 +8,7 @@ names the setting, because a typo silently ignored is a production incident late
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -210,7 +210,7 @@ class Config(Mapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 
     def __len__(self) -> int:

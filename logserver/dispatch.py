@@ -24,6 +24,7 @@ from logserver.request_context import set_peer
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
+    from logserver.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class Dispatcher:
         self.broker = broker
 
     @property
-    def config(self):  # type: ignore[no-untyped-def]
+    def config(self) -> Config:
         return self.broker.config
 
     def dispatch(self, frame: bytearray, peer: str) -> Outcome:

@@ -146,7 +146,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, only look-alikes.
-        tcp: asyncio.Transport = transport  # type: ignore[assignment]
+        tcp: asyncio.Transport = transport  # type: ignore[assignment]  # structurally one
         self._transport = tcp
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"

@@ -130,7 +130,9 @@ async def _serve(cfg: BridgeConfig) -> None:
     stopper = loop.create_task(stop.wait())
     await asyncio.wait({start, stopper}, return_when=asyncio.FIRST_COMPLETED)
     if start.done() and start.exception() is not None:
-        raise start.exception()  # type: ignore[misc]
+        error = start.exception()
+        assert error is not None
+        raise error
     await stopper
     start.cancel()
     with contextlib.suppress(asyncio.CancelledError):

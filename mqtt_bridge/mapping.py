@@ -56,7 +56,7 @@ class UplinkRule:
     def match(self, mqtt_topic: str) -> tuple[str, bytes | None] | None:
         """(Kafka topic, key) for a matching MQTT topic, else None."""
         levels = mqtt_topic.split("/")
-        pattern: list[str] = self._levels  # type: ignore[attr-defined]
+        pattern: list[str] = self._levels  # type: ignore[attr-defined]  # set in __post_init__ of this frozen slots-less dataclass
         if len(levels) != len(pattern):
             return None
         values: dict[str, str] = {}

@@ -189,9 +189,9 @@ class Session:
                 pos = live.get(tp, self.offsets[tp])
             out[tp] = pos
         for msg, _q, _r in (*self.queue, *self.held, *self.inflight.values()):
-            tp = msg.tp
-            if tp is not None and tp in out and msg.offset < out[tp]:
-                out[tp] = msg.offset
+            msg_tp = msg.tp
+            if msg_tp is not None and msg_tp in out and msg.offset < out[msg_tp]:
+                out[msg_tp] = msg.offset
         for tp, off in self.gaps.items():
             if tp in out and off < out[tp]:
                 out[tp] = off

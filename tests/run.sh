@@ -46,5 +46,8 @@ PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
 log "ruff check ."
 "$PY" -m ruff check .
 
+log "mypy (kafkaproto, logserver, mqtt_bridge)"
+"$PY" -m mypy
+
 log "pytest $*"
 exec "$PY" -m pytest "$@"

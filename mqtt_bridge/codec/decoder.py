@@ -235,7 +235,7 @@ class PacketReader:
         packet_id, pos = read_u16(body, 0, end)
         if packet_id == 0:
             raise MalformedPacket("acknowledgement with packet identifier 0")
-        reason = Reason.SUCCESS
+        reason: int = Reason.SUCCESS
         props: Properties = _EMPTY
         if self.version == MQTT_5 and pos < end:
             reason = body[pos]

@@ -121,11 +121,11 @@ def encode(packet: Packet, version: int) -> bytes:
     if isinstance(packet, Connect):
         return _encode_connect(packet)
     if isinstance(packet, Subscribe):
-        body = bytearray(_U16.pack(packet.packet_id))
+        out = bytearray(_U16.pack(packet.packet_id))
         if v5:
-            body += encode_properties(packet.properties)
+            out += encode_properties(packet.properties)
         for topic, opts in packet.topics:
-            write_utf8(body, topic)
+            write_utf8(out, topic)
             opt = opts.qos
             if v5:
                 opt |= (
@@ -133,15 +133,15 @@ def encode(packet: Packet, version: int) -> bytes:
                     | (8 if opts.retain_as_published else 0)
                     | (opts.retain_handling << 4)
                 )
-            body.append(opt)
-        return _frame(0x82, body)
+            out.append(opt)
+        return _frame(0x82, out)
     if isinstance(packet, Unsubscribe):
-        body = bytearray(_U16.pack(packet.packet_id))
+        out = bytearray(_U16.pack(packet.packet_id))
         if v5:
-            body += encode_properties(packet.properties)
+            out += encode_properties(packet.properties)
         for topic in packet.topics:
-            write_utf8(body, topic)
-        return _frame(0xA2, body)
+            write_utf8(out, topic)
+        return _frame(0xA2, out)
     raise TypeError(f"cannot encode {type(packet).__name__}")
 
 

@@ -61,7 +61,7 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 
 
-class Properties(dict):  # type: ignore[type-arg]
+class Properties(dict):  # values differ per property id; typed by their accessors
     """Decoded properties by name; ``user_properties`` is a list of (key, value) pairs."""
 
     @property
