@@ -136,6 +136,10 @@ class ChildProcess:
     def cwd(self) -> Path:
         return self._cwd if self._cwd is not None else REPO_ROOT
 
+    def banner(self, command: list[str]) -> str:
+        """The line that opens each start's output in the log file."""
+        return " ".join(command)
+
     # ---- state ----------------------------------------------------------------------
     @property
     def pid(self) -> int | None:
@@ -159,7 +163,7 @@ class ChildProcess:
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             out = open(self.log_path, "ab")  # noqa: SIM115 - closed below, the child keeps its copy
-            out.write(f"\n===== {' '.join(command)}\n".encode())
+            out.write(f"\n===== {self.banner(command)}\n".encode())
             out.flush()
         try:
             self.proc = subprocess.Popen(

@@ -107,6 +107,9 @@ class ServerProcess(ListeningChild):
     def env(self) -> dict[str, str]:
         return _server_env(self.extra_env)
 
+    def banner(self, command: list[str]) -> str:
+        return f"start #{self.starts}: {' '.join(command)}"
+
     # ---- life cycle ------------------------------------------------------------
     def start(self, wait: bool = True) -> ServerProcess:  # type: ignore[override]  # wait flag, not a timeout
         if self.data_dir is not None:

@@ -142,11 +142,21 @@ def test_kill_log_server_while_devices_publish(request, tmp_path, server) -> Non
     async def run() -> None:
         clients = await connect_many(HOST, bridge.port, [f"k{i}" for i in range(20)])
         stop = asyncio.Event()
+        bystander = MqttClient("bystander", version=5)
+        await bystander.connect(HOST, bridge.port)
+        await bystander.subscribe("chat/witness")
         tasks = [asyncio.create_task(device(c, stop)) for c in clients]
         await asyncio.sleep(1.5)
         server.kill9()  # from this thread: PR_SET_PDEATHSIG ties the child to its thread
         phases["killed"] = time.monotonic()
-        await asyncio.sleep(3.0)
+        await asyncio.sleep(1.0)
+        # Witness for "no PUBACK while the log is dead": the bridge is alive and answers
+        # a QoS 1 message that needs no log (local routing) in the same window.
+        await asyncio.wait_for(bystander.publish("chat/witness", b"alive", 1), 5)
+        witnessed = await asyncio.wait_for(bystander.messages.get(), 5)
+        assert witnessed.payload == b"alive"
+        phases["witness"] = time.monotonic()
+        await asyncio.sleep(1.0)
         phases["restart"] = time.monotonic()
         server.start()
         deadline = time.monotonic() + 30
@@ -155,13 +165,14 @@ def test_kill_log_server_while_devices_publish(request, tmp_path, server) -> Non
         await asyncio.sleep(1.0)
         stop.set()
         await asyncio.wait_for(asyncio.gather(*tasks), 60)
-        for c in clients:
+        for c in [*clients, bystander]:
             await c.disconnect()
 
     asyncio.run(run())
     assert len(acked) > 200, f"only {len(acked)} PUBACKs: the test did not exercise much"
     during = [t for t in ack_times if phases["killed"] + 0.5 < t < phases["restart"]]
     assert not during, f"{len(during)} PUBACKs while the log server was dead"
+    assert phases["killed"] + 0.5 < phases["witness"] < phases["restart"]
     assert any(t > phases["restart"] for t in ack_times), "no PUBACK after the log came back"
     records = read_topic(server.bootstrap, stream, len(acked), timeout=30)
     logged = {r.value.decode() for r in records}
