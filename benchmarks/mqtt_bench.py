@@ -438,12 +438,14 @@ def run_suite(workdir: Path, settings: MqttSettings, peers: list[str],
 
 
 def _log_note(name: str, workload: str, path: Path, run: MqttRun) -> None:
+    """A note when a server wrote more than 1 MB of log output in one run."""
     try:
         size = path.stat().st_size
     except OSError:
         return
     if size > 1 << 20:
-        run.notes.append(f"{name} {workload}: the server wrote {size / 1e6:,.1f} MB of log "
+        run.notes.append(f"{name} {workload} ({path.parent.name}): the server wrote "
+                         f"{size / 1e6:,.1f} MB of log "
                          "output; per-message logging slows a server, check how it is started")
 
 
