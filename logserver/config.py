@@ -79,16 +79,6 @@ def _optional_int_in(low: int) -> Callable[[str], int | None]:
     return parse
 
 
-def _choice(*choices: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        for choice in choices:
-            if text.strip().lower() == choice.lower():
-                return choice
-        raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
-
-    return parse
-
-
 @dataclass(frozen=True)
 class Setting:
     name: str
