@@ -10,10 +10,12 @@ import sys
 from pathlib import Path
 
 from logserver.config import SETTINGS, ConfigError, env_name, load_config
-from logserver.log.errors import CorruptLogError
+from logserver.log.errors import CorruptLogError, LogDirLockedError
 
 log = logging.getLogger(__name__)
 
+EXIT_CANNOT_START = 1  # a port taken, the data directory held by another process
+EXIT_USAGE = 2  # an unknown flag or setting, an invalid value
 EXIT_CORRUPT = 3  # start-up refused: repairing the log would lose data (see `logserver check`)
 EXIT_BRIDGE_FAILED = 4  # the --mqtt-bridge child cannot run (e.g. its port is taken)
 
@@ -26,7 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Every setting can also be given as an environment variable "
         "(e.g. LOGSERVER_LOG_DIRS for log.dirs) or in a properties file (-c). "
         "Precedence: flags > environment > file > defaults. "
-        "Offline tools: `logserver check DIR`, `logserver repair DIR`.",
+        "Offline tools: `logserver check DIR`, `logserver repair DIR`. "
+        "Exit codes: 0 stopped cleanly (SIGTERM, Ctrl-C), 1 cannot start (a port taken, "
+        "the data directory in use by another process), 2 bad flag or setting, 3 the log "
+        "is damaged beyond a torn tail, 4 the MQTT bridge cannot run.",
     )
     parser.add_argument("-c", "--config", type=Path, metavar="FILE",
                         help="Java-properties file with settings (key=value)")
@@ -69,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(flags, args.config)
     except ConfigError as exc:
         print(f"logserver: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     from logserver.server import BridgeFailed, run_server
 
     try:
@@ -78,9 +83,13 @@ def main(argv: list[str] | None = None) -> int:
         pass
     except BridgeFailed:  # the supervisor logged why
         return EXIT_BRIDGE_FAILED
+    except LogDirLockedError as exc:
+        print(f"logserver: cannot start: {exc} (another logserver, or `logserver repair`, "
+              f"holds its lock file; each server needs its own --log.dirs)", file=sys.stderr)
+        return EXIT_CANNOT_START
     except OSError as exc:
         log.error("cannot start: %s", exc)
-        return 1
+        return EXIT_CANNOT_START
     except CorruptLogError as exc:
         print(f"logserver: refusing to start: {exc}\n"
               f"The damaged segment was left as it is. To cut the damage off (and lose what "
