@@ -27,7 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
         "(Java, kafka-python, aiokafka, librdkafka/kcat) produce to and consume from it.",
         epilog="Every setting can also be given as an environment variable "
         "(e.g. LOGSERVER_LOG_DIRS for log.dirs) or in a properties file (-c). "
-        "Precedence: flags > environment > file > defaults. "
+        "Precedence: flags > environment > file > defaults. An unknown LOGSERVER_* "
+        "variable is ignored with a warning naming it, and the service links Docker and "
+        "Kubernetes inject for a service named logserver (LOGSERVER_PORT=tcp://..., "
+        "LOGSERVER_SERVICE_HOST, LOGSERVER_PORT_9092_TCP...) are ignored quietly. "
         "Offline tools: `logserver check DIR`, `logserver repair DIR`. "
         "Exit codes: 0 stopped cleanly (SIGTERM, Ctrl-C), 1 cannot start (a port taken, "
         "the data directory in use by another process), 2 bad flag or setting, 3 the log "

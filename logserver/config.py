@@ -1,22 +1,35 @@
 """Server settings under Kafka's names, from flags, environment and a properties file.
 
 Precedence: command-line flags > environment (``LOGSERVER_LOG_DIRS`` for ``log.dirs``)
-> config file > defaults. Anything unknown or invalid stops start-up with a message that
-names the setting, because a typo silently ignored is a production incident later.
+> config file > defaults. An unknown flag or file setting, or an invalid value anywhere,
+stops start-up with a message that names the setting, because a typo silently ignored is
+a production incident later. The environment is shared with everything else in the
+process's world, so there an unknown ``LOGSERVER_*`` name is only warned about (once,
+naming it), and the service links Kubernetes injects for a Service named ``logserver``
+(``LOGSERVER_PORT=tcp://...``, ``LOGSERVER_SERVICE_HOST``...) are ignored quietly.
 """
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+log = logging.getLogger(__name__)
+
 ENV_PREFIX = "LOGSERVER_"
 # Environment variables of ours that choose how the process runs, not broker settings.
 PROCESS_ENV_VARS = frozenset({"LOGSERVER_EVENT_LOOP"})
+# Docker links and Kubernetes service links for a Service named "logserver":
+# LOGSERVER_PORT=tcp://10.0.0.7:9092, LOGSERVER_PORT_9092_TCP_ADDR=..., LOGSERVER_SERVICE_HOST=...
+SERVICE_LINK_ENV = re.compile(
+    r"LOGSERVER_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)")
 LONG_MAX = 2**63 - 1
 
 
@@ -254,11 +267,15 @@ def load_config(
             raw[key], sources[key] = value, f"file {config_file}"
     env = os.environ if environ is None else environ
     by_env = {env_name(name): name for name in SETTINGS}
-    for key, value in env.items():
-        if key.startswith(ENV_PREFIX) and key not in PROCESS_ENV_VARS:
-            if key not in by_env:
-                raise ConfigError(f"unknown setting in environment variable {key}")
+    for key, value in sorted(env.items()):
+        if not key.startswith(ENV_PREFIX) or key in PROCESS_ENV_VARS:
+            continue
+        if key in by_env:
             raw[by_env[key]], sources[by_env[key]] = value, f"environment {key}"
+        elif SERVICE_LINK_ENV.fullmatch(key):
+            log.debug("ignoring %s: a Docker/Kubernetes service link, not a setting", key)
+        else:
+            _warn_unknown_env(key, by_env)
     for key, value in (flags or {}).items():
         if key not in SETTINGS:
             raise ConfigError(f"unknown setting {key!r}")
@@ -275,3 +292,10 @@ def load_config(
             where = sources.get(name, "default")
             raise ConfigError(f"invalid value for setting {name!r} ({where}): {exc}") from exc
     return Config(values, sources)
+
+
+def _warn_unknown_env(key: str, by_env: Mapping[str, str]) -> None:
+    close = difflib.get_close_matches(key, by_env, n=1)
+    hint = f" (did you mean {close[0]}, for {by_env[close[0]]}?)" if close else ""
+    log.warning("ignoring environment variable %s: no setting is named %s%s", key,
+                key[len(ENV_PREFIX):].lower().replace("_", "."), hint)
