@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from logserver.config import SETTINGS, ConfigError, env_name, load_config
+from logserver.kafka_settings import ALIASES, IGNORED
 from logserver.log.errors import CorruptLogError, LogDirLockedError
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
         "variable is ignored with a warning naming it, and the service links Docker and "
         "Kubernetes inject for a service named logserver (LOGSERVER_PORT=tcp://..., "
         "LOGSERVER_SERVICE_HOST, LOGSERVER_PORT_9092_TCP...) are ignored quietly. "
+        "Kafka settings with no meaning here are ignored with a warning naming each: "
+        + ", ".join(IGNORED) + ". "
         "Offline tools: `logserver check DIR`, `logserver repair DIR`. "
         "Exit codes: 0 stopped cleanly (SIGTERM, Ctrl-C), 1 cannot start (a port taken, "
         "the data directory in use by another process), 2 bad flag or setting, 3 the log "
@@ -51,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
         default = "unset" if setting.default is None else setting.default
         settings.add_argument(f"--{setting.name}", dest=setting.name, metavar="VALUE",
                               help=f"{setting.doc} (default {default}; env {env_name(setting.name)})")
+    aliases = parser.add_argument_group("Kafka's other names (a stock server.properties works)")
+    for name, alias in ALIASES.items():
+        unit = "" if alias.factor is None else f", in {name.rsplit('.', 1)[1]}"
+        aliases.add_argument(f"--{name}", dest=name, metavar="VALUE",
+                             help=f"{alias.target}{unit}")
     return parser
 
 
@@ -62,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         return check_main(args_list)
     parser = build_parser()
     args = parser.parse_args(argv)
-    flags = {name: value for name, value in vars(args).items() if name in SETTINGS and value is not None}
+    flags = {name: value for name, value in vars(args).items()
+             if (name in SETTINGS or name in ALIASES) and value is not None}
     for item in args.override:
         name, sep, value = item.partition("=")
         if not sep:
