@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import logging
 import os
 import sys
@@ -24,6 +25,9 @@ EXIT_BRIDGE_FAILED = 4  # the --mqtt-bridge child cannot run (e.g. its port is t
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="logserver",
+        allow_abbrev=False,  # --listen must not silently mean --listeners
+        usage="%(prog)s [-c FILE] [--mqtt-bridge [HOST:PORT]] [--SETTING VALUE ...] "
+        "| check DIR | repair DIR",
         description="A Kafka-protocol-compatible log server. Unmodified Kafka clients "
         "(Java, kafka-python, aiokafka, librdkafka/kcat) produce to and consume from it.",
         epilog="Every setting can also be given as an environment variable "
@@ -62,6 +66,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Flags other servers use, and the setting that does their job here.
+_OTHER_FLAGS = {
+    "listeners PLAINTEXT://HOST:PORT": ("port", "p", "host", "bind", "listen", "address", "addr"),
+    "log.dirs DIR": ("data-dir", "datadir", "data", "dir", "log-dir", "log-dirs", "logdir",
+                     "data-directory", "storage"),
+    "node.id ID": ("broker-id", "node-id", "id"),
+    "num.partitions N": ("partitions",),
+    "advertised.listeners PLAINTEXT://HOST:PORT": ("advertise", "advertised-host",
+                                                   "advertised-address"),
+}
+
+
+def unknown_flag_message(unknown: list[str]) -> str:
+    """Name the first unknown flag and the setting to use instead, when one fits."""
+    flags = [arg for arg in unknown if arg.startswith("-")]
+    if not flags:
+        return f"unexpected argument {unknown[0]!r} (settings are flags: --NAME VALUE)"
+    flag = flags[0]
+    bare = flag.lstrip("-").split("=", 1)[0]
+    for use, names in _OTHER_FLAGS.items():
+        if bare.lower() in names:
+            return f"unknown flag {flag}: use --{use} (Kafka's setting names; see --help)"
+    dotted = bare.replace("-", ".").replace("_", ".").lower()
+    if dotted in SETTINGS or dotted in ALIASES:
+        return f"unknown flag {flag}: use --{dotted} VALUE (Kafka's setting names, with dots)"
+    close = difflib.get_close_matches(dotted, [*SETTINGS, *ALIASES], n=1)
+    hint = f"; did you mean --{close[0]}?" if close else "; see --help for every setting"
+    return f"unknown flag {flag}{hint}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
     if args_list and args_list[0] in ("check", "repair"):
@@ -69,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return check_main(args_list)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.error(unknown_flag_message(unknown))
     flags = {name: value for name, value in vars(args).items()
              if (name in SETTINGS or name in ALIASES) and value is not None}
     for item in args.override:

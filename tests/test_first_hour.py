@@ -155,3 +155,31 @@ def test_a_listener_on_every_interface_is_advertised_by_host_name():
     assert config["listeners"][0].host == "0.0.0.0"
     bound = config.with_bound_ports([9092])
     assert [(li.host, li.port) for li in bound.advertised] == [(socket.getfqdn(), 9092)]
+
+
+@pytest.mark.parametrize("args, use", [
+    (["--port", "9092"], "--listeners PLAINTEXT://HOST:PORT"),
+    (["--listen", "0.0.0.0:9092"], "--listeners PLAINTEXT://HOST:PORT"),
+    (["--host", "127.0.0.1"], "--listeners PLAINTEXT://HOST:PORT"),
+    (["--data-dir", "/tmp/x"], "--log.dirs DIR"),
+    (["--data-dir=/tmp/x"], "--log.dirs DIR"),
+    (["--log-segment-bytes", "5"], "--log.segment.bytes"),
+    (["--num.partitons", "3"], "--num.partitions"),
+])
+def test_other_servers_flags_name_the_setting_to_use(args, use):
+    result = run_cli(args)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    error = result.stderr.strip().splitlines()[-1]
+    assert f"unknown flag {args[0].split('=')[0]}" in error and use in error, result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 3, result.stderr  # not the whole usage
+
+
+def test_kafka_alias_flags_work(server_factory, tmp_path):
+    data, port = tmp_path / "alias-data", free_port()
+    srv = server_factory(base_flags=False, port=port, settings={
+        "log.dir": data, "listeners": f"PLAINTEXT://{HOST}:{port}", "broker.id": 5,
+        "log.retention.hours": 1})
+    kp_produce(srv.bootstrap, "aliased", [{"value": b"x"}])
+    assert (data / "aliased-0").is_dir()
+    assert "node.id=5" in (data / "meta.properties").read_text()
