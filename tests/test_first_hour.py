@@ -183,3 +183,24 @@ def test_kafka_alias_flags_work(server_factory, tmp_path):
     kp_produce(srv.bootstrap, "aliased", [{"value": b"x"}])
     assert (data / "aliased-0").is_dir()
     assert "node.id=5" in (data / "meta.properties").read_text()
+
+
+def test_readme_documents_every_file_the_server_writes(server):
+    """Each file a real server leaves in its data directory has a row in the README."""
+    from serverproc import REPO_ROOT
+
+    kp_produce(server.bootstrap, "layout", [{"key": b"k", "value": b"v"}])
+    seen = {p.name for p in server.data_dir.iterdir()}
+    assert server.stop() == 0
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme.split("## Data directory", 1)[1].split("\n## ", 1)[0]
+    top = {p.name for p in server.data_dir.iterdir()} | seen
+    for name in top:
+        if (server.data_dir / name).is_dir():
+            assert "`TOPIC-PARTITION/`" in section
+            for file in (server.data_dir / name).iterdir():
+                suffix = file.name.split(".", 1)[1]
+                assert f".{suffix}`" in section, f"{name}/{file.name} is not documented"
+        else:
+            assert f"`{name}`" in section, f"{name} is not documented"
+    assert ".kafka_cleanshutdown" in top and ".lock" in top
