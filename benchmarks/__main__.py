@@ -100,8 +100,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="more logging (-vv: librdkafka too)")
     args = p.parse_args(argv)
     if os.environ.get(OLD_CACHE_ENV):
-        p.error(f"{OLD_CACHE_ENV} is set: logserver reads every LOGSERVER_* variable as a "
-                f"setting and would refuse to start; unset it and use {CACHE_ENV} instead")
+        p.error(f"{OLD_CACHE_ENV} is set: it was renamed {CACHE_ENV} (logserver takes "
+                f"LOGSERVER_* variables for settings and warns about unknown ones); unset it "
+                f"and use {CACHE_ENV} instead")
 
     def names(value: str | None, default: list[str], known: object, what: str) -> list[str]:
         if value is None:

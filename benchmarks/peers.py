@@ -25,10 +25,10 @@ class PeerUnavailable(RuntimeError):
     """A peer could not be installed or started; the message is the one-line reason."""
 
 
-#: Overrides where peers are installed. Not ``LOGSERVER_*``: logserver reads every
-#: variable with that prefix as a setting and refuses to start on an unknown one.
+#: Overrides where peers are installed. Not ``LOGSERVER_*``: logserver takes variables
+#: with that prefix for settings and warns about every unknown one.
 CACHE_ENV = "BENCH_PEER_CACHE"
-#: The old name, which stopped the benchmark's own logserver from starting.
+#: The old name, which once stopped the benchmark's own logserver from starting.
 OLD_CACHE_ENV = "LOGSERVER_BENCH_CACHE"
 
 

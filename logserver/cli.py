@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import logging
 import os
 import sys
@@ -12,10 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from logserver.config import SETTINGS, ConfigError, env_name, load_config
-from logserver.log.errors import CorruptLogError
+from logserver.kafka_settings import ALIASES, IGNORED
+from logserver.log.errors import CorruptLogError, LogDirLockedError
 
 log = logging.getLogger(__name__)
 
+EXIT_CANNOT_START = 1  # a port taken, the data directory held by another process
+EXIT_USAGE = 2  # an unknown flag or setting, an invalid value
 EXIT_CORRUPT = 3  # start-up refused: repairing the log would lose data (see `logserver check`)
 EXIT_BRIDGE_FAILED = 4  # the --mqtt-bridge child cannot run (e.g. its port is taken)
 
@@ -23,12 +27,23 @@ EXIT_BRIDGE_FAILED = 4  # the --mqtt-bridge child cannot run (e.g. its port is t
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="logserver",
+        allow_abbrev=False,  # --listen must not silently mean --listeners
+        usage="%(prog)s [-c FILE] [--mqtt-bridge [HOST:PORT]] [--SETTING VALUE ...] "
+        "| check DIR | repair DIR",
         description="A Kafka-protocol-compatible log server. Unmodified Kafka clients "
         "(Java, kafka-python, aiokafka, librdkafka/kcat) produce to and consume from it.",
         epilog="Every setting can also be given as an environment variable "
         "(e.g. LOGSERVER_LOG_DIRS for log.dirs) or in a properties file (-c). "
-        "Precedence: flags > environment > file > defaults. "
-        "Offline tools: `logserver check DIR`, `logserver repair DIR`.",
+        "Precedence: flags > environment > file > defaults. An unknown LOGSERVER_* "
+        "variable is ignored with a warning naming it, and the service links Docker and "
+        "Kubernetes inject for a service named logserver (LOGSERVER_PORT=tcp://..., "
+        "LOGSERVER_SERVICE_HOST, LOGSERVER_PORT_9092_TCP...) are ignored quietly. "
+        "Kafka settings with no meaning here are ignored with a warning naming each: "
+        + ", ".join(IGNORED) + ". "
+        "Offline tools: `logserver check DIR`, `logserver repair DIR`. "
+        "Exit codes: 0 stopped cleanly (SIGTERM, Ctrl-C), 1 cannot start (a port taken, "
+        "the data directory in use by another process), 2 bad flag or setting, 3 the log "
+        "is damaged beyond a torn tail, 4 the MQTT bridge cannot run.",
     )
     parser.add_argument("-c", "--config", type=Path, metavar="FILE",
                         help="Java-properties file with settings (key=value)")
@@ -45,7 +60,42 @@ def build_parser() -> argparse.ArgumentParser:
         default = "unset" if setting.default is None else setting.default
         settings.add_argument(f"--{setting.name}", dest=setting.name, metavar="VALUE",
                               help=f"{setting.doc} (default {default}; env {env_name(setting.name)})")
+    aliases = parser.add_argument_group("Kafka's other names (a stock server.properties works)")
+    for name, alias in ALIASES.items():
+        unit = "" if alias.factor is None else f", in {name.rsplit('.', 1)[1]}"
+        aliases.add_argument(f"--{name}", dest=name, metavar="VALUE",
+                             help=f"{alias.target}{unit}")
     return parser
+
+
+# Flags other servers use, and the setting that does their job here.
+_OTHER_FLAGS = {
+    "listeners PLAINTEXT://HOST:PORT": ("port", "p", "host", "bind", "listen", "address", "addr"),
+    "log.dirs DIR": ("data-dir", "datadir", "data", "dir", "log-dir", "log-dirs", "logdir",
+                     "data-directory", "storage"),
+    "node.id ID": ("broker-id", "node-id", "id"),
+    "num.partitions N": ("partitions",),
+    "advertised.listeners PLAINTEXT://HOST:PORT": ("advertise", "advertised-host",
+                                                   "advertised-address"),
+}
+
+
+def unknown_flag_message(unknown: list[str]) -> str:
+    """Name the first unknown flag and the setting to use instead, when one fits."""
+    flags = [arg for arg in unknown if arg.startswith("-")]
+    if not flags:
+        return f"unexpected argument {unknown[0]!r} (settings are flags: --NAME VALUE)"
+    flag = flags[0]
+    bare = flag.lstrip("-").split("=", 1)[0]
+    for use, names in _OTHER_FLAGS.items():
+        if bare.lower() in names:
+            return f"unknown flag {flag}: use --{use} (Kafka's setting names; see --help)"
+    dotted = bare.replace("-", ".").replace("_", ".").lower()
+    if dotted in SETTINGS or dotted in ALIASES:
+        return f"unknown flag {flag}: use --{dotted} VALUE (Kafka's setting names, with dots)"
+    close = difflib.get_close_matches(dotted, [*SETTINGS, *ALIASES], n=1)
+    hint = f"; did you mean --{close[0]}?" if close else "; see --help for every setting"
+    return f"unknown flag {flag}{hint}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,8 +105,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return check_main(args_list)
     parser = build_parser()
-    args = parser.parse_args(argv)
-    flags = {name: value for name, value in vars(args).items() if name in SETTINGS and value is not None}
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.error(unknown_flag_message(unknown))
+    flags = {name: value for name, value in vars(args).items()
+             if (name in SETTINGS or name in ALIASES) and value is not None}
     for item in args.override:
         name, sep, value = item.partition("=")
         if not sep:
@@ -71,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(flags, args.config)
     except ConfigError as exc:
         print(f"logserver: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     from logserver.server import BridgeFailed, run_server
 
     try:
@@ -80,9 +133,13 @@ def main(argv: list[str] | None = None) -> int:
         pass
     except BridgeFailed:  # the supervisor logged why
         return EXIT_BRIDGE_FAILED
+    except LogDirLockedError as exc:
+        print(f"logserver: cannot start: {exc} (another logserver, or `logserver repair`, "
+              f"holds its lock file; each server needs its own --log.dirs)", file=sys.stderr)
+        return EXIT_CANNOT_START
     except OSError as exc:
         log.error("cannot start: %s", exc)
-        return 1
+        return EXIT_CANNOT_START
     except CorruptLogError as exc:
         print(f"logserver: refusing to start: {exc}\n"
               f"The damaged segment was left as it is. To cut the damage off (and lose what "

@@ -1,25 +1,41 @@
 """Server settings under Kafka's names, from flags, environment and a properties file.
 
 Precedence: command-line flags > environment (``LOGSERVER_LOG_DIRS`` for ``log.dirs``)
-> config file > defaults. Anything unknown or invalid stops start-up with a message that
-names the setting, because a typo silently ignored is a production incident later.
+> config file > defaults. An unknown flag or file setting, or an invalid value anywhere,
+stops start-up with a message that names the setting, because a typo silently ignored is
+a production incident later. The environment is shared with everything else in the
+process's world, so there an unknown ``LOGSERVER_*`` name is only warned about (once,
+naming it), and the service links Kubernetes injects for a Service named ``logserver``
+(``LOGSERVER_PORT=tcp://...``, ``LOGSERVER_SERVICE_HOST``...) are ignored quietly.
 """
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
+import re
+import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from logserver.kafka_settings import ALIASES, IGNORED, drop_ignored, resolve_aliases
 from logserver.topic_config import TOPIC_SETTINGS, default_text
+
+log = logging.getLogger(__name__)
 
 ENV_PREFIX = "LOGSERVER_"
 # Environment variables of ours that choose how the process runs, not broker settings.
 PROCESS_ENV_VARS = frozenset({"LOGSERVER_EVENT_LOOP"})
+# Docker links and Kubernetes service links for a Service named "logserver":
+# LOGSERVER_PORT=tcp://10.0.0.7:9092, LOGSERVER_PORT_9092_TCP_ADDR=..., LOGSERVER_SERVICE_HOST=...
+SERVICE_LINK_ENV = re.compile(
+    r"LOGSERVER_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)")
 LONG_MAX = 2**63 - 1
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 
 
 class ConfigError(ValueError):
@@ -219,7 +235,10 @@ class Config(Mapping[str, Any]):
         bound = [Listener(li.name, li.host, port) for li, port in zip(self["listeners"], ports, strict=True)]
         values = dict(self._values, listeners=bound)
         if self._values["advertised.listeners"] is None:
-            values["advertised.listeners"] = bound
+            # As Kafka: a listener on every interface is advertised under the host's name.
+            values["advertised.listeners"] = [
+                Listener(li.name, socket.getfqdn(), li.port) if li.host in WILDCARD_HOSTS else li
+                for li in bound]
         return Config(values, self.sources)
 
 
@@ -252,22 +271,34 @@ def load_config(
 ) -> Config:
     raw: dict[str, str] = {}
     sources: dict[str, str] = {}
+    warned: set[str] = set()
+    layers: list[tuple[dict[str, str], str, str]] = []  # (settings, where, unknown message)
+    controller_names: set[str] = set()
     if config_file is not None:
-        for key, value in read_properties(config_file).items():
-            if key not in SETTINGS:
-                raise ConfigError(f"unknown setting {key!r} in config file {config_file}")
-            raw[key], sources[key] = value, f"file {config_file}"
+        where = f"config file {config_file}"
+        layers.append((read_properties(config_file), where, f"unknown setting {{!r}} in {where}"))
     env = os.environ if environ is None else environ
-    by_env = {env_name(name): name for name in SETTINGS}
-    for key, value in env.items():
-        if key.startswith(ENV_PREFIX) and key not in PROCESS_ENV_VARS:
-            if key not in by_env:
-                raise ConfigError(f"unknown setting in environment variable {key}")
-            raw[by_env[key]], sources[by_env[key]] = value, f"environment {key}"
-    for key, value in (flags or {}).items():
-        if key not in SETTINGS:
-            raise ConfigError(f"unknown setting {key!r}")
-        raw[key], sources[key] = value, "command line"
+    by_env = {env_name(name): name for name in (*SETTINGS, *ALIASES, *IGNORED)}
+    from_env: dict[str, str] = {}
+    for key, value in sorted(env.items()):
+        if not key.startswith(ENV_PREFIX) or key in PROCESS_ENV_VARS:
+            continue
+        if key in by_env:
+            from_env[by_env[key]] = value
+        elif SERVICE_LINK_ENV.fullmatch(key):
+            log.debug("ignoring %s: a Docker/Kubernetes service link, not a setting", key)
+        else:
+            _warn_unknown_env(key, by_env)
+    layers.append((from_env, "environment", "unknown setting {!r} in the environment"))
+    layers.append((dict(flags or {}), "command line", "unknown setting {!r}"))
+    for layer, where, unknown in layers:
+        controller_names.update(_names(layer.get("controller.listener.names", "")))
+        layer = resolve_aliases(drop_ignored(layer, where, warned), where, ConfigError)
+        for key, value in layer.items():
+            if key not in SETTINGS:
+                raise ConfigError(unknown.format(key))
+            source = f"environment {env_name(key)}" if where == "environment" else where
+            raw[key], sources[key] = value, source
     values: dict[str, Any] = {}
     for name, setting in SETTINGS.items():
         text = raw.get(name, setting.default)
@@ -279,4 +310,32 @@ def load_config(
         except ValueError as exc:
             where = sources.get(name, "default")
             raise ConfigError(f"invalid value for setting {name!r} ({where}): {exc}") from exc
+    for name in ("listeners", "advertised.listeners"):
+        if values[name] and controller_names:
+            values[name] = _without_controllers(values[name], controller_names, name)
     return Config(values, sources)
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip().upper() for part in text.split(",") if part.strip()]
+
+
+def _without_controllers(listeners: list[Listener], controllers: set[str],
+                         setting: str) -> list[Listener]:
+    """KRaft's controller listeners: not opened, there is no quorum to serve."""
+    kept = [li for li in listeners if li.name not in controllers]
+    for li in listeners:
+        if li.name in controllers:
+            log.warning("not opening %s listener %s: it is a KRaft controller listener "
+                        "(controller.listener.names)", setting, li)
+    if not kept:
+        raise ConfigError(f"invalid value for setting {setting!r}: every listener is a "
+                          f"controller listener ({', '.join(sorted(controllers))})")
+    return kept
+
+
+def _warn_unknown_env(key: str, by_env: Mapping[str, str]) -> None:
+    close = difflib.get_close_matches(key, by_env, n=1)
+    hint = f" (did you mean {close[0]}, for {by_env[close[0]]}?)" if close else ""
+    log.warning("ignoring environment variable %s: no setting is named %s%s", key,
+                key[len(ENV_PREFIX):].lower().replace("_", "."), hint)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run): installs what the tests need on a fresh
-# Debian machine (run as root), then lints and runs the whole suite.
+# Debian machine (run as root): system packages with apt-get, Python packages into
+# .venv in the checkout; then lints and runs the whole suite with .venv's python.
 #   bash tests/run.sh                 # everything
 #   bash tests/run.sh -m 'not slow'   # extra arguments go to pytest
 set -euo pipefail
@@ -33,13 +34,11 @@ command -v mosquitto_pub >/dev/null 2>&1 || die "mosquitto_pub missing after ins
 java -version >/dev/null 2>&1 || die "java is installed but 'java -version' fails"
 command -v gcc >/dev/null 2>&1 || die "gcc missing after install"
 
-# --- Python packages: the project and its test extras
-PY=python3
-command -v "$PY" >/dev/null 2>&1 || die "python3 not found"
-"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "need Python >= 3.11"
-log "pip install -e '.[test]'"
-PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
-    "$PY" -m pip install --quiet -e '.[test]'
+# --- Python packages: the project and its test extras, in .venv (contrib/venv.sh;
+# Debian's own python3 refuses pip installs outside a virtual environment, PEP 668)
+bash contrib/venv.sh test
+PY=.venv/bin/python
+export PATH="$PWD/.venv/bin:$PATH"   # the console scripts (logserver, mqtt-bridge)
 "$PY" -c 'import kafka, aiokafka, confluent_kafka, pytest, pytest_timeout' \
     || die "test dependencies not importable after pip install"
 

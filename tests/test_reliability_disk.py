@@ -64,9 +64,27 @@ def test_disk_full_then_space_back(server_factory, tmp_path, durability):
     assert result.returncode == 0, result.stdout
 
 
-def test_a_production_server_cannot_switch_faults_on(tmp_path):
-    """The old switch, an environment variable, is an unknown setting now: refused."""
-    result = run_cli(["--log.dirs", str(tmp_path / "data")],
-                     env={"LOGSERVER_TEST_FAULTS": f"enospc_flag={tmp_path / 'flag'}"})
-    assert result.returncode == 2, result.stderr
-    assert "LOGSERVER_TEST_FAULTS" in result.stderr
+def test_a_production_server_cannot_switch_faults_on(server_factory, tmp_path):
+    """The old switch, an environment variable, names no setting: the server warns about
+    it by name and ignores it, so the disk-full fault it asks for never happens."""
+    flag = tmp_path / "disk-full"
+    flag.touch()  # the fault's trigger is present from the start
+    server = server_factory(env={"LOGSERVER_TEST_FAULTS": f"enospc_flag={flag}"})
+    with Conn(server.port) as c:
+        req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+            name="full", num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+            timeout_ms=5000, validate_only=False)
+        c.send(encode_request(19, 5, 1, "t", req))
+        assert decode_response(19, 5, c.recv_frame())[1].topics[0].error_code == 0
+        for i in range(5):
+            assert _produce(c, 10 + i, b"written-%d" % i) == (0, i)
+    assert [r.value for r in kp_read(server.bootstrap, "full")] == [
+        b"written-%d" % i for i in range(5)]
+    out = server.output()
+    warned = [line for line in out.splitlines() if "LOGSERVER_TEST_FAULTS" in line]
+    assert len(warned) == 1 and "WARNING" in warned[0] and "ignoring" in warned[0], out
+    assert "TEST FAULT INJECTION ACTIVE" not in out
+    assert "KAFKA_STORAGE_ERROR" not in out and "No space left" not in out, out
+    assert flag.exists()
+    assert server.stop() == 0
+    assert run_cli(["check", str(server.data_dir)]).returncode == 0

@@ -163,12 +163,33 @@ def test_port_in_use_fails_cleanly(server, tmp_path):
         other.stop()
 
 
-def test_unknown_env_setting_exits_2(tmp_path):
-    proc = run_cli(["--log.dirs", str(tmp_path / "data"),
-                    "--listeners", f"PLAINTEXT://{HOST}:{free_port()}"],
-                   env={"LOGSERVER_NO_SUCH_THING": "1"})
-    assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    assert "LOGSERVER_NO_SUCH_THING" in proc.stderr or "no.such.thing" in proc.stderr
+def test_unknown_env_variable_is_ignored_with_one_warning(server_factory):
+    """The environment is shared (Kubernetes, Docker, shells): an unknown LOGSERVER_*
+    name is warned about once, naming it, and start-up goes on; service links are quiet."""
+    srv = server_factory(env={
+        "LOGSERVER_NO_SUCH_THING": "1",
+        "LOGSERVER_NUM_PARTITION": "7",          # a typo: warned with the right name
+        "LOGSERVER_PORT": "tcp://10.96.0.12:9092",  # Kubernetes service links
+        "LOGSERVER_PORT_9092_TCP": "tcp://10.96.0.12:9092",
+        "LOGSERVER_PORT_9092_TCP_ADDR": "10.96.0.12",
+        "LOGSERVER_SERVICE_HOST": "10.96.0.12",
+        "LOGSERVER_SERVICE_PORT": "9092",
+        "LOGSERVER_NUM_PARTITIONS": "2",          # a real setting still applies
+    })
+    assert _partitions_of_new_topic(srv, "envwarn") == 2
+    out = srv.output()
+    assert out.count("LOGSERVER_NO_SUCH_THING") == 1, out
+    warned = [line for line in out.splitlines() if "LOGSERVER_NUM_PARTITION" in line]
+    assert len(warned) == 1 and "WARNING" in warned[0], out
+    assert "LOGSERVER_NUM_PARTITIONS" in warned[0] and "num.partitions" in warned[0], warned
+    assert "10.96.0.12" not in out and "LOGSERVER_PORT" not in out, out
+    assert "LOGSERVER_SERVICE" not in out, out
+
+
+def test_service_link_env_is_not_a_setting(tmp_path):
+    """LOGSERVER_PORT=tcp://... must not become a setting; the help says so."""
+    proc = run_cli(["--help"])
+    assert "LOGSERVER_PORT" in proc.stdout and "Kubernetes" in proc.stdout, proc.stdout
 
 
 def test_log_append_time_setting(server_factory):

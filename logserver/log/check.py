@@ -39,6 +39,7 @@ from kafkaproto.batch import (
     verify_crc,
 )
 from kafkaproto.records import decode_batch
+from logserver.log.errors import LogDirLockedError
 from logserver.log.manager import lock_data_dir
 from logserver.log.segment import LOG_SUFFIX, find_valid_batch
 
@@ -288,8 +289,14 @@ def main(argv: list[str]) -> int:
     if args.command == "check":
         try:
             os.close(lock_data_dir(data_dir))
+        except LogDirLockedError as exc:
+            # A live server's active segment and untrimmed indexes would read as damage.
+            print(f"logserver check: {exc}; stop the server first (a live directory has "
+                  f"writes in progress)", file=sys.stderr)
+            return EXIT_USAGE
         except OSError as exc:
-            print(f"warning: {exc}; results may include writes in progress", file=sys.stderr)
+            print(f"logserver check: cannot lock {data_dir}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         result = check_data_dir(data_dir)
         _print_result(result)
         if not result.problems:
