@@ -112,8 +112,10 @@ def test_persistent_session_survives_reconnect_and_bridge_restart(
 def test_kill_log_server_while_devices_publish(request, tmp_path, server) -> None:
     """No PUBACK for unlogged data; the bridge reconnects; nothing PUBACKed is missing."""
     stream = "killtest"
+    acl = tmp_path / "acl"  # devices keep their own topics; the witness needs a chat room
+    acl.write_text("topic readwrite chat/#\npattern readwrite devices/%c/#\n")
     bridge = start_bridge(request, tmp_path, server.bootstrap, "--delivery-timeout-s", "60",
-                          "--uplink-topic", stream)
+                          "--uplink-topic", stream, "--acl-file", str(acl))
     acked: list[str] = []
     ack_times: list[float] = []
     phases: dict[str, float] = {}
