@@ -29,6 +29,15 @@ def _produce(c: Conn, corr: int, value: bytes) -> tuple[int, int]:
     return parse_produce_v3_response(res[1])[("full", 0)]
 
 
+def _create_topic(c: Conn, name: str) -> None:
+    """CreateTopics v5 of one single-partition topic; it must succeed."""
+    req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+        timeout_ms=5000, validate_only=False)
+    c.send(encode_request(19, 5, 1, "t", req))
+    assert decode_response(19, 5, c.recv_frame())[1].topics[0].error_code == 0
+
+
 @pytest.mark.parametrize("durability", [{}, {"log.flush.interval.messages": 1}],
                          ids=["ack-after-write", "fsync-every-append"])
 def test_disk_full_then_space_back(server_factory, tmp_path, durability):
@@ -36,11 +45,7 @@ def test_disk_full_then_space_back(server_factory, tmp_path, durability):
     server = server_factory(settings=durability, launcher=faulty_server.launcher(enospc_flag=flag))
     assert "TEST FAULT INJECTION ACTIVE" in server.output()
     with Conn(server.port) as c:
-        req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-            name="full", num_partitions=1, replication_factor=1, assignments=[], configs=[])],
-            timeout_ms=5000, validate_only=False)
-        c.send(encode_request(19, 5, 1, "t", req))
-        assert decode_response(19, 5, c.recv_frame())[1].topics[0].error_code == 0
+        _create_topic(c, "full")
         for i in range(20):
             assert _produce(c, 10 + i, b"before-%d" % i) == (0, i)
         segment = server.segment_files("full", 0)[-1]
@@ -71,11 +76,7 @@ def test_a_production_server_cannot_switch_faults_on(server_factory, tmp_path):
     flag.touch()  # the fault's trigger is present from the start
     server = server_factory(env={"LOGSERVER_TEST_FAULTS": f"enospc_flag={flag}"})
     with Conn(server.port) as c:
-        req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-            name="full", num_partitions=1, replication_factor=1, assignments=[], configs=[])],
-            timeout_ms=5000, validate_only=False)
-        c.send(encode_request(19, 5, 1, "t", req))
-        assert decode_response(19, 5, c.recv_frame())[1].topics[0].error_code == 0
+        _create_topic(c, "full")
         for i in range(5):
             assert _produce(c, 10 + i, b"written-%d" % i) == (0, i)
     assert [r.value for r in kp_read(server.bootstrap, "full")] == [
