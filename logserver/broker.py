@@ -10,6 +10,8 @@ from logserver.config import Config
 from logserver.groups import GroupCoordinator
 from logserver.limits import topic_limit_error
 from logserver.partition import LEADER_EPOCH
+from logserver.security import authorizer_from_settings
+from logserver.security.store import ACL_FILE, AclStore
 from logserver.storage.api import Storage
 
 log = logging.getLogger(__name__)
@@ -33,11 +35,17 @@ class Broker:
         self.storage: Storage = storage
         self._creating: dict[str, int] = {}  # topic -> partitions, while being created
         self.groups = GroupCoordinator(self)  # consumer groups (logserver/groups)
+        # ACL authorization (logserver/security): None unless authorizer.class.name is set.
+        self.authorizer = authorizer_from_settings(config)
+        self.acl_store = None if self.authorizer is None else AclStore(
+            self.authorizer, self.data_dir / ACL_FILE)
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def open(self) -> None:
         self.storage.open()
+        if self.acl_store is not None:
+            self.acl_store.load()
 
     async def start(self) -> None:
         await self.storage.start()

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from logserver.kafka_settings import ALIASES, IGNORED, drop_ignored, resolve_aliases
+from logserver.security.settings import parse_authorizer_class
 from logserver.topic_config import TOPIC_SETTINGS, default_text
 
 log = logging.getLogger(__name__)
@@ -202,6 +203,15 @@ SETTINGS: dict[str, Setting] = {
         _topic_default("log.segment.delete.delay.ms", "file.delete.delay.ms",
                        "How long deleted segments and partitions stay on disk (renamed "
                        "*.deleted / *-delete) before their files are removed."),
+        # -- authorization (logserver/security) ----------------------------------------
+        Setting("authorizer.class.name", "", parse_authorizer_class,
+                "Turn ACL authorization on: org.apache.kafka.metadata.authorizer.StandardAuthorizer "
+                "or kafka.security.authorizer.AclAuthorizer (the same here); empty: everything "
+                "is allowed and the ACL APIs answer SECURITY_DISABLED."),
+        Setting("super.users", "", str,
+                "Principals allowed everything, separated by semicolons (User:admin;User:ops)."),
+        Setting("allow.everyone.if.no.acl.found", "false", _parse_bool,
+                "Allow a request on a resource no ACL applies to (else it is denied)."),
     ]
 }
 

@@ -20,6 +20,7 @@ from kafkaproto import (
 )
 from kafkaproto.messages import ApiVersionsResponse
 from logserver.handlers import HANDLERS
+from logserver.request_context import principal as request_principal
 from logserver.request_context import set_peer
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class Dispatcher:
     def config(self) -> Config:
         return self.broker.config
 
-    def dispatch(self, frame: bytearray, peer: str) -> Outcome:
+    def dispatch(self, frame: bytearray, peer: str, principal: str = "User:ANONYMOUS") -> Outcome:
         """Returns None (no response), (header, response-or-awaitable) or (None, why to close)."""
         view = memoryview(frame)
         try:
@@ -62,6 +63,7 @@ class Dispatcher:
         except ProtocolError as exc:
             return None, f"malformed {name} v{header.api_version} request from {header.client_id!r}: {exc}"
         set_peer(peer)
+        request_principal.set(principal)
         result: Any | Awaitable[Any] | None = handler.handle(self.broker, header, body)
         if result is None:
             return None

@@ -139,6 +139,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._closed = False
         self.peer = "?"
+        self.principal = "User:ANONYMOUS"  # who the connection authenticated as (Kafka's name)
         self._admitted_ip: str | None = None
         self.last_active = time.monotonic()  # for connections.max.idle.ms
 
@@ -227,7 +228,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _handle_frame(self, frame: bytearray) -> None:
         self._stats.requests += 1
         try:
-            outcome = self._dispatcher.dispatch(frame, self.peer)
+            outcome = self._dispatcher.dispatch(frame, self.peer, self.principal)
         except Exception as exc:  # a bug in a handler must not kill the other clients
             log.exception("request from %s failed", self.peer)
             self._protocol_error(f"internal error: {exc!r}")

@@ -11,6 +11,10 @@ from contextvars import ContextVar
 # The client's address as Kafka reports it in DescribeGroups: "/127.0.0.1".
 client_host: ContextVar[str] = ContextVar("client_host", default="")
 
+# Who sent the request, as Kafka names principals: "User:ANONYMOUS" until the
+# connection authenticated (SASL, or an SSL client certificate) as someone.
+principal: ContextVar[str] = ContextVar("principal", default="User:ANONYMOUS")
+
 
 def set_peer(peer: str) -> None:
     host = peer.rsplit(":", 1)[0] if ":" in peer else peer

@@ -8,6 +8,17 @@ Declarations live in one module per API family; this module only gathers them.
 from __future__ import annotations
 
 from ..spec import ApiSpec
+from .acls import (
+    CREATE_ACLS,
+    DELETE_ACLS,
+    DESCRIBE_ACLS,
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
 from .admin import (
     CREATE_PARTITIONS,
     CREATE_TOPICS,
@@ -115,6 +126,9 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
             OFFSET_DELETE,
             PRODUCE,
             INIT_PRODUCER_ID,
+            DESCRIBE_ACLS,
+            CREATE_ACLS,
+            DELETE_ACLS,
         ),
         key=lambda s: s.api_key,
     )
@@ -124,14 +138,20 @@ __all__ = [
     "ALL_APIS",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
     "DescribeConfigsRequest",
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",

@@ -4,6 +4,9 @@ from kafkaproto.spec import ApiSpec
 from kafkaproto.wire import FileRegion
 
 ALL_APIS: tuple[ApiSpec, ...]
+CREATE_ACLS: ApiSpec
+DELETE_ACLS: ApiSpec
+DESCRIBE_ACLS: ApiSpec
 CREATE_PARTITIONS: ApiSpec
 CREATE_TOPICS: ApiSpec
 DELETE_TOPICS: ApiSpec
@@ -586,6 +589,91 @@ class OffsetForLeaderEpochResponse(Message):
     throttle_time_ms: int
     topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult]
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = ...) -> None: ...
+
+class DescribeAclsRequest(Message):
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+    def __init__(self, *, resource_type_filter: int = ..., resource_name_filter: str | None = ..., pattern_type_filter: int = ..., principal_filter: str | None = ..., host_filter: str | None = ..., operation: int = ..., permission_type: int = ...) -> None: ...
+
+class DescribeAclsResponse(Message):
+    class AclDescription(Struct):
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        def __init__(self, *, principal: str = ..., host: str = ..., operation: int = ..., permission_type: int = ...) -> None: ...
+    class DescribeAclsResource(Struct):
+        resource_type: int
+        resource_name: str
+        pattern_type: int
+        acls: list[DescribeAclsResponse.AclDescription]
+        def __init__(self, *, resource_type: int = ..., resource_name: str = ..., pattern_type: int = ..., acls: list[DescribeAclsResponse.AclDescription] = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResponse.DescribeAclsResource]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., resources: list[DescribeAclsResponse.DescribeAclsResource] = ...) -> None: ...
+
+class CreateAclsRequest(Message):
+    class AclCreation(Struct):
+        resource_type: int
+        resource_name: str
+        resource_pattern_type: int
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        def __init__(self, *, resource_type: int = ..., resource_name: str = ..., resource_pattern_type: int = ..., principal: str = ..., host: str = ..., operation: int = ..., permission_type: int = ...) -> None: ...
+    creations: list[CreateAclsRequest.AclCreation]
+    def __init__(self, *, creations: list[CreateAclsRequest.AclCreation] = ...) -> None: ...
+
+class CreateAclsResponse(Message):
+    class AclCreationResult(Struct):
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    results: list[CreateAclsResponse.AclCreationResult]
+    def __init__(self, *, throttle_time_ms: int = ..., results: list[CreateAclsResponse.AclCreationResult] = ...) -> None: ...
+
+class DeleteAclsRequest(Message):
+    class DeleteAclsFilter(Struct):
+        resource_type_filter: int
+        resource_name_filter: str | None
+        pattern_type_filter: int
+        principal_filter: str | None
+        host_filter: str | None
+        operation: int
+        permission_type: int
+        def __init__(self, *, resource_type_filter: int = ..., resource_name_filter: str | None = ..., pattern_type_filter: int = ..., principal_filter: str | None = ..., host_filter: str | None = ..., operation: int = ..., permission_type: int = ...) -> None: ...
+    filters: list[DeleteAclsRequest.DeleteAclsFilter]
+    def __init__(self, *, filters: list[DeleteAclsRequest.DeleteAclsFilter] = ...) -> None: ...
+
+class DeleteAclsResponse(Message):
+    class DeleteAclsMatchingAcl(Struct):
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        pattern_type: int
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., resource_type: int = ..., resource_name: str = ..., pattern_type: int = ..., principal: str = ..., host: str = ..., operation: int = ..., permission_type: int = ...) -> None: ...
+    class DeleteAclsFilterResult(Struct):
+        error_code: int
+        error_message: str | None
+        matching_acls: list[DeleteAclsResponse.DeleteAclsMatchingAcl]
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., matching_acls: list[DeleteAclsResponse.DeleteAclsMatchingAcl] = ...) -> None: ...
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult]
+    def __init__(self, *, throttle_time_ms: int = ..., filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult] = ...) -> None: ...
 
 class DescribeConfigsRequest(Message):
     class DescribeConfigsResource(Struct):

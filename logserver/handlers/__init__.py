@@ -12,9 +12,12 @@ from typing import Any
 from kafkaproto import ApiKey
 from logserver.handlers import (
     api_versions,
+    create_acls,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_topics,
+    describe_acls,
     describe_configs,
     describe_groups,
     fetch,
@@ -64,4 +67,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_GROUPS: Handler("DescribeGroups", 0, 5, describe_groups.handle),
     ApiKey.DELETE_GROUPS: Handler("DeleteGroups", 0, 2, delete_groups.handle),
     ApiKey.OFFSET_DELETE: Handler("OffsetDelete", 0, 0, offset_delete.handle),
+    # -- ACLs (logserver/security) --
+    ApiKey.DESCRIBE_ACLS: Handler("DescribeAcls", 0, 3, describe_acls.handle),
+    ApiKey.CREATE_ACLS: Handler("CreateAcls", 0, 3, create_acls.handle),
+    ApiKey.DELETE_ACLS: Handler("DeleteAcls", 0, 3, delete_acls.handle),
 }

@@ -1,0 +1,117 @@
+"""What each request needs, in one table, and the helpers handlers ask with.
+
+Each rule is Kafka's check in KafkaApis: the resource type, the operation, and the
+error code a refusal carries. Handlers name a rule and a resource and get back
+``ErrorCode.NONE`` or the rule's error; they never talk to the authorizer themselves.
+Without an authorizer (``authorizer.class.name`` unset) everything is allowed and
+authorized-operations bitfields list every operation the resource supports, as Kafka does.
+
+The principal and the client address come from :mod:`logserver.request_context`, set by
+the dispatcher for each request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode
+from logserver import request_context
+from logserver.security.acl import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    operations_bitfield,
+)
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+__all__ = ["Rule", "allowed", "allowed_any", "authorized_operations", "denied"]
+
+_T, _G, _C, _X = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
+                  ResourceType.TRANSACTIONAL_ID)
+_Op = AclOperation
+_TOPIC_FAILED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+_GROUP_FAILED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+_CLUSTER_FAILED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    resource_type: ResourceType
+    operation: AclOperation
+    error: int
+
+
+# -- the table: API -> what it needs (Kafka's KafkaApis) --------------------------------
+PRODUCE = Rule(_T, _Op.WRITE, _TOPIC_FAILED)
+FETCH = Rule(_T, _Op.READ, _TOPIC_FAILED)
+LIST_OFFSETS = Rule(_T, _Op.DESCRIBE, _TOPIC_FAILED)
+METADATA_TOPIC = Rule(_T, _Op.DESCRIBE, _TOPIC_FAILED)  # others are left out of "all topics"
+METADATA_CLUSTER = Rule(_C, _Op.DESCRIBE, _CLUSTER_FAILED)  # for cluster authorized ops
+AUTO_CREATE_CLUSTER = Rule(_C, _Op.CREATE, _CLUSTER_FAILED)  # either this ...
+AUTO_CREATE_TOPIC = Rule(_T, _Op.CREATE, _TOPIC_FAILED)  # ... or this, per topic
+CREATE_TOPICS_CLUSTER = Rule(_C, _Op.CREATE, _CLUSTER_FAILED)
+CREATE_TOPICS_TOPIC = Rule(_T, _Op.CREATE, _TOPIC_FAILED)
+CREATE_TOPICS_CONFIGS = Rule(_T, _Op.DESCRIBE_CONFIGS, _TOPIC_FAILED)  # configs in the answer
+DELETE_TOPICS = Rule(_T, _Op.DELETE, _TOPIC_FAILED)
+DELETE_TOPICS_BY_ID = Rule(_T, _Op.DESCRIBE, ErrorCode.UNKNOWN_TOPIC_ID)
+DESCRIBE_TOPIC_CONFIGS = Rule(_T, _Op.DESCRIBE_CONFIGS, _TOPIC_FAILED)
+DESCRIBE_BROKER_CONFIGS = Rule(_C, _Op.DESCRIBE_CONFIGS, _CLUSTER_FAILED)
+INIT_PRODUCER_ID = Rule(_C, _Op.IDEMPOTENT_WRITE, _CLUSTER_FAILED)  # or WRITE on any topic
+TRANSACTIONAL_ID_WRITE = Rule(_X, _Op.WRITE, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+FIND_GROUP_COORDINATOR = Rule(_G, _Op.DESCRIBE, _GROUP_FAILED)
+FIND_TXN_COORDINATOR = Rule(_X, _Op.DESCRIBE, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+JOIN_GROUP = SYNC_GROUP = HEARTBEAT = LEAVE_GROUP = Rule(_G, _Op.READ, _GROUP_FAILED)
+OFFSET_COMMIT_GROUP = Rule(_G, _Op.READ, _GROUP_FAILED)
+OFFSET_COMMIT_TOPIC = Rule(_T, _Op.READ, _TOPIC_FAILED)
+OFFSET_FETCH_GROUP = Rule(_G, _Op.DESCRIBE, _GROUP_FAILED)
+OFFSET_FETCH_TOPIC = Rule(_T, _Op.DESCRIBE, _TOPIC_FAILED)
+DESCRIBE_GROUPS = Rule(_G, _Op.DESCRIBE, _GROUP_FAILED)
+LIST_GROUPS_CLUSTER = Rule(_C, _Op.DESCRIBE, _CLUSTER_FAILED)  # all groups, else ...
+LIST_GROUPS_GROUP = Rule(_G, _Op.DESCRIBE, _GROUP_FAILED)  # ... those described this way
+DELETE_GROUPS = Rule(_G, _Op.DELETE, _GROUP_FAILED)
+OFFSET_DELETE_GROUP = Rule(_G, _Op.DELETE, _GROUP_FAILED)
+OFFSET_DELETE_TOPIC = Rule(_T, _Op.READ, _TOPIC_FAILED)
+DESCRIBE_ACLS = Rule(_C, _Op.DESCRIBE, _CLUSTER_FAILED)
+CREATE_ACLS = DELETE_ACLS = Rule(_C, _Op.ALTER, _CLUSTER_FAILED)
+
+
+def _who() -> tuple[str, str]:
+    return request_context.principal.get(), request_context.client_host.get().lstrip("/")
+
+
+def allowed(broker: Broker, rule: Rule, name: str = CLUSTER_NAME) -> bool:
+    """May the current request's principal do what ``rule`` names on resource ``name``?"""
+    authorizer = broker.authorizer
+    if authorizer is None:
+        return True
+    principal, host = _who()
+    return authorizer.authorize(principal, host, rule.operation, rule.resource_type, name)
+
+
+def denied(broker: Broker, rule: Rule, name: str = CLUSTER_NAME) -> int:
+    """``ErrorCode.NONE`` when allowed, else the rule's *_AUTHORIZATION_FAILED code."""
+    return ErrorCode.NONE if allowed(broker, rule, name) else rule.error
+
+
+def allowed_any(broker: Broker, rule: Rule) -> bool:
+    """Is the operation allowed on at least one resource of the rule's type (Kafka's
+    authorizeByResourceType)?"""
+    authorizer = broker.authorizer
+    if authorizer is None:
+        return True
+    principal, host = _who()
+    return authorizer.authorize_by_resource_type(principal, host, rule.operation,
+                                                 rule.resource_type)
+
+
+def authorized_operations(broker: Broker, resource_type: ResourceType, name: str) -> int:
+    """Kafka's authorized-operations bitfield of a resource for the current principal."""
+    authorizer = broker.authorizer
+    if authorizer is None:
+        return operations_bitfield(list(SUPPORTED_OPERATIONS[resource_type]))
+    principal, host = _who()
+    return authorizer.authorized_operations(principal, host, resource_type, name)
