@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import CreateTopicsRequest, CreateTopicsResponse
 from logserver.broker import PolicyViolationError
+from logserver.security import checks
 from logserver.storage.api import InvalidConfigError, InvalidTopicError, TopicExistsError
 from logserver.topic_config import TopicConfig, describe, validate_overrides
 from logserver.topic_names import topic_name_error
@@ -29,9 +30,17 @@ MAX_PARTITIONS_PER_TOPIC = 100_000
 
 async def handle(broker: Broker, header: RequestHeader, request: CreateTopicsRequest) -> CreateTopicsResponse:
     seen = Counter(topic.name for topic in request.topics)
+    # As Kafka: CREATE on the cluster, else on each topic; the configs in the answer
+    # need DESCRIBE_CONFIGS on the topic.
+    on_cluster = checks.allowed(broker, checks.CREATE_TOPICS_CLUSTER)
     results = await asyncio.gather(*(
-        _create(broker, topic, request.validate_only) if seen[topic.name] == 1
-        else _refused(topic.name, ErrorCode.INVALID_REQUEST, "topic named more than once")
+        _refused(topic.name, ErrorCode.INVALID_REQUEST, "topic named more than once")
+        if seen[topic.name] != 1
+        else _create(broker, topic, request.validate_only,
+                     checks.allowed(broker, checks.CREATE_TOPICS_CONFIGS, topic.name))
+        if on_cluster or checks.allowed(broker, checks.CREATE_TOPICS_TOPIC, topic.name)
+        else _refused(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                      "not authorized to create this topic")
         for topic in request.topics))
     return CreateTopicsResponse(throttle_time_ms=0, topics=list(results))
 
@@ -45,7 +54,8 @@ async def _refused(name: str, code: int, message: str) -> Result:
     return _error(name, code, message)
 
 
-async def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, validate_only: bool) -> Result:
+async def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, validate_only: bool,
+                  show_configs: bool) -> Result:
     name = topic.name
     invalid = topic_name_error(name)
     if invalid is not None:
@@ -90,6 +100,10 @@ async def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, val
         except OSError as exc:
             log.error("creating topic %s failed: %s", name, exc)
             return _error(name, ErrorCode.KAFKA_STORAGE_ERROR, f"creating the topic failed: {exc}")
+    if not show_configs:
+        return Result(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
+                      num_partitions=partitions, replication_factor=1, configs=[],
+                      topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     config = broker.storage.topic_config(name) if not validate_only else None
     if config is None:
         config = TopicConfig.from_settings(broker.config, overrides)

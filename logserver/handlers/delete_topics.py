@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import DeleteTopicsRequest, DeleteTopicsResponse
+from logserver.security import checks
 from logserver.storage.api import UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
@@ -36,9 +37,12 @@ async def _delete(broker: Broker, name: str | None, topic_id: bytes) -> Result:
     storage = broker.storage
     if name is None:
         name = storage.topic_for_id(topic_id)
-        if name is None:
+        if name is None or not checks.allowed(broker, checks.DELETE_TOPICS_BY_ID, name):
             return Result(name=None, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                           error_message="no topic has this id")
+    if not checks.allowed(broker, checks.DELETE_TOPICS, name):  # before existence: no leak
+        return Result(name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                      error_message="not authorized to delete this topic")
     if storage.partition_count(name) is None:
         return Result(name=name, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                       error_message=f"topic {name!r} does not exist")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from logserver.config import SETTINGS
+from logserver.security import checks
 from logserver.topic_config import (
     DEFAULT_CONFIG,
     STATIC_BROKER_CONFIG,
@@ -28,7 +29,16 @@ def handle(broker: Broker, header: RequestHeader, request: DescribeConfigsReques
     results = []
     for resource in request.resources:
         keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
+        refused: int = ErrorCode.NONE
         if resource.resource_type == TOPIC:
+            refused = checks.denied(broker, checks.DESCRIBE_TOPIC_CONFIGS, resource.resource_name)
+        elif resource.resource_type == BROKER:
+            refused = checks.denied(broker, checks.DESCRIBE_BROKER_CONFIGS)
+        if refused:
+            results.append(Result(error_code=refused, error_message=None,
+                                  resource_type=resource.resource_type,
+                                  resource_name=resource.resource_name, configs=[]))
+        elif resource.resource_type == TOPIC:
             results.append(_topic(broker, resource.resource_name, keys))
         elif resource.resource_type == BROKER:
             results.append(_broker(broker, resource.resource_name, keys))

@@ -1,7 +1,8 @@
 """DescribeGroups: state, protocol and members; metadata and assignments once Stable.
 
-An unknown group is described as Dead with no error (Kafka before v6). Without ACLs
-every group operation is allowed: READ, DELETE and DESCRIBE when asked (v3+).
+An unknown group is described as Dead with no error (Kafka before v6). A group the
+principal may not DESCRIBE is GROUP_AUTHORIZATION_FAILED; v3+ may ask for the operations
+allowed on each group (READ, DELETE, DESCRIBE; all of them without an authorizer).
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import DescribeGroupsRequest, DescribeGroupsResponse
 from logserver.groups.group import GroupState
+from logserver.security import checks
+from logserver.security.acl import ResourceType
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
 
 Described = DescribeGroupsResponse.DescribedGroup
 DescribedMember = DescribeGroupsResponse.DescribedGroupMember
-# AclOperation codes READ(3), DELETE(6), DESCRIBE(8): what Kafka allows on a group.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 def handle(broker: Broker, header: RequestHeader,
@@ -26,6 +27,11 @@ def handle(broker: Broker, header: RequestHeader,
     with_operations = header.api_version >= 3 and request.include_authorized_operations
     described = []
     for group_id in request.groups:
+        if not checks.allowed(broker, checks.DESCRIBE_GROUPS, group_id):
+            described.append(Described(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                       group_id=group_id, group_state="", protocol_type="",
+                                       protocol_data="", members=[]))
+            continue
         error, group = broker.groups.describe_group(group_id)
         entry = Described(error_code=error, group_id=group_id, group_state="",
                           protocol_type="", protocol_data="", members=[])
@@ -45,6 +51,7 @@ def handle(broker: Broker, header: RequestHeader,
                     member_assignment=m.assignment if stable else b"")
                 for m in group.members.values()]
         if with_operations and error == ErrorCode.NONE:
-            entry.authorized_operations = GROUP_OPERATIONS
+            entry.authorized_operations = checks.authorized_operations(
+                broker, ResourceType.GROUP, group_id)
         described.append(entry)
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, FileRegion, RequestHeader
 from kafkaproto.messages import FetchRequest, FetchResponse
+from logserver.security import checks
 from logserver.storage.api import Storage
 
 if TYPE_CHECKING:
@@ -25,19 +26,21 @@ def handle(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
     if request.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
     storage = broker.storage
-    response, size, partitions = _build(storage, request, header.api_version)
+    refused = {topic.topic for topic in request.topics
+               if not checks.allowed(broker, checks.FETCH, topic.topic)}
+    response, size, partitions = _build(storage, request, header.api_version, refused)
     if size >= request.min_bytes or request.max_wait_ms <= 0 or not partitions:
         return response
-    return _long_poll(storage, request, header.api_version, partitions)
+    return _long_poll(storage, request, header.api_version, partitions, refused)
 
 
 async def _long_poll(storage: Storage, request: FetchRequest, version: int,
-                     partitions: list[tuple[str, int]]) -> FetchResponse:
+                     partitions: list[tuple[str, int]], refused: set[str]) -> FetchResponse:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait_ms / 1000
     while True:
         await storage.wait_for_append(partitions, deadline - loop.time())
-        response, size, partitions = _build(storage, request, version)
+        response, size, partitions = _build(storage, request, version, refused)
         if size >= request.min_bytes or loop.time() >= deadline or not partitions:
             return response
         _release_records(response)  # not enough yet: its slices must not pin segments
@@ -51,9 +54,10 @@ def _release_records(response: FetchResponse) -> None:
                 partition.records.release()
 
 
-def _build(storage: Storage, request: FetchRequest, version: int) -> (
+def _build(storage: Storage, request: FetchRequest, version: int, refused: set[str]) -> (
         tuple[FetchResponse, int, list[tuple[str, int]]]):
-    """The response as of now, its record bytes, and the partitions worth waiting on."""
+    """The response as of now, its record bytes, and the partitions worth waiting on;
+    topics in ``refused`` (no READ) get TOPIC_AUTHORIZATION_FAILED and are not read."""
     budget = request.max_bytes if version >= 3 else 2**31 - 1
     total = 0
     waitable: list[tuple[str, int]] = []
@@ -61,16 +65,16 @@ def _build(storage: Storage, request: FetchRequest, version: int) -> (
     for topic in request.topics:
         results = []
         for wanted in topic.partitions:
+            if topic.topic in refused:
+                results.append(_failed(wanted.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             # KIP-74: a partition's first batch comes whole even above the limits, while
             # the response's total budget lasts, so an oversized batch never stalls.
             limit = max(0, min(wanted.partition_max_bytes, budget - total))
             read = storage.read(topic.topic, wanted.partition, wanted.fetch_offset, limit,
                                 min_one=total < budget, fetch_version=version)
             if read.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                results.append(PartitionData(
-                    partition_index=wanted.partition, error_code=read.error,
-                    high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                    aborted_transactions=[], records=b""))
+                results.append(_failed(wanted.partition, read.error))
                 continue
             if read.error == ErrorCode.NONE:
                 waitable.append((topic.topic, wanted.partition))
@@ -83,3 +87,9 @@ def _build(storage: Storage, request: FetchRequest, version: int) -> (
         topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, partitions=results))
     response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
     return response, total, waitable
+
+
+def _failed(partition: int, error: int) -> FetchResponse.PartitionData:
+    return PartitionData(partition_index=partition, error_code=error, high_watermark=-1,
+                         last_stable_offset=-1, log_start_offset=-1, aborted_transactions=[],
+                         records=b"")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import FindCoordinatorRequest, FindCoordinatorResponse
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -24,16 +25,27 @@ async def handle(broker: Broker, header: RequestHeader,
     key_type = request.key_type if version >= 1 else 0
     host, port = broker.advertised_address
     node = broker.node_id
+    # DESCRIBE on the group (key type 0) or on the transactional id (1), as Kafka.
+    rule = checks.FIND_TXN_COORDINATOR if key_type == 1 else checks.FIND_GROUP_COORDINATOR
+    keys = request.coordinator_keys if version >= 4 else [request.key]
+    refused = {key: checks.denied(broker, rule, key) for key in keys}
     if version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
+            if refused[key]:
+                coordinators.append(Coordinator(key=key, node_id=-1, host="", port=-1,
+                                                error_code=refused[key], error_message=None))
+                continue
             error, message = await broker.groups.find_coordinator(key_type)
             ok = error == ErrorCode.NONE
             coordinators.append(Coordinator(
                 key=key, node_id=node if ok else -1, host=host if ok else "",
                 port=port if ok else -1, error_code=error, error_message=message))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
-    error, message = await broker.groups.find_coordinator(key_type)
+    if refused[request.key]:
+        error, message = refused[request.key], None
+    else:
+        error, message = await broker.groups.find_coordinator(key_type)
     ok = error == ErrorCode.NONE
     return FindCoordinatorResponse(
         throttle_time_ms=0, error_code=error, error_message=message,

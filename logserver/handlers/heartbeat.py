@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkaproto import RequestHeader
+from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import HeartbeatRequest, HeartbeatResponse
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
 
 
 def handle(broker: Broker, header: RequestHeader, request: HeartbeatRequest) -> HeartbeatResponse:
+    if not checks.allowed(broker, checks.HEARTBEAT, request.group_id):
+        return HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     error = broker.groups.heartbeat(
         group_id=request.group_id,
         member_id=request.member_id,

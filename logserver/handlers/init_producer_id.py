@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import InitProducerIdRequest, InitProducerIdResponse
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -23,6 +24,12 @@ def handle(broker: Broker, header: RequestHeader, request: InitProducerIdRequest
     if request.transactional_id is not None:
         return InitProducerIdResponse(
             throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1, producer_epoch=-1)
+    # Kafka since KIP-679: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
+    if not (checks.allowed(broker, checks.INIT_PRODUCER_ID)
+            or checks.allowed_any(broker, checks.PRODUCE)):
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
             producer_id=-1, producer_epoch=-1)
     producer_id, epoch = request.producer_id, request.producer_epoch
     if header.api_version >= 3 and producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:

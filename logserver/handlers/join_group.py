@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from kafkaproto import RequestHeader
+from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import JoinGroupRequest, JoinGroupResponse
 from logserver import request_context
 from logserver.groups.group import JoinResult
 from logserver.groups.respond import respond
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -26,6 +27,8 @@ Member = JoinGroupResponse.JoinGroupResponseMember
 def handle(broker: Broker, header: RequestHeader,
            request: JoinGroupRequest) -> JoinGroupResponse | Awaitable[JoinGroupResponse]:
     version = header.api_version
+    if not checks.allowed(broker, checks.JOIN_GROUP, request.group_id):
+        return _response(JoinResult("", ErrorCode.GROUP_AUTHORIZATION_FAILED), version)
     instance_id = request.group_instance_id if version >= 5 else None
     future = broker.groups.join_group(
         group_id=request.group_id,

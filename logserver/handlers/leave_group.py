@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import LeaveGroupRequest, LeaveGroupResponse
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -18,6 +19,9 @@ MemberResponse = LeaveGroupResponse.MemberResponse
 
 def handle(broker: Broker, header: RequestHeader, request: LeaveGroupRequest) -> LeaveGroupResponse:
     version = header.api_version
+    if not checks.allowed(broker, checks.LEAVE_GROUP, request.group_id):
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                  members=[])
     if version <= 2:
         leaving: list[tuple[str, str | None, str | None]] = [(request.member_id, None, None)]
     else:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import RequestHeader
 from kafkaproto.messages import ListGroupsRequest, ListGroupsResponse
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -14,6 +15,8 @@ if TYPE_CHECKING:
 def handle(broker: Broker, header: RequestHeader, request: ListGroupsRequest) -> ListGroupsResponse:
     states = request.states_filter if header.api_version >= 4 else []
     error, groups = broker.groups.list_groups(states)
+    if not checks.allowed(broker, checks.LIST_GROUPS_CLUSTER):  # else only describable ones
+        groups = [g for g in groups if checks.allowed(broker, checks.LIST_GROUPS_GROUP, g[0])]
     return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
         ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type,
                                        group_state=state)

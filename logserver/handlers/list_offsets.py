@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import ListOffsetsRequest, ListOffsetsResponse
 from logserver.partition import LEADER_EPOCH
+from logserver.security import checks
 from logserver.storage.api import EARLIEST, LATEST, MAX_TIMESTAMP
 
 if TYPE_CHECKING:
@@ -23,7 +24,12 @@ def handle(broker: Broker, header: RequestHeader, request: ListOffsetsRequest) -
     topics = []
     for topic in request.topics:
         results = []
+        refused = checks.denied(broker, checks.LIST_OFFSETS, topic.name)
         for wanted in topic.partitions:
+            if refused:
+                results.append(PartitionResponse(partition_index=wanted.partition_index,
+                                                 error_code=refused, timestamp=-1, offset=-1))
+                continue
             timestamp = wanted.timestamp
             if timestamp == MAX_TIMESTAMP and header.api_version < MAX_TIMESTAMP_MIN_VERSION:
                 timestamp = -4  # not a special value before v7: refused like any negative

@@ -16,6 +16,7 @@ from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import OffsetCommitRequest, OffsetCommitResponse
 from logserver.groups.group import CommittedOffset
 from logserver.groups.respond import respond
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -33,11 +34,16 @@ def handle(broker: Broker, header: RequestHeader, request: OffsetCommitRequest) 
     expire = now + retention if retention >= 0 else -1
     errors: dict[TopicPartition, int] = {}
     offsets: dict[TopicPartition, CommittedOffset] = {}
+    # As Kafka: READ on the group (else every partition fails), then READ on each topic.
+    group_refused = checks.denied(broker, checks.OFFSET_COMMIT_GROUP, request.group_id)
     for topic in request.topics:
         count = broker.storage.partition_count(topic.name)
+        refused = group_refused or checks.denied(broker, checks.OFFSET_COMMIT_TOPIC, topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if count is None or not 0 <= p.partition_index < count:
+            if refused:
+                errors[tp] = refused
+            elif count is None or not 0 <= p.partition_index < count:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             offsets[tp] = CommittedOffset(

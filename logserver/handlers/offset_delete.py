@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import OffsetDeleteRequest, OffsetDeleteResponse
 from logserver.groups.respond import respond
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -24,13 +25,19 @@ TopicPartition = tuple[str, int]
 
 def handle(broker: Broker, header: RequestHeader, request: OffsetDeleteRequest) -> (
         OffsetDeleteResponse | Awaitable[OffsetDeleteResponse]):
+    if not checks.allowed(broker, checks.OFFSET_DELETE_GROUP, request.group_id):
+        return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                    throttle_time_ms=0, topics=[])
     errors: dict[TopicPartition, int] = {}
     known: list[TopicPartition] = []
     for topic in request.topics:
         count = broker.storage.partition_count(topic.name)
+        refused = checks.denied(broker, checks.OFFSET_DELETE_TOPIC, topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if count is None or not 0 <= p.partition_index < count:
+            if refused:
+                errors[tp] = refused
+            elif count is None or not 0 <= p.partition_index < count:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append(tp)

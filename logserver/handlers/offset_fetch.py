@@ -3,6 +3,10 @@
 Null topics (v2+) mean every offset the group committed. v8 asks for several groups at
 once. Group-level errors go to the top-level error (v2-7), to each group (v8), or to
 every requested partition (v1, which has no top-level error), as Kafka does.
+
+With ACLs, as Kafka: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED; a requested
+topic the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED per partition, and
+"every offset" leaves such topics out.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import OffsetFetchRequest, OffsetFetchResponse
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -25,14 +30,12 @@ Partition = OffsetFetchResponse.OffsetFetchResponsePartition
 
 def handle(broker: Broker, header: RequestHeader, request: OffsetFetchRequest) -> OffsetFetchResponse:
     version = header.api_version
-    coordinator = broker.groups
     if version >= 8:
         groups = []
         for group in request.groups:
             partitions = (None if group.topics is None else
                           [(t.name, p) for t in group.topics for p in t.partition_indexes])
-            error, rows = coordinator.fetch_offsets(group.group_id, partitions,
-                                                    request.require_stable)
+            error, rows = _fetch(broker, group.group_id, partitions, request.require_stable)
             groups.append(Group(group_id=group.group_id, error_code=error, topics=[
                 GroupTopic(name=name, partitions=[
                     GroupPartition(partition_index=p, committed_offset=o,
@@ -43,7 +46,7 @@ def handle(broker: Broker, header: RequestHeader, request: OffsetFetchRequest) -
     partitions = (None if request.topics is None else
                   [(t.name, p) for t in request.topics for p in t.partition_indexes])
     require_stable = request.require_stable if version >= 7 else False
-    error, rows = coordinator.fetch_offsets(request.group_id, partitions, require_stable)
+    error, rows = _fetch(broker, request.group_id, partitions, require_stable)
     if error != ErrorCode.NONE and version < 2:
         rows = [(t, p, -1, -1, "", error) for t, p in partitions or []]
     return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[
@@ -52,6 +55,28 @@ def handle(broker: Broker, header: RequestHeader, request: OffsetFetchRequest) -
                       metadata=m, error_code=err)
             for _, p, o, e, m, err in topic_rows])
         for name, topic_rows in _by_topic(rows)])
+
+
+def _fetch(broker: Broker, group_id: str, partitions: list[tuple[str, int]] | None,
+           require_stable: bool) -> tuple[int, list[Row]]:
+    """The coordinator's answer, within what the principal may see."""
+    if not checks.allowed(broker, checks.OFFSET_FETCH_GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    visible: dict[str, bool] = {}
+
+    def may_see(topic: str) -> bool:
+        if topic not in visible:
+            visible[topic] = checks.allowed(broker, checks.OFFSET_FETCH_TOPIC, topic)
+        return visible[topic]
+
+    if partitions is None:
+        error, rows = broker.groups.fetch_offsets(group_id, None, require_stable)
+        return error, [row for row in rows if may_see(row[0])]
+    allowed = [(t, p) for t, p in partitions if may_see(t)]
+    error, rows = broker.groups.fetch_offsets(group_id, allowed, require_stable)
+    refused: list[Row] = [(t, p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                          for t, p in partitions if not may_see(t)]
+    return error, rows + refused if error == ErrorCode.NONE else rows
 
 
 def _by_topic(rows: list[Row]) -> list[tuple[str, list[Row]]]:

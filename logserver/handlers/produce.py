@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, cast
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import ProduceRequest, ProduceResponse
 from logserver.groups import INTERNAL_TOPICS
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -33,9 +34,10 @@ def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
     topics = []
     for topic in request.topic_data:
         partitions = []
+        refused = error or checks.denied(broker, checks.PRODUCE, topic.name)
         for data in topic.partition_data:
-            if error:
-                partitions.append(PartitionResponse(index=data.index, error_code=error, base_offset=-1))
+            if refused:
+                partitions.append(PartitionResponse(index=data.index, error_code=refused, base_offset=-1))
                 continue
             if topic.name in INTERNAL_TOPICS:  # only the group coordinator writes there
                 partitions.append(PartitionResponse(

@@ -12,6 +12,7 @@ from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import SyncGroupRequest, SyncGroupResponse
 from logserver.groups.group import SyncResult
 from logserver.groups.respond import respond
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 def handle(broker: Broker, header: RequestHeader,
            request: SyncGroupRequest) -> SyncGroupResponse | Awaitable[SyncGroupResponse]:
     version = header.api_version
+    if not checks.allowed(broker, checks.SYNC_GROUP, request.group_id):
+        return _response(SyncResult(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         return _response(SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
     future = broker.groups.sync_group(
