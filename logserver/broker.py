@@ -43,9 +43,9 @@ class Broker:
     # -- lifecycle ------------------------------------------------------------------------
 
     def open(self) -> None:
-        self.storage.open()
-        if self.acl_store is not None:
+        if self.acl_store is not None:  # first: a damaged ACL file stops start-up early
             self.acl_store.load()
+        self.storage.open()
 
     async def start(self) -> None:
         await self.storage.start()

@@ -15,6 +15,7 @@ from typing import Any
 from logserver.config import SETTINGS, ConfigError, env_name, load_config
 from logserver.kafka_settings import ALIASES, IGNORED
 from logserver.log.errors import CorruptLogError, LogDirLockedError
+from logserver.security.store import AclFileError
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"logserver: cannot start: {exc} (another logserver, or `logserver repair`, "
               f"holds its lock file; each server needs its own --log.dirs)", file=sys.stderr)
         return EXIT_CANNOT_START
-    except OSError as exc:
+    except (OSError, AclFileError) as exc:
         log.error("cannot start: %s", exc)
         return EXIT_CANNOT_START
     except CorruptLogError as exc:

@@ -36,7 +36,7 @@ from kafka.admin import (
     ResourceType,
 )
 from kafkaclient import BlockingClient
-from serverproc import ServerProcess
+from serverproc import ServerProcess, run_cli
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import MetadataRequest
@@ -262,3 +262,12 @@ def test_without_super_user_only_acls_grant_access(server_factory, topic_name) -
     operations = {op.name for op in future.result(timeout=30).authorized_operations}
     assert operations == {"READ", "WRITE", "DESCRIBE"}
     assert other not in ck.list_topics(timeout=30).topics
+
+
+def test_start_up_refuses_other_authorizers_and_a_damaged_acl_file(tmp_path) -> None:
+    base = ["--log.dirs", str(tmp_path), "--listeners", "PLAINTEXT://127.0.0.1:0"]
+    other = run_cli([*base, "--authorizer.class.name", "com.example.CustomAuthorizer"])
+    assert other.returncode == 2 and "authorizer.class.name" in other.stderr
+    (tmp_path / "acls.json").write_text("{damaged")
+    damaged = run_cli([*base, "--authorizer.class.name", STANDARD])
+    assert damaged.returncode == 1 and "cannot read the ACLs" in damaged.stderr

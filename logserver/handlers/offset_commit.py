@@ -43,7 +43,8 @@ def handle(broker: Broker, header: RequestHeader, request: OffsetCommitRequest) 
             tp = (topic.name, p.partition_index)
             if refused:
                 errors[tp] = refused
-            elif count is None or not 0 <= p.partition_index < count:
+                continue
+            if count is None or not 0 <= p.partition_index < count:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             offsets[tp] = CommittedOffset(

@@ -25,13 +25,17 @@ from logserver.log.fsutil import atomic_write
 from logserver.security.acl import AclBinding
 from logserver.security.authorizer import Authorizer
 
-__all__ = ["ACL_FILE", "AclStore", "read_acls"]
+__all__ = ["ACL_FILE", "AclFileError", "AclStore", "read_acls"]
 
 log = logging.getLogger(__name__)
 
 ACL_FILE = "acls.json"
 _FORMAT_VERSION = 1
 R = TypeVar("R")
+
+
+class AclFileError(ValueError):
+    """The ACL file cannot be read: the server refuses to start (exit code 1)."""
 
 
 def read_acls(path: Path) -> frozenset[AclBinding]:
@@ -47,7 +51,8 @@ def read_acls(path: Path) -> frozenset[AclBinding]:
             raise ValueError(f"unknown format version {data.get('version')!r}")
         return frozenset(AclBinding.from_json(item) for item in data["acls"])
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"{path}: cannot read the ACLs: {exc}") from exc
+        raise AclFileError(f"{path}: cannot read the ACLs: {exc} (fix or remove the file; "
+                           "without it the server starts with no ACLs)") from exc
 
 
 def _encode(acls: frozenset[AclBinding]) -> bytes:
