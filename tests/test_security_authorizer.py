@@ -85,6 +85,12 @@ def test_host_and_wildcard_principal() -> None:
     assert can(auth, Op.READ, T, "t", host="10.0.0.1")
     assert not can(auth, Op.READ, T, "t", host="10.0.0.2")
     assert can(auth, Op.READ, T, "open", principal="User:anyone", host="192.168.1.1")
+    # The same address however it is spelled (Java prints IPv6 in full).
+    spelled = Authorizer(acls=[acl(T, "v6", Op.READ, host="0:0:0:0:0:0:0:1"),
+                               acl(T, "v4", Op.READ, host="::ffff:10.0.0.1")])
+    assert can(spelled, Op.READ, T, "v6", host="::1")
+    assert can(spelled, Op.READ, T, "v4", host="10.0.0.1")
+    assert not can(spelled, Op.READ, T, "v6", host="::2")
 
 
 def test_super_users_and_allow_everyone_if_no_acl_found() -> None:

@@ -19,8 +19,10 @@ so the produce and fetch paths pay a dictionary lookup per topic.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from logserver.security.acl import (
     SUPPORTED_OPERATIONS,
@@ -37,7 +39,7 @@ from logserver.security.acl import (
     operations_bitfield,
 )
 
-__all__ = ["Authorizer", "DeleteResult", "parse_super_users"]
+__all__ = ["Authorizer", "DeleteResult", "canonical_host", "parse_super_users"]
 
 _IMPLIED_BY: dict[AclOperation, frozenset[AclOperation]] = {
     AclOperation.DESCRIBE: frozenset({AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE,
@@ -49,6 +51,23 @@ _CACHE_LIMIT = 100_000  # decisions kept before the cache starts over
 # authorize_by_resource_type asks about this name first, so super users and
 # allow.everyone.if.no.acl.found count as they do in Kafka.
 _PROBE_NAME = "hardcode"
+
+
+@lru_cache(maxsize=4096)
+def canonical_host(host: str) -> str:
+    """One spelling per address, so an ACL for ``0:0:0:0:0:0:0:1`` (how Java prints it)
+    or ``::ffff:10.0.0.1`` matches a client at ``::1`` or ``10.0.0.1``; names stay as given."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return address.compressed
+
+
+def _host_matches(acl_host: str, host: str) -> bool:
+    return acl_host in (WILDCARD, host) or canonical_host(acl_host) == canonical_host(host)
 
 
 def parse_super_users(text: str) -> frozenset[str]:
@@ -175,7 +194,7 @@ class Authorizer:
             any_acl = True
             if acl.principal != principal and acl.principal != WILDCARD_PRINCIPAL:
                 continue
-            if acl.host != WILDCARD and acl.host != host:
+            if not _host_matches(acl.host, host):
                 continue
             if acl.permission == AclPermissionType.DENY:
                 if acl.operation in (AclOperation.ALL, operation):
@@ -202,7 +221,7 @@ class Authorizer:
         for acl in self._acls:
             if acl.resource_type != resource_type:
                 continue
-            if acl.host != WILDCARD and acl.host != host:
+            if not _host_matches(acl.host, host):
                 continue
             if acl.principal != principal and acl.principal != WILDCARD_PRINCIPAL:
                 continue
