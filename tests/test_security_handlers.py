@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kafkaproto import ApiKey, ErrorCode, RequestHeader
+from kafkaproto import ApiKey, ErrorCode, RequestHeader, encode_request
 from kafkaproto.messages import (
     CreateAclsRequest,
     CreateTopicsRequest,
@@ -40,6 +40,7 @@ from kafkaproto.records import build_batch
 from logserver import request_context
 from logserver.broker import Broker
 from logserver.config import load_config
+from logserver.dispatch import Dispatcher
 from logserver.handlers import (
     create_acls,
     create_topics,
@@ -316,3 +317,20 @@ def test_acl_apis_need_cluster_alter_and_describe() -> None:
         assert [(r.resource_type, r.resource_name) for r in seen.resources] == [(4, "kafka-cluster")]
 
     with_authorizer(scenario, [])
+
+
+def test_the_dispatcher_hands_the_connections_principal_to_the_checks() -> None:
+    """What the network layer passes (KafkaConnection.principal) is what the rules see."""
+    async def scenario(broker: Broker) -> None:
+        await call(ADMIN, create_topics.handle, broker, ApiKey.CREATE_TOPICS, 7, topics_request("w"))
+        frame = bytearray(encode_request(ApiKey.PRODUCE, 9, 7, "unit", produce_request("w"))[4:])
+        errors = {}
+        for principal in (ALICE, BOB):
+            outcome = Dispatcher(broker).dispatch(bytearray(frame), "127.0.0.1:5000", principal)
+            assert outcome is not None and outcome[0] is not None
+            result = outcome[1]
+            response = await result if inspect.isawaitable(result) else result
+            errors[principal] = response.responses[0].partition_responses[0].error_code
+        assert errors == {ALICE: ErrorCode.NONE, BOB: TAF}
+
+    with_authorizer(scenario, [allow(ResourceType.TOPIC, "w", Op.WRITE)])
