@@ -46,6 +46,8 @@ class Rule:
 
 
 # -- the table: API -> what it needs (Kafka's KafkaApis) --------------------------------
+# Idempotent batches need nothing more: since Kafka 3.0 (KIP-679) Produce checks only WRITE
+# on the topic; the producer id itself was granted by InitProducerId's check below.
 PRODUCE = Rule(_T, _Op.WRITE, _TOPIC_FAILED)
 FETCH = Rule(_T, _Op.READ, _TOPIC_FAILED)
 LIST_OFFSETS = Rule(_T, _Op.DESCRIBE, _TOPIC_FAILED)
