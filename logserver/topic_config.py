@@ -167,6 +167,12 @@ def validate_overrides(overrides: Mapping[str, str | None]) -> dict[str, str]:
     return canonical
 
 
+def alterable(name: str) -> bool:
+    """Whether AlterConfigs / IncrementalAlterConfigs accept an override of ``name``."""
+    setting = TOPIC_SETTINGS.get(name)
+    return setting is not None and setting.field is not None
+
+
 def describe(config: TopicConfig, overrides: Mapping[str, str],
              broker: Mapping[str, Any], broker_sources: Iterable[str]
              ) -> list[tuple[str, str, int, int]]:

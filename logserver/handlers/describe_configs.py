@@ -11,6 +11,7 @@ from logserver.topic_config import (
     DEFAULT_CONFIG,
     STATIC_BROKER_CONFIG,
     STRING,
+    alterable,
     describe,
     format_setting,
 )
@@ -40,8 +41,9 @@ def handle(broker: Broker, header: RequestHeader, request: DescribeConfigsReques
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-def _entry(name: str, value: str | None, source: int, config_type: int) -> Entry:
-    return Entry(name=name, value=value, read_only=source != 1, config_source=source,
+def _entry(name: str, value: str | None, source: int, config_type: int,
+           read_only: bool = True) -> Entry:
+    return Entry(name=name, value=value, read_only=read_only, config_source=source,
                  is_default=source == DEFAULT_CONFIG, is_sensitive=False, synonyms=[],
                  config_type=config_type, documentation=None)
 
@@ -54,7 +56,7 @@ def _topic(broker: Broker, name: str, keys: set[str] | None) -> Result:
                       error_message=f"topic {name!r} does not exist", resource_type=TOPIC,
                       resource_name=name, configs=[])
     entries = [
-        _entry(key, value, source, config_type)
+        _entry(key, value, source, config_type, read_only=not alterable(key))
         for key, value, source, config_type in describe(config, overrides, broker.config,
                                                         broker.config.sources)
         if keys is None or key in keys

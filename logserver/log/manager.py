@@ -5,6 +5,8 @@ Layout (Kafka's names where Kafka has one)::
     <data>/.lock                              flock: one process per data directory
     <data>/__topics.json                      topic -> id, partition count, configs
     <data>/recovery-point-offset-checkpoint   "0", count, "topic partition offset" lines
+    <data>/log-start-offset-checkpoint        the same format: log start offsets moved by
+                                              DeleteRecords (inside a segment)
     <data>/.kafka_cleanshutdown               present only after a clean close
     <data>/<topic>-<partition>/               one Log (segments, indexes, snapshots)
 
@@ -66,6 +68,7 @@ __all__ = [
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 TOPICS_FILE = "__topics.json"
 LOCK_FILE = ".lock"
 DELETE_SUFFIX = DELETE_DIR_SUFFIX
@@ -150,6 +153,7 @@ class LogManager:
             self._remove_deleted_dirs()
             self._topics: dict[str, TopicInfo] = self._read_topics()
             recovery_points = self._read_checkpoint()
+            self._start_offsets = self._read_checkpoint(LOG_START_OFFSET_FILE)
             if not self.had_clean_shutdown and self._topics:
                 logger.warning(
                     "%s: no clean shutdown marker: recovering every partition from its "
@@ -190,6 +194,7 @@ class LogManager:
             topic=info.name,
             partition=partition,
             recovery_point=recovery_point,
+            log_start_offset=0 if new else self._start_offsets.get((info.name, partition), 0),
             clean_shutdown=new or self.had_clean_shutdown,
             allow_data_loss=self.allow_data_loss,
             deleter=self.deleter,
@@ -245,9 +250,9 @@ class LogManager:
             self.data_dir / TOPICS_FILE, json.dumps(doc, indent=1, sort_keys=True).encode()
         )
 
-    def _read_checkpoint(self) -> dict[tuple[str, int], int]:
+    def _read_checkpoint(self, name: str = RECOVERY_POINT_FILE) -> dict[tuple[str, int], int]:
         """Kafka's OffsetCheckpointFile: version, count, then "topic partition offset"."""
-        path = self.data_dir / RECOVERY_POINT_FILE
+        path = self.data_dir / name
         try:
             lines = path.read_text("utf-8").splitlines()
         except FileNotFoundError:
@@ -354,6 +359,8 @@ class LogManager:
                 ]
         for log in logs:
             log.delete()
+        if (self.data_dir / LOG_START_OFFSET_FILE).exists():
+            self._save_start_offsets()  # a new topic of that name starts at 0
         fsync_dir(self.data_dir)
         logger.info("deleted topic %s", name)
 
@@ -408,9 +415,46 @@ class LogManager:
                 (topic, partition, log.recovery_point)
                 for (topic, partition), log in self.logs().items()
             )
-            lines = [str(_CHECKPOINT_VERSION), str(len(points))]
-            lines.extend(f"{t} {p} {o}" for t, p, o in points)
-            atomic_write(self.data_dir / RECOVERY_POINT_FILE, ("\n".join(lines) + "\n").encode())
+            self._write_checkpoint(RECOVERY_POINT_FILE, points)
+
+    def _write_checkpoint(self, name: str, points: list[tuple[str, int, int]]) -> None:
+        lines = [str(_CHECKPOINT_VERSION), str(len(points))]
+        lines.extend(f"{t} {p} {o}" for t, p, o in points)
+        atomic_write(self.data_dir / name, ("\n".join(lines) + "\n").encode())
+
+    # -- admin changes (worker thread) -------------------------------------------------------
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords: move the log start offset to ``offset`` and persist it before
+        answering (Kafka's log-start-offset-checkpoint); returns the new log start offset."""
+        start = self.get_log(topic, partition).delete_records(offset)
+        self._save_start_offsets()
+        return start
+
+    def _save_start_offsets(self) -> None:
+        with self._checkpoint_lock:
+            points = sorted((t, p, log.log_start_offset) for (t, p), log in self.logs().items()
+                            if log.log_start_offset > 0)
+            self._write_checkpoint(LOG_START_OFFSET_FILE, points)
+
+    def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        """Replace a topic's config overrides: persisted first, then applied to every
+        partition log at once (retention and segment rolls read them)."""
+        configs = {k: str(v) for k, v in configs.items() if v is not None}
+        resolved = self.config.with_overrides(configs)  # ValueError before anything changes
+        with self._topics_lock:
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            new = TopicInfo(name, info.topic_id, info.partitions, configs)
+            self._write_topics({**self._topics, name: new})
+            with self._lock:
+                self._topics[name] = new
+                logs = [self._logs[(name, p)] for p in range(new.partitions) if (name, p) in self._logs]
+        for log in logs:
+            log.config = resolved
+        logger.info("topic %s: configs now %s", name, configs)
+        return new
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Apply retention to every log; returns the number of segments deleted."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
@@ -27,9 +28,9 @@ from logserver.log.worker import StorageWorker
 from logserver.partition import Partition
 from logserver.producer_ids import ProducerIdAllocator
 from logserver.retention import run_retention
-from logserver.storage.api import Records
+from logserver.storage.api import LogDirInfo, PartitionDirInfo, Records
 from logserver.storage.base import PartitionedStorage, TopicState
-from logserver.topic_config import TOPIC_SETTINGS, ignored_overrides
+from logserver.topic_config import TOPIC_SETTINGS, TopicConfig, ignored_overrides
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +219,25 @@ class SegmentLogStorage(PartitionedStorage):
     async def _grow(self, name: str, total: int) -> None:
         info = await self._worker.run(self.manager.create_partitions, name, total)
         self._publish(info, self._topics.get(name))
+
+    async def _store_overrides(self, name: str, overrides: dict[str, str]) -> TopicConfig:
+        info = await self._worker.run(self.manager.alter_topic_configs, name, overrides)
+        return self.manager.config.with_overrides(info.configs)
+
+    async def _delete_records(self, topic: str, partition: int, offset: int) -> int:
+        self._log(topic, partition)
+        return await self._worker.run(self.manager.delete_records, topic, partition, offset)
+
+    def log_dirs(self) -> list[LogDirInfo]:
+        data_dir = self._config.data_dir
+        try:
+            usage = shutil.disk_usage(data_dir)
+            total, usable = usage.total, usage.free
+        except OSError:
+            total = usable = -1
+        partitions = [PartitionDirInfo(state.name, index, log_.size_bytes, 0)
+                      for state in self._topics.values() for index, log_ in enumerate(state.logs)]
+        return [LogDirInfo(str(data_dir.resolve()), total, usable, partitions)]
 
     # -- partition maintenance --------------------------------------------------------------
 
