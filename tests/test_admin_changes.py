@@ -303,3 +303,74 @@ def test_config_and_log_start_survive_restart_and_retention_acts(server_factory,
     assert watermarks(bootstrap, topic_name, 1) == (3, 5)
     got = ck_read(bootstrap, topic_name, [1], start={1: 0}, end={1: 5})
     assert [r.value for r in got] == [b"p1-3", b"p1-4"]
+
+
+# -- every Kafka topic config -----------------------------------------------------------------
+
+# Kafka 3.x/4.x topic configs with a valid non-default value each.
+ALL_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact", "compression.type": "producer", "compression.gzip.level": "5",
+    "compression.lz4.level": "10", "compression.zstd.level": "7", "delete.retention.ms": "1000",
+    "file.delete.delay.ms": "1000", "follower.replication.throttled.replicas": "*",
+    "index.interval.bytes": "8192", "leader.replication.throttled.replicas": "0:1",
+    "local.retention.bytes": "-2", "local.retention.ms": "-2", "max.compaction.lag.ms": "60000",
+    "max.message.bytes": "2000000", "message.downconversion.enable": "false",
+    "message.format.version": "3.0-IV1", "message.timestamp.after.max.ms": "3600000",
+    "message.timestamp.before.max.ms": "3600000", "message.timestamp.difference.max.ms": "3600000",
+    "message.timestamp.type": "LogAppendTime", "min.cleanable.dirty.ratio": "0.1",
+    "min.compaction.lag.ms": "1000", "min.insync.replicas": "1", "preallocate": "true",
+    "remote.log.copy.disable": "false", "remote.log.delete.on.disable": "false",
+    "remote.storage.enable": "false", "retention.bytes": "1000000", "retention.ms": "100000",
+    "segment.bytes": "1048576", "segment.index.bytes": "65536", "segment.jitter.ms": "10",
+    "segment.ms": "3600000", "unclean.leader.election.enable": "true",
+}
+
+
+def test_create_topics_accepts_every_kafka_topic_config(module_server, topic_name):
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import NewTopic
+
+    bootstrap = module_server.bootstrap
+    admin = ck_admin(bootstrap)
+    good, bad = topic_name, topic_name + "-bad"
+    futures = admin.create_topics([
+        NewTopic(good, 1, 1, config=ALL_TOPIC_CONFIGS),
+        NewTopic(bad, 1, 1, config={"min.cleanable.dirty.ratio": "1.5"}),
+    ])
+    futures[good].result(15)  # the bad topic fails alone
+    assert ck_error(futures[bad]) == KafkaError.INVALID_CONFIG
+    configs = topic_configs(bootstrap, good)
+    for name in ALL_TOPIC_CONFIGS:
+        assert configs[name].source == 1, name  # DYNAMIC_TOPIC_CONFIG
+        assert not configs[name].is_read_only, name
+    assert configs["min.cleanable.dirty.ratio"].value == "0.1"
+    assert configs["preallocate"].value == "true"
+    assert configs["flush.ms"].is_read_only  # refused: the fsync policy is broker-wide
+    refused = admin.create_topics([NewTopic(bad, 1, 1, config={"compression.type": "gzip"})])
+    assert ck_error(refused[bad]) == KafkaError.INVALID_CONFIG
+
+
+def test_describe_configs_synonyms_kafka_python(server_factory, topic_name):
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    srv = server_factory(settings={"log.retention.ms": 3_600_000})
+    ck_create(srv.bootstrap, topic_name, 1, {"segment.ms": "60000"})
+    admin = kp_admin(srv.bootstrap)
+    try:
+        answer = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic_name)],
+                                        include_synonyms=True, config_filter="all")
+    finally:
+        admin.close()
+    configs = answer["topic"][topic_name]
+
+    def synonyms(name):
+        return [(s["name"], s["value"], s["source"]) for s in configs[name]["synonyms"]]
+
+    assert synonyms("segment.ms") == [("segment.ms", "60000", "DYNAMIC_TOPIC_CONFIG"),
+                                      ("log.roll.ms", "604800000", "DEFAULT_CONFIG")]
+    assert synonyms("retention.ms") == [("log.retention.ms", "3600000", "STATIC_BROKER_CONFIG"),
+                                        ("log.retention.ms", "604800000", "DEFAULT_CONFIG")]
+    assert configs["retention.ms"]["config_source"] == "STATIC_BROKER_CONFIG"
+    assert not configs["retention.ms"]["read_only"] and configs["flush.ms"]["read_only"]
+    assert synonyms("min.cleanable.dirty.ratio") == [
+        ("log.cleaner.min.cleanable.ratio", "0.5", "DEFAULT_CONFIG")]

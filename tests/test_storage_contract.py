@@ -30,6 +30,11 @@ from logserver.storage import (
 from logserver.storage.memory import MemoryStorage
 from logserver.storage.segment_log import SegmentLogStorage
 
+# Settings (and values) whose meaning this server cannot honour: refused with INVALID_CONFIG.
+REFUSED = {"flush.messages": "1", "flush.ms": "1", "compression.type": "gzip",
+           "min.insync.replicas": "2", "remote.storage.enable": "true"}
+
+
 pytestmark = pytest.mark.timeout(60)
 
 ENGINES = ["segment", "memory"]
@@ -113,9 +118,9 @@ def test_bad_creations_are_refused_and_leave_nothing(engine: str, tmp_path: Path
                 await storage.create_topic(bad, 1, {})
         with pytest.raises(InvalidTopicError):
             await storage.create_topic("zero", 0, {})
-        for key in ("flush.messages", "flush.ms", "compression.type", "min.insync.replicas"):
+        for key, value in REFUSED.items():
             with pytest.raises(InvalidConfigError, match=key):
-                await storage.create_topic("refused", 1, {key: "1"})
+                await storage.create_topic("refused", 1, {key: value})
         with pytest.raises(InvalidConfigError, match="no.such.setting"):
             await storage.create_topic("unknown", 1, {"no.such.setting": "1"})
         with pytest.raises(InvalidConfigError, match="segment.bytes"):

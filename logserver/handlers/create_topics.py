@@ -15,7 +15,7 @@ from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import CreateTopicsRequest, CreateTopicsResponse
 from logserver.broker import PolicyViolationError
 from logserver.storage.api import InvalidConfigError, InvalidTopicError, TopicExistsError
-from logserver.topic_config import TopicConfig, describe, validate_overrides
+from logserver.topic_config import TopicConfig, alterable, describe, validate_overrides
 from logserver.topic_names import topic_name_error
 
 if TYPE_CHECKING:
@@ -98,7 +98,8 @@ async def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, val
         num_partitions=partitions, replication_factor=1,
         configs=[
             CreateTopicsResponse.CreatableTopicConfigs(
-                name=key, value=value, read_only=False, config_source=source, is_sensitive=False)
+                name=key, value=value, read_only=not alterable(key), config_source=source,
+                is_sensitive=False)
             for key, value, source, _ in describe(config, overrides, broker.config, broker.config.sources)
         ],
     )

@@ -14,6 +14,7 @@ from logserver.topic_config import (
     alterable,
     describe,
     format_setting,
+    synonyms,
 )
 
 if TYPE_CHECKING:
@@ -23,16 +24,18 @@ TOPIC = 2
 BROKER = 4
 Result = DescribeConfigsResponse.DescribeConfigsResult
 Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
+Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
 
 
 def handle(broker: Broker, header: RequestHeader, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     results = []
     for resource in request.resources:
         keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
+        with_synonyms = request.include_synonyms and header.api_version >= 1
         if resource.resource_type == TOPIC:
-            results.append(_topic(broker, resource.resource_name, keys))
+            results.append(_topic(broker, resource.resource_name, keys, with_synonyms))
         elif resource.resource_type == BROKER:
-            results.append(_broker(broker, resource.resource_name, keys))
+            results.append(_broker(broker, resource.resource_name, keys, with_synonyms))
         else:
             results.append(Result(error_code=ErrorCode.INVALID_REQUEST,
                                   error_message=f"resource type {resource.resource_type} is not supported",
@@ -42,13 +45,14 @@ def handle(broker: Broker, header: RequestHeader, request: DescribeConfigsReques
 
 
 def _entry(name: str, value: str | None, source: int, config_type: int,
-           read_only: bool = True) -> Entry:
+           read_only: bool = True, synonyms: list[tuple[str, str | None, int]] | None = None) -> Entry:
     return Entry(name=name, value=value, read_only=read_only, config_source=source,
-                 is_default=source == DEFAULT_CONFIG, is_sensitive=False, synonyms=[],
+                 is_default=source == DEFAULT_CONFIG, is_sensitive=False,
+                 synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in synonyms or ()],
                  config_type=config_type, documentation=None)
 
 
-def _topic(broker: Broker, name: str, keys: set[str] | None) -> Result:
+def _topic(broker: Broker, name: str, keys: set[str] | None, with_synonyms: bool) -> Result:
     config = broker.storage.topic_config(name)
     overrides = broker.storage.topic_overrides(name)
     if config is None or overrides is None:
@@ -56,7 +60,9 @@ def _topic(broker: Broker, name: str, keys: set[str] | None) -> Result:
                       error_message=f"topic {name!r} does not exist", resource_type=TOPIC,
                       resource_name=name, configs=[])
     entries = [
-        _entry(key, value, source, config_type, read_only=not alterable(key))
+        _entry(key, value, source, config_type, read_only=not alterable(key),
+               synonyms=synonyms(key, overrides, broker.config, broker.config.sources)
+               if with_synonyms else None)
         for key, value, source, config_type in describe(config, overrides, broker.config,
                                                         broker.config.sources)
         if keys is None or key in keys
@@ -65,7 +71,7 @@ def _topic(broker: Broker, name: str, keys: set[str] | None) -> Result:
                   resource_name=name, configs=entries)
 
 
-def _broker(broker: Broker, name: str, keys: set[str] | None) -> Result:
+def _broker(broker: Broker, name: str, keys: set[str] | None, with_synonyms: bool) -> Result:
     if name not in ("", str(broker.node_id)):
         return Result(error_code=ErrorCode.INVALID_REQUEST, error_message=f"no broker {name!r}",
                       resource_type=BROKER, resource_name=name, configs=[])
@@ -75,6 +81,8 @@ def _broker(broker: Broker, name: str, keys: set[str] | None) -> Result:
             continue
         value = broker.config[key]
         source = STATIC_BROKER_CONFIG if key in broker.config.sources else DEFAULT_CONFIG
-        entries.append(_entry(key, None if value is None else format_setting(value), source, STRING))
+        text = None if value is None else format_setting(value)
+        entries.append(_entry(key, text, source, STRING,
+                              synonyms=[(key, text, source)] if with_synonyms else None))
     return Result(error_code=ErrorCode.NONE, error_message=None, resource_type=BROKER,
                   resource_name=name, configs=entries)

@@ -30,7 +30,7 @@ from logserver.producer_ids import ProducerIdAllocator
 from logserver.retention import run_retention
 from logserver.storage.api import LogDirInfo, PartitionDirInfo, Records
 from logserver.storage.base import PartitionedStorage, TopicState
-from logserver.topic_config import TOPIC_SETTINGS, TopicConfig, ignored_overrides
+from logserver.topic_config import TopicConfig, ignored_overrides, kept_overrides
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +159,7 @@ class SegmentLogStorage(PartitionedStorage):
         thousands of objects for a wide one, and nothing on the loop shares them yet)."""
         manager = self.manager
         config = manager.config.with_overrides(info.configs)
-        overrides = {k: v for k, v in info.configs.items()
-                     if k in TOPIC_SETTINGS and TOPIC_SETTINGS[k].field is not None}
+        overrides = kept_overrides(info.configs)
         kept = previous.partitions if previous is not None else ()
         logs = [manager.get_log(info.name, p) for p in range(info.partitions)]
         partitions = kept + tuple(Partition(info.name, p, SegmentPartitionLog(logs[p]), config)
