@@ -61,11 +61,12 @@ def _build(storage: Storage, request: FetchRequest, version: int) -> (
     for topic in request.topics:
         results = []
         for wanted in topic.partitions:
-            # KIP-74: a partition's first batch comes whole even above the limits, while
-            # the response's total budget lasts, so an oversized batch never stalls.
+            # KIP-74: only the first batch of the first partition with data may exceed
+            # the limits (so an oversized batch never stalls); every later partition
+            # gets whole batches within what is left of max_bytes, or nothing.
             limit = max(0, min(wanted.partition_max_bytes, budget - total))
             read = storage.read(topic.topic, wanted.partition, wanted.fetch_offset, limit,
-                                min_one=total < budget, fetch_version=version)
+                                min_one=total == 0, fetch_version=version)
             if read.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 results.append(PartitionData(
                     partition_index=wanted.partition, error_code=read.error,
