@@ -69,6 +69,10 @@ class ProduceResponse(Message):
     def __init__(self, *, responses: list[ProduceResponse.TopicProduceResponse] = ..., throttle_time_ms: int = ...) -> None: ...
 
 class FetchRequest(Message):
+    class ReplicaState(Struct):
+        replica_id: int
+        replica_epoch: int
+        def __init__(self, *, replica_id: int = ..., replica_epoch: int = ...) -> None: ...
     class FetchPartition(Struct):
         partition: int
         current_leader_epoch: int
@@ -79,14 +83,17 @@ class FetchRequest(Message):
         def __init__(self, *, partition: int = ..., current_leader_epoch: int = ..., fetch_offset: int = ..., last_fetched_epoch: int = ..., log_start_offset: int = ..., partition_max_bytes: int = ...) -> None: ...
     class FetchTopic(Struct):
         topic: str
+        topic_id: bytes
         partitions: list[FetchRequest.FetchPartition]
-        def __init__(self, *, topic: str = ..., partitions: list[FetchRequest.FetchPartition] = ...) -> None: ...
+        def __init__(self, *, topic: str = ..., topic_id: bytes = ..., partitions: list[FetchRequest.FetchPartition] = ...) -> None: ...
     class ForgottenTopic(Struct):
         topic: str
+        topic_id: bytes
         partitions: list[int]
-        def __init__(self, *, topic: str = ..., partitions: list[int] = ...) -> None: ...
+        def __init__(self, *, topic: str = ..., topic_id: bytes = ..., partitions: list[int] = ...) -> None: ...
     cluster_id: str | None
     replica_id: int
+    replica_state: FetchRequest.ReplicaState
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
@@ -96,7 +103,7 @@ class FetchRequest(Message):
     topics: list[FetchRequest.FetchTopic]
     forgotten_topics_data: list[FetchRequest.ForgottenTopic]
     rack_id: str
-    def __init__(self, *, cluster_id: str | None = ..., replica_id: int = ..., max_wait_ms: int = ..., min_bytes: int = ..., max_bytes: int = ..., isolation_level: int = ..., session_id: int = ..., session_epoch: int = ..., topics: list[FetchRequest.FetchTopic] = ..., forgotten_topics_data: list[FetchRequest.ForgottenTopic] = ..., rack_id: str = ...) -> None: ...
+    def __init__(self, *, cluster_id: str | None = ..., replica_id: int = ..., replica_state: FetchRequest.ReplicaState = ..., max_wait_ms: int = ..., min_bytes: int = ..., max_bytes: int = ..., isolation_level: int = ..., session_id: int = ..., session_epoch: int = ..., topics: list[FetchRequest.FetchTopic] = ..., forgotten_topics_data: list[FetchRequest.ForgottenTopic] = ..., rack_id: str = ...) -> None: ...
 
 class FetchResponse(Message):
     class EpochEndOffset(Struct):
@@ -130,8 +137,9 @@ class FetchResponse(Message):
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., high_watermark: int = ..., last_stable_offset: int = ..., log_start_offset: int = ..., diverging_epoch: FetchResponse.EpochEndOffset = ..., current_leader: FetchResponse.LeaderIdAndEpoch = ..., snapshot_id: FetchResponse.SnapshotId = ..., aborted_transactions: list[FetchResponse.AbortedTransaction] | None = ..., preferred_read_replica: int = ..., records: bytes | bytearray | memoryview | FileRegion | None = ...) -> None: ...
     class FetchableTopicResponse(Struct):
         topic: str
+        topic_id: bytes
         partitions: list[FetchResponse.PartitionData]
-        def __init__(self, *, topic: str = ..., partitions: list[FetchResponse.PartitionData] = ...) -> None: ...
+        def __init__(self, *, topic: str = ..., topic_id: bytes = ..., partitions: list[FetchResponse.PartitionData] = ...) -> None: ...
     throttle_time_ms: int
     error_code: int
     session_id: int

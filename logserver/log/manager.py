@@ -8,7 +8,8 @@ Layout (Kafka's names where Kafka has one)::
     <data>/log-start-offset-checkpoint        the same format: log start offsets moved by
                                               DeleteRecords (inside a segment)
     <data>/.kafka_cleanshutdown               present only after a clean close
-    <data>/<topic>-<partition>/               one Log (segments, indexes, snapshots)
+    <data>/<topic>-<partition>/               one Log (segments, indexes, snapshots) and
+                                              partition.metadata (the topic id)
 
 Every metadata file is replaced atomically (write tmp, fsync, rename, fsync directory).
 The marker is removed when the manager opens and written by ``close()`` after every log
@@ -51,6 +52,7 @@ from logserver.log.fsutil import atomic_write, fsync_dir
 from logserver.log.local_log import DELETE_DIR_SUFFIX
 from logserver.log.log import Log
 from logserver.log.offset_map import DEFAULT_DEDUPE_BUFFER_BYTES
+from logserver.log.partition_metadata import ensure_topic_id, write_topic_id
 from logserver.log.worker import StorageWorker
 from logserver.topic_names import topic_name_error
 
@@ -164,6 +166,7 @@ class LogManager:
                 for p in range(info.partitions):
                     log = self._open_log(info, p, recovery_points.get((info.name, p), 0))
                     self._logs[(info.name, p)] = log
+                    ensure_topic_id(log.directory, info.topic_id)
                     self.recovery_actions.extend(log.recovery_actions)
             self._warn_orphans()
             if self.recovery_actions:
@@ -327,6 +330,7 @@ class LogManager:
                     logger.warning("%s: removing stale directory %s", self.data_dir, directory.name)
                     shutil.rmtree(directory)
                 logs[(info.name, p)] = self._open_log(info, p, 0, new=True)
+                write_topic_id(directory, info.topic_id)
             fsync_dir(self.data_dir)
             self._write_topics({**self._topics, info.name: info})
         except BaseException:

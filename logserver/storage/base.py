@@ -55,6 +55,7 @@ class PartitionedStorage:
 
     def __init__(self) -> None:
         self._topics: dict[str, TopicState] = {}
+        self._ids: dict[bytes, str] = {}  # topic id -> name (see topic_for_id)
         # name -> the creation or deletion of that name still running
         self._pending: dict[str, tuple[str, asyncio.Task[Any]]] = {}
 
@@ -72,10 +73,14 @@ class PartitionedStorage:
         return None if state is None else state.topic_id
 
     def topic_for_id(self, topic_id: bytes) -> str | None:
-        for state in self._topics.values():
-            if state.topic_id == topic_id:
-                return state.name
-        return None
+        # Fetch v13+ asks this per topic per request: a cache, checked against the
+        # published state and rebuilt on a miss (topics come and go rarely).
+        name = self._ids.get(topic_id)
+        state = None if name is None else self._topics.get(name)
+        if state is not None and state.topic_id == topic_id:
+            return state.name
+        self._ids = {state.topic_id: state.name for state in self._topics.values()}
+        return self._ids.get(topic_id)
 
     def topic_config(self, topic: str) -> TopicConfig | None:
         state = self._topics.get(topic)
