@@ -447,6 +447,13 @@ class Log:
                 excess -= seg.size
                 by_size += 1
             count = max(count, by_size)
+        start = self.log_start_offset  # DeleteRecords may have moved it past whole segments
+        below_start = 0
+        for seg in segments[:-1]:
+            if seg.next_offset > start:
+                break
+            below_start += 1
+        count = max(count, below_start)
         count = min(count, len(segments) - 1)
         if count <= 0:
             return 0
