@@ -140,11 +140,18 @@ class FetchResponse(Message):
         topic_id: bytes
         partitions: list[FetchResponse.PartitionData]
         def __init__(self, *, topic: str = ..., topic_id: bytes = ..., partitions: list[FetchResponse.PartitionData] = ...) -> None: ...
+    class NodeEndpoint(Struct):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...) -> None: ...
     throttle_time_ms: int
     error_code: int
     session_id: int
     responses: list[FetchResponse.FetchableTopicResponse]
-    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., session_id: int = ..., responses: list[FetchResponse.FetchableTopicResponse] = ...) -> None: ...
+    node_endpoints: list[FetchResponse.NodeEndpoint]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., session_id: int = ..., responses: list[FetchResponse.FetchableTopicResponse] = ..., node_endpoints: list[FetchResponse.NodeEndpoint] = ...) -> None: ...
 
 class ListOffsetsRequest(Message):
     class ListOffsetsPartition(Struct):

@@ -1,8 +1,8 @@
 """Fetch (key 1) and ListOffsets (key 2): the read path.
 
 Fetch v13+ names topics by id only (KIP-516); v15 moves the replica id into the tagged
-ReplicaState (KIP-903); v16 adds the tagged NodeEndpoints to the response, which is sent
-only with leader changes and is left out here (one node).
+ReplicaState (KIP-903); v16 adds the tagged NodeEndpoints to the response (for leader changes;
+empty, so left off the wire, on one node).
 """
 
 from __future__ import annotations
@@ -96,6 +96,14 @@ FETCH = api(
                 F("PreferredReadReplica", "int32", "11+", default=-1),
                 F("Records", "records", "0+", nullable="0+"),
             ),
+        ),
+        F(
+            "NodeEndpoints", "[]NodeEndpoint", "16+",
+            F("NodeId", "int32", "16+"),
+            F("Host", "string", "16+"),
+            F("Port", "int32", "16+"),
+            F("Rack", "string", "16+", nullable="16+", default=None),
+            tag=0,
         ),
     ),
 )
