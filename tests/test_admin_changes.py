@@ -374,3 +374,32 @@ def test_describe_configs_synonyms_kafka_python(server_factory, topic_name):
     assert not configs["retention.ms"]["read_only"] and configs["flush.ms"]["read_only"]
     assert synonyms("min.cleanable.dirty.ratio") == [
         ("log.cleaner.min.cleanable.ratio", "0.5", "DEFAULT_CONFIG")]
+
+
+def test_alter_and_describe_configs_aiokafka(module_server, topic_name):
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    bootstrap = module_server.bootstrap
+    ck_create(bootstrap, topic_name, 1)
+
+    async def alter() -> list:
+        client = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await client.start()
+        try:
+            ok = await client.alter_configs([ConfigResource(
+                ConfigResourceType.TOPIC, topic_name, {"retention.ms": "120000"})])
+            bad = await client.alter_configs([ConfigResource(
+                ConfigResourceType.TOPIC, topic_name, {"retention.ms": "two minutes"})])
+            described = await client.describe_configs([ConfigResource(
+                ConfigResourceType.TOPIC, topic_name)])
+            return [ok, bad, described]
+        finally:
+            await client.close()
+
+    ok, bad, described = aio_run(alter())
+    assert [r[:2] for r in ok[0].resources] == [(0, None)]  # (error code, message)
+    assert bad[0].resources[0][0] == 40  # INVALID_CONFIG
+    entries = {entry[0]: entry for entry in described[0].resources[0][4]}
+    assert entries["retention.ms"][1] == "120000"
+    assert topic_configs(bootstrap, topic_name)["retention.ms"].value == "120000"
