@@ -371,14 +371,16 @@ def test_delete_records_and_config_changes_survive_a_restart(tmp_path: Path) -> 
         for i in range(3):
             storage.append("p", 0, batch(b"v-%d" % i), 9)
         assert await storage.delete_records("p", 0, 2) == (ErrorCode.NONE, 2)
-        await storage.alter_topic_config("p", {"retention.ms": "60000", "segment.bytes": "4096"})
+        await storage.alter_topic_config("p", {"retention.ms": "60000", "segment.bytes": "4096",
+                                               "preallocate": "true"})  # inert: kept, reported
 
     run("segment", tmp_path, change)
 
     async def reopened(storage: Storage) -> None:
         assert storage.log_start_offset("p", 0) == 2
         assert records_of(storage, "p", offset=2) == [b"v-2"]
-        assert storage.topic_overrides("p") == {"retention.ms": "60000", "segment.bytes": "4096"}
+        assert storage.topic_overrides("p") == {"retention.ms": "60000", "segment.bytes": "4096",
+                                                "preallocate": "true"}
         config = storage.topic_config("p")
         assert config is not None and config.retention_ms == 60000 and config.segment_bytes == 4096
         await storage.delete_topic("p")
