@@ -48,9 +48,12 @@ def replacement(configs: Iterable[tuple[str, str | None]]) -> dict[str, str]:
 
 
 def incremental(current: Mapping[str, str], changes: Iterable[tuple[str, int, str | None]],
-                effective: Mapping[str, str]) -> dict[str, str]:
+                effective: Mapping[str, str], lists: Iterable[str] | None = None) -> dict[str, str]:
     """IncrementalAlterConfigs: ``current`` overrides with (name, operation, value) applied;
-    APPEND and SUBTRACT start from the override, else the ``effective`` (inherited) value."""
+    APPEND and SUBTRACT start from the override, else the ``effective`` (inherited) value;
+    they apply to ``lists`` (default: the topic settings of type list)."""
+    list_names = set(lists) if lists is not None else {
+        name for name, setting in TOPIC_SETTINGS.items() if setting.type == LIST}
     changes = list(changes)
     _no_duplicates(name for name, _, _ in changes)
     result = dict(current)
@@ -65,8 +68,7 @@ def incremental(current: Mapping[str, str], changes: Iterable[tuple[str, int, st
         if op == SET:
             result[name] = value
             continue
-        setting = TOPIC_SETTINGS.get(name)
-        if setting is None or setting.type != LIST:
+        if name not in list_names:
             raise ConfigChangeError(ErrorCode.INVALID_CONFIG,
                                     f"Config value {_OPS[op]} is not allowed for config key: {name}")
         old = result.get(name, effective.get(name, ""))

@@ -193,11 +193,16 @@ def validate_overrides(overrides: Mapping[str, str | None]) -> dict[str, str]:
     return canonical
 
 
+# broker setting -> its dynamic (value, ConfigSource) entries, most specific first
+DynamicValues = Mapping[str, list[tuple[str, int]]]
+
+
 def describe(config: TopicConfig, overrides: Mapping[str, str],
-             broker: Mapping[str, Any], broker_sources: Iterable[str]
-             ) -> list[tuple[str, str, int, int]]:
+             broker: Mapping[str, Any], broker_sources: Iterable[str],
+             dynamic: DynamicValues | None = None) -> list[tuple[str, str, int, int]]:
     """(name, value, ConfigSource, ConfigType) for every topic setting, as DescribeConfigs
-    and CreateTopics report them: the value that really applies and where it came from."""
+    and CreateTopics report them: the value that really applies and where it came from
+    (``config`` is resolved with the dynamic broker configs already)."""
     explicit = set(broker_sources)
     result = []
     for name, setting in TOPIC_SETTINGS.items():
@@ -209,6 +214,9 @@ def describe(config: TopicConfig, overrides: Mapping[str, str],
             result.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG, setting.type))
             continue
         source = STATIC_BROKER_CONFIG if setting.broker_setting in explicit else DEFAULT_CONFIG
+        levels = (dynamic or {}).get(setting.broker_setting or "", [])
+        if levels and setting.field is not None:
+            source = levels[0][1]
         if setting.field is not None:
             value = format_setting(getattr(config, setting.field))
         else:
@@ -221,15 +229,19 @@ def describe(config: TopicConfig, overrides: Mapping[str, str],
 
 
 def synonyms(name: str, overrides: Mapping[str, str], broker: Mapping[str, Any],
-             broker_sources: Iterable[str]) -> list[tuple[str, str | None, int]]:
+             broker_sources: Iterable[str], dynamic: DynamicValues | None = None
+             ) -> list[tuple[str, str | None, int]]:
     """(name, value, ConfigSource) of every place a topic setting's value can come from,
     most specific first (DescribeConfigs with include_synonyms): the topic override, the
-    broker setting from the config file, the default."""
+    dynamic broker configs, the broker setting from the config file, the default."""
     setting = TOPIC_SETTINGS[name]
     result: list[tuple[str, str | None, int]] = []
     if name in overrides:
         result.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
     broker_name = setting.broker_setting or setting.synonym
+    if setting.broker_setting is not None:
+        result.extend((setting.broker_setting, value, source)
+                      for value, source in (dynamic or {}).get(setting.broker_setting, []))
     if setting.broker_setting is not None:
         raw = setting_value(broker, setting.broker_setting)
         if setting.broker_setting in set(broker_sources) and raw is not None:

@@ -403,3 +403,50 @@ def test_alter_and_describe_configs_aiokafka(module_server, topic_name):
     entries = {entry[0]: entry for entry in described[0].resources[0][4]}
     assert entries["retention.ms"][1] == "120000"
     assert topic_configs(bootstrap, topic_name)["retention.ms"].value == "120000"
+
+
+# -- dynamic broker configs -------------------------------------------------------------------
+
+
+def broker_configs(bootstrap: str, node: str):
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    admin = ck_admin(bootstrap)
+    futures = admin.describe_configs([ConfigResource(ResourceType.BROKER, node)])
+    return next(iter(futures.values())).result(15)
+
+
+def test_dynamic_broker_config_applies_to_inheriting_topics_and_persists(server_factory, topic_name):
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    srv = server_factory(settings={"log.retention.check.interval.ms": 200, "node.id": 7})
+    bootstrap = srv.bootstrap
+    ck_create(bootstrap, topic_name, 1, {"segment.bytes": "1024"})
+    own = topic_name + "-own"
+    ck_create(bootstrap, own, 1, {"segment.bytes": "1024", "retention.ms": "604800000"})
+    for name in (topic_name, own):
+        ck_produce(bootstrap, name, [{"value": b"r%03d" % i + b"." * 200, "partition": 0}
+                                     for i in range(20)], **{"linger.ms": 0, "batch.num.messages": 1})
+    admin = ck_admin(bootstrap)
+
+    def alter(node: str, *entries):
+        resource = ConfigResource(ResourceType.BROKER, node, incremental_configs=[
+            ConfigEntry(n, v, incremental_operation=AlterConfigOpType.SET) for n, v in entries])
+        return next(iter(admin.incremental_alter_configs([resource]).values()))
+
+    assert ck_error(alter("7", ("num.partitions", "9"))) == KafkaError.INVALID_REQUEST  # static
+    assert ck_error(alter("7", ("log.retention.ms", "soon"))) == KafkaError.INVALID_CONFIG
+    alter("7", ("log.retention.ms", "1")).result(15)  # (the cluster default "": handler tests)
+    configs = broker_configs(bootstrap, "7")
+    assert configs["log.retention.ms"].value == "1" and configs["log.retention.ms"].source == 2
+    assert not configs["log.retention.ms"].is_read_only and configs["num.partitions"].is_read_only
+    described = topic_configs(bootstrap, topic_name)["retention.ms"]
+    assert (described.value, described.source) == ("1", 2)  # DYNAMIC_BROKER_CONFIG
+    wait_until(lambda: watermarks(bootstrap, topic_name, 0)[0] > 10, "retention after log.retention.ms=1")
+    assert watermarks(bootstrap, own, 0)[0] == 0  # its own retention.ms holds
+    srv.stop()
+    srv.start()
+    configs = broker_configs(bootstrap, "7")
+    assert configs["log.retention.ms"].value == "1"
+    assert topic_configs(bootstrap, topic_name)["retention.ms"].value == "1"

@@ -85,7 +85,7 @@ def test_config_changes_to_brokers_and_unknown_resources_are_refused() -> None:
             AlterConfigsRequest.AlterConfigsResource(resource_type=rtype, resource_name=name, configs=[
                 AlterConfigsRequest.AlterableConfig(name=key, value=value)])
             for rtype, name, key, value in [
-                (4, str(broker.node_id), "log.retention.ms", "5"),  # a broker setting
+                (4, str(broker.node_id), "num.partitions", "5"),  # a static broker setting
                 (3, "group", "x", "1"),  # not a config resource here
                 (2, "c", "retention.ms", None),  # AlterConfigs needs values
                 (2, "c", "segment.ms", "60000"),
@@ -104,5 +104,36 @@ def test_config_changes_to_brokers_and_unknown_resources_are_refused() -> None:
                               ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, duplicated)
         assert response.responses[0].error_code == ErrorCode.INVALID_REQUEST
         assert broker.storage.topic_overrides("c") == {"segment.ms": "60000"}
+
+    with_broker(scenario)
+
+
+def test_dynamic_broker_configs_cluster_default_and_this_broker() -> None:
+    async def scenario(broker: Broker) -> None:
+        await broker.create_topic("b", 1, {})
+
+        async def alter(node: str, *ops: tuple[str, int, str | None]) -> int:
+            request = IncrementalAlterConfigsRequest(resources=[
+                IncrementalAlterConfigsRequest.AlterConfigsResource(
+                    resource_type=4, resource_name=node, configs=[
+                        IncrementalAlterConfigsRequest.AlterableConfig(
+                            name=name, config_operation=op, value=value) for name, op, value in ops])],
+                validate_only=False)
+            response = await call(alter_configs.handle_incremental, broker,
+                                  ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request)
+            return response.responses[0].error_code  # type: ignore[no-any-return]
+
+        node = str(broker.node_id)
+        assert await alter("", ("log.retention.ms", 0, "60000")) == ErrorCode.NONE
+        assert await alter(node, ("log.retention.ms", 0, "70000")) == ErrorCode.NONE
+        assert await alter("", ("log.cleanup.policy", 2, "compact")) == ErrorCode.NONE  # APPEND
+        assert await alter("99", ("log.retention.ms", 0, "1")) == ErrorCode.INVALID_REQUEST
+        config = broker.storage.topic_config("b")
+        assert config is not None and config.retention_ms == 70000 and config.compact
+        assert await alter(node, ("log.retention.ms", 1, None)) == ErrorCode.NONE  # DELETE
+        config = broker.storage.topic_config("b")
+        assert config is not None and config.retention_ms == 60000  # the cluster default again
+        assert broker.storage.broker_overrides().cluster_default == {
+            "log.retention.ms": "60000", "log.cleanup.policy": "compact,delete"}
 
     with_broker(scenario)

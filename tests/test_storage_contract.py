@@ -16,6 +16,7 @@ import pytest
 
 from kafkaproto import ErrorCode
 from kafkaproto.records import build_batch, decode_batch
+from logserver.broker_overrides import BrokerOverrides
 from logserver.config import load_config
 from logserver.storage import (
     EARLIEST,
@@ -314,6 +315,30 @@ def test_alter_topic_config_applies_at_once(engine: str, tmp_path: Path) -> None
     run(engine, tmp_path, scenario)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_dynamic_broker_configs_change_inherited_settings(engine: str, tmp_path: Path) -> None:
+    async def scenario(storage: Storage) -> None:
+        await storage.create_topic("inherits", 2, {})
+        await storage.create_topic("own", 1, {"retention.ms": "5000"})
+        await storage.alter_broker_overrides(BrokerOverrides(
+            {"log.retention.ms": "60000", "message.max.bytes": "100"}, {"log.retention.ms": "70000"}))
+        assert storage.broker_overrides().effective() == {"log.retention.ms": "70000",
+                                                          "message.max.bytes": "100"}
+        inherits, own = storage.topic_config("inherits"), storage.topic_config("own")
+        assert inherits is not None and inherits.retention_ms == 70000  # this broker's wins
+        assert own is not None and own.retention_ms == 5000 and own.max_message_bytes == 100
+        assert storage.append("inherits", 1, batch(b"x" * 200), 9).error == ErrorCode.MESSAGE_TOO_LARGE
+        await storage.create_topic("later", 1, {})
+        later = storage.topic_config("later")
+        assert later is not None and later.retention_ms == 70000
+        await storage.alter_broker_overrides(BrokerOverrides())
+        inherits = storage.topic_config("inherits")
+        assert inherits is not None and inherits.retention_ms == 7 * 86_400_000
+        assert storage.append("inherits", 1, batch(b"x" * 200), 9).error == ErrorCode.NONE
+
+    run(engine, tmp_path, scenario)
+
+
 # -- the segment log only: what is on disk ---------------------------------------------------
 
 
@@ -392,3 +417,18 @@ def test_delete_records_and_config_changes_survive_a_restart(tmp_path: Path) -> 
         assert storage.log_start_offset("p", 0) == 0
 
     run("segment", tmp_path, recreated)
+
+
+def test_dynamic_broker_configs_survive_a_restart(tmp_path: Path) -> None:
+    async def change(storage: Storage) -> None:
+        await storage.create_topic("r", 1, {})
+        await storage.alter_broker_overrides(BrokerOverrides({"log.segment.bytes": "4096"}))
+
+    run("segment", tmp_path, change)
+
+    async def reopened(storage: Storage) -> None:
+        assert storage.broker_overrides().cluster_default == {"log.segment.bytes": "4096"}
+        config = storage.topic_config("r")
+        assert config is not None and config.segment_bytes == 4096
+
+    run("segment", tmp_path, reopened)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import CreateTopicsRequest, CreateTopicsResponse
 from logserver.broker import PolicyViolationError
+from logserver.broker_overrides import Overlay
 from logserver.storage.api import InvalidConfigError, InvalidTopicError, TopicExistsError
 from logserver.topic_config import TopicConfig, alterable, describe, validate_overrides
 from logserver.topic_names import topic_name_error
@@ -92,7 +93,8 @@ async def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, val
             return _error(name, ErrorCode.KAFKA_STORAGE_ERROR, f"creating the topic failed: {exc}")
     config = broker.storage.topic_config(name) if not validate_only else None
     if config is None:
-        config = TopicConfig.from_settings(broker.config, overrides)
+        config = TopicConfig.from_settings(
+            Overlay(broker.config, broker.storage.broker_overrides().effective()), overrides)
     return Result(
         name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
         num_partitions=partitions, replication_factor=1,
@@ -100,6 +102,7 @@ async def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, val
             CreateTopicsResponse.CreatableTopicConfigs(
                 name=key, value=value, read_only=not alterable(key), config_source=source,
                 is_sensitive=False)
-            for key, value, source, _ in describe(config, overrides, broker.config, broker.config.sources)
+            for key, value, source, _ in describe(config, overrides, broker.config, broker.config.sources,
+                                                  broker.storage.broker_overrides().by_setting())
         ],
     )

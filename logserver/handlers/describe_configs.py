@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import DescribeConfigsRequest, DescribeConfigsResponse
+from logserver.broker_overrides import DYNAMIC_BROKER_SETTINGS
 from logserver.config import SETTINGS
 from logserver.topic_config import (
     DEFAULT_CONFIG,
@@ -59,12 +60,13 @@ def _topic(broker: Broker, name: str, keys: set[str] | None, with_synonyms: bool
         return Result(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                       error_message=f"topic {name!r} does not exist", resource_type=TOPIC,
                       resource_name=name, configs=[])
+    dynamic = broker.storage.broker_overrides().by_setting()
     entries = [
         _entry(key, value, source, config_type, read_only=not alterable(key),
-               synonyms=synonyms(key, overrides, broker.config, broker.config.sources)
+               synonyms=synonyms(key, overrides, broker.config, broker.config.sources, dynamic)
                if with_synonyms else None)
         for key, value, source, config_type in describe(config, overrides, broker.config,
-                                                        broker.config.sources)
+                                                        broker.config.sources, dynamic)
         if keys is None or key in keys
     ]
     return Result(error_code=ErrorCode.NONE, error_message=None, resource_type=TOPIC,
@@ -75,14 +77,22 @@ def _broker(broker: Broker, name: str, keys: set[str] | None, with_synonyms: boo
     if name not in ("", str(broker.node_id)):
         return Result(error_code=ErrorCode.INVALID_REQUEST, error_message=f"no broker {name!r}",
                       resource_type=BROKER, resource_name=name, configs=[])
+    dynamic = broker.storage.broker_overrides()
     entries = []
     for key in SETTINGS:
         if keys is not None and key not in keys:
             continue
         value = broker.config[key]
-        source = STATIC_BROKER_CONFIG if key in broker.config.sources else DEFAULT_CONFIG
+        static = STATIC_BROKER_CONFIG if key in broker.config.sources else DEFAULT_CONFIG
         text = None if value is None else format_setting(value)
-        entries.append(_entry(key, text, source, STRING,
-                              synonyms=[(key, text, source)] if with_synonyms else None))
+        levels: list[tuple[str, str | None, int]] = [
+            (key, v, s) for v, s in dynamic.dynamic_values(key)]
+        levels.append((key, text, static))
+        if static == STATIC_BROKER_CONFIG and key in SETTINGS and SETTINGS[key].default is not None:
+            levels.append((key, SETTINGS[key].default, DEFAULT_CONFIG))
+        _, shown, source = levels[0]
+        entries.append(_entry(key, shown, source, STRING,
+                              read_only=key not in DYNAMIC_BROKER_SETTINGS,
+                              synonyms=levels if with_synonyms else None))
     return Result(error_code=ErrorCode.NONE, error_message=None, resource_type=BROKER,
                   resource_name=name, configs=entries)

@@ -4,6 +4,7 @@ Layout (Kafka's names where Kafka has one)::
 
     <data>/.lock                              flock: one process per data directory
     <data>/__topics.json                      topic -> id, partition count, configs
+    <data>/__broker_configs.json              dynamic broker configs (AlterConfigs on a broker)
     <data>/recovery-point-offset-checkpoint   "0", count, "topic partition offset" lines
     <data>/log-start-offset-checkpoint        the same format: log start offsets moved by
                                               DeleteRecords (inside a segment)
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from logserver.broker_overrides import BrokerOverrides, Overlay
 from logserver.log.cleaner import Cleaner
 from logserver.log.config import LogConfig
 from logserver.log.config import setting_value as _setting
@@ -72,6 +74,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 TOPICS_FILE = "__topics.json"
+BROKER_CONFIGS_FILE = "__broker_configs.json"
 LOCK_FILE = ".lock"
 DELETE_SUFFIX = DELETE_DIR_SUFFIX
 _CHECKPOINT_VERSION = 0
@@ -129,7 +132,9 @@ class LogManager:
     ) -> None:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.config = LogConfig.from_settings(config)
+        self._settings = config
+        self.broker_overrides = self._read_broker_overrides()
+        self.config = LogConfig.from_settings(Overlay(config, self.broker_overrides.effective()))
         self._lock = threading.Lock()  # guards _topics/_logs against the flush thread
         self._checkpoint_lock = threading.Lock()
         self._topics_lock = threading.Lock()  # one topic creation/deletion at a time
@@ -236,6 +241,33 @@ class LogManager:
                 configs=dict(entry.get("configs", {})),
             )
         return topics
+
+    def _read_broker_overrides(self) -> BrokerOverrides:
+        path = self.data_dir / BROKER_CONFIGS_FILE
+        try:
+            return BrokerOverrides.from_json(json.loads(path.read_text("utf-8")))
+        except FileNotFoundError:
+            return BrokerOverrides()
+
+    def set_broker_overrides(self, overrides: BrokerOverrides) -> LogConfig:
+        """Persist new dynamic broker configs and re-resolve every log's config (worker
+        thread); returns the new broker defaults of the topic settings."""
+        defaults = LogConfig.from_settings(Overlay(self._settings, overrides.effective()))
+        with self._topics_lock:
+            atomic_write(self.data_dir / BROKER_CONFIGS_FILE,
+                         json.dumps(overrides.as_json(), indent=1, sort_keys=True).encode())
+            self.broker_overrides = overrides
+            self.config = defaults
+            with self._lock:
+                topics = list(self._topics.values())
+                logs = dict(self._logs)
+        for info in topics:
+            resolved = defaults.with_overrides(info.configs)
+            for p in range(info.partitions):
+                if (info.name, p) in logs:
+                    logs[(info.name, p)].config = resolved
+        logger.info("dynamic broker configs now %s", overrides.effective())
+        return defaults
 
     def _write_topics(self, topics: Mapping[str, TopicInfo]) -> None:
         doc = {

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from kafkaproto import FileRegion
+from logserver.broker_overrides import BrokerOverrides
 from logserver.log.errors import InvalidTopicError, TopicExistsError, UnknownTopicOrPartitionError
 from logserver.topic_config import InvalidConfigError, TopicConfig
 
@@ -152,6 +153,16 @@ class Storage(Protocol):
         """Replace a topic's overrides (the whole set; AlterConfigs / IncrementalAlterConfigs
         compute it): validated, persisted, and applied to every partition at once.
         Raises UnknownTopicOrPartitionError, InvalidConfigError, OSError."""
+        ...
+
+    def broker_overrides(self) -> BrokerOverrides:
+        """The dynamic broker configs in force."""
+        ...
+
+    async def alter_broker_overrides(self, overrides: BrokerOverrides) -> None:
+        """Replace the dynamic broker configs (validated with
+        ``broker_overrides.validate_broker_overrides``): persisted, then every topic's
+        inherited settings change at once."""
         ...
 
     async def delete_records(self, topic: str, partition: int, offset: int) -> DeletedRecords:

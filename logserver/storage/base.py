@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkaproto import ErrorCode
+from logserver.broker_overrides import BrokerOverrides
 from logserver.partition import Partition
 from logserver.storage.api import (
     EARLIEST,
@@ -143,6 +144,22 @@ class PartitionedStorage:
 
     async def _store_overrides(self, name: str, overrides: dict[str, str]) -> TopicConfig:
         """Persist a topic's new overrides (engine); returns the resolved config."""
+        raise NotImplementedError
+
+    def broker_overrides(self) -> BrokerOverrides:
+        raise NotImplementedError
+
+    async def alter_broker_overrides(self, overrides: BrokerOverrides) -> None:
+        defaults = await self._store_broker_overrides(overrides)
+        for name, state in list(self._topics.items()):
+            config = defaults.with_overrides(state.overrides)
+            for partition in state.partitions:
+                partition.reconfigure(config)
+            self._topics[name] = TopicState(state.name, state.topic_id, config, state.overrides,
+                                            state.partitions, state.logs)
+
+    async def _store_broker_overrides(self, overrides: BrokerOverrides) -> TopicConfig:
+        """Persist the dynamic broker configs (engine); returns the new topic defaults."""
         raise NotImplementedError
 
     async def delete_records(self, topic: str, partition: int, offset: int) -> DeletedRecords:

@@ -31,6 +31,7 @@ from kafkaproto.batch import (
     set_partition_leader_epoch,
 )
 from kafkaproto.records import decode_batch
+from logserver.broker_overrides import BrokerOverrides, Overlay
 from logserver.log.errors import (
     InvalidTopicError,
     OffsetOutOfRangeError,
@@ -183,6 +184,8 @@ class MemoryStorage(PartitionedStorage):
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         super().__init__()
+        self._settings = config
+        self._broker_overrides = BrokerOverrides()
         self._defaults = TopicConfig.from_settings(config)
         self._next_producer_id = 0
         self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -239,6 +242,14 @@ class MemoryStorage(PartitionedStorage):
 
     async def _store_overrides(self, name: str, overrides: dict[str, str]) -> TopicConfig:
         return self._defaults.with_overrides(overrides)
+
+    def broker_overrides(self) -> BrokerOverrides:
+        return self._broker_overrides
+
+    async def _store_broker_overrides(self, overrides: BrokerOverrides) -> TopicConfig:
+        self._broker_overrides = overrides
+        self._defaults = TopicConfig.from_settings(Overlay(self._settings, overrides.effective()))
+        return self._defaults
 
     async def _delete_records(self, topic: str, partition: int, offset: int) -> int:
         return self._log(topic, partition).delete_records(offset)

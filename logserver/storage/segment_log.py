@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from kafkaproto.batch import Compression, parse_header
+from logserver.broker_overrides import BrokerOverrides
 from logserver.cluster_meta import load_or_create_cluster_id
 from logserver.config import Config
 from logserver.durability import Durability
@@ -222,6 +223,12 @@ class SegmentLogStorage(PartitionedStorage):
     async def _store_overrides(self, name: str, overrides: dict[str, str]) -> TopicConfig:
         info = await self._worker.run(self.manager.alter_topic_configs, name, overrides)
         return self.manager.config.with_overrides(info.configs)
+
+    def broker_overrides(self) -> BrokerOverrides:
+        return self.manager.broker_overrides
+
+    async def _store_broker_overrides(self, overrides: BrokerOverrides) -> TopicConfig:
+        return await self._worker.run(self.manager.set_broker_overrides, overrides)
 
     async def _delete_records(self, topic: str, partition: int, offset: int) -> int:
         self._log(topic, partition)
