@@ -1,10 +1,12 @@
-"""AlterConfigs (33) and IncrementalAlterConfigs (44): change topic configs at run time.
+"""AlterConfigs (33) and IncrementalAlterConfigs (44): change configs at run time.
 
-The new override set is validated as CreateTopics validates (INVALID_CONFIG for an
-unknown name or a bad value, per resource), persisted, and applied at once (retention,
-segment rolls, max.message.bytes, timestamp type, cleanup policy). ``validate_only``
-checks without changing anything. Broker settings are static (the config file): a change
-to one is refused with Kafka's answer for a setting that cannot change dynamically.
+Topics: the new override set is validated as CreateTopics validates (INVALID_CONFIG for
+an unknown name or a bad value, per resource), persisted, and applied at once (retention,
+segment rolls, max.message.bytes, timestamp type, cleanup policy). Brokers: the dynamic
+broker configs of logserver.broker_overrides (cluster default "" or this node id); any
+other broker setting gets Kafka's answer for one that cannot change dynamically.
+``validate_only`` checks without changing anything. AlterConfigs replaces a resource's
+whole override set, IncrementalAlterConfigs edits it (logserver.config_changes).
 """
 
 from __future__ import annotations
