@@ -85,6 +85,12 @@ class Partition:
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
 
+    def reconfigure(self, config: TopicConfig) -> None:
+        """A changed topic config (AlterConfigs): applies from the next append on."""
+        self.config = config
+        self.log_append_time = config.log_append_time
+        self.max_message_bytes = config.max_message_bytes
+
     @property
     def leader_epoch(self) -> int:
         return LEADER_EPOCH

@@ -6,11 +6,15 @@ parsed, and the DescribeConfigs type. The broker's own ``log.*`` defaults are pa
 the same parsers (logserver.config), the log reads ``TopicConfig`` attributes, CreateTopics
 validates with ``validate_overrides`` and DescribeConfigs reports ``describe``.
 
-Settings the server does not apply per topic (``flush.messages``, ``flush.ms``,
-``compression.type``, ``min.insync.replicas``, ``unclean.leader.election.enable``) are
-still described with the value that really holds, but an override of them is refused
-with INVALID_CONFIG instead of being stored and echoed as if honoured. Topics stored
-with such an override by an older version still load; the key is ignored.
+Every topic setting Kafka defines is known. Those with a meaning here are applied; the
+others are *inert*: validated, stored and reported by DescribeConfigs, but with no effect
+(tiered storage, replication throttles, cleaner tuning, timestamp bounds, compression
+levels...). Where an inert setting has values whose meaning this server cannot honour
+(``compression.type`` other than ``producer``: no broker-side recompression;
+``min.insync.replicas`` above 1: one replica; ``remote.storage.enable=true``: no tiered
+storage) those values are refused with INVALID_CONFIG. ``flush.messages`` and
+``flush.ms`` are refused outright: the fsync policy is broker-wide. Topics stored with a
+refused override by an older version still load; the key is ignored.
 """
 
 from __future__ import annotations
@@ -139,9 +143,31 @@ class TopicConfig:
 
 
 def ignored_overrides(overrides: Mapping[str, Any]) -> list[str]:
-    """Stored override names that ``with_overrides`` ignores (unknown or refused)."""
-    return sorted(name for name in overrides
-                  if name not in TOPIC_SETTINGS or TOPIC_SETTINGS[name].field is None)
+    """Stored override names that are dropped at load (unknown, refused, or a value this
+    version refuses)."""
+    return sorted(name for name, raw in overrides.items() if not _storable(name, raw))
+
+
+def kept_overrides(overrides: Mapping[str, Any]) -> dict[str, str]:
+    """The stored overrides that stay in force (applied or inert)."""
+    return {name: str(raw) for name, raw in overrides.items() if _storable(name, raw)}
+
+
+def _storable(name: str, raw: Any) -> bool:
+    setting = TOPIC_SETTINGS.get(name)
+    if setting is None or (setting.field is None and not setting.inert) or raw is None:
+        return False
+    try:
+        setting.parse(str(raw))
+    except ValueError:
+        return False
+    return True
+
+
+def alterable(name: str) -> bool:
+    """Whether CreateTopics / AlterConfigs accept an override of ``name``."""
+    setting = TOPIC_SETTINGS.get(name)
+    return setting is not None and (setting.field is not None or setting.inert)
 
 
 def validate_overrides(overrides: Mapping[str, str | None]) -> dict[str, str]:
@@ -151,7 +177,7 @@ def validate_overrides(overrides: Mapping[str, str | None]) -> dict[str, str]:
         setting = TOPIC_SETTINGS.get(name)
         if setting is None:
             raise InvalidConfigError(f"unknown topic config {name!r}")
-        if setting.field is None:
+        if setting.field is None and not setting.inert:
             raise InvalidConfigError(f"topic config {name!r} is not supported by this server: "
                                      f"{setting.refusal}")
         if raw is None:
@@ -167,11 +193,16 @@ def validate_overrides(overrides: Mapping[str, str | None]) -> dict[str, str]:
     return canonical
 
 
+# broker setting -> its dynamic (value, ConfigSource) entries, most specific first
+DynamicValues = Mapping[str, list[tuple[str, int]]]
+
+
 def describe(config: TopicConfig, overrides: Mapping[str, str],
-             broker: Mapping[str, Any], broker_sources: Iterable[str]
-             ) -> list[tuple[str, str, int, int]]:
+             broker: Mapping[str, Any], broker_sources: Iterable[str],
+             dynamic: DynamicValues | None = None) -> list[tuple[str, str, int, int]]:
     """(name, value, ConfigSource, ConfigType) for every topic setting, as DescribeConfigs
-    and CreateTopics report them: the value that really applies and where it came from."""
+    and CreateTopics report them: the value that really applies and where it came from
+    (``config`` is resolved with the dynamic broker configs already)."""
     explicit = set(broker_sources)
     result = []
     for name, setting in TOPIC_SETTINGS.items():
@@ -179,7 +210,13 @@ def describe(config: TopicConfig, overrides: Mapping[str, str],
             result.append((name, format_setting(getattr(config, setting.field)),
                            DYNAMIC_TOPIC_CONFIG, setting.type))
             continue
+        if setting.inert and name in overrides:
+            result.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG, setting.type))
+            continue
         source = STATIC_BROKER_CONFIG if setting.broker_setting in explicit else DEFAULT_CONFIG
+        levels = (dynamic or {}).get(setting.broker_setting or "", [])
+        if levels and setting.field is not None:
+            source = levels[0][1]
         if setting.field is not None:
             value = format_setting(getattr(config, setting.field))
         else:
@@ -188,6 +225,31 @@ def describe(config: TopicConfig, overrides: Mapping[str, str],
             if raw is None:
                 source = DEFAULT_CONFIG
         result.append((name, value, source, setting.type))
+    return result
+
+
+def synonyms(name: str, overrides: Mapping[str, str], broker: Mapping[str, Any],
+             broker_sources: Iterable[str], dynamic: DynamicValues | None = None
+             ) -> list[tuple[str, str | None, int]]:
+    """(name, value, ConfigSource) of every place a topic setting's value can come from,
+    most specific first (DescribeConfigs with include_synonyms): the topic override, the
+    dynamic broker configs, the broker setting from the config file, the default."""
+    setting = TOPIC_SETTINGS[name]
+    result: list[tuple[str, str | None, int]] = []
+    if name in overrides:
+        result.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
+    broker_name = setting.broker_setting or setting.synonym
+    if setting.broker_setting is not None:
+        result.extend((setting.broker_setting, value, source)
+                      for value, source in (dynamic or {}).get(setting.broker_setting, []))
+    if setting.broker_setting is not None:
+        raw = setting_value(broker, setting.broker_setting)
+        if setting.broker_setting in set(broker_sources) and raw is not None:
+            result.append((setting.broker_setting, format_setting(raw), STATIC_BROKER_CONFIG))
+    if broker_name is not None:
+        default = (format_setting(getattr(TopicConfig(), setting.field))
+                   if setting.field is not None else setting.fixed)
+        result.append((broker_name, default, DEFAULT_CONFIG))
     return result
 
 
@@ -212,6 +274,39 @@ def choice(*choices: str) -> Callable[[str], str]:
         raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
 
     return parse
+
+
+def double_in(low: float, high: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = float(text.strip())
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return parse
+
+
+def parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"must be true or false, got {text!r}")
+    return value == "true"
+
+
+def any_text(text: str) -> str:
+    return text.strip()
+
+
+def only(allowed: str, why: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A valid value of ``parse``, but only ``allowed`` has a meaning this server honours."""
+
+    def check(text: str) -> Any:
+        value = parse(text)
+        if format_setting(value) != allowed:
+            raise ValueError(f"only {allowed} is supported: {why}")
+        return value
+
+    return check
 
 
 def parse_cleanup_policy(text: str) -> str:
@@ -255,7 +350,8 @@ def _refused(text: str) -> Callable[[str], Any]:
 
 @dataclass(frozen=True)
 class TopicSetting:
-    """One topic-level setting. ``field`` None: described, but an override is refused."""
+    """One topic-level setting. ``field`` None: not applied; ``inert`` ones are still
+    stored and reported, the others described but an override is refused."""
 
     name: str
     field: str | None
@@ -264,6 +360,17 @@ class TopicSetting:
     parse: Callable[[str], Any]
     fixed: str = ""  # value described when not applied per topic and no broker setting
     refusal: str = ""  # why an override is refused
+    inert: bool = False  # accepted and stored, no effect here
+    synonym: str | None = None  # Kafka's broker setting of the default (DescribeConfigs)
+
+
+_NO_RECOMPRESSION = "batches are stored as the producer compressed them (no broker recompression)"
+
+
+def _inert(name: str, type_: int, parse: Callable[[str], Any], default: str,
+           synonym: str | None = None) -> TopicSetting:
+    return TopicSetting(name, None, None, type_, parse, fixed=default, inert=True,
+                        synonym=synonym)
 
 
 TOPIC_SETTINGS: dict[str, TopicSetting] = {
@@ -271,9 +378,13 @@ TOPIC_SETTINGS: dict[str, TopicSetting] = {
     for s in [
         TopicSetting("cleanup.policy", "cleanup_policy", "log.cleanup.policy", LIST,
                      parse_cleanup_policy),
-        TopicSetting("compression.type", None, None, STRING, _refused("not applied"),
-                     fixed="producer",
-                     refusal="batches are stored as the producer compressed them"),
+        _inert("compression.type", STRING,
+               only("producer", _NO_RECOMPRESSION,
+                    choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+               "producer", "compression.type"),
+        _inert("compression.gzip.level", INT, int_in(-1, 9), "-1", "compression.gzip.level"),
+        _inert("compression.lz4.level", INT, int_in(1, 17), "9", "compression.lz4.level"),
+        _inert("compression.zstd.level", INT, int_in(-131072, 22), "3", "compression.zstd.level"),
         TopicSetting("delete.retention.ms", "delete_retention_ms",
                      "log.cleaner.delete.retention.ms", LONG, int_in(0)),
         TopicSetting("file.delete.delay.ms", "file_delete_delay_ms", "log.segment.delete.delay.ms",
@@ -284,14 +395,40 @@ TOPIC_SETTINGS: dict[str, TopicSetting] = {
         TopicSetting("flush.ms", None, "log.flush.interval.ms", LONG, _refused("not applied"),
                      fixed=str(LONG_MAX),
                      refusal="fsync policy is the broker-wide log.flush.interval.ms"),
+        _inert("follower.replication.throttled.replicas", LIST, any_text, "",
+               "follower.replication.throttled.replicas"),
         TopicSetting("index.interval.bytes", "index_interval_bytes", "log.index.interval.bytes",
                      INT, int_in(0, INT_MAX)),
+        _inert("leader.replication.throttled.replicas", LIST, any_text, "",
+               "leader.replication.throttled.replicas"),
+        _inert("local.retention.bytes", LONG, int_in(-2), "-2", "log.local.retention.bytes"),
+        _inert("local.retention.ms", LONG, int_in(-2), "-2", "log.local.retention.ms"),
+        _inert("max.compaction.lag.ms", LONG, int_in(1), str(LONG_MAX),
+               "log.cleaner.max.compaction.lag.ms"),
         TopicSetting("max.message.bytes", "max_message_bytes", "message.max.bytes", INT,
                      int_in(0, INT_MAX)),
+        _inert("message.downconversion.enable", BOOLEAN, parse_bool, "true",
+               "log.message.downconversion.enable"),
+        _inert("message.format.version", STRING, any_text, "3.0-IV1", "log.message.format.version"),
+        _inert("message.timestamp.after.max.ms", LONG, int_in(0), str(LONG_MAX),
+               "log.message.timestamp.after.max.ms"),
+        _inert("message.timestamp.before.max.ms", LONG, int_in(0), str(LONG_MAX),
+               "log.message.timestamp.before.max.ms"),
+        _inert("message.timestamp.difference.max.ms", LONG, int_in(0), str(LONG_MAX),
+               "log.message.timestamp.difference.max.ms"),
         TopicSetting("message.timestamp.type", "message_timestamp_type",
                      "log.message.timestamp.type", STRING, choice("CreateTime", "LogAppendTime")),
-        TopicSetting("min.insync.replicas", None, None, INT, _refused("not applied"), fixed="1",
-                     refusal="a single node has one replica; acks=all waits for it"),
+        _inert("min.cleanable.dirty.ratio", DOUBLE, double_in(0, 1), "0.5",
+               "log.cleaner.min.cleanable.ratio"),
+        _inert("min.compaction.lag.ms", LONG, int_in(0), "0", "log.cleaner.min.compaction.lag.ms"),
+        _inert("min.insync.replicas", INT,
+               only("1", "a single node has one replica; acks=all waits for it", int_in(1, INT_MAX)),
+               "1", "min.insync.replicas"),
+        _inert("preallocate", BOOLEAN, parse_bool, "false", "log.preallocate"),
+        _inert("remote.log.copy.disable", BOOLEAN, parse_bool, "false"),
+        _inert("remote.log.delete.on.disable", BOOLEAN, parse_bool, "false"),
+        _inert("remote.storage.enable", BOOLEAN,
+               only("false", "this server has no tiered storage", parse_bool), "false"),
         TopicSetting("retention.bytes", "retention_bytes", "log.retention.bytes", LONG,
                      int_in(-1)),
         TopicSetting("retention.ms", "retention_ms", "log.retention.ms", LONG, int_in(-1)),
@@ -299,10 +436,10 @@ TOPIC_SETTINGS: dict[str, TopicSetting] = {
                      int_in(14, INT_MAX)),
         TopicSetting("segment.index.bytes", "index_max_bytes", "log.index.size.max.bytes", INT,
                      int_in(4096, INT_MAX)),
+        _inert("segment.jitter.ms", LONG, int_in(0), "0", "log.roll.jitter.ms"),
         TopicSetting("segment.ms", "roll_ms", "log.roll.ms", LONG, int_in(1)),
-        TopicSetting("unclean.leader.election.enable", None, None, BOOLEAN,
-                     _refused("not applied"), fixed="false",
-                     refusal="a single node has no other replica to elect"),
+        _inert("unclean.leader.election.enable", BOOLEAN, parse_bool, "false",
+               "unclean.leader.election.enable"),
     ]
 }
 

@@ -39,6 +39,11 @@ from logserver.handlers import (
 from logserver.storage.memory import MemoryStorage
 from logserver.topic_config import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG
 
+# Settings (and values) whose meaning this server cannot honour: refused with INVALID_CONFIG.
+REFUSED = {"flush.messages": "1", "flush.ms": "1", "compression.type": "gzip",
+           "min.insync.replicas": "2", "remote.storage.enable": "true"}
+
+
 pytestmark = pytest.mark.timeout(30)
 
 
@@ -157,9 +162,9 @@ def test_long_poll_fetch_is_woken_by_a_produce() -> None:
 
 def test_create_topics_refuses_settings_it_does_not_apply() -> None:
     async def scenario(broker: Broker) -> None:
-        for key in ("flush.messages", "flush.ms", "compression.type", "min.insync.replicas"):
+        for key, value in REFUSED.items():
             response = await call(create_topics.handle, broker, ApiKey.CREATE_TOPICS, 7,
-                                  create_request("r", configs={key: "1"}))
+                                  create_request("r", configs={key: value}))
             result = response.topics[0]
             assert result.error_code == ErrorCode.INVALID_CONFIG
             assert key in result.error_message

@@ -301,3 +301,26 @@ def test_retired_segment_fd_stays_readable(tmp_path: Path) -> None:
     assert open_descriptors(first_log.name) == 0  # the last reader closed it
     with pytest.raises(ValueError):
         region.read()
+
+
+def test_delete_records_inside_a_segment_and_retention_below_the_start(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0")  # a week of retention: only the log start offset deletes
+    append(log, n=3)
+    append(log, n=2)  # offsets 0-4 in one segment, the active one
+    assert log.delete_records(4) == 4  # inside a batch: the start moves, the segment stays
+    assert log.log_start_offset == 4 and len(log.segments) == 1
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(2, 1 << 20)
+    assert [r.offset for r in read_records(log, 4) if r.offset >= 4] == [4]
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records(6)  # above the log end offset
+    assert log.delete_records(5) == 5  # == LEO: the active segment is kept
+    log.roll()
+    append(log, n=1)
+    assert log.log_start_offset == 5 and len(log.segments) == 2
+    assert log.delete_old_segments() == 1  # the rolled segment lies wholly below the start
+    assert log.segments[0].base_offset == 5 and log.log_start_offset == 5
+    log.close()
+    reopened = Log(tmp_path / "t-0", log_start_offset=5)
+    assert reopened.log_start_offset == 5 and reopened.log_end_offset == 6
+    reopened.close()

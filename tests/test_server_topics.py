@@ -12,6 +12,11 @@ from rawwire import Conn
 from kafkaproto import ApiKey, ErrorCode, decode_response, encode_request
 from kafkaproto.messages import CreateTopicsRequest, DescribeConfigsRequest, MetadataRequest
 
+# Settings (and values) whose meaning this server cannot honour: refused with INVALID_CONFIG.
+REFUSED = {"flush.messages": "1", "flush.ms": "1", "compression.type": "gzip",
+           "min.insync.replicas": "2", "remote.storage.enable": "true"}
+
+
 pytestmark = [pytest.mark.timeout(120)]
 
 
@@ -64,8 +69,8 @@ def test_a_wide_topic_is_never_seen_half_created(server):
 
 def test_settings_not_applied_are_refused_and_described(server):
     with Conn(server.port) as conn:
-        for key in ("flush.messages", "flush.ms", "compression.type", "min.insync.replicas"):
-            conn.send(create_frame("refused", 1, {key: "1"}))
+        for key, value in REFUSED.items():
+            conn.send(create_frame("refused", 1, {key: value}))
             result = create_result(conn.recv_frame())
             assert result.error_code == ErrorCode.INVALID_CONFIG
             assert key in result.error_message

@@ -16,6 +16,7 @@ import pytest
 
 from kafkaproto import ErrorCode
 from kafkaproto.records import build_batch, decode_batch
+from logserver.broker_overrides import BrokerOverrides
 from logserver.config import load_config
 from logserver.storage import (
     EARLIEST,
@@ -29,6 +30,11 @@ from logserver.storage import (
 )
 from logserver.storage.memory import MemoryStorage
 from logserver.storage.segment_log import SegmentLogStorage
+
+# Settings (and values) whose meaning this server cannot honour: refused with INVALID_CONFIG.
+REFUSED = {"flush.messages": "1", "flush.ms": "1", "compression.type": "gzip",
+           "min.insync.replicas": "2", "remote.storage.enable": "true"}
+
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -113,9 +119,9 @@ def test_bad_creations_are_refused_and_leave_nothing(engine: str, tmp_path: Path
                 await storage.create_topic(bad, 1, {})
         with pytest.raises(InvalidTopicError):
             await storage.create_topic("zero", 0, {})
-        for key in ("flush.messages", "flush.ms", "compression.type", "min.insync.replicas"):
+        for key, value in REFUSED.items():
             with pytest.raises(InvalidConfigError, match=key):
-                await storage.create_topic("refused", 1, {key: "1"})
+                await storage.create_topic("refused", 1, {key: value})
         with pytest.raises(InvalidConfigError, match="no.such.setting"):
             await storage.create_topic("unknown", 1, {"no.such.setting": "1"})
         with pytest.raises(InvalidConfigError, match="segment.bytes"):
@@ -252,6 +258,87 @@ def test_wait_for_append(engine: str, tmp_path: Path) -> None:
     run(engine, tmp_path, scenario)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_delete_records_moves_the_log_start_offset(engine: str, tmp_path: Path) -> None:
+    async def scenario(storage: Storage) -> None:
+        await storage.create_topic("d", 2, {})
+        for i in range(4):
+            storage.append("d", 0, batch(b"a-%d" % i, b"b-%d" % i), 9)  # offsets 2i, 2i+1
+        storage.roll("d", 0)
+        storage.append("d", 0, batch(b"last"), 9)  # offset 8, a second segment
+        assert await storage.delete_records("d", 0, 10) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1)
+        assert await storage.delete_records("d", 0, -2) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1)
+        assert (await storage.delete_records("d", 7, 0)).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert (await storage.delete_records("nope", 0, 0)).error == \
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert await storage.delete_records("d", 0, 3) == (ErrorCode.NONE, 3)  # inside a batch
+        assert storage.log_start_offset("d", 0) == 3
+        assert storage.list_offset("d", 0, EARLIEST)[1] == 3
+        assert storage.read("d", 0, 2, 1 << 20, min_one=True, fetch_version=12).error == \
+            ErrorCode.OFFSET_OUT_OF_RANGE
+        assert records_of(storage, "d", offset=3) == [b"b-1", b"a-2", b"b-2", b"a-3", b"b-3", b"last"]
+        assert await storage.delete_records("d", 0, 1) == (ErrorCode.NONE, 3)  # never moves down
+        assert await storage.delete_records("d", 0, -1) == (ErrorCode.NONE, 9)  # -1: the HW
+        assert storage.log_start_offset("d", 0) == 9 and storage.high_watermark("d", 0) == 9
+        assert storage.read("d", 0, 9, 100, min_one=True, fetch_version=12).error == ErrorCode.NONE
+        storage.append("d", 0, batch(b"after"), 9)
+        assert records_of(storage, "d", offset=9) == [b"after"]
+        assert storage.log_start_offset("d", 1) == 0  # other partitions untouched
+        sizes = {(p.topic, p.partition): p.size for d in storage.log_dirs() for p in d.partitions}
+        assert set(sizes) == {("d", 0), ("d", 1)} and sizes[("d", 1)] == 0 and sizes[("d", 0)] > 0
+
+    run(engine, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_alter_topic_config_applies_at_once(engine: str, tmp_path: Path) -> None:
+    async def scenario(storage: Storage) -> None:
+        await storage.create_topic("a", 2, {"retention.ms": "1000"})
+        await storage.alter_topic_config("a", {"max.message.bytes": "100",
+                                               "message.timestamp.type": "LogAppendTime"})
+        assert storage.topic_overrides("a") == {"max.message.bytes": "100",
+                                                "message.timestamp.type": "LogAppendTime"}
+        config = storage.topic_config("a")
+        assert config is not None and config.retention_ms == 7 * 86_400_000  # back to default
+        assert config.max_message_bytes == 100 and config.log_append_time
+        result = storage.append("a", 1, batch(b"x" * 200), 9)
+        assert result.error == ErrorCode.MESSAGE_TOO_LARGE
+        result = storage.append("a", 1, batch(b"small"), 9)
+        assert result.error == ErrorCode.NONE and result.log_append_time > 0
+        with pytest.raises(InvalidConfigError):
+            await storage.alter_topic_config("a", {"retention.ms": "soon"})
+        assert storage.topic_overrides("a") == {"max.message.bytes": "100",
+                                                "message.timestamp.type": "LogAppendTime"}
+        with pytest.raises(UnknownTopicOrPartitionError):
+            await storage.alter_topic_config("nope", {})
+
+    run(engine, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_dynamic_broker_configs_change_inherited_settings(engine: str, tmp_path: Path) -> None:
+    async def scenario(storage: Storage) -> None:
+        await storage.create_topic("inherits", 2, {})
+        await storage.create_topic("own", 1, {"retention.ms": "5000"})
+        await storage.alter_broker_overrides(BrokerOverrides(
+            {"log.retention.ms": "60000", "message.max.bytes": "100"}, {"log.retention.ms": "70000"}))
+        assert storage.broker_overrides().effective() == {"log.retention.ms": "70000",
+                                                          "message.max.bytes": "100"}
+        inherits, own = storage.topic_config("inherits"), storage.topic_config("own")
+        assert inherits is not None and inherits.retention_ms == 70000  # this broker's wins
+        assert own is not None and own.retention_ms == 5000 and own.max_message_bytes == 100
+        assert storage.append("inherits", 1, batch(b"x" * 200), 9).error == ErrorCode.MESSAGE_TOO_LARGE
+        await storage.create_topic("later", 1, {})
+        later = storage.topic_config("later")
+        assert later is not None and later.retention_ms == 70000
+        await storage.alter_broker_overrides(BrokerOverrides())
+        inherits = storage.topic_config("inherits")
+        assert inherits is not None and inherits.retention_ms == 7 * 86_400_000
+        assert storage.append("inherits", 1, batch(b"x" * 200), 9).error == ErrorCode.NONE
+
+    run(engine, tmp_path, scenario)
+
+
 # -- the segment log only: what is on disk ---------------------------------------------------
 
 
@@ -301,3 +388,47 @@ def test_stored_refused_configs_still_load(tmp_path: Path, caplog: pytest.LogCap
     warnings = [r.getMessage() for r in caplog.records if "legacy" in r.getMessage()]
     assert len(warnings) == 1
     assert "compression.type=gzip" in warnings[0] and "flush.messages=1" in warnings[0]
+
+
+def test_delete_records_and_config_changes_survive_a_restart(tmp_path: Path) -> None:
+    async def change(storage: Storage) -> None:
+        await storage.create_topic("p", 1, {})
+        for i in range(3):
+            storage.append("p", 0, batch(b"v-%d" % i), 9)
+        assert await storage.delete_records("p", 0, 2) == (ErrorCode.NONE, 2)
+        await storage.alter_topic_config("p", {"retention.ms": "60000", "segment.bytes": "4096",
+                                               "preallocate": "true"})  # inert: kept, reported
+
+    run("segment", tmp_path, change)
+
+    async def reopened(storage: Storage) -> None:
+        assert storage.log_start_offset("p", 0) == 2
+        assert records_of(storage, "p", offset=2) == [b"v-2"]
+        assert storage.topic_overrides("p") == {"retention.ms": "60000", "segment.bytes": "4096",
+                                                "preallocate": "true"}
+        config = storage.topic_config("p")
+        assert config is not None and config.retention_ms == 60000 and config.segment_bytes == 4096
+        await storage.delete_topic("p")
+        await storage.create_topic("p", 1, {})  # same name: starts at 0 again
+
+    run("segment", tmp_path, reopened)
+
+    async def recreated(storage: Storage) -> None:
+        assert storage.log_start_offset("p", 0) == 0
+
+    run("segment", tmp_path, recreated)
+
+
+def test_dynamic_broker_configs_survive_a_restart(tmp_path: Path) -> None:
+    async def change(storage: Storage) -> None:
+        await storage.create_topic("r", 1, {})
+        await storage.alter_broker_overrides(BrokerOverrides({"log.segment.bytes": "4096"}))
+
+    run("segment", tmp_path, change)
+
+    async def reopened(storage: Storage) -> None:
+        assert storage.broker_overrides().cluster_default == {"log.segment.bytes": "4096"}
+        config = storage.topic_config("r")
+        assert config is not None and config.segment_bytes == 4096
+
+    run("segment", tmp_path, reopened)

@@ -33,6 +33,20 @@ from .admin import (
     DescribeConfigsRequest,
     DescribeConfigsResponse,
 )
+from .admin_alter import (
+    ALTER_CONFIGS,
+    DELETE_RECORDS,
+    DESCRIBE_LOG_DIRS,
+    INCREMENTAL_ALTER_CONFIGS,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from .api_versions import (
     API_VERSIONS,
     ApiVersionsRequest,
@@ -108,6 +122,10 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
             DELETE_TOPICS,
             DESCRIBE_CONFIGS,
             CREATE_PARTITIONS,
+            DELETE_RECORDS,
+            ALTER_CONFIGS,
+            DESCRIBE_LOG_DIRS,
+            INCREMENTAL_ALTER_CONFIGS,
             API_VERSIONS,
             FETCH,
             LIST_OFFSETS,
@@ -136,6 +154,14 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
 
 __all__ = [
     "ALL_APIS",
+    "AlterConfigsRequest",
+    "AlterConfigsResponse",
+    "DeleteRecordsRequest",
+    "DeleteRecordsResponse",
+    "DescribeLogDirsRequest",
+    "DescribeLogDirsResponse",
+    "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "CreateAclsRequest",

@@ -11,6 +11,10 @@ CREATE_PARTITIONS: ApiSpec
 CREATE_TOPICS: ApiSpec
 DELETE_TOPICS: ApiSpec
 DESCRIBE_CONFIGS: ApiSpec
+ALTER_CONFIGS: ApiSpec
+DELETE_RECORDS: ApiSpec
+DESCRIBE_LOG_DIRS: ApiSpec
+INCREMENTAL_ALTER_CONFIGS: ApiSpec
 API_VERSIONS: ApiSpec
 FETCH: ApiSpec
 LIST_OFFSETS: ApiSpec
@@ -68,6 +72,10 @@ class ProduceResponse(Message):
     def __init__(self, *, responses: list[ProduceResponse.TopicProduceResponse] = ..., throttle_time_ms: int = ...) -> None: ...
 
 class FetchRequest(Message):
+    class ReplicaState(Struct):
+        replica_id: int
+        replica_epoch: int
+        def __init__(self, *, replica_id: int = ..., replica_epoch: int = ...) -> None: ...
     class FetchPartition(Struct):
         partition: int
         current_leader_epoch: int
@@ -78,14 +86,17 @@ class FetchRequest(Message):
         def __init__(self, *, partition: int = ..., current_leader_epoch: int = ..., fetch_offset: int = ..., last_fetched_epoch: int = ..., log_start_offset: int = ..., partition_max_bytes: int = ...) -> None: ...
     class FetchTopic(Struct):
         topic: str
+        topic_id: bytes
         partitions: list[FetchRequest.FetchPartition]
-        def __init__(self, *, topic: str = ..., partitions: list[FetchRequest.FetchPartition] = ...) -> None: ...
+        def __init__(self, *, topic: str = ..., topic_id: bytes = ..., partitions: list[FetchRequest.FetchPartition] = ...) -> None: ...
     class ForgottenTopic(Struct):
         topic: str
+        topic_id: bytes
         partitions: list[int]
-        def __init__(self, *, topic: str = ..., partitions: list[int] = ...) -> None: ...
+        def __init__(self, *, topic: str = ..., topic_id: bytes = ..., partitions: list[int] = ...) -> None: ...
     cluster_id: str | None
     replica_id: int
+    replica_state: FetchRequest.ReplicaState
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
@@ -95,7 +106,7 @@ class FetchRequest(Message):
     topics: list[FetchRequest.FetchTopic]
     forgotten_topics_data: list[FetchRequest.ForgottenTopic]
     rack_id: str
-    def __init__(self, *, cluster_id: str | None = ..., replica_id: int = ..., max_wait_ms: int = ..., min_bytes: int = ..., max_bytes: int = ..., isolation_level: int = ..., session_id: int = ..., session_epoch: int = ..., topics: list[FetchRequest.FetchTopic] = ..., forgotten_topics_data: list[FetchRequest.ForgottenTopic] = ..., rack_id: str = ...) -> None: ...
+    def __init__(self, *, cluster_id: str | None = ..., replica_id: int = ..., replica_state: FetchRequest.ReplicaState = ..., max_wait_ms: int = ..., min_bytes: int = ..., max_bytes: int = ..., isolation_level: int = ..., session_id: int = ..., session_epoch: int = ..., topics: list[FetchRequest.FetchTopic] = ..., forgotten_topics_data: list[FetchRequest.ForgottenTopic] = ..., rack_id: str = ...) -> None: ...
 
 class FetchResponse(Message):
     class EpochEndOffset(Struct):
@@ -129,13 +140,21 @@ class FetchResponse(Message):
         def __init__(self, *, partition_index: int = ..., error_code: int = ..., high_watermark: int = ..., last_stable_offset: int = ..., log_start_offset: int = ..., diverging_epoch: FetchResponse.EpochEndOffset = ..., current_leader: FetchResponse.LeaderIdAndEpoch = ..., snapshot_id: FetchResponse.SnapshotId = ..., aborted_transactions: list[FetchResponse.AbortedTransaction] | None = ..., preferred_read_replica: int = ..., records: bytes | bytearray | memoryview | FileRegion | None = ...) -> None: ...
     class FetchableTopicResponse(Struct):
         topic: str
+        topic_id: bytes
         partitions: list[FetchResponse.PartitionData]
-        def __init__(self, *, topic: str = ..., partitions: list[FetchResponse.PartitionData] = ...) -> None: ...
+        def __init__(self, *, topic: str = ..., topic_id: bytes = ..., partitions: list[FetchResponse.PartitionData] = ...) -> None: ...
+    class NodeEndpoint(Struct):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...) -> None: ...
     throttle_time_ms: int
     error_code: int
     session_id: int
     responses: list[FetchResponse.FetchableTopicResponse]
-    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., session_id: int = ..., responses: list[FetchResponse.FetchableTopicResponse] = ...) -> None: ...
+    node_endpoints: list[FetchResponse.NodeEndpoint]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., session_id: int = ..., responses: list[FetchResponse.FetchableTopicResponse] = ..., node_endpoints: list[FetchResponse.NodeEndpoint] = ...) -> None: ...
 
 class ListOffsetsRequest(Message):
     class ListOffsetsPartition(Struct):
@@ -547,6 +566,33 @@ class DeleteTopicsResponse(Message):
     responses: list[DeleteTopicsResponse.DeletableTopicResult]
     def __init__(self, *, throttle_time_ms: int = ..., responses: list[DeleteTopicsResponse.DeletableTopicResult] = ...) -> None: ...
 
+class DeleteRecordsRequest(Message):
+    class DeleteRecordsPartition(Struct):
+        partition_index: int
+        offset: int
+        def __init__(self, *, partition_index: int = ..., offset: int = ...) -> None: ...
+    class DeleteRecordsTopic(Struct):
+        name: str
+        partitions: list[DeleteRecordsRequest.DeleteRecordsPartition]
+        def __init__(self, *, name: str = ..., partitions: list[DeleteRecordsRequest.DeleteRecordsPartition] = ...) -> None: ...
+    topics: list[DeleteRecordsRequest.DeleteRecordsTopic]
+    timeout_ms: int
+    def __init__(self, *, topics: list[DeleteRecordsRequest.DeleteRecordsTopic] = ..., timeout_ms: int = ...) -> None: ...
+
+class DeleteRecordsResponse(Message):
+    class DeleteRecordsPartitionResult(Struct):
+        partition_index: int
+        low_watermark: int
+        error_code: int
+        def __init__(self, *, partition_index: int = ..., low_watermark: int = ..., error_code: int = ...) -> None: ...
+    class DeleteRecordsTopicResult(Struct):
+        name: str
+        partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult]
+        def __init__(self, *, name: str = ..., partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult] = ...) -> None: ...
+    throttle_time_ms: int
+    topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult]
+    def __init__(self, *, throttle_time_ms: int = ..., topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = ...) -> None: ...
+
 class InitProducerIdRequest(Message):
     transactional_id: str | None
     transaction_timeout_ms: int
@@ -714,6 +760,62 @@ class DescribeConfigsResponse(Message):
     results: list[DescribeConfigsResponse.DescribeConfigsResult]
     def __init__(self, *, throttle_time_ms: int = ..., results: list[DescribeConfigsResponse.DescribeConfigsResult] = ...) -> None: ...
 
+class AlterConfigsRequest(Message):
+    class AlterableConfig(Struct):
+        name: str
+        value: str | None
+        def __init__(self, *, name: str = ..., value: str | None = ...) -> None: ...
+    class AlterConfigsResource(Struct):
+        resource_type: int
+        resource_name: str
+        configs: list[AlterConfigsRequest.AlterableConfig]
+        def __init__(self, *, resource_type: int = ..., resource_name: str = ..., configs: list[AlterConfigsRequest.AlterableConfig] = ...) -> None: ...
+    resources: list[AlterConfigsRequest.AlterConfigsResource]
+    validate_only: bool
+    def __init__(self, *, resources: list[AlterConfigsRequest.AlterConfigsResource] = ..., validate_only: bool = ...) -> None: ...
+
+class AlterConfigsResponse(Message):
+    class AlterConfigsResourceResponse(Struct):
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., resource_type: int = ..., resource_name: str = ...) -> None: ...
+    throttle_time_ms: int
+    responses: list[AlterConfigsResponse.AlterConfigsResourceResponse]
+    def __init__(self, *, throttle_time_ms: int = ..., responses: list[AlterConfigsResponse.AlterConfigsResourceResponse] = ...) -> None: ...
+
+class DescribeLogDirsRequest(Message):
+    class DescribableLogDirTopic(Struct):
+        topic: str
+        partitions: list[int]
+        def __init__(self, *, topic: str = ..., partitions: list[int] = ...) -> None: ...
+    topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None
+    def __init__(self, *, topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None = ...) -> None: ...
+
+class DescribeLogDirsResponse(Message):
+    class DescribeLogDirsPartition(Struct):
+        partition_index: int
+        partition_size: int
+        offset_lag: int
+        is_future_key: bool
+        def __init__(self, *, partition_index: int = ..., partition_size: int = ..., offset_lag: int = ..., is_future_key: bool = ...) -> None: ...
+    class DescribeLogDirsTopic(Struct):
+        name: str
+        partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition]
+        def __init__(self, *, name: str = ..., partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition] = ...) -> None: ...
+    class DescribeLogDirsResult(Struct):
+        error_code: int
+        log_dir: str
+        topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic]
+        total_bytes: int
+        usable_bytes: int
+        def __init__(self, *, error_code: int = ..., log_dir: str = ..., topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic] = ..., total_bytes: int = ..., usable_bytes: int = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    results: list[DescribeLogDirsResponse.DescribeLogDirsResult]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., results: list[DescribeLogDirsResponse.DescribeLogDirsResult] = ...) -> None: ...
+
 class CreatePartitionsRequest(Message):
     class CreatePartitionsAssignment(Struct):
         broker_ids: list[int]
@@ -750,6 +852,32 @@ class DeleteGroupsResponse(Message):
     throttle_time_ms: int
     results: list[DeleteGroupsResponse.DeletableGroupResult]
     def __init__(self, *, throttle_time_ms: int = ..., results: list[DeleteGroupsResponse.DeletableGroupResult] = ...) -> None: ...
+
+class IncrementalAlterConfigsRequest(Message):
+    class AlterableConfig(Struct):
+        name: str
+        config_operation: int
+        value: str | None
+        def __init__(self, *, name: str = ..., config_operation: int = ..., value: str | None = ...) -> None: ...
+    class AlterConfigsResource(Struct):
+        resource_type: int
+        resource_name: str
+        configs: list[IncrementalAlterConfigsRequest.AlterableConfig]
+        def __init__(self, *, resource_type: int = ..., resource_name: str = ..., configs: list[IncrementalAlterConfigsRequest.AlterableConfig] = ...) -> None: ...
+    resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource]
+    validate_only: bool
+    def __init__(self, *, resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] = ..., validate_only: bool = ...) -> None: ...
+
+class IncrementalAlterConfigsResponse(Message):
+    class AlterConfigsResourceResponse(Struct):
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., resource_type: int = ..., resource_name: str = ...) -> None: ...
+    throttle_time_ms: int
+    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
+    def __init__(self, *, throttle_time_ms: int = ..., responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = ...) -> None: ...
 
 class OffsetDeleteRequest(Message):
     class OffsetDeleteRequestPartition(Struct):

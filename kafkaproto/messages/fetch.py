@@ -1,4 +1,9 @@
-"""Fetch (key 1) and ListOffsets (key 2): the read path."""
+"""Fetch (key 1) and ListOffsets (key 2): the read path.
+
+Fetch v13+ names topics by id only (KIP-516); v15 moves the replica id into the tagged
+ReplicaState (KIP-903); v16 adds the tagged NodeEndpoints to the response (for leader changes;
+empty, so left off the wire, on one node).
+"""
 
 from __future__ import annotations
 
@@ -10,11 +15,17 @@ from ..spec import api
 FETCH = api(
     1,
     "Fetch",
-    "0-12",
+    "0-16",
     flexible="12+",
     request=(
         F("ClusterId", "string", "12+", nullable="12+", default=None, tag=0),
         F("ReplicaId", "int32", "0-14", default=-1),
+        F(
+            "ReplicaState", "ReplicaState", "15+",
+            F("ReplicaId", "int32", "15+", default=-1),
+            F("ReplicaEpoch", "int64", "15+", default=-1),
+            tag=1,
+        ),
         F("MaxWaitMs", "int32", "0+"),
         F("MinBytes", "int32", "0+"),
         F("MaxBytes", "int32", "3+", default=0x7FFFFFFF),
@@ -24,6 +35,7 @@ FETCH = api(
         F(
             "Topics", "[]FetchTopic", "0+",
             F("Topic", "string", "0-12"),
+            F("TopicId", "uuid", "13+"),
             F(
                 "Partitions", "[]FetchPartition", "0+",
                 F("Partition", "int32", "0+"),
@@ -37,6 +49,7 @@ FETCH = api(
         F(
             "ForgottenTopicsData", "[]ForgottenTopic", "7+",
             F("Topic", "string", "7-12"),
+            F("TopicId", "uuid", "13+"),
             F("Partitions", "[]int32", "7+"),
         ),
         F("RackId", "string", "11+", default=""),
@@ -48,6 +61,7 @@ FETCH = api(
         F(
             "Responses", "[]FetchableTopicResponse", "0+",
             F("Topic", "string", "0-12"),
+            F("TopicId", "uuid", "13+"),
             F(
                 "Partitions", "[]PartitionData", "0+",
                 F("PartitionIndex", "int32", "0+"),
@@ -82,6 +96,14 @@ FETCH = api(
                 F("PreferredReadReplica", "int32", "11+", default=-1),
                 F("Records", "records", "0+", nullable="0+"),
             ),
+        ),
+        F(
+            "NodeEndpoints", "[]NodeEndpoint", "16+",
+            F("NodeId", "int32", "16+"),
+            F("Host", "string", "16+"),
+            F("Port", "int32", "16+"),
+            F("Rack", "string", "16+", nullable="16+", default=None),
+            tag=0,
         ),
     ),
 )

@@ -11,15 +11,19 @@ from typing import Any
 
 from kafkaproto import ApiKey
 from logserver.handlers import (
+    alter_configs,
     api_versions,
     create_acls,
+    create_partitions,
     create_topics,
     delete_acls,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_acls,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     fetch,
     find_coordinator,
     heartbeat,
@@ -47,7 +51,7 @@ class Handler:
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.PRODUCE: Handler("Produce", 3, 9, produce.handle),
-    ApiKey.FETCH: Handler("Fetch", 4, 12, fetch.handle),
+    ApiKey.FETCH: Handler("Fetch", 4, 16, fetch.handle),
     ApiKey.LIST_OFFSETS: Handler("ListOffsets", 1, 7, list_offsets.handle),
     ApiKey.METADATA: Handler("Metadata", 0, 12, metadata.handle),
     ApiKey.API_VERSIONS: Handler("ApiVersions", 0, 4, api_versions.handle),
@@ -55,6 +59,13 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_TOPICS: Handler("DeleteTopics", 1, 6, delete_topics.handle),
     ApiKey.INIT_PRODUCER_ID: Handler("InitProducerId", 0, 4, init_producer_id.handle),
     ApiKey.DESCRIBE_CONFIGS: Handler("DescribeConfigs", 1, 4, describe_configs.handle),
+    # -- admin changes to existing topics --
+    ApiKey.CREATE_PARTITIONS: Handler("CreatePartitions", 0, 3, create_partitions.handle),
+    ApiKey.DELETE_RECORDS: Handler("DeleteRecords", 0, 2, delete_records.handle),
+    ApiKey.ALTER_CONFIGS: Handler("AlterConfigs", 0, 2, alter_configs.handle_alter),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: Handler("IncrementalAlterConfigs", 0, 1,
+                                              alter_configs.handle_incremental),
+    ApiKey.DESCRIBE_LOG_DIRS: Handler("DescribeLogDirs", 0, 4, describe_log_dirs.handle),
     # -- consumer groups (logserver/groups) --
     ApiKey.FIND_COORDINATOR: Handler("FindCoordinator", 0, 4, find_coordinator.handle),
     ApiKey.JOIN_GROUP: Handler("JoinGroup", 0, 9, join_group.handle),

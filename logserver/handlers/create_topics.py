@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import CreateTopicsRequest, CreateTopicsResponse
 from logserver.broker import PolicyViolationError
+from logserver.broker_overrides import Overlay
 from logserver.security import checks
 from logserver.storage.api import InvalidConfigError, InvalidTopicError, TopicExistsError
-from logserver.topic_config import TopicConfig, describe, validate_overrides
+from logserver.topic_config import TopicConfig, alterable, describe, validate_overrides
 from logserver.topic_names import topic_name_error
 
 if TYPE_CHECKING:
@@ -106,13 +107,16 @@ async def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, val
                       topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     config = broker.storage.topic_config(name) if not validate_only else None
     if config is None:
-        config = TopicConfig.from_settings(broker.config, overrides)
+        config = TopicConfig.from_settings(
+            Overlay(broker.config, broker.storage.broker_overrides().effective()), overrides)
     return Result(
         name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
         num_partitions=partitions, replication_factor=1,
         configs=[
             CreateTopicsResponse.CreatableTopicConfigs(
-                name=key, value=value, read_only=False, config_source=source, is_sensitive=False)
-            for key, value, source, _ in describe(config, overrides, broker.config, broker.config.sources)
+                name=key, value=value, read_only=not alterable(key), config_source=source,
+                is_sensitive=False)
+            for key, value, source, _ in describe(config, overrides, broker.config, broker.config.sources,
+                                                  broker.storage.broker_overrides().by_setting())
         ],
     )

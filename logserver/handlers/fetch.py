@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from logserver.broker import Broker
 
 PartitionData = FetchResponse.PartitionData
+TOPIC_ID_VERSION = 13  # Fetch names topics by id from here on (KIP-516)
 
 
 def handle(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
@@ -26,8 +27,9 @@ def handle(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
     if request.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
     storage = broker.storage
-    refused = {topic.topic for topic in request.topics
-               if not checks.allowed(broker, checks.FETCH, topic.topic)}
+    names = {_topic_name(storage, topic, header.api_version) for topic in request.topics}
+    refused = {name for name in names
+               if name is not None and not checks.allowed(broker, checks.FETCH, name)}
     response, size, partitions = _build(storage, request, header.api_version, refused)
     if size >= request.min_bytes or request.max_wait_ms <= 0 or not partitions:
         return response
@@ -54,6 +56,19 @@ def _release_records(response: FetchResponse) -> None:
                 partition.records.release()
 
 
+def _unknown_topic_id(topic: FetchRequest.FetchTopic) -> FetchResponse.FetchableTopicResponse:
+    return FetchResponse.FetchableTopicResponse(topic="", topic_id=topic.topic_id, partitions=[
+        PartitionData(partition_index=wanted.partition, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                      high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                      aborted_transactions=[], records=b"")
+        for wanted in topic.partitions])
+
+
+def _topic_name(storage: Storage, topic: FetchRequest.FetchTopic, version: int) -> str | None:
+    """The topic's name: as sent before v13, looked up by id from v13 on (None: unknown id)."""
+    return topic.topic if version < TOPIC_ID_VERSION else storage.topic_for_id(topic.topic_id)
+
+
 def _build(storage: Storage, request: FetchRequest, version: int, refused: set[str]) -> (
         tuple[FetchResponse, int, list[tuple[str, int]]]):
     """The response as of now, its record bytes, and the partitions worth waiting on;
@@ -63,28 +78,34 @@ def _build(storage: Storage, request: FetchRequest, version: int, refused: set[s
     waitable: list[tuple[str, int]] = []
     topics = []
     for topic in request.topics:
+        name = _topic_name(storage, topic, version)
+        if name is None:  # v13+: an id no topic has (deleted, or from another cluster)
+            topics.append(_unknown_topic_id(topic))
+            continue
         results = []
         for wanted in topic.partitions:
-            if topic.topic in refused:
+            if name in refused:
                 results.append(_failed(wanted.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
-            # KIP-74: a partition's first batch comes whole even above the limits, while
-            # the response's total budget lasts, so an oversized batch never stalls.
+            # KIP-74: only the first batch of the first partition with data may exceed
+            # the limits (so an oversized batch never stalls); every later partition
+            # gets whole batches within what is left of max_bytes, or nothing.
             limit = max(0, min(wanted.partition_max_bytes, budget - total))
-            read = storage.read(topic.topic, wanted.partition, wanted.fetch_offset, limit,
-                                min_one=total < budget, fetch_version=version)
+            read = storage.read(name, wanted.partition, wanted.fetch_offset, limit,
+                                min_one=total == 0, fetch_version=version)
             if read.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 results.append(_failed(wanted.partition, read.error))
                 continue
             if read.error == ErrorCode.NONE:
-                waitable.append((topic.topic, wanted.partition))
+                waitable.append((name, wanted.partition))
             total += read.size
             results.append(PartitionData(
                 partition_index=wanted.partition, error_code=read.error,
                 high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
                 log_start_offset=read.log_start_offset, aborted_transactions=[],
                 preferred_read_replica=-1, records=read.records))
-        topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, partitions=results))
+        topics.append(FetchResponse.FetchableTopicResponse(topic=name, topic_id=topic.topic_id,
+                                                           partitions=results))
     response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
     return response, total, waitable
 

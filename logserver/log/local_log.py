@@ -75,6 +75,8 @@ class LocalLog:
         self._view = _view(segments)
         self._closed = False
         self._deleted = False
+        # Kafka's logStartOffset when DeleteRecords moved it inside the first segment.
+        self._start_floor = 0
 
     def __repr__(self) -> str:
         return (
@@ -95,7 +97,14 @@ class LocalLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._view.segments[0].base_offset
+        return self._start_of(self._view)
+
+    def _start_of(self, view: _View) -> int:
+        return max(view.segments[0].base_offset, min(self._start_floor, view.segments[-1].next_offset))
+
+    def advance_start(self, offset: int) -> None:
+        """Move the log start offset up to ``offset`` (DeleteRecords); never down."""
+        self._start_floor = max(self._start_floor, offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -177,7 +186,7 @@ class LocalLog:
         """A pinned slice of whole batches from the one holding ``offset`` (see Log.read)."""
         release_collected()
         view = self._view
-        start, leo = view.segments[0].base_offset, view.segments[-1].next_offset
+        start, leo = self._start_of(view), view.segments[-1].next_offset
         if offset < start or offset > leo:
             raise OffsetOutOfRangeError(offset, start, leo)
         upper = leo if upper_bound_offset is None else min(upper_bound_offset, leo)

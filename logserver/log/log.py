@@ -65,6 +65,7 @@ class Log:
         topic: str = "",
         partition: int = 0,
         recovery_point: int = 0,
+        log_start_offset: int = 0,
         clean_shutdown: bool = True,
         allow_data_loss: bool = True,
         deleter: FileDeleter | None = None,
@@ -96,6 +97,7 @@ class Log:
             allow_data_loss=allow_data_loss,
         )
         self._local = LocalLog(directory, config, loaded.segments, deleter=deleter)
+        self._local.advance_start(log_start_offset)  # a checkpointed DeleteRecords
         self._unflushed: dict[Segment, None] = dict.fromkeys(loaded.unflushed)
         self._dir_dirty = bool(loaded.unflushed)
         self.recovery_actions: list[str] = loaded.actions
@@ -143,7 +145,9 @@ class Log:
 
     @config.setter
     def config(self, config: LogConfig) -> None:
+        """A changed topic config applies at once: new segments and the active one's rolls."""
         self._local.config = config
+        self._local.active_segment.config = config
 
     @property
     def segments(self) -> list[Segment]:
@@ -443,6 +447,13 @@ class Log:
                 excess -= seg.size
                 by_size += 1
             count = max(count, by_size)
+        start = self.log_start_offset  # DeleteRecords may have moved it past whole segments
+        below_start = 0
+        for seg in segments[:-1]:
+            if seg.next_offset > start:
+                break
+            below_start += 1
+        count = max(count, below_start)
         count = min(count, len(segments) - 1)
         if count <= 0:
             return 0
@@ -477,6 +488,18 @@ class Log:
                 self.log_start_offset,
             )
         return len(deleted)
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: make ``offset`` the log start offset (reads below it get
+        OFFSET_OUT_OF_RANGE) and delete the whole segments below it; returns the new log
+        start offset. Raises OffsetOutOfRangeError above the log end offset. Runs on a
+        worker thread; the caller persists the log start offset (LogManager).
+        """
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.log_end_offset)
+        self._local.advance_start(offset)
+        self.delete_segments_below(offset)
+        return self.log_start_offset
 
     def _delete_below(self, offset: int) -> list[Path]:
         deleted = self._local.delete_segments_below(offset)

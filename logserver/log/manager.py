@@ -4,9 +4,13 @@ Layout (Kafka's names where Kafka has one)::
 
     <data>/.lock                              flock: one process per data directory
     <data>/__topics.json                      topic -> id, partition count, configs
+    <data>/__broker_configs.json              dynamic broker configs (AlterConfigs on a broker)
     <data>/recovery-point-offset-checkpoint   "0", count, "topic partition offset" lines
+    <data>/log-start-offset-checkpoint        the same format: log start offsets moved by
+                                              DeleteRecords (inside a segment)
     <data>/.kafka_cleanshutdown               present only after a clean close
-    <data>/<topic>-<partition>/               one Log (segments, indexes, snapshots)
+    <data>/<topic>-<partition>/               one Log (segments, indexes, snapshots) and
+                                              partition.metadata (the topic id)
 
 Every metadata file is replaced atomically (write tmp, fsync, rename, fsync directory).
 The marker is removed when the manager opens and written by ``close()`` after every log
@@ -35,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from logserver.broker_overrides import BrokerOverrides, Overlay
 from logserver.log.cleaner import Cleaner
 from logserver.log.config import LogConfig
 from logserver.log.config import setting_value as _setting
@@ -49,6 +54,7 @@ from logserver.log.fsutil import atomic_write, fsync_dir
 from logserver.log.local_log import DELETE_DIR_SUFFIX
 from logserver.log.log import Log
 from logserver.log.offset_map import DEFAULT_DEDUPE_BUFFER_BYTES
+from logserver.log.partition_metadata import ensure_topic_id, write_topic_id
 from logserver.log.worker import StorageWorker
 from logserver.topic_names import topic_name_error
 
@@ -66,7 +72,9 @@ __all__ = [
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 TOPICS_FILE = "__topics.json"
+BROKER_CONFIGS_FILE = "__broker_configs.json"
 LOCK_FILE = ".lock"
 DELETE_SUFFIX = DELETE_DIR_SUFFIX
 _CHECKPOINT_VERSION = 0
@@ -124,7 +132,9 @@ class LogManager:
     ) -> None:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.config = LogConfig.from_settings(config)
+        self._settings = config
+        self.broker_overrides = self._read_broker_overrides()
+        self.config = LogConfig.from_settings(Overlay(config, self.broker_overrides.effective()))
         self._lock = threading.Lock()  # guards _topics/_logs against the flush thread
         self._checkpoint_lock = threading.Lock()
         self._topics_lock = threading.Lock()  # one topic creation/deletion at a time
@@ -150,6 +160,7 @@ class LogManager:
             self._remove_deleted_dirs()
             self._topics: dict[str, TopicInfo] = self._read_topics()
             recovery_points = self._read_checkpoint()
+            self._start_offsets = self._read_checkpoint(LOG_START_OFFSET_FILE)
             if not self.had_clean_shutdown and self._topics:
                 logger.warning(
                     "%s: no clean shutdown marker: recovering every partition from its "
@@ -160,6 +171,7 @@ class LogManager:
                 for p in range(info.partitions):
                     log = self._open_log(info, p, recovery_points.get((info.name, p), 0))
                     self._logs[(info.name, p)] = log
+                    ensure_topic_id(log.directory, info.topic_id)
                     self.recovery_actions.extend(log.recovery_actions)
             self._warn_orphans()
             if self.recovery_actions:
@@ -190,6 +202,7 @@ class LogManager:
             topic=info.name,
             partition=partition,
             recovery_point=recovery_point,
+            log_start_offset=0 if new else self._start_offsets.get((info.name, partition), 0),
             clean_shutdown=new or self.had_clean_shutdown,
             allow_data_loss=self.allow_data_loss,
             deleter=self.deleter,
@@ -229,6 +242,33 @@ class LogManager:
             )
         return topics
 
+    def _read_broker_overrides(self) -> BrokerOverrides:
+        path = self.data_dir / BROKER_CONFIGS_FILE
+        try:
+            return BrokerOverrides.from_json(json.loads(path.read_text("utf-8")))
+        except FileNotFoundError:
+            return BrokerOverrides()
+
+    def set_broker_overrides(self, overrides: BrokerOverrides) -> LogConfig:
+        """Persist new dynamic broker configs and re-resolve every log's config (worker
+        thread); returns the new broker defaults of the topic settings."""
+        defaults = LogConfig.from_settings(Overlay(self._settings, overrides.effective()))
+        with self._topics_lock:
+            atomic_write(self.data_dir / BROKER_CONFIGS_FILE,
+                         json.dumps(overrides.as_json(), indent=1, sort_keys=True).encode())
+            self.broker_overrides = overrides
+            self.config = defaults
+            with self._lock:
+                topics = list(self._topics.values())
+                logs = dict(self._logs)
+        for info in topics:
+            resolved = defaults.with_overrides(info.configs)
+            for p in range(info.partitions):
+                if (info.name, p) in logs:
+                    logs[(info.name, p)].config = resolved
+        logger.info("dynamic broker configs now %s", overrides.effective())
+        return defaults
+
     def _write_topics(self, topics: Mapping[str, TopicInfo]) -> None:
         doc = {
             "version": _TOPICS_VERSION,
@@ -245,9 +285,9 @@ class LogManager:
             self.data_dir / TOPICS_FILE, json.dumps(doc, indent=1, sort_keys=True).encode()
         )
 
-    def _read_checkpoint(self) -> dict[tuple[str, int], int]:
+    def _read_checkpoint(self, name: str = RECOVERY_POINT_FILE) -> dict[tuple[str, int], int]:
         """Kafka's OffsetCheckpointFile: version, count, then "topic partition offset"."""
-        path = self.data_dir / RECOVERY_POINT_FILE
+        path = self.data_dir / name
         try:
             lines = path.read_text("utf-8").splitlines()
         except FileNotFoundError:
@@ -322,6 +362,7 @@ class LogManager:
                     logger.warning("%s: removing stale directory %s", self.data_dir, directory.name)
                     shutil.rmtree(directory)
                 logs[(info.name, p)] = self._open_log(info, p, 0, new=True)
+                write_topic_id(directory, info.topic_id)
             fsync_dir(self.data_dir)
             self._write_topics({**self._topics, info.name: info})
         except BaseException:
@@ -354,6 +395,8 @@ class LogManager:
                 ]
         for log in logs:
             log.delete()
+        if (self.data_dir / LOG_START_OFFSET_FILE).exists():
+            self._save_start_offsets()  # a new topic of that name starts at 0
         fsync_dir(self.data_dir)
         logger.info("deleted topic %s", name)
 
@@ -408,9 +451,46 @@ class LogManager:
                 (topic, partition, log.recovery_point)
                 for (topic, partition), log in self.logs().items()
             )
-            lines = [str(_CHECKPOINT_VERSION), str(len(points))]
-            lines.extend(f"{t} {p} {o}" for t, p, o in points)
-            atomic_write(self.data_dir / RECOVERY_POINT_FILE, ("\n".join(lines) + "\n").encode())
+            self._write_checkpoint(RECOVERY_POINT_FILE, points)
+
+    def _write_checkpoint(self, name: str, points: list[tuple[str, int, int]]) -> None:
+        lines = [str(_CHECKPOINT_VERSION), str(len(points))]
+        lines.extend(f"{t} {p} {o}" for t, p, o in points)
+        atomic_write(self.data_dir / name, ("\n".join(lines) + "\n").encode())
+
+    # -- admin changes (worker thread) -------------------------------------------------------
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords: move the log start offset to ``offset`` and persist it before
+        answering (Kafka's log-start-offset-checkpoint); returns the new log start offset."""
+        start = self.get_log(topic, partition).delete_records(offset)
+        self._save_start_offsets()
+        return start
+
+    def _save_start_offsets(self) -> None:
+        with self._checkpoint_lock:
+            points = sorted((t, p, log.log_start_offset) for (t, p), log in self.logs().items()
+                            if log.log_start_offset > 0)
+            self._write_checkpoint(LOG_START_OFFSET_FILE, points)
+
+    def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        """Replace a topic's config overrides: persisted first, then applied to every
+        partition log at once (retention and segment rolls read them)."""
+        configs = {k: str(v) for k, v in configs.items() if v is not None}
+        resolved = self.config.with_overrides(configs)  # ValueError before anything changes
+        with self._topics_lock:
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            new = TopicInfo(name, info.topic_id, info.partitions, configs)
+            self._write_topics({**self._topics, name: new})
+            with self._lock:
+                self._topics[name] = new
+                logs = [self._logs[(name, p)] for p in range(new.partitions) if (name, p) in self._logs]
+        for log in logs:
+            log.config = resolved
+        logger.info("topic %s: configs now %s", name, configs)
+        return new
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Apply retention to every log; returns the number of segments deleted."""

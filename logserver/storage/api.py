@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from kafkaproto import FileRegion
+from logserver.broker_overrides import BrokerOverrides
 from logserver.log.errors import InvalidTopicError, TopicExistsError, UnknownTopicOrPartitionError
 from logserver.topic_config import InvalidConfigError, TopicConfig
 
@@ -27,6 +28,9 @@ __all__ = [
     "LATEST",
     "MAX_TIMESTAMP",
     "AppendResult",
+    "DeletedRecords",
+    "LogDirInfo",
+    "PartitionDirInfo",
     "InvalidConfigError",
     "InvalidTopicError",
     "ListedOffset",
@@ -68,6 +72,25 @@ class ListedOffset(NamedTuple):
     error: int
     offset: int  # -1 when no record qualifies
     timestamp: int
+
+
+class DeletedRecords(NamedTuple):
+    error: int
+    low_watermark: int  # the log start offset after the call; -1 on error
+
+
+class PartitionDirInfo(NamedTuple):
+    topic: str
+    partition: int
+    size: int  # bytes of its segments
+    offset_lag: int  # 0: the only replica is the current one (Kafka: lag of a future replica)
+
+
+class LogDirInfo(NamedTuple):
+    path: str
+    total_bytes: int  # of the file system; -1 when unknown (the in-memory engine)
+    usable_bytes: int
+    partitions: list[PartitionDirInfo]
 
 
 class Storage(Protocol):
@@ -124,6 +147,33 @@ class Storage(Protocol):
 
     async def add_partitions(self, name: str, total: int) -> None:
         """Grow a topic to ``total`` partitions (never shrinks)."""
+        ...
+
+    async def alter_topic_config(self, name: str, overrides: Mapping[str, str]) -> None:
+        """Replace a topic's overrides (the whole set; AlterConfigs / IncrementalAlterConfigs
+        compute it): validated, persisted, and applied to every partition at once.
+        Raises UnknownTopicOrPartitionError, InvalidConfigError, OSError."""
+        ...
+
+    def broker_overrides(self) -> BrokerOverrides:
+        """The dynamic broker configs in force."""
+        ...
+
+    async def alter_broker_overrides(self, overrides: BrokerOverrides) -> None:
+        """Replace the dynamic broker configs (validated with
+        ``broker_overrides.validate_broker_overrides``): persisted, then every topic's
+        inherited settings change at once."""
+        ...
+
+    async def delete_records(self, topic: str, partition: int, offset: int) -> DeletedRecords:
+        """DeleteRecords: move the log start offset up to ``offset`` (-1: the high
+        watermark) and drop the segments below it; persisted before it returns.
+        OFFSET_OUT_OF_RANGE above the high watermark or for a negative offset other than
+        -1, UNKNOWN_TOPIC_OR_PARTITION; a move down is a no-op."""
+        ...
+
+    def log_dirs(self) -> list[LogDirInfo]:
+        """DescribeLogDirs: each log directory and the size of every partition in it."""
         ...
 
     # -- partitions (hot path) ------------------------------------------------------------

@@ -17,16 +17,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkaproto import ErrorCode
+from logserver.broker_overrides import BrokerOverrides
 from logserver.partition import Partition
 from logserver.storage.api import (
     EARLIEST,
     LATEST,
     MAX_TIMESTAMP,
     AppendResult,
+    DeletedRecords,
     InvalidTopicError,
     ListedOffset,
     ReadResult,
     TopicExistsError,
+    UnknownTopicOrPartitionError,
 )
 from logserver.topic_config import TopicConfig, validate_overrides
 from logserver.topic_names import topic_name_error
@@ -53,6 +56,7 @@ class PartitionedStorage:
 
     def __init__(self) -> None:
         self._topics: dict[str, TopicState] = {}
+        self._ids: dict[bytes, str] = {}  # topic id -> name (see topic_for_id)
         # name -> the creation or deletion of that name still running
         self._pending: dict[str, tuple[str, asyncio.Task[Any]]] = {}
 
@@ -70,10 +74,14 @@ class PartitionedStorage:
         return None if state is None else state.topic_id
 
     def topic_for_id(self, topic_id: bytes) -> str | None:
-        for state in self._topics.values():
-            if state.topic_id == topic_id:
-                return state.name
-        return None
+        # Fetch v13+ asks this per topic per request: a cache, checked against the
+        # published state and rebuilt on a miss (topics come and go rarely).
+        name = self._ids.get(topic_id)
+        state = None if name is None else self._topics.get(name)
+        if state is not None and state.topic_id == topic_id:
+            return state.name
+        self._ids = {state.topic_id: state.name for state in self._topics.values()}
+        return self._ids.get(topic_id)
 
     def topic_config(self, topic: str) -> TopicConfig | None:
         state = self._topics.get(topic)
@@ -119,6 +127,65 @@ class PartitionedStorage:
             for partition in state.partitions:
                 partition.wake_waiters()
         return state
+
+    async def alter_topic_config(self, name: str, overrides: Mapping[str, str]) -> None:
+        canonical = validate_overrides(overrides)
+        if name not in self._topics or name in self._pending:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        config = await self._store_overrides(name, canonical)
+        state = self._topics.get(name)
+        if state is None:  # deleted meanwhile
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        for partition in state.partitions:
+            partition.reconfigure(config)
+        self._topics[name] = TopicState(state.name, state.topic_id, config, canonical,
+                                        state.partitions, state.logs)
+        log.info("topic %s: configs now %s", name, canonical)
+
+    async def _store_overrides(self, name: str, overrides: dict[str, str]) -> TopicConfig:
+        """Persist a topic's new overrides (engine); returns the resolved config."""
+        raise NotImplementedError
+
+    def broker_overrides(self) -> BrokerOverrides:
+        raise NotImplementedError
+
+    async def alter_broker_overrides(self, overrides: BrokerOverrides) -> None:
+        defaults = await self._store_broker_overrides(overrides)
+        for name, state in list(self._topics.items()):
+            config = defaults.with_overrides(state.overrides)
+            for partition in state.partitions:
+                partition.reconfigure(config)
+            self._topics[name] = TopicState(state.name, state.topic_id, config, state.overrides,
+                                            state.partitions, state.logs)
+
+    async def _store_broker_overrides(self, overrides: BrokerOverrides) -> TopicConfig:
+        """Persist the dynamic broker configs (engine); returns the new topic defaults."""
+        raise NotImplementedError
+
+    async def delete_records(self, topic: str, partition: int, offset: int) -> DeletedRecords:
+        found = self._partition(topic, partition)
+        if found is None:
+            return DeletedRecords(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
+        part = found[1]
+        high_watermark = part.high_watermark
+        target = high_watermark if offset == -1 else offset
+        if target < 0 or target > high_watermark:
+            return DeletedRecords(ErrorCode.OFFSET_OUT_OF_RANGE, -1)
+        if target <= part.log_start_offset:
+            return DeletedRecords(ErrorCode.NONE, part.log_start_offset)
+        try:
+            start = await self._delete_records(topic, partition, target)
+        except UnknownTopicOrPartitionError:
+            return DeletedRecords(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
+        except OSError as exc:
+            log.error("deleting records of %s-%d failed: %s", topic, partition, exc)
+            return DeletedRecords(ErrorCode.KAFKA_STORAGE_ERROR, -1)
+        log.info("%s-%d: records below %d deleted", topic, partition, start)
+        return DeletedRecords(ErrorCode.NONE, start)
+
+    async def _delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """Move one partition's log start offset (engine); returns the new one."""
+        raise NotImplementedError
 
     # -- partitions -----------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from kafkaproto.batch import (
     set_partition_leader_epoch,
 )
 from kafkaproto.records import decode_batch
+from logserver.broker_overrides import BrokerOverrides, Overlay
 from logserver.log.errors import (
     InvalidTopicError,
     OffsetOutOfRangeError,
@@ -38,7 +39,7 @@ from logserver.log.errors import (
 )
 from logserver.log.producer_state import Decision, ProducerStateManager
 from logserver.partition import LEADER_EPOCH, Partition
-from logserver.storage.api import Records
+from logserver.storage.api import LogDirInfo, PartitionDirInfo, Records
 from logserver.storage.base import PartitionedStorage, TopicState
 from logserver.topic_config import TopicConfig
 
@@ -136,6 +137,26 @@ class MemoryLog:
                 return record.offset, record.timestamp
         return header.base_offset, header.max_timestamp
 
+    @property
+    def size_bytes(self) -> int:
+        return sum(len(batch) for batch in self._batches)
+
+    def delete_records(self, offset: int) -> int:
+        """Make ``offset`` the log start offset; batches wholly below it go."""
+        if offset > self._end:
+            raise OffsetOutOfRangeError(offset, self._start, self._end)
+        self._start = max(self._start, offset)
+        keep = 0
+        while keep < len(self._bases):
+            following = self._bases[keep + 1] if keep + 1 < len(self._bases) else self._end
+            if following > self._start:
+                break
+            keep += 1
+        del self._batches[:keep], self._bases[:keep], self._max_ts[:keep]
+        first = self._bases[0] if self._bases else self._start
+        self._boundaries = [first] + [b for b in self._boundaries if b > first]
+        return self._start
+
     def roll(self) -> int:
         if self._boundaries[-1] != self._end:
             self._boundaries.append(self._end)
@@ -163,6 +184,8 @@ class MemoryStorage(PartitionedStorage):
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         super().__init__()
+        self._settings = config
+        self._broker_overrides = BrokerOverrides()
         self._defaults = TopicConfig.from_settings(config)
         self._next_producer_id = 0
         self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -216,6 +239,25 @@ class MemoryStorage(PartitionedStorage):
             state.partitions + tuple(Partition(name, count + i, log_, state.config)
                                      for i, log_ in enumerate(logs)),
             state.logs + logs)
+
+    async def _store_overrides(self, name: str, overrides: dict[str, str]) -> TopicConfig:
+        return self._defaults.with_overrides(overrides)
+
+    def broker_overrides(self) -> BrokerOverrides:
+        return self._broker_overrides
+
+    async def _store_broker_overrides(self, overrides: BrokerOverrides) -> TopicConfig:
+        self._broker_overrides = overrides
+        self._defaults = TopicConfig.from_settings(Overlay(self._settings, overrides.effective()))
+        return self._defaults
+
+    async def _delete_records(self, topic: str, partition: int, offset: int) -> int:
+        return self._log(topic, partition).delete_records(offset)
+
+    def log_dirs(self) -> list[LogDirInfo]:
+        partitions = [PartitionDirInfo(state.name, index, log_.size_bytes, 0)
+                      for state in self._topics.values() for index, log_ in enumerate(state.logs)]
+        return [LogDirInfo("memory", -1, -1, partitions)]
 
     # -- partition maintenance --------------------------------------------------------------
 

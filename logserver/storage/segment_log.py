@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from kafkaproto.batch import Compression, parse_header
+from logserver.broker_overrides import BrokerOverrides
 from logserver.cluster_meta import load_or_create_cluster_id
 from logserver.config import Config
 from logserver.durability import Durability
@@ -27,9 +29,9 @@ from logserver.log.worker import StorageWorker
 from logserver.partition import Partition
 from logserver.producer_ids import ProducerIdAllocator
 from logserver.retention import run_retention
-from logserver.storage.api import Records
+from logserver.storage.api import LogDirInfo, PartitionDirInfo, Records
 from logserver.storage.base import PartitionedStorage, TopicState
-from logserver.topic_config import TOPIC_SETTINGS, ignored_overrides
+from logserver.topic_config import TopicConfig, ignored_overrides, kept_overrides
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +160,7 @@ class SegmentLogStorage(PartitionedStorage):
         thousands of objects for a wide one, and nothing on the loop shares them yet)."""
         manager = self.manager
         config = manager.config.with_overrides(info.configs)
-        overrides = {k: v for k, v in info.configs.items()
-                     if k in TOPIC_SETTINGS and TOPIC_SETTINGS[k].field is not None}
+        overrides = kept_overrides(info.configs)
         kept = previous.partitions if previous is not None else ()
         logs = [manager.get_log(info.name, p) for p in range(info.partitions)]
         partitions = kept + tuple(Partition(info.name, p, SegmentPartitionLog(logs[p]), config)
@@ -218,6 +219,31 @@ class SegmentLogStorage(PartitionedStorage):
     async def _grow(self, name: str, total: int) -> None:
         info = await self._worker.run(self.manager.create_partitions, name, total)
         self._publish(info, self._topics.get(name))
+
+    async def _store_overrides(self, name: str, overrides: dict[str, str]) -> TopicConfig:
+        info = await self._worker.run(self.manager.alter_topic_configs, name, overrides)
+        return self.manager.config.with_overrides(info.configs)
+
+    def broker_overrides(self) -> BrokerOverrides:
+        return self.manager.broker_overrides
+
+    async def _store_broker_overrides(self, overrides: BrokerOverrides) -> TopicConfig:
+        return await self._worker.run(self.manager.set_broker_overrides, overrides)
+
+    async def _delete_records(self, topic: str, partition: int, offset: int) -> int:
+        self._log(topic, partition)
+        return await self._worker.run(self.manager.delete_records, topic, partition, offset)
+
+    def log_dirs(self) -> list[LogDirInfo]:
+        data_dir = self._config.data_dir
+        try:
+            usage = shutil.disk_usage(data_dir)
+            total, usable = usage.total, usage.free
+        except OSError:
+            total = usable = -1
+        partitions = [PartitionDirInfo(state.name, index, log_.size_bytes, 0)
+                      for state in self._topics.values() for index, log_ in enumerate(state.logs)]
+        return [LogDirInfo(str(data_dir.resolve()), total, usable, partitions)]
 
     # -- partition maintenance --------------------------------------------------------------
 
