@@ -271,3 +271,56 @@ def test_start_up_refuses_other_authorizers_and_a_damaged_acl_file(tmp_path) -> 
     (tmp_path / "acls.json").write_text("{damaged")
     damaged = run_cli([*base, "--authorizer.class.name", STANDARD])
     assert damaged.returncode == 1 and "cannot read the ACLs" in damaged.stderr
+
+
+def test_admin_changes_to_topics_need_their_acls(server_factory, topic_name) -> None:
+    """CreatePartitions needs ALTER, DeleteRecords DELETE, config changes ALTER_CONFIGS on
+    the topic, DescribeLogDirs DESCRIBE on the cluster: a DENY on each refuses it with the
+    code Kafka uses, and the topic is left as it was. (An ACL on a resource turns off
+    allow.everyone.if.no.acl.found for it, so DESCRIBE and DESCRIBE_CONFIGS are granted.)"""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+    )
+
+    srv = authorizing(server_factory, **{"allow.everyone.if.no.acl.found": "true"})
+    create_topic(srv.bootstrap, topic_name, partitions=1)
+    with admin(srv) as client:
+        result = client.create_acls([
+            kp_acl(topic_name, ACLOperation.DESCRIBE),
+            kp_acl(topic_name, ACLOperation.DESCRIBE_CONFIGS),
+            kp_acl(topic_name, ACLOperation.ALTER, ACLPermissionType.DENY),
+            kp_acl(topic_name, ACLOperation.DELETE, ACLPermissionType.DENY),
+            kp_acl(topic_name, ACLOperation.ALTER_CONFIGS, ACLPermissionType.DENY),
+            kp_acl("kafka-cluster", ACLOperation.DESCRIBE, ACLPermissionType.DENY,
+                   ResourceType.CLUSTER),
+        ])
+        assert len(result["succeeded"]) == 6
+    ck = AdminClient(ck_config(srv.bootstrap))
+
+    def failure(future: Any) -> KafkaError:
+        with pytest.raises(Exception) as raised:
+            future.result(timeout=30)
+        return raised.value.args[0]
+
+    grown = ck.create_partitions([NewPartitions(topic_name, 3)])[topic_name]
+    assert failure(grown).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    deleted = ck.delete_records([TopicPartition(topic_name, 0, 0)])
+    assert failure(next(iter(deleted.values()))).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    resource = ConfigResource("TOPIC", topic_name, incremental_configs=[
+        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    altered = ck.incremental_alter_configs([resource])[resource]
+    assert failure(altered).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with admin(srv) as client:
+        [answer] = client.describe_log_dirs()
+    # Before v3 the answer has no error code: Kafka answers an empty list instead.
+    assert answer.get("error_code", ErrorCode.CLUSTER_AUTHORIZATION_FAILED) == \
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert answer["log_dirs"] == []
+    described_configs = ck.describe_configs([ConfigResource("TOPIC", topic_name)])
+    entries = next(iter(described_configs.values())).result(timeout=30)
+    assert entries["retention.ms"].value != "1000"
+    assert ck.list_topics(topic_name, timeout=30).topics[topic_name].partitions.keys() == {0}

@@ -30,6 +30,7 @@ from logserver.broker_overrides import (
     validate_broker_overrides,
 )
 from logserver.config_changes import ConfigChangeError, incremental, replacement
+from logserver.security import checks
 from logserver.storage.api import InvalidConfigError, UnknownTopicOrPartitionError
 from logserver.topic_config import LIST, describe, format_setting, setting_value, validate_overrides
 
@@ -88,6 +89,10 @@ async def handle_incremental(broker: Broker, header: RequestHeader,
 
 async def _apply(broker: Broker, resource_type: int, name: str, keys: list[str], change: Change,
                  validate_only: bool) -> tuple[int, str | None]:
+    refused = (checks.denied(broker, checks.ALTER_TOPIC_CONFIGS, name) if resource_type == TOPIC
+               else checks.denied(broker, checks.ALTER_BROKER_CONFIGS))
+    if refused:
+        return refused, None
     if resource_type == BROKER:
         return await _apply_broker(broker, name, change, validate_only)
     if resource_type == BROKER_LOGGER:

@@ -14,6 +14,7 @@ from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import CreatePartitionsRequest, CreatePartitionsResponse
 from logserver.groups import INTERNAL_TOPICS
 from logserver.handlers.create_topics import MAX_PARTITIONS_PER_TOPIC
+from logserver.security import checks
 from logserver.storage.api import InvalidTopicError, UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
@@ -45,6 +46,9 @@ async def _grow(broker: Broker, topic: CreatePartitionsRequest.CreatePartitionsT
                 validate_only: bool) -> Result:
     name, count = topic.name, topic.count
     storage = broker.storage
+    refused = checks.denied(broker, checks.CREATE_PARTITIONS, name)
+    if refused:
+        return _error(name, refused, f"not authorized to alter topic {name!r}")
     current = storage.partition_count(name)
     if current is None:
         return _error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import DeleteRecordsRequest, DeleteRecordsResponse
 from logserver.groups import INTERNAL_TOPICS
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -28,7 +29,10 @@ async def handle(broker: Broker, header: RequestHeader,
         for wanted in topic.partitions:
             error: int
             low: int
-            if topic.name in INTERNAL_TOPICS:
+            refused = checks.denied(broker, checks.DELETE_RECORDS, topic.name)
+            if refused:
+                error, low = refused, -1
+            elif topic.name in INTERNAL_TOPICS:
                 error, low = ErrorCode.INVALID_TOPIC_EXCEPTION, -1  # Kafka refuses these too
             else:
                 error, low = await broker.storage.delete_records(topic.name, wanted.partition_index,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -22,6 +23,9 @@ PartitionEntry = DescribeLogDirsResponse.DescribeLogDirsPartition
 
 def handle(broker: Broker, header: RequestHeader,
            request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    refused = checks.denied(broker, checks.DESCRIBE_LOG_DIRS)
+    if refused:
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=refused, results=[])
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}

@@ -79,7 +79,7 @@ OFFSET_DELETE_GROUP = Rule(_G, _Op.DELETE, _GROUP_FAILED)
 OFFSET_DELETE_TOPIC = Rule(_T, _Op.READ, _TOPIC_FAILED)
 DESCRIBE_ACLS = Rule(_C, _Op.DESCRIBE, _CLUSTER_FAILED)
 CREATE_ACLS = DELETE_ACLS = Rule(_C, _Op.ALTER, _CLUSTER_FAILED)
-# Kafka's rules for APIs this branch does not serve, for the handlers that will:
+# Admin changes to topics and the broker (handlers/alter_configs, create_partitions, ...):
 CREATE_PARTITIONS = Rule(_T, _Op.ALTER, _TOPIC_FAILED)
 DELETE_RECORDS = Rule(_T, _Op.DELETE, _TOPIC_FAILED)
 ALTER_TOPIC_CONFIGS = Rule(_T, _Op.ALTER_CONFIGS, _TOPIC_FAILED)
