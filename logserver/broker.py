@@ -10,6 +10,8 @@ from logserver.config import Config
 from logserver.groups import GroupCoordinator
 from logserver.limits import topic_limit_error
 from logserver.partition import LEADER_EPOCH
+from logserver.request_context import listener_name
+from logserver.security.credentials import CredentialStore
 from logserver.storage.api import Storage
 
 log = logging.getLogger(__name__)
@@ -33,11 +35,13 @@ class Broker:
         self.storage: Storage = storage
         self._creating: dict[str, int] = {}  # topic -> partitions, while being created
         self.groups = GroupCoordinator(self)  # consumer groups (logserver/groups)
+        self.scram = CredentialStore(self.data_dir)  # SASL users (logserver/security)
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def open(self) -> None:
         self.storage.open()
+        self.scram.load()
 
     async def start(self) -> None:
         await self.storage.start()
@@ -53,7 +57,11 @@ class Broker:
 
     @property
     def advertised_address(self) -> tuple[str, int]:
-        listener = self.config.advertised[0]
+        """The advertised address of the listener the current request came in on (as
+        Kafka: a client on the SASL_SSL listener is told the SASL_SSL address)."""
+        name = listener_name.get()
+        advertised = self.config.advertised
+        listener = next((li for li in advertised if li.name == name), advertised[0])
         return listener.host, listener.port
 
     # -- topics ---------------------------------------------------------------------------

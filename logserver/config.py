@@ -23,6 +23,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from logserver.kafka_settings import ALIASES, IGNORED, drop_ignored, resolve_aliases
+from logserver.security.settings import (
+    DEFAULT_PROTOCOL_MAP,
+    normalize_protocol_map,
+    parse_client_auth,
+    parse_mechanisms,
+    parse_store_type,
+)
 from logserver.topic_config import TOPIC_SETTINGS, default_text
 
 log = logging.getLogger(__name__)
@@ -55,11 +62,17 @@ class Listener:
 def parse_listeners(text: str) -> list[Listener]:
     listeners = []
     for item in filter(None, (part.strip() for part in text.split(","))):
-        parts = urlsplit(item)
-        if not parts.scheme or parts.port is None:
+        # The name may hold underscores (SASL_SSL), which URL schemes may not: split it off.
+        name, sep, rest = item.partition("://")
+        try:
+            parts = urlsplit(f"tcp://{rest}")
+            port = parts.port
+        except ValueError:
+            port = None
+        if not sep or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name) or port is None:
             raise ValueError(f"expected NAME://host:port, got {item!r}")
         host = parts.hostname or ""
-        listeners.append(Listener(parts.scheme.upper(), host, parts.port))
+        listeners.append(Listener(name.upper(), host, port))
     if not listeners:
         raise ValueError("at least one listener is required")
     return listeners
@@ -101,6 +114,7 @@ class Setting:
     default: str | None
     parse: Callable[[str], Any]
     doc: str
+    sensitive: bool = False  # a password or key: never shown (DescribeConfigs gives null)
 
 
 def _topic_default(name: str, topic_setting: str, doc: str) -> Setting:
@@ -202,6 +216,33 @@ SETTINGS: dict[str, Setting] = {
         _topic_default("log.segment.delete.delay.ms", "file.delete.delay.ms",
                        "How long deleted segments and partitions stay on disk (renamed "
                        "*.deleted / *-delete) before their files are removed."),
+        # -- listener security: TLS and SASL (logserver/security) -----------------------
+        Setting("listener.security.protocol.map", DEFAULT_PROTOCOL_MAP, normalize_protocol_map,
+                "Security protocol of each listener name, NAME:PROTOCOL (PLAINTEXT, SSL, "
+                "SASL_PLAINTEXT, SASL_SSL), comma separated."),
+        Setting("ssl.keystore.type", "PEM", parse_store_type, "Keystore format; only PEM."),
+        Setting("ssl.keystore.location", None, str,
+                "PEM file with the private key and certificate chain of the TLS listeners."),
+        Setting("ssl.keystore.certificate.chain", None, str,
+                "The certificate chain itself, PEM text (instead of ssl.keystore.location)."),
+        Setting("ssl.keystore.key", None, str,
+                "The private key itself, PEM text (with ssl.keystore.certificate.chain).",
+                sensitive=True),
+        Setting("ssl.key.password", None, str, "Password of an encrypted private key.",
+                sensitive=True),
+        Setting("ssl.truststore.type", "PEM", parse_store_type, "Truststore format; only PEM."),
+        Setting("ssl.truststore.location", None, str,
+                "PEM file of the CA certificates that sign client certificates."),
+        Setting("ssl.truststore.certificates", None, str,
+                "The trusted CA certificates themselves, PEM text."),
+        Setting("ssl.client.auth", "none", parse_client_auth,
+                "Client certificates on TLS listeners: none, requested (verified if sent) or "
+                "required."),
+        Setting("sasl.enabled.mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", parse_mechanisms,
+                "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
+        Setting("sasl.server.max.receive.size", "524288", _int_in(8, 2**31 - 1),
+                "Largest frame accepted before a SASL client has authenticated; larger ones "
+                "close the connection."),
     ]
 }
 

@@ -15,3 +15,9 @@ client_host: ContextVar[str] = ContextVar("client_host", default="")
 def set_peer(peer: str) -> None:
     host = peer.rsplit(":", 1)[0] if ":" in peer else peer
     client_host.set(f"/{host}")
+
+# Who sent the request, as Kafka names principals: "User:<SASL user>", "User:<certificate
+# subject DN>" on an SSL listener with a client certificate, else "User:ANONYMOUS".
+principal: ContextVar[str] = ContextVar("principal", default="User:ANONYMOUS")
+# The name of the listener the request came in on (Metadata advertises that listener).
+listener_name: ContextVar[str] = ContextVar("listener_name", default="")

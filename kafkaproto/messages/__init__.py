@@ -88,6 +88,20 @@ from .produce import (
     ProduceRequest,
     ProduceResponse,
 )
+from .security import (
+    ALTER_USER_SCRAM_CREDENTIALS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 #: Every declared API, in key order.
 ALL_APIS: tuple[ApiSpec, ...] = tuple(
@@ -115,6 +129,10 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
             OFFSET_DELETE,
             PRODUCE,
             INIT_PRODUCER_ID,
+            SASL_HANDSHAKE,
+            SASL_AUTHENTICATE,
+            DESCRIBE_USER_SCRAM_CREDENTIALS,
+            ALTER_USER_SCRAM_CREDENTIALS,
         ),
         key=lambda s: s.api_key,
     )
@@ -122,6 +140,8 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
 
 __all__ = [
     "ALL_APIS",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "CreatePartitionsRequest",
@@ -136,6 +156,8 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
@@ -164,6 +186,10 @@ __all__ = [
     "OffsetForLeaderEpochResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
 ]

@@ -30,6 +30,8 @@ from logserver.handlers import (
     offset_delete,
     offset_fetch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
 )
 
@@ -64,4 +66,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_GROUPS: Handler("DescribeGroups", 0, 5, describe_groups.handle),
     ApiKey.DELETE_GROUPS: Handler("DeleteGroups", 0, 2, delete_groups.handle),
     ApiKey.OFFSET_DELETE: Handler("OffsetDelete", 0, 0, offset_delete.handle),
+    # -- authentication (logserver/security) --
+    ApiKey.SASL_HANDSHAKE: Handler("SaslHandshake", 0, 1, sasl_handshake.handle),
+    ApiKey.SASL_AUTHENTICATE: Handler("SaslAuthenticate", 0, 2, sasl_authenticate.handle),
 }

@@ -40,9 +40,10 @@ def handle(broker: Broker, header: RequestHeader, request: DescribeConfigsReques
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-def _entry(name: str, value: str | None, source: int, config_type: int) -> Entry:
+def _entry(name: str, value: str | None, source: int, config_type: int,
+           sensitive: bool = False) -> Entry:
     return Entry(name=name, value=value, read_only=source != 1, config_source=source,
-                 is_default=source == DEFAULT_CONFIG, is_sensitive=False, synonyms=[],
+                 is_default=source == DEFAULT_CONFIG, is_sensitive=sensitive, synonyms=[],
                  config_type=config_type, documentation=None)
 
 
@@ -73,6 +74,9 @@ def _broker(broker: Broker, name: str, keys: set[str] | None) -> Result:
             continue
         value = broker.config[key]
         source = STATIC_BROKER_CONFIG if key in broker.config.sources else DEFAULT_CONFIG
+        if SETTINGS[key].sensitive:  # as Kafka: a password is reported as null, marked sensitive
+            entries.append(_entry(key, None, source, STRING, sensitive=True))
+            continue
         entries.append(_entry(key, None if value is None else format_setting(value), source, STRING))
     return Result(error_code=ErrorCode.NONE, error_message=None, resource_type=BROKER,
                   resource_name=name, configs=entries)

@@ -1,0 +1,62 @@
+"""Parsers for the security settings, under Kafka's names and with Kafka's values.
+
+Kept apart from :mod:`logserver.config` (which lists the settings) so that the config
+module does not import the TLS and SASL machinery just to parse a string.
+"""
+
+from __future__ import annotations
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
+CLIENT_AUTH = ("none", "requested", "required")
+
+
+def parse_protocol_map(text: str) -> dict[str, str]:
+    """``NAME:PROTOCOL,...`` (``listener.security.protocol.map``) as a dict, names upper-cased."""
+    result: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or not protocol:
+            raise ValueError(f"expected LISTENER_NAME:SECURITY_PROTOCOL, got {item!r}")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"unknown security protocol {protocol!r} for listener {name} "
+                             f"(one of {', '.join(SECURITY_PROTOCOLS)})")
+        if name in result and result[name] != protocol:
+            raise ValueError(f"listener {name} is mapped twice")
+        result[name] = protocol
+    return result
+
+
+def normalize_protocol_map(text: str) -> str:
+    return ",".join(f"{name}:{protocol}" for name, protocol in parse_protocol_map(text).items())
+
+
+def parse_store_type(text: str) -> str:
+    kind = text.strip().upper()
+    if kind != "PEM":
+        raise ValueError(f"only PEM is supported, got {text.strip()!r} "
+                         "(convert a JKS or PKCS12 store to PEM files with keytool/openssl)")
+    return kind
+
+
+def parse_client_auth(text: str) -> str:
+    value = text.strip().lower()
+    if value not in CLIENT_AUTH:
+        raise ValueError(f"expected one of {', '.join(CLIENT_AUTH)}, got {text!r}")
+    return value
+
+
+def parse_mechanisms(text: str) -> list[str]:
+    """``sasl.enabled.mechanisms``: the ones we implement, in the order given."""
+    mechanisms: list[str] = []
+    for item in filter(None, (part.strip().upper() for part in text.split(","))):
+        if item not in SASL_MECHANISMS:
+            raise ValueError(f"SASL mechanism {item} is not supported "
+                             f"(supported: {', '.join(SASL_MECHANISMS)})")
+        if item not in mechanisms:
+            mechanisms.append(item)
+    if not mechanisms:
+        raise ValueError("at least one SASL mechanism is required")
+    return mechanisms

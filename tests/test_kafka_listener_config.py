@@ -1,0 +1,109 @@
+"""Listener security settings the server cannot honour stop start-up with exit code 2 and
+one line naming the problem; a listener asked to be secure is never served in plain text."""
+
+from __future__ import annotations
+
+import pytest
+from kafkasec import Pki
+from serverproc import HOST, free_port, run_cli
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> Pki:
+    return Pki.make(tmp_path_factory.mktemp("pki"))
+
+
+def _fails(tmp_path, *args: str, expect: str) -> None:
+    proc = run_cli(["--log.dirs", str(tmp_path / "data"), *args])
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("logserver: "), proc.stderr
+    assert expect in lines[0], lines[0]
+    assert not (tmp_path / "data").exists() or not any((tmp_path / "data").glob("*-0"))
+
+
+def test_ssl_listener_without_keystore(tmp_path):
+    _fails(tmp_path, "--listeners", f"SSL://{HOST}:{free_port()}", expect="ssl.keystore.location")
+
+
+def test_sasl_ssl_listener_without_keystore(tmp_path):
+    _fails(tmp_path, "--listeners", f"SASL_SSL://{HOST}:{free_port()}",
+           expect="ssl.keystore.location")
+
+
+def test_unknown_listener_name(tmp_path):
+    _fails(tmp_path, "--listeners", f"CLIENT://{HOST}:{free_port()}",
+           expect="listener.security.protocol.map")
+
+
+def test_mapped_custom_listener_name_needing_a_keystore(tmp_path):
+    _fails(tmp_path, "--listeners", f"CLIENT://{HOST}:{free_port()}",
+           "--listener.security.protocol.map", "CLIENT:SASL_SSL", expect="CLIENT")
+
+
+def test_unknown_security_protocol(tmp_path):
+    _fails(tmp_path, "--listeners", f"CLIENT://{HOST}:{free_port()}",
+           "--listener.security.protocol.map", "CLIENT:KERBEROS", expect="KERBEROS")
+
+
+def test_unsupported_sasl_mechanism(tmp_path):
+    _fails(tmp_path, "--sasl.enabled.mechanisms", "GSSAPI", expect="GSSAPI is not supported")
+
+
+def test_jks_keystore(tmp_path):
+    _fails(tmp_path, "--ssl.keystore.type", "JKS", expect="only PEM")
+
+
+def test_wrong_key_password(tmp_path, pki):
+    _fails(tmp_path, "--listeners", f"SSL://{HOST}:{free_port()}", "--ssl.keystore.location",
+           str(pki.keystore), "--ssl.key.password", "nope", "--ssl.keystore.key", "x",
+           expect="not both")
+
+
+def test_missing_keystore_file(tmp_path):
+    _fails(tmp_path, "--listeners", f"SSL://{HOST}:{free_port()}", "--ssl.keystore.location",
+           str(tmp_path / "missing.pem"), expect="missing.pem")
+
+
+def test_garbage_keystore_file(tmp_path):
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate\n")
+    _fails(tmp_path, "--listeners", f"SSL://{HOST}:{free_port()}", "--ssl.keystore.location",
+           str(bad), expect="cannot load the keystore")
+
+
+def test_required_client_auth_without_truststore(tmp_path, pki):
+    _fails(tmp_path, "--listeners", f"SSL://{HOST}:{free_port()}", "--ssl.keystore.location",
+           str(pki.keystore), "--ssl.client.auth", "required", expect="ssl.truststore")
+
+
+def test_two_listeners_on_one_port(tmp_path):
+    port = free_port()
+    _fails(tmp_path, "--listeners", f"PLAINTEXT://{HOST}:{port},SASL_PLAINTEXT://{HOST}:{port}",
+           expect=f"port {port}")
+
+
+def test_advertised_listener_names_no_listener(tmp_path):
+    _fails(tmp_path, "--listeners", f"PLAINTEXT://{HOST}:{free_port()}",
+           "--advertised.listeners", f"SSL://{HOST}:9093", expect="advertised.listeners")
+
+
+def test_keystore_as_pem_text_starts(server_factory, pki):
+    """Kafka's ssl.keystore.certificate.chain / ssl.keystore.key hold the PEM text itself,
+    here joined into one line as a properties file's continuation lines make it."""
+    import socket
+    import ssl
+
+    port = free_port()
+    one_line = lambda path: " ".join(path.read_text().split("\n"))  # noqa: E731
+    srv = server_factory(port=port, settings={
+        "listeners": f"SSL://{HOST}:{port}",
+        "ssl.keystore.certificate.chain": one_line(pki.server.cert),
+        "ssl.keystore.key": one_line(pki.server.key)})
+    ctx = ssl.create_default_context(cafile=str(pki.ca.pem.cert))
+    with socket.create_connection((HOST, port), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+        assert tls.version() in ("TLSv1.2", "TLSv1.3")
+    assert srv.running
