@@ -74,11 +74,14 @@ def verify_password(mechanism: str, credential: ScramCredential, password: str) 
 
 
 def _attributes(message: str, what: str) -> list[tuple[str, str]]:
+    """``key=value`` pairs; RFC 5802 keys are one letter, Kafka's extensions
+    (``tokenauth=true``) are words."""
     pairs = []
     for part in message.split(","):
-        if len(part) < 2 or part[1] != "=" or not part[0].isalpha():
+        key, sep, value = part.partition("=")
+        if not sep or not key.isalpha():
             raise AuthenticationFailed(f"Invalid SCRAM {what} message")
-        pairs.append((part[0], part[2:]))
+        pairs.append((key, value))
     return pairs
 
 
