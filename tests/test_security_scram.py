@@ -227,3 +227,35 @@ def test_credential_file(tmp_path):
     assert loaded.lookup("alice", "SCRAM-SHA-256") == store.lookup("alice", "SCRAM-SHA-256")
     assert loaded.delete("alice", "SCRAM-SHA-256") and not loaded.delete("alice", "SCRAM-SHA-256")
     assert loaded.users() == ["bob"]
+
+
+def test_scram_admin_alter_and_describe(tmp_path):
+    from logserver.security.scram_admin import Alteration, alter, describe
+
+    store = CredentialStore(tmp_path)
+    salted = hashlib.pbkdf2_hmac("sha256", b"pw", b"salt", 4096)
+    results = alter(store, [
+        Alteration("alice", 1, 4096, b"salt", salted),
+        Alteration("bob", 1, 4096, b"salt", salted), Alteration("bob", 1),  # twice: refused
+        Alteration("carol", 0, 4096, b"salt", salted),
+        Alteration("dave", 2, 20000, b"salt", salted),
+        Alteration("erin", 1, 4096, b"", salted),
+        Alteration("", 1, 4096, b"salt", salted),
+        Alteration("frank", 2),
+    ])
+    codes = {r.user: (r.error_code, r.error_message) for r in results}
+    assert codes["alice"] == (ErrorCode.NONE, None)
+    assert codes["bob"][0] == ErrorCode.DUPLICATE_RESOURCE
+    assert codes["carol"] == (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+    assert codes["dave"] == (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+    assert codes["erin"][0] == ErrorCode.UNACCEPTABLE_CREDENTIAL
+    assert codes[""] == (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+    assert codes["frank"][0] == ErrorCode.RESOURCE_NOT_FOUND
+    assert store.users() == ["alice"]
+    assert store.lookup("alice", "SCRAM-SHA-256") == make_credential("SCRAM-SHA-256", "pw", 4096,
+                                                                     b"salt")
+    described = describe(store, ["alice", "zed", "alice"])
+    assert [(r.user, r.error_code) for r in described] == [
+        ("alice", ErrorCode.DUPLICATE_RESOURCE), ("zed", ErrorCode.RESOURCE_NOT_FOUND)]
+    assert [(r.user, r.credentials) for r in describe(store, None)] == [("alice", ((1, 4096),))]
+    assert describe(store, []) == describe(store, None)

@@ -11,12 +11,14 @@ from typing import Any
 
 from kafkaproto import ApiKey
 from logserver.handlers import (
+    alter_user_scram_credentials,
     api_versions,
     create_topics,
     delete_groups,
     delete_topics,
     describe_configs,
     describe_groups,
+    describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
@@ -69,4 +71,8 @@ HANDLERS: dict[int, Handler] = {
     # -- authentication (logserver/security) --
     ApiKey.SASL_HANDSHAKE: Handler("SaslHandshake", 0, 1, sasl_handshake.handle),
     ApiKey.SASL_AUTHENTICATE: Handler("SaslAuthenticate", 0, 2, sasl_authenticate.handle),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Handler(
+        "DescribeUserScramCredentials", 0, 0, describe_user_scram_credentials.handle),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Handler(
+        "AlterUserScramCredentials", 0, 0, alter_user_scram_credentials.handle),
 }
