@@ -243,6 +243,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("sasl.server.max.receive.size", "524288", _int_in(8, 2**31 - 1),
                 "Largest frame accepted before a SASL client has authenticated; larger ones "
                 "close the connection."),
+        Setting("connection.failed.authentication.delay.ms", "100", _int_in(0, 2**31 - 1),
+                "How long the answer to a failed SASL authentication is held back (then the "
+                "connection closes), to slow down password guessing."),
     ]
 }
 
@@ -290,10 +293,19 @@ def read_properties(path: Path) -> dict[str, str]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"config file {path}: {exc.strerror}") from exc
-    for number, raw in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        number, raw = index + 1, lines[index]
+        index += 1
         line = raw.strip()
         if not line or line[0] in "#!":
             continue
+        # Java properties: an odd number of trailing backslashes continues the value on the
+        # next line, without that line's leading blanks (Kafka's in-line PEM settings).
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1 and index < len(lines):
+            line = line[:-1] + lines[index].lstrip()
+            index += 1
         sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
         if sep < 0:
             raise ConfigError(f"config file {path} line {number}: expected key=value, got {raw!r}")

@@ -38,6 +38,9 @@ STAGING_BYTES = 32 * 1024  # per connection: 1,000 idle clients cost 32 MB, not 
 # separate sendfile call (which must wait for the socket buffer to drain first).
 SENDFILE_MIN_BYTES = 64 * 1024
 TLS_CHUNK_BYTES = 256 * 1024  # record bytes read per write on a TLS connection
+# After a failed authentication's answer, the connection is closed this much later (it reads
+# nothing more meanwhile), so clients that see the close before the data still read why.
+AUTH_FAILURE_CLOSE_SECONDS = 0.5
 
 
 class RecordSlice(Protocol):
@@ -142,6 +145,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.security: ConnectionSecurity | None = None
         self._tls = False  # sendfile cannot go through TLS: record bytes are read and written
         self._drained: asyncio.Future[None] | None = None
+        self._auth_failed = False  # answered, reads nothing more, closes soon
         self._futures: set[asyncio.Future[Any]] = set()
         self._flush_scheduled = False
         self._out: deque[bytes | FileRegion] = deque()  # behind a sendfile in progress
@@ -297,7 +301,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if security.failed and self._framing.waiting == 0:
                 # Kafka closes a connection whose authentication failed, after the reply.
                 self._write_parts(self._framing.take_output())  # type: ignore[arg-type]
-                self.close()
+                if not self._auth_failed:
+                    self._auth_failed = True
+                    self._update_reading()
+                    asyncio.get_running_loop().call_later(AUTH_FAILURE_CLOSE_SECONDS, self.close)
                 return
         if self._closed:
             _release_all(self._framing.take_output())
@@ -421,7 +428,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         # Responses streamed by sendfile leave the transport's buffer empty, so the chunks
         # queued behind the writer count too: a client that reads nothing stalls itself.
-        should_pause = (self._writing_paused or self._framing.waiting >= self._max_queued
+        should_pause = (self._auth_failed or self._writing_paused
+                        or self._framing.waiting >= self._max_queued
                         or len(self._out) >= self._max_queued)
         if should_pause and not self._reading_paused:
             self._reading_paused = True

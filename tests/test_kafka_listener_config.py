@@ -107,3 +107,27 @@ def test_keystore_as_pem_text_starts(server_factory, pki):
             ctx.wrap_socket(raw, server_hostname="localhost") as tls:
         assert tls.version() in ("TLSv1.2", "TLSv1.3")
     assert srv.running
+
+
+def test_keystore_as_pem_text_in_a_properties_file(server_factory, pki, tmp_path):
+    """Kafka's documented form: the PEM text in server.properties with backslash
+    continuation lines."""
+    import socket
+    import ssl
+
+    def continued(path):
+        return " \\\n    ".join(path.read_text().strip().splitlines())
+
+    port = free_port()
+    cfg = tmp_path / "server.properties"
+    cfg.write_text(f"listeners=SSL://{HOST}:{port}\n"
+                   f"log.dirs={tmp_path / 'data-file'}\n"
+                   f"ssl.keystore.type=PEM\n"
+                   f"ssl.keystore.certificate.chain={continued(pki.server.cert)}\n"
+                   f"ssl.keystore.key={continued(pki.server.key)}\n")
+    srv = server_factory(port=port, config_file=cfg, base_flags=False)
+    ctx = ssl.create_default_context(cafile=str(pki.ca.pem.cert))
+    with socket.create_connection((HOST, port), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+        assert tls.version() in ("TLSv1.2", "TLSv1.3")
+    assert srv.running

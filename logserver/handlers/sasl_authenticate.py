@@ -32,16 +32,30 @@ def handle(broker: Broker, header: RequestHeader, request: SaslAuthenticateReque
         return SaslAuthenticateResponse(
             error_code=ErrorCode.ILLEGAL_SASL_STATE,
             error_message="SaslAuthenticate is not expected on this connection", auth_bytes=b"")
+    delay_ms: int = broker.config["connection.failed.authentication.delay.ms"]
     step = sasl.authenticate(bytes(request.auth_bytes))
     if isinstance(step, PasswordCheck):
-        return _checked(security, sasl, step, client_host.get())
-    return _respond(security, sasl, step, client_host.get())
+        return _checked(security, sasl, step, client_host.get(), delay_ms)
+    response = _respond(security, sasl, step, client_host.get())
+    if response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and delay_ms > 0:
+        return _delayed(response, delay_ms)
+    return response
 
 
 async def _checked(security: ConnectionSecurity, sasl: SaslAuthenticator, check: PasswordCheck,
-                   host: str) -> SaslAuthenticateResponse:
+                   host: str, delay_ms: int) -> SaslAuthenticateResponse:
     ok = await asyncio.to_thread(check.run)
-    return _respond(security, sasl, sasl.password_checked(check, ok), host)
+    response = _respond(security, sasl, sasl.password_checked(check, ok), host)
+    if not ok and delay_ms > 0:
+        await asyncio.sleep(delay_ms / 1000)
+    return response
+
+
+async def _delayed(response: SaslAuthenticateResponse, delay_ms: int) -> SaslAuthenticateResponse:
+    """KIP-306: a failed authentication is answered after connection.failed.authentication.
+    delay.ms (and the connection then closed), so guessing passwords is slow."""
+    await asyncio.sleep(delay_ms / 1000)
+    return response
 
 
 def _respond(security: ConnectionSecurity, sasl: SaslAuthenticator, reply: SaslReply,
