@@ -131,3 +131,8 @@ def test_keystore_as_pem_text_in_a_properties_file(server_factory, pki, tmp_path
             ctx.wrap_socket(raw, server_hostname="localhost") as tls:
         assert tls.version() in ("TLSv1.2", "TLSv1.3")
     assert srv.running
+
+
+def test_mqtt_bridge_needs_a_plaintext_listener(tmp_path):
+    _fails(tmp_path, "--listeners", f"SASL_PLAINTEXT://{HOST}:{free_port()}",
+           "--mqtt-bridge", f"{HOST}:{free_port()}", expect="--mqtt-bridge needs a PLAINTEXT")
