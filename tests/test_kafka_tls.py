@@ -58,10 +58,14 @@ def test_large_fetch_over_tls_is_intact(server_factory, pki, topic_name):
     """Fetch responses far above the sendfile threshold: read and written in chunks."""
     srv, ports = start_secure_server(server_factory, "SSL", tls_settings(pki, "requested"))
     sent = [{"value": bytes([i]) * 200_000} for i in range(12)]  # 2.4 MB
-    kp_produce(ports.plain_bootstrap, topic_name, sent)
+    tls = {"security_protocol": "SSL", "ssl_cafile": str(pki.ca.pem.cert)}
+    # Produce requests of ~1 MB through TLS too (frames far above the staging buffer).
+    kp_produce(ports.secure_bootstrap, topic_name, sent[:6],
+               producer_config={**tls, "batch_size": 1 << 20, "linger_ms": 50,
+                                "max_request_size": 4 << 20})
+    kp_produce(ports.plain_bootstrap, topic_name, sent[6:])
     got = kp_read(ports.secure_bootstrap, topic_name, consumer_config={
-        "security_protocol": "SSL", "ssl_cafile": str(pki.ca.pem.cert),
-        "max_partition_fetch_bytes": 4 << 20, "fetch_max_bytes": 8 << 20})
+        **tls, "max_partition_fetch_bytes": 4 << 20, "fetch_max_bytes": 8 << 20})
     assert [r.value for r in got] == [s["value"] for s in sent]
     srv.stop()
     assert "sendfile: 0 calls" in srv.output(), "sendfile must not be used on a TLS socket"
