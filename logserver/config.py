@@ -29,6 +29,7 @@ from logserver.security.settings import (
     parse_client_auth,
     parse_mechanisms,
     parse_store_type,
+    parse_tls_versions,
 )
 from logserver.topic_config import TOPIC_SETTINGS, default_text
 
@@ -238,6 +239,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("ssl.client.auth", "none", parse_client_auth,
                 "Client certificates on TLS listeners: none, requested (verified if sent) or "
                 "required."),
+        Setting("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", parse_tls_versions,
+                "TLS versions the TLS listeners accept: TLSv1.2, TLSv1.3."),
         Setting("sasl.enabled.mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", parse_mechanisms,
                 "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
         Setting("sasl.server.max.receive.size", "524288", _int_in(8, 2**31 - 1),

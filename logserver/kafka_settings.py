@@ -60,6 +60,7 @@ IGNORED: dict[str, str] = {
     "inter.broker.listener.name": "no other brokers",
     "security.inter.broker.protocol": "no other brokers",
     "sasl.mechanism.inter.broker.protocol": "no other brokers",
+    "ssl.endpoint.identification.algorithm": "no other brokers (clients verify the host name)",
 }
 
 

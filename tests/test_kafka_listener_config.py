@@ -136,3 +136,25 @@ def test_keystore_as_pem_text_in_a_properties_file(server_factory, pki, tmp_path
 def test_mqtt_bridge_needs_a_plaintext_listener(tmp_path):
     _fails(tmp_path, "--listeners", f"SASL_PLAINTEXT://{HOST}:{free_port()}",
            "--mqtt-bridge", f"{HOST}:{free_port()}", expect="--mqtt-bridge needs a PLAINTEXT")
+
+
+def test_old_tls_version_refused(tmp_path):
+    _fails(tmp_path, "--ssl.enabled.protocols", "TLSv1.1,TLSv1.2", expect="TLSv1.1 is not supported")
+
+
+def test_ssl_enabled_protocols_tls13_only(server_factory, pki):
+    import socket
+    import ssl
+
+    port = free_port()
+    server_factory(port=port, settings={"listeners": f"SSL://{HOST}:{port}",
+                                        "ssl.keystore.location": pki.keystore,
+                                        "ssl.enabled.protocols": "TLSv1.3"})
+    old = ssl.create_default_context(cafile=str(pki.ca.pem.cert))
+    old.maximum_version = ssl.TLSVersion.TLSv1_2
+    with socket.create_connection((HOST, port), timeout=10) as raw, pytest.raises(ssl.SSLError):
+        old.wrap_socket(raw, server_hostname="localhost")
+    new = ssl.create_default_context(cafile=str(pki.ca.pem.cert))
+    with socket.create_connection((HOST, port), timeout=10) as raw, \
+            new.wrap_socket(raw, server_hostname="localhost") as tls:
+        assert tls.version() == "TLSv1.3"

@@ -60,3 +60,20 @@ def parse_mechanisms(text: str) -> list[str]:
     if not mechanisms:
         raise ValueError("at least one SASL mechanism is required")
     return mechanisms
+
+
+TLS_VERSIONS = ("TLSv1.2", "TLSv1.3")
+
+
+def parse_tls_versions(text: str) -> list[str]:
+    """``ssl.enabled.protocols``: TLSv1.2 and/or TLSv1.3 (older ones are refused)."""
+    versions = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        match = next((v for v in TLS_VERSIONS if v.lower() == item.lower()), None)
+        if match is None:
+            raise ValueError(f"{item} is not supported (supported: {', '.join(TLS_VERSIONS)})")
+        if match not in versions:
+            versions.append(match)
+    if not versions:
+        raise ValueError("at least one TLS version is required")
+    return versions

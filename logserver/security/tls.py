@@ -21,6 +21,7 @@ from typing import Any
 
 __all__ = ["TlsSettingsError", "server_context", "subject_dn"]
 
+_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
 # RFC 2253 short names, as Java's X500Principal.getName() prints them (Kafka's
 # DefaultKafkaPrincipalBuilder uses that string for SSL principals).
@@ -61,7 +62,8 @@ def normalize_pem(text: str) -> str:
 def server_context(settings: Mapping[str, Any]) -> ssl.SSLContext:
     """The context of a TLS listener from ``ssl.*`` settings (Kafka's names)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    versions = [_VERSIONS[v] for v in settings.get("ssl.enabled.protocols") or _VERSIONS]
+    ctx.minimum_version, ctx.maximum_version = min(versions), max(versions)
     password = settings.get("ssl.key.password")
     location = settings.get("ssl.keystore.location")
     chain, key = settings.get("ssl.keystore.certificate.chain"), settings.get("ssl.keystore.key")
