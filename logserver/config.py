@@ -25,11 +25,14 @@ from urllib.parse import urlsplit
 from logserver.kafka_settings import ALIASES, IGNORED, drop_ignored, resolve_aliases
 from logserver.security.settings import (
     DEFAULT_PROTOCOL_MAP,
+    JAAS_IGNORED,
+    is_jaas_setting,
     normalize_protocol_map,
     parse_client_auth,
     parse_mechanisms,
     parse_store_type,
     parse_tls_versions,
+    per_listener_setting,
 )
 from logserver.topic_config import TOPIC_SETTINGS, default_text
 
@@ -256,9 +259,12 @@ SETTINGS: dict[str, Setting] = {
 class Config(Mapping[str, Any]):
     """Parsed settings; access with Kafka's names, e.g. ``config["log.dirs"]``."""
 
-    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, str],
+                 per_listener: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self._values = dict(values)
         self.sources = dict(sources)
+        #: listener.name.<LISTENER>.<setting> overrides, parsed: {LISTENER: {setting: value}}
+        self.per_listener = {name: dict(v) for name, v in (per_listener or {}).items()}
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -286,7 +292,7 @@ class Config(Mapping[str, Any]):
             values["advertised.listeners"] = [
                 Listener(li.name, socket.getfqdn(), li.port) if li.host in WILDCARD_HOSTS else li
                 for li in bound]
-        return Config(values, self.sources)
+        return Config(values, self.sources, self.per_listener)
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -330,6 +336,7 @@ def load_config(
     warned: set[str] = set()
     layers: list[tuple[dict[str, str], str, str]] = []  # (settings, where, unknown message)
     controller_names: set[str] = set()
+    listener_raw: dict[str, str] = {}  # listener.name.<listener>.<setting>, as given
     if config_file is not None:
         where = f"config file {config_file}"
         layers.append((read_properties(config_file), where, f"unknown setting {{!r}} in {where}"))
@@ -352,6 +359,14 @@ def load_config(
         layer = resolve_aliases(drop_ignored(layer, where, warned), where, ConfigError)
         for key, value in layer.items():
             if key not in SETTINGS:
+                if is_jaas_setting(key):
+                    if key not in warned:
+                        warned.add(key)
+                        log.warning("ignoring Kafka setting %s (%s): %s", key, where, JAAS_IGNORED)
+                    continue
+                if per_listener_setting(key) is not None:
+                    listener_raw[key] = value
+                    continue
                 raise ConfigError(unknown.format(key))
             source = f"environment {env_name(key)}" if where == "environment" else where
             raw[key], sources[key] = value, source
@@ -369,7 +384,14 @@ def load_config(
     for name in ("listeners", "advertised.listeners"):
         if values[name] and controller_names:
             values[name] = _without_controllers(values[name], controller_names, name)
-    return Config(values, sources)
+    per_listener: dict[str, dict[str, Any]] = {}
+    for key, text in listener_raw.items():
+        listener, name = per_listener_setting(key) or ("", "")
+        try:
+            per_listener.setdefault(listener, {})[name] = SETTINGS[name].parse(text)
+        except ValueError as exc:
+            raise ConfigError(f"invalid value for setting {key!r}: {exc}") from exc
+    return Config(values, sources, per_listener)
 
 
 def _names(text: str) -> list[str]:

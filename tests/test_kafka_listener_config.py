@@ -158,3 +158,40 @@ def test_ssl_enabled_protocols_tls13_only(server_factory, pki):
     with socket.create_connection((HOST, port), timeout=10) as raw, \
             new.wrap_socket(raw, server_hostname="localhost") as tls:
         assert tls.version() == "TLSv1.3"
+
+
+def test_per_listener_settings_and_jaas_lines_of_a_kafka_config(server_factory, pki, tmp_path):
+    """Kafka's listener.name.<listener>.<setting> overrides; JAAS lines are warned about and
+    ignored (users are SCRAM credentials here)."""
+    import socket
+    import ssl
+
+    import rawwire as rw
+
+    port, sasl_port = free_port(), free_port()
+    cfg = tmp_path / "server.properties"
+    cfg.write_text(
+        f"listeners=SSL://{HOST}:{port},SASL_PLAINTEXT://{HOST}:{sasl_port}\n"
+        f"log.dirs={tmp_path / 'data-per-listener'}\n"
+        f"listener.name.ssl.ssl.keystore.location={pki.keystore}\n"
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN\n"
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security"
+        ".plain.PlainLoginModule required user_admin=\"x\";\n")
+    srv = server_factory(port=port, config_file=cfg, base_flags=False)
+    ctx = ssl.create_default_context(cafile=str(pki.ca.pem.cert))
+    with socket.create_connection((HOST, port), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+        assert tls.version() in ("TLSv1.2", "TLSv1.3")
+    with rw.Conn(sasl_port) as conn:
+        res = conn.call(rw.request(17, 1, 1, rw.string("SCRAM-SHA-256")))
+        assert res is not None
+        reader = rw.Reader(res[1])
+        assert reader.i16() == 33  # UNSUPPORTED_SASL_MECHANISM: only PLAIN on this listener
+        assert [reader.string() for _ in range(reader.i32())] == ["PLAIN"]
+    assert "ignoring Kafka setting listener.name.sasl_plaintext.plain.sasl.jaas.config" \
+        in srv.output()
+
+
+def test_per_listener_setting_for_no_listener(tmp_path, pki):
+    _fails(tmp_path, "--listeners", f"PLAINTEXT://{HOST}:{free_port()}", "--override",
+           f"listener.name.ssl.ssl.keystore.location={pki.keystore}", expect="listener.name.ssl")

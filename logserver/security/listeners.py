@@ -10,6 +10,7 @@ was asked to be secure is never served in plain text.
 from __future__ import annotations
 
 import ssl
+from collections import ChainMap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -64,19 +65,25 @@ def listener_security(config: Mapping[str, Any]) -> dict[str, ListenerSecurity]:
         if listener.name not in names:
             raise ConfigError(f"invalid value for setting 'advertised.listeners': {listener} names "
                               f"no listener in listeners ({', '.join(sorted(names))})")
-    context: ssl.SSLContext | None = None
+    per_listener: Mapping[str, Mapping[str, Any]] = getattr(config, "per_listener", {})
+    for name in per_listener:
+        if name not in names:
+            raise ConfigError(f"listener.name.{name.lower()}.* settings name no listener in "
+                              f"listeners ({', '.join(sorted(names))})")
     result: dict[str, ListenerSecurity] = {}
     for listener in listeners:
         protocol = protocols[listener.name]
-        tls = protocol in ("SSL", "SASL_SSL")
-        if tls and context is None:
+        # Kafka: listener.name.<listener>.<setting> wins over <setting> for that listener.
+        settings = ChainMap(dict(per_listener.get(listener.name, {})), dict(config))
+        context = None
+        if protocol in ("SSL", "SASL_SSL"):
             try:
-                context = server_context(config)
+                context = server_context(settings)
             except TlsSettingsError as exc:
                 raise ConfigError(f"listener {listener} ({protocol}): {exc}") from exc
         result[listener.name] = ListenerSecurity(
-            name=listener.name, protocol=protocol, ssl_context=context if tls else None,
-            sasl_mechanisms=tuple(config["sasl.enabled.mechanisms"])
+            name=listener.name, protocol=protocol, ssl_context=context,
+            sasl_mechanisms=tuple(settings["sasl.enabled.mechanisms"])
             if protocol.startswith("SASL_") else (),
             max_unauthenticated_bytes=config["sasl.server.max.receive.size"])
     return result

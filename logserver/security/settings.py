@@ -6,6 +6,8 @@ module does not import the TLS and SASL machinery just to parse a string.
 
 from __future__ import annotations
 
+import re
+
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
@@ -77,3 +79,27 @@ def parse_tls_versions(text: str) -> list[str]:
     if not versions:
         raise ValueError("at least one TLS version is required")
     return versions
+
+
+# Kafka's per-listener form of a setting: listener.name.<listener>.<setting>.
+PER_LISTENER_SETTINGS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain",
+    "ssl.keystore.key", "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",
+    "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
+    "sasl.enabled.mechanisms"})
+_PER_LISTENER = re.compile(r"listener\.name\.([A-Za-z0-9_]+)\.(.+)")
+_JAAS = re.compile(r"(listener\.name\.[A-Za-z0-9_]+\.)?([A-Za-z0-9-]+\.)?sasl\.jaas\.config")
+JAAS_IGNORED = ("SASL users are the SCRAM credentials in the data directory (logserver scram, "
+                "AlterUserScramCredentials), not JAAS login modules")
+
+
+def per_listener_setting(key: str) -> tuple[str, str] | None:
+    """(LISTENER, setting) for ``listener.name.<listener>.<setting>``, else None."""
+    match = _PER_LISTENER.fullmatch(key)
+    if match is None or match.group(2) not in PER_LISTENER_SETTINGS:
+        return None
+    return match.group(1).upper(), match.group(2)
+
+
+def is_jaas_setting(key: str) -> bool:
+    return _JAAS.fullmatch(key) is not None
