@@ -81,7 +81,6 @@ class Dispatcher:
             return None
         return header, result
 
-
     def _raw_token(self, token: bytes, peer: str, security: ConnectionSecurity) -> Outcome:
         """A bare SASL token after a v0 SaslHandshake; a bare token answers it. A failure
         cannot be told in this framing: the connection is closed, as Kafka does."""

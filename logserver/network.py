@@ -300,7 +300,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._framing.max_request_bytes = security.max_frame_bytes(self._max_request_bytes)
             if security.failed and self._framing.waiting == 0:
                 # Kafka closes a connection whose authentication failed, after the reply.
-                self._write_parts(self._framing.take_output())  # type: ignore[arg-type]
+                # Only SASL and ApiVersions answers can be pending here: bytes, no regions.
+                self._write_parts([c for c in self._framing.take_output() if isinstance(c, bytes)])
                 if not self._auth_failed:
                     self._auth_failed = True
                     self._update_reading()
