@@ -72,3 +72,23 @@ def test_principal_per_connection(tmp_path):
             await broker.close()
 
     asyncio.run(main())
+
+
+def test_passwords_are_not_described(tmp_path):
+    """DescribeConfigs of the broker: ssl.key.password and ssl.keystore.key are null and
+    marked sensitive, as Kafka reports password settings."""
+    from kafkaproto import RequestHeader
+    from kafkaproto.messages import DescribeConfigsRequest
+    from logserver.handlers import describe_configs
+
+    config = load_config({"log.dirs": str(tmp_path), "ssl.key.password": "hunter2",
+                          "ssl.keystore.key": "-----BEGIN PRIVATE KEY-----"}, environ={})
+    broker = Broker(config, storage=MemoryStorage(config))
+    request = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=4, resource_name="", configuration_keys=None)])
+    response = describe_configs.handle(broker, RequestHeader(32, 4, 1, "unit"), request)
+    entries = {c.name: c for c in response.results[0].configs}
+    for name in ("ssl.key.password", "ssl.keystore.key"):
+        assert entries[name].value is None and entries[name].is_sensitive, entries[name]
+    assert entries["ssl.client.auth"].value == "none" and not entries["ssl.client.auth"].is_sensitive
+    assert "hunter2" not in repr(response)
