@@ -10,7 +10,9 @@ from logserver.config import Config
 from logserver.groups import GroupCoordinator
 from logserver.limits import topic_limit_error
 from logserver.partition import LEADER_EPOCH
+from logserver.request_context import listener_name
 from logserver.security import authorizer_from_settings
+from logserver.security.credentials import CredentialStore
 from logserver.security.store import ACL_FILE, AclStore
 from logserver.storage.api import Storage
 
@@ -39,6 +41,7 @@ class Broker:
         self.authorizer = authorizer_from_settings(config)
         self.acl_store = None if self.authorizer is None else AclStore(
             self.authorizer, self.data_dir / ACL_FILE)
+        self.scram = CredentialStore(self.data_dir)  # SASL users (logserver/security)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -46,6 +49,7 @@ class Broker:
         if self.acl_store is not None:  # first: a damaged ACL file stops start-up early
             self.acl_store.load()
         self.storage.open()
+        self.scram.load()
 
     async def start(self) -> None:
         await self.storage.start()
@@ -61,7 +65,11 @@ class Broker:
 
     @property
     def advertised_address(self) -> tuple[str, int]:
-        listener = self.config.advertised[0]
+        """The advertised address of the listener the current request came in on (as
+        Kafka: a client on the SASL_SSL listener is told the SASL_SSL address)."""
+        name = listener_name.get()
+        advertised = self.config.advertised
+        listener = next((li for li in advertised if li.name == name), advertised[0])
         return listener.host, listener.port
 
     # -- topics ---------------------------------------------------------------------------

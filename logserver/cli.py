@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="logserver",
         allow_abbrev=False,  # --listen must not silently mean --listeners
         usage="%(prog)s [-c FILE] [--mqtt-bridge [HOST:PORT]] [--SETTING VALUE ...] "
-        "| check DIR | repair DIR",
+        "| check DIR | repair DIR | scram add|delete|list --data-dir DIR ...",
         description="A Kafka-protocol-compatible log server. Unmodified Kafka clients "
         "(Java, kafka-python, aiokafka, librdkafka/kcat) produce to and consume from it.",
         epilog="Every setting can also be given as an environment variable "
@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         "LOGSERVER_SERVICE_HOST, LOGSERVER_PORT_9092_TCP...) are ignored quietly. "
         "Kafka settings with no meaning here are ignored with a warning naming each: "
         + ", ".join(IGNORED) + ". "
-        "Offline tools: `logserver check DIR`, `logserver repair DIR`. "
+        "Offline tools: `logserver check DIR`, `logserver repair DIR`, `logserver scram "
+        "add|delete|list --data-dir DIR` (SASL/SCRAM users; see `logserver scram --help`). "
         "Exit codes: 0 stopped cleanly (SIGTERM, Ctrl-C), 1 cannot start (a port taken, "
         "the data directory in use by another process), 2 bad flag or setting, 3 the log "
         "is damaged beyond a torn tail, 4 the MQTT bridge cannot run.",
@@ -105,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         from logserver.log.check import main as check_main
 
         return check_main(args_list)
+    if args_list and args_list[0] == "scram":
+        from logserver.security.scram_cli import main as scram_main
+
+        return scram_main(args_list)
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
@@ -134,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         pass
     except BridgeFailed:  # the supervisor logged why
         return EXIT_BRIDGE_FAILED
+    except ConfigError as exc:  # a listener's security cannot be honoured (checked at start)
+        print(f"logserver: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except LogDirLockedError as exc:
         print(f"logserver: cannot start: {exc} (another logserver, or `logserver repair`, "
               f"holds its lock file; each server needs its own --log.dirs)", file=sys.stderr)

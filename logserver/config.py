@@ -23,7 +23,18 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from logserver.kafka_settings import ALIASES, IGNORED, drop_ignored, resolve_aliases
-from logserver.security.settings import parse_authorizer_class
+from logserver.security.settings import (
+    DEFAULT_PROTOCOL_MAP,
+    JAAS_IGNORED,
+    is_jaas_setting,
+    normalize_protocol_map,
+    parse_authorizer_class,
+    parse_client_auth,
+    parse_mechanisms,
+    parse_store_type,
+    parse_tls_versions,
+    per_listener_setting,
+)
 from logserver.topic_config import TOPIC_SETTINGS, default_text
 
 log = logging.getLogger(__name__)
@@ -56,11 +67,17 @@ class Listener:
 def parse_listeners(text: str) -> list[Listener]:
     listeners = []
     for item in filter(None, (part.strip() for part in text.split(","))):
-        parts = urlsplit(item)
-        if not parts.scheme or parts.port is None:
+        # The name may hold underscores (SASL_SSL), which URL schemes may not: split it off.
+        name, sep, rest = item.partition("://")
+        try:
+            parts = urlsplit(f"tcp://{rest}")
+            port = parts.port
+        except ValueError:
+            port = None
+        if not sep or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name) or port is None:
             raise ValueError(f"expected NAME://host:port, got {item!r}")
         host = parts.hostname or ""
-        listeners.append(Listener(parts.scheme.upper(), host, parts.port))
+        listeners.append(Listener(name.upper(), host, port))
     if not listeners:
         raise ValueError("at least one listener is required")
     return listeners
@@ -102,6 +119,7 @@ class Setting:
     default: str | None
     parse: Callable[[str], Any]
     doc: str
+    sensitive: bool = False  # a password or key: never shown (DescribeConfigs gives null)
 
 
 def _topic_default(name: str, topic_setting: str, doc: str) -> Setting:
@@ -212,6 +230,38 @@ SETTINGS: dict[str, Setting] = {
                 "Principals allowed everything, separated by semicolons (User:admin;User:ops)."),
         Setting("allow.everyone.if.no.acl.found", "false", _parse_bool,
                 "Allow a request on a resource no ACL applies to (else it is denied)."),
+        # -- listener security: TLS and SASL (logserver/security) -----------------------
+        Setting("listener.security.protocol.map", DEFAULT_PROTOCOL_MAP, normalize_protocol_map,
+                "Security protocol of each listener name, NAME:PROTOCOL (PLAINTEXT, SSL, "
+                "SASL_PLAINTEXT, SASL_SSL), comma separated."),
+        Setting("ssl.keystore.type", "PEM", parse_store_type, "Keystore format; only PEM."),
+        Setting("ssl.keystore.location", None, str,
+                "PEM file with the private key and certificate chain of the TLS listeners."),
+        Setting("ssl.keystore.certificate.chain", None, str,
+                "The certificate chain itself, PEM text (instead of ssl.keystore.location)."),
+        Setting("ssl.keystore.key", None, str,
+                "The private key itself, PEM text (with ssl.keystore.certificate.chain).",
+                sensitive=True),
+        Setting("ssl.key.password", None, str, "Password of an encrypted private key.",
+                sensitive=True),
+        Setting("ssl.truststore.type", "PEM", parse_store_type, "Truststore format; only PEM."),
+        Setting("ssl.truststore.location", None, str,
+                "PEM file of the CA certificates that sign client certificates."),
+        Setting("ssl.truststore.certificates", None, str,
+                "The trusted CA certificates themselves, PEM text."),
+        Setting("ssl.client.auth", "none", parse_client_auth,
+                "Client certificates on TLS listeners: none, requested (verified if sent) or "
+                "required."),
+        Setting("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", parse_tls_versions,
+                "TLS versions the TLS listeners accept: TLSv1.2, TLSv1.3."),
+        Setting("sasl.enabled.mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", parse_mechanisms,
+                "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
+        Setting("sasl.server.max.receive.size", "524288", _int_in(8, 2**31 - 1),
+                "Largest frame accepted before a SASL client has authenticated; larger ones "
+                "close the connection."),
+        Setting("connection.failed.authentication.delay.ms", "100", _int_in(0, 2**31 - 1),
+                "How long the answer to a failed SASL authentication is held back (then the "
+                "connection closes), to slow down password guessing."),
     ]
 }
 
@@ -219,9 +269,12 @@ SETTINGS: dict[str, Setting] = {
 class Config(Mapping[str, Any]):
     """Parsed settings; access with Kafka's names, e.g. ``config["log.dirs"]``."""
 
-    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, str],
+                 per_listener: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self._values = dict(values)
         self.sources = dict(sources)
+        #: listener.name.<LISTENER>.<setting> overrides, parsed: {LISTENER: {setting: value}}
+        self.per_listener = {name: dict(v) for name, v in (per_listener or {}).items()}
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -249,7 +302,7 @@ class Config(Mapping[str, Any]):
             values["advertised.listeners"] = [
                 Listener(li.name, socket.getfqdn(), li.port) if li.host in WILDCARD_HOSTS else li
                 for li in bound]
-        return Config(values, self.sources)
+        return Config(values, self.sources, self.per_listener)
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -259,10 +312,19 @@ def read_properties(path: Path) -> dict[str, str]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"config file {path}: {exc.strerror}") from exc
-    for number, raw in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        number, raw = index + 1, lines[index]
+        index += 1
         line = raw.strip()
         if not line or line[0] in "#!":
             continue
+        # Java properties: an odd number of trailing backslashes continues the value on the
+        # next line, without that line's leading blanks (Kafka's in-line PEM settings).
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1 and index < len(lines):
+            line = line[:-1] + lines[index].lstrip()
+            index += 1
         sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
         if sep < 0:
             raise ConfigError(f"config file {path} line {number}: expected key=value, got {raw!r}")
@@ -284,6 +346,7 @@ def load_config(
     warned: set[str] = set()
     layers: list[tuple[dict[str, str], str, str]] = []  # (settings, where, unknown message)
     controller_names: set[str] = set()
+    listener_raw: dict[str, str] = {}  # listener.name.<listener>.<setting>, as given
     if config_file is not None:
         where = f"config file {config_file}"
         layers.append((read_properties(config_file), where, f"unknown setting {{!r}} in {where}"))
@@ -306,6 +369,14 @@ def load_config(
         layer = resolve_aliases(drop_ignored(layer, where, warned), where, ConfigError)
         for key, value in layer.items():
             if key not in SETTINGS:
+                if is_jaas_setting(key):
+                    if key not in warned:
+                        warned.add(key)
+                        log.warning("ignoring Kafka setting %s (%s): %s", key, where, JAAS_IGNORED)
+                    continue
+                if per_listener_setting(key) is not None:
+                    listener_raw[key] = value
+                    continue
                 raise ConfigError(unknown.format(key))
             source = f"environment {env_name(key)}" if where == "environment" else where
             raw[key], sources[key] = value, source
@@ -323,7 +394,14 @@ def load_config(
     for name in ("listeners", "advertised.listeners"):
         if values[name] and controller_names:
             values[name] = _without_controllers(values[name], controller_names, name)
-    return Config(values, sources)
+    per_listener: dict[str, dict[str, Any]] = {}
+    for key, text in listener_raw.items():
+        listener, name = per_listener_setting(key) or ("", "")
+        try:
+            per_listener.setdefault(listener, {})[name] = SETTINGS[name].parse(text)
+        except ValueError as exc:
+            raise ConfigError(f"invalid value for setting {key!r}: {exc}") from exc
+    return Config(values, sources, per_listener)
 
 
 def _names(text: str) -> list[str]:

@@ -6,6 +6,7 @@ that says why; never an exception that reaches the connection loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
@@ -20,12 +21,14 @@ from kafkaproto import (
 )
 from kafkaproto.messages import ApiVersionsResponse
 from logserver.handlers import HANDLERS
-from logserver.request_context import principal as request_principal
-from logserver.request_context import set_peer
+from logserver.request_context import listener_name, principal, set_peer
+from logserver.security.sasl import PasswordCheck
+from logserver.security.session import ANONYMOUS, RAW_TOKEN, current_security
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
     from logserver.config import Config
+    from logserver.security.session import ConnectionSecurity
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +43,20 @@ class Dispatcher:
     def config(self) -> Config:
         return self.broker.config
 
-    def dispatch(self, frame: bytearray, peer: str, principal: str = "User:ANONYMOUS") -> Outcome:
+    def dispatch(self, frame: bytearray, peer: str,
+                 security: ConnectionSecurity | None = None) -> Outcome:
         """Returns None (no response), (header, response-or-awaitable) or (None, why to close)."""
+        if security is not None and security.expects_raw_token:
+            return self._raw_token(bytes(frame), peer, security)
         view = memoryview(frame)
         try:
             header, offset = decode_request_header(view)
         except ProtocolError as exc:
             return None, f"malformed request header: {exc}"
+        if security is not None:
+            refused = security.refuses(header.api_key)
+            if refused is not None:  # Kafka: IllegalSaslStateException, the connection closes
+                return None, refused
         handler = HANDLERS.get(header.api_key)
         if handler is None:
             return None, (f"unsupported API key {header.api_key} "
@@ -63,11 +73,35 @@ class Dispatcher:
         except ProtocolError as exc:
             return None, f"malformed {name} v{header.api_version} request from {header.client_id!r}: {exc}"
         set_peer(peer)
-        request_principal.set(principal)
+        principal.set(ANONYMOUS if security is None else security.principal)
+        listener_name.set("" if security is None else security.listener_name)
+        current_security.set(security)
         result: Any | Awaitable[Any] | None = handler.handle(self.broker, header, body)
         if result is None:
             return None
         return header, result
+
+    def _raw_token(self, token: bytes, peer: str, security: ConnectionSecurity) -> Outcome:
+        """A bare SASL token after a v0 SaslHandshake; a bare token answers it. A failure
+        cannot be told in this framing: the connection is closed, as Kafka does."""
+        from logserver.handlers.sasl_authenticate import outcome
+
+        sasl = security.sasl(self.broker.scram)
+        assert sasl is not None
+        set_peer(peer)
+        host = peer.rsplit(":", 1)[0]
+        step = sasl.authenticate(token)
+        if isinstance(step, PasswordCheck):
+            async def checked(check: PasswordCheck = step) -> bytes:
+                ok = await asyncio.to_thread(check.run)
+                reply = sasl.password_checked(check, ok)
+                outcome(security, sasl, reply, host)
+                return reply.token
+            return RAW_TOKEN, checked()
+        outcome(security, sasl, step, host)
+        if step.error_code != ErrorCode.NONE:
+            return None, f"SASL authentication failed: {step.error_message}"
+        return RAW_TOKEN, step.token
 
 
 def _api_versions_downgrade(header: RequestHeader) -> Outcome:

@@ -58,7 +58,9 @@ IGNORED: dict[str, str] = {
     "controller.quorum.bootstrap.servers": "no controller quorum",
     "controller.listener.names": "no controller listener (its listeners are not opened)",
     "inter.broker.listener.name": "no other brokers",
-    "listener.security.protocol.map": "every listener is PLAINTEXT",
+    "security.inter.broker.protocol": "no other brokers",
+    "sasl.mechanism.inter.broker.protocol": "no other brokers",
+    "ssl.endpoint.identification.algorithm": "no other brokers (clients verify the host name)",
 }
 
 

@@ -4,8 +4,10 @@ Framing and response order live in the sans-I/O :class:`~logserver.framing.Serve
 Here: each request's synchronous part runs on arrival, in arrival order (so appends keep
 the producer's order); responses that must wait (long-poll fetch, fsync before ack) are
 futures; the responses ready in one loop turn go out in one socket write; record bytes of
-fetch responses go from the segment file to the socket with sendfile. Each fetch slice is
-released once sent or dropped, which lets its segment file go.
+fetch responses go from the segment file to the socket with sendfile (on TLS connections,
+where the kernel cannot encrypt, they are read and written in chunks instead). Each fetch
+slice is released once sent or dropped, which lets its segment file go. What a connection
+may send before it has authenticated is :mod:`logserver.security.session`'s business.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from kafkaproto import FileRegion, RequestHeader, encode_response
 from logserver.framing import ServerFraming, Slot
+from logserver.security.session import RAW_TOKEN, ConnectionSecurity
+from logserver.security.tls import subject_dn
 
 if TYPE_CHECKING:
     from logserver.dispatch import Dispatcher
     from logserver.limits import ConnectionLimiter
+    from logserver.security.listeners import ListenerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +37,10 @@ STAGING_BYTES = 32 * 1024  # per connection: 1,000 idle clients cost 32 MB, not 
 # Below this, reading the region and writing it with the header is cheaper than a
 # separate sendfile call (which must wait for the socket buffer to drain first).
 SENDFILE_MIN_BYTES = 64 * 1024
+TLS_CHUNK_BYTES = 256 * 1024  # record bytes read per write on a TLS connection
+# After a failed authentication's answer, the connection is closed this much later (it reads
+# nothing more meanwhile), so clients that see the close before the data still read why.
+AUTH_FAILURE_CLOSE_SECONDS = 0.5
 
 
 class RecordSlice(Protocol):
@@ -124,12 +133,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
     Responses that become ready in the same loop turn leave in one socket write.
     """
 
-    def __init__(self, dispatcher: Dispatcher, stats: ConnectionStats) -> None:
+    def __init__(self, dispatcher: Dispatcher, stats: ConnectionStats,
+                 listener: ListenerSecurity | None = None) -> None:
         self._dispatcher = dispatcher
         self._stats = stats
         self._max_queued = dispatcher.config["queued.max.requests"]
+        self._max_request_bytes: int = dispatcher.config["socket.request.max.bytes"]
         self._framing: ServerFraming[bytes | FileRegion] = ServerFraming(
-            dispatcher.config["socket.request.max.bytes"], STAGING_BYTES)
+            self._max_request_bytes, STAGING_BYTES)
+        self._listener = listener
+        self.security: ConnectionSecurity | None = None
+        self._tls = False  # sendfile cannot go through TLS: record bytes are read and written
+        self._drained: asyncio.Future[None] | None = None
+        self._auth_failed = False  # answered, reads nothing more, closes soon
         self._futures: set[asyncio.Future[Any]] = set()
         self._flush_scheduled = False
         self._out: deque[bytes | FileRegion] = deque()  # behind a sendfile in progress
@@ -139,7 +155,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._closed = False
         self.peer = "?"
-        self.principal = "User:ANONYMOUS"  # who the connection authenticated as (Kafka's name)
         self._admitted_ip: str | None = None
         self.last_active = time.monotonic()  # for connections.max.idle.ms
 
@@ -161,6 +176,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._admitted_ip = ip
         self._stats.open_connections += 1
         self._stats.connections.add(self)
+        self._tls = transport.get_extra_info("ssl_object") is not None
+        if self._listener is not None:
+            dn = subject_dn(transport.get_extra_info("peercert")) if self._tls else None
+            self.security = ConnectionSecurity(self._listener, dn)
+            self._framing.max_request_bytes = self.security.max_frame_bytes(self._max_request_bytes)
         log.debug("connection from %s", self.peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -196,6 +216,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
         self._update_reading()
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -228,7 +250,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _handle_frame(self, frame: bytearray) -> None:
         self._stats.requests += 1
         try:
-            outcome = self._dispatcher.dispatch(frame, self.peer, self.principal)
+            outcome = self._dispatcher.dispatch(frame, self.peer, self.security)
         except Exception as exc:  # a bug in a handler must not kill the other clients
             log.exception("request from %s failed", self.peer)
             self._protocol_error(f"internal error: {exc!r}")
@@ -273,6 +295,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _write_ready(self) -> None:
         """Writes every response that may leave now: bytes joined, big regions by sendfile."""
         self._flush_scheduled = False
+        security = self.security
+        if security is not None and not self._closed:
+            self._framing.max_request_bytes = security.max_frame_bytes(self._max_request_bytes)
+            if security.failed and self._framing.waiting == 0:
+                # Kafka closes a connection whose authentication failed, after the reply.
+                # Only SASL and ApiVersions answers can be pending here: bytes, no regions.
+                self._write_parts([c for c in self._framing.take_output() if isinstance(c, bytes)])
+                if not self._auth_failed:
+                    self._auth_failed = True
+                    self._update_reading()
+                    asyncio.get_running_loop().call_later(AUTH_FAILURE_CLOSE_SECONDS, self.close)
+                return
         if self._closed:
             _release_all(self._framing.take_output())
             return
@@ -287,7 +321,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         for index, chunk in enumerate(chunks):
             if isinstance(chunk, FileRegion):
                 region = cast(RecordSlice, chunk)
-                if region.length >= SENDFILE_MIN_BYTES:
+                if region.length >= (TLS_CHUNK_BYTES if self._tls else SENDFILE_MIN_BYTES):
                     self._write_parts(parts)  # what precedes the region leaves first
                     self._out.extend(chunks[index:])
                     self._writer = asyncio.ensure_future(self._write_out())
@@ -335,6 +369,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._update_reading()
                 if isinstance(chunk, FileRegion):
                     region = cast(RecordSlice, chunk)
+                    if self._tls and region.length >= TLS_CHUNK_BYTES:
+                        try:
+                            if not await self._write_region_in_chunks(region):
+                                return
+                        finally:
+                            region.release()
+                        continue
                     if region.length >= SENDFILE_MIN_BYTES:
                         try:
                             sent = await _sendfile(loop, transport, region)
@@ -361,12 +402,35 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if self._closed:
                 self._drop_out()
 
+    async def _write_region_in_chunks(self, region: RecordSlice) -> bool:
+        """A region read and written piece by piece (TLS), waiting while the socket is
+        full, so a large fetch never sits in memory whole. False: the connection is gone."""
+        transport = self._transport
+        assert transport is not None
+        sent = 0
+        while sent < region.length:
+            if self._closed:
+                return False
+            if self._writing_paused:
+                self._drained = asyncio.get_running_loop().create_future()
+                await self._drained
+                continue
+            data = region.read(sent, min(TLS_CHUNK_BYTES, region.length - sent))
+            if not data:
+                self._protocol_error("segment shrank under a fetch")
+                return False
+            transport.write(data)
+            sent += len(data)
+        self.last_active = time.monotonic()
+        return True
+
     def _update_reading(self) -> None:
         if self._transport is None or self._closed:
             return
         # Responses streamed by sendfile leave the transport's buffer empty, so the chunks
         # queued behind the writer count too: a client that reads nothing stalls itself.
-        should_pause = (self._writing_paused or self._framing.waiting >= self._max_queued
+        should_pause = (self._auth_failed or self._writing_paused
+                        or self._framing.waiting >= self._max_queued
                         or len(self._out) >= self._max_queued)
         if should_pause and not self._reading_paused:
             self._reading_paused = True
@@ -377,6 +441,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
 
 def _encode(header: RequestHeader, body: Any) -> list[bytes | FileRegion]:
+    if header is RAW_TOKEN:  # a bare SASL token (legacy framing after SaslHandshake v0)
+        return [len(body).to_bytes(4, "big") + body]
     return encode_response(header.api_key, header.api_version, header.correlation_id, body)
 
 
@@ -397,5 +463,6 @@ def _release_all(chunks: Iterable[bytes | FileRegion]) -> None:
             chunk.release()
 
 
-def connection_factory(dispatcher: Dispatcher, stats: ConnectionStats) -> Callable[[], KafkaConnection]:
-    return lambda: KafkaConnection(dispatcher, stats)
+def connection_factory(dispatcher: Dispatcher, stats: ConnectionStats,
+                       listener: ListenerSecurity | None = None) -> Callable[[], KafkaConnection]:
+    return lambda: KafkaConnection(dispatcher, stats, listener)

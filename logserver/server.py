@@ -11,11 +11,12 @@ import sys
 from kafkaproto import precompile
 from logserver.bridge_process import BridgeSupervisor
 from logserver.broker import Broker
-from logserver.config import Config
+from logserver.config import Config, ConfigError
 from logserver.dispatch import Dispatcher
 from logserver.handlers import HANDLERS
 from logserver.limits import ConnectionLimiter, reap_idle_connections
 from logserver.network import ConnectionStats, connection_factory
+from logserver.security.listeners import ListenerSecurity, listener_security
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,8 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 async def run_server(config: Config, ready: asyncio.Event | None = None,
                      stop: asyncio.Event | None = None, mqtt_bridge: str | None = None) -> None:
     loop = asyncio.get_running_loop()
+    security = listener_security(config)  # ConfigError before anything is opened
+    bridge_target = _bridge_listener(config, security) if mqtt_bridge is not None else None
     precompile_served_versions()
     broker = Broker(config)
     broker.open()
@@ -36,7 +39,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     stats = ConnectionStats()
     stats.limiter = ConnectionLimiter(config)
     background: list[asyncio.Task[None]] = []
-    factory = connection_factory(Dispatcher(broker), stats)
+    dispatcher = Dispatcher(broker)
     servers: list[asyncio.Server] = []
     bridge: BridgeSupervisor | None = None
     bridge_task: asyncio.Task[str | None] | None = None
@@ -44,8 +47,11 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     try:
         ports = []
         for listener in config["listeners"]:
+            secure = security[listener.name]
+            factory = connection_factory(dispatcher, stats, secure)
             server = await loop.create_server(factory, listener.host, listener.port,
-                                              reuse_address=True, backlog=1024)
+                                              reuse_address=True, backlog=1024,
+                                              ssl=secure.ssl_context)
             servers.append(server)
             ports.append(server.sockets[0].getsockname()[1])
         broker.config = config.with_bound_ports(ports)
@@ -53,11 +59,13 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         background.append(loop.create_task(
             reap_idle_connections(stats.connections, config["connections.max.idle.ms"])))
         for listener in broker.config["listeners"]:
-            log.info("listening on %s:%d (%s)", listener.host, listener.port, listener.name)
+            log.info("listening on %s:%d (%s, %s)", listener.host, listener.port, listener.name,
+                     security[listener.name].protocol)
         log.info("data in %s; durability: %s; event loop: %s", config.data_dir.resolve(),
                  broker.storage.durability_mode, type(loop).__module__.split(".")[0])
         if mqtt_bridge is not None:
-            host, port = broker.advertised_address
+            target = next(li for li in broker.config.advertised if li.name == bridge_target)
+            host, port = target.host, target.port
             bridge = BridgeSupervisor(mqtt_bridge, f"{host}:{port}")
             bridge_task = loop.create_task(bridge.run())
             bridge_task.add_done_callback(lambda _: stop.set())  # it only ends by giving up
@@ -86,6 +94,17 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         log.info("stopped cleanly")
     if bridge_failure is not None:
         raise BridgeFailed(bridge_failure)
+
+
+def _bridge_listener(config: Config, security: dict[str, ListenerSecurity]) -> str:
+    """The listener the --mqtt-bridge child connects to: a PLAINTEXT one (the child is
+    started without TLS or SASL settings)."""
+    names = {li.name for li in config.advertised}
+    for listener in config["listeners"]:
+        if security[listener.name].protocol == "PLAINTEXT" and listener.name in names:
+            return str(listener.name)
+    raise ConfigError("--mqtt-bridge needs a PLAINTEXT listener on the loopback address to "
+                      "reach the log server (e.g. add PLAINTEXT://127.0.0.1:9092 to listeners)")
 
 
 class BridgeFailed(RuntimeError):

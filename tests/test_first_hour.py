@@ -99,7 +99,7 @@ ZK_IGNORED = ["num.network.threads", "num.io.threads", "socket.send.buffer.bytes
               "zookeeper.connection.timeout.ms"]
 KRAFT_IGNORED = [*(n for n in ZK_IGNORED if not n.startswith("zookeeper")), "process.roles",
                  "controller.quorum.voters", "inter.broker.listener.name",
-                 "controller.listener.names", "listener.security.protocol.map"]
+                 "controller.listener.names"]
 
 
 @pytest.mark.parametrize("template, ignored, node_id", [

@@ -77,6 +77,7 @@ def test_declared_ranges() -> None:
         16: (0, 4), 15: (0, 5), 42: (0, 2), 47: (0, 0), 37: (0, 3), 23: (0, 4),
         29: (0, 3), 30: (0, 3), 31: (0, 3),
         21: (0, 2), 33: (0, 2), 35: (0, 4), 44: (0, 1),
+        17: (0, 1), 36: (0, 2), 50: (0, 0), 51: (0, 0),
     }  # fmt: skip
     assert set(API_SPECS) == set(expected)
     for key, (lo, hi) in expected.items():

@@ -39,7 +39,7 @@ from kafkaclient import BlockingClient
 from serverproc import ServerProcess, run_cli
 
 from kafkaproto import ApiKey, ErrorCode
-from kafkaproto.messages import MetadataRequest
+from kafkaproto.messages import DescribeUserScramCredentialsRequest, MetadataRequest
 from kafkaproto.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
 
 pytestmark = pytest.mark.timeout(120)
@@ -324,3 +324,34 @@ def test_admin_changes_to_topics_need_their_acls(server_factory, topic_name) -> 
     entries = next(iter(described_configs.values())).result(timeout=30)
     assert entries["retention.ms"].value != "1000"
     assert ck.list_topics(topic_name, timeout=30).topics[topic_name].partitions.keys() == {0}
+
+
+def test_scram_user_admin_needs_cluster_acls(server_factory) -> None:
+    """DescribeUserScramCredentials needs DESCRIBE on the cluster, AlterUserScramCredentials
+    ALTER: without ACLs both are refused and no user is created."""
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    srv = authorizing(server_factory)
+    ck = AdminClient(ck_config(srv.bootstrap))
+    upsert = UserScramCredentialUpsertion(
+        "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"secret")
+    futures = ck.alter_user_scram_credentials([upsert])
+    with pytest.raises(Exception) as altered_error:
+        futures["bob"].result(timeout=30)
+    assert altered_error.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # Raw: confluent-kafka 2.x crashes on any refused DescribeUserScramCredentials.
+    raw = BlockingClient(srv.port)
+    try:
+        described = raw.call(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
+                             DescribeUserScramCredentialsRequest(users=None))
+    finally:
+        raw.close()
+    assert described.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert described.results == []
+    assert srv.data_dir is not None
+    credentials = srv.data_dir / "__scram_credentials.json"
+    assert not credentials.exists() or "bob" not in credentials.read_text()

@@ -71,6 +71,8 @@ from logserver.security.acl import (
     PatternType,
     ResourceType,
 )
+from logserver.security.listeners import ListenerSecurity
+from logserver.security.session import ConnectionSecurity
 from logserver.storage.memory import MemoryStorage
 
 pytestmark = pytest.mark.timeout(30)
@@ -320,13 +322,16 @@ def test_acl_apis_need_cluster_alter_and_describe() -> None:
 
 
 def test_the_dispatcher_hands_the_connections_principal_to_the_checks() -> None:
-    """What the network layer passes (KafkaConnection.principal) is what the rules see."""
+    """The principal of the connection's security (what SASL or a client certificate
+    established) is what the rules see."""
     async def scenario(broker: Broker) -> None:
         await call(ADMIN, create_topics.handle, broker, ApiKey.CREATE_TOPICS, 7, topics_request("w"))
         frame = bytearray(encode_request(ApiKey.PRODUCE, 9, 7, "unit", produce_request("w"))[4:])
         errors = {}
         for principal in (ALICE, BOB):
-            outcome = Dispatcher(broker).dispatch(bytearray(frame), "127.0.0.1:5000", principal)
+            security = ConnectionSecurity(ListenerSecurity(name="PLAINTEXT", protocol="PLAINTEXT"))
+            security.principal = principal
+            outcome = Dispatcher(broker).dispatch(bytearray(frame), "127.0.0.1:5000", security)
             assert outcome is not None and outcome[0] is not None
             result = outcome[1]
             response = await result if inspect.isawaitable(result) else result

@@ -113,6 +113,20 @@ from .produce import (
     ProduceRequest,
     ProduceResponse,
 )
+from .security import (
+    ALTER_USER_SCRAM_CREDENTIALS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 #: Every declared API, in key order.
 ALL_APIS: tuple[ApiSpec, ...] = tuple(
@@ -147,6 +161,10 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
             DESCRIBE_ACLS,
             CREATE_ACLS,
             DELETE_ACLS,
+            SASL_HANDSHAKE,
+            SASL_AUTHENTICATE,
+            DESCRIBE_USER_SCRAM_CREDENTIALS,
+            ALTER_USER_SCRAM_CREDENTIALS,
         ),
         key=lambda s: s.api_key,
     )
@@ -162,6 +180,8 @@ __all__ = [
     "DescribeLogDirsResponse",
     "IncrementalAlterConfigsRequest",
     "IncrementalAlterConfigsResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "CreateAclsRequest",
@@ -182,6 +202,8 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
@@ -210,6 +232,10 @@ __all__ = [
     "OffsetForLeaderEpochResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
 ]

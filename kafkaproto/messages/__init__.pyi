@@ -33,6 +33,10 @@ OFFSET_DELETE: ApiSpec
 OFFSET_FETCH: ApiSpec
 INIT_PRODUCER_ID: ApiSpec
 PRODUCE: ApiSpec
+ALTER_USER_SCRAM_CREDENTIALS: ApiSpec
+DESCRIBE_USER_SCRAM_CREDENTIALS: ApiSpec
+SASL_AUTHENTICATE: ApiSpec
+SASL_HANDSHAKE: ApiSpec
 
 class ProduceRequest(Message):
     class PartitionProduceData(Struct):
@@ -472,6 +476,15 @@ class ListGroupsResponse(Message):
     groups: list[ListGroupsResponse.ListedGroup]
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., groups: list[ListGroupsResponse.ListedGroup] = ...) -> None: ...
 
+class SaslHandshakeRequest(Message):
+    mechanism: str
+    def __init__(self, *, mechanism: str = ...) -> None: ...
+
+class SaslHandshakeResponse(Message):
+    error_code: int
+    mechanisms: list[str]
+    def __init__(self, *, error_code: int = ..., mechanisms: list[str] = ...) -> None: ...
+
 class ApiVersionsRequest(Message):
     client_software_name: str
     client_software_version: str
@@ -816,6 +829,17 @@ class DescribeLogDirsResponse(Message):
     results: list[DescribeLogDirsResponse.DescribeLogDirsResult]
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., results: list[DescribeLogDirsResponse.DescribeLogDirsResult] = ...) -> None: ...
 
+class SaslAuthenticateRequest(Message):
+    auth_bytes: bytes
+    def __init__(self, *, auth_bytes: bytes = ...) -> None: ...
+
+class SaslAuthenticateResponse(Message):
+    error_code: int
+    error_message: str | None
+    auth_bytes: bytes
+    session_lifetime_ms: int
+    def __init__(self, *, error_code: int = ..., error_message: str | None = ..., auth_bytes: bytes = ..., session_lifetime_ms: int = ...) -> None: ...
+
 class CreatePartitionsRequest(Message):
     class CreatePartitionsAssignment(Struct):
         broker_ids: list[int]
@@ -904,3 +928,53 @@ class OffsetDeleteResponse(Message):
     throttle_time_ms: int
     topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic]
     def __init__(self, *, error_code: int = ..., throttle_time_ms: int = ..., topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic] = ...) -> None: ...
+
+class DescribeUserScramCredentialsRequest(Message):
+    class UserName(Struct):
+        name: str
+        def __init__(self, *, name: str = ...) -> None: ...
+    users: list[DescribeUserScramCredentialsRequest.UserName] | None
+    def __init__(self, *, users: list[DescribeUserScramCredentialsRequest.UserName] | None = ...) -> None: ...
+
+class DescribeUserScramCredentialsResponse(Message):
+    class CredentialInfo(Struct):
+        mechanism: int
+        iterations: int
+        def __init__(self, *, mechanism: int = ..., iterations: int = ...) -> None: ...
+    class DescribeUserScramCredentialsResult(Struct):
+        user: str
+        error_code: int
+        error_message: str | None
+        credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo]
+        def __init__(self, *, user: str = ..., error_code: int = ..., error_message: str | None = ..., credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo] = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult] = ...) -> None: ...
+
+class AlterUserScramCredentialsRequest(Message):
+    class ScramCredentialDeletion(Struct):
+        name: str
+        mechanism: int
+        def __init__(self, *, name: str = ..., mechanism: int = ...) -> None: ...
+    class ScramCredentialUpsertion(Struct):
+        name: str
+        mechanism: int
+        iterations: int
+        salt: bytes
+        salted_password: bytes
+        def __init__(self, *, name: str = ..., mechanism: int = ..., iterations: int = ..., salt: bytes = ..., salted_password: bytes = ...) -> None: ...
+    deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion]
+    upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion]
+    def __init__(self, *, deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion] = ..., upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion] = ...) -> None: ...
+
+class AlterUserScramCredentialsResponse(Message):
+    class AlterUserScramCredentialsResult(Struct):
+        user: str
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, user: str = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult]
+    def __init__(self, *, throttle_time_ms: int = ..., results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = ...) -> None: ...

@@ -12,6 +12,7 @@ from typing import Any
 from kafkaproto import ApiKey
 from logserver.handlers import (
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     create_acls,
     create_partitions,
@@ -24,6 +25,7 @@ from logserver.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
@@ -37,6 +39,8 @@ from logserver.handlers import (
     offset_delete,
     offset_fetch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
 )
 
@@ -82,4 +86,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_ACLS: Handler("DescribeAcls", 0, 3, describe_acls.handle),
     ApiKey.CREATE_ACLS: Handler("CreateAcls", 0, 3, create_acls.handle),
     ApiKey.DELETE_ACLS: Handler("DeleteAcls", 0, 3, delete_acls.handle),
+    # -- authentication (logserver/security) --
+    ApiKey.SASL_HANDSHAKE: Handler("SaslHandshake", 0, 1, sasl_handshake.handle),
+    ApiKey.SASL_AUTHENTICATE: Handler("SaslAuthenticate", 0, 2, sasl_authenticate.handle),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Handler(
+        "DescribeUserScramCredentials", 0, 0, describe_user_scram_credentials.handle),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Handler(
+        "AlterUserScramCredentials", 0, 0, alter_user_scram_credentials.handle),
 }

@@ -56,9 +56,10 @@ def handle(broker: Broker, header: RequestHeader, request: DescribeConfigsReques
 
 
 def _entry(name: str, value: str | None, source: int, config_type: int,
-           read_only: bool = True, synonyms: list[tuple[str, str | None, int]] | None = None) -> Entry:
+           read_only: bool = True, synonyms: list[tuple[str, str | None, int]] | None = None,
+           sensitive: bool = False) -> Entry:
     return Entry(name=name, value=value, read_only=read_only, config_source=source,
-                 is_default=source == DEFAULT_CONFIG, is_sensitive=False,
+                 is_default=source == DEFAULT_CONFIG, is_sensitive=sensitive,
                  synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in synonyms or ()],
                  config_type=config_type, documentation=None)
 
@@ -94,6 +95,9 @@ def _broker(broker: Broker, name: str, keys: set[str] | None, with_synonyms: boo
             continue
         value = broker.config[key]
         static = STATIC_BROKER_CONFIG if key in broker.config.sources else DEFAULT_CONFIG
+        if key in SETTINGS and SETTINGS[key].sensitive:  # as Kafka: a password is null, sensitive
+            entries.append(_entry(key, None, static, STRING, sensitive=True))
+            continue
         text = None if value is None else format_setting(value)
         levels: list[tuple[str, str | None, int]] = [
             (key, v, s) for v, s in dynamic.dynamic_values(key)]

@@ -31,13 +31,13 @@ def fsync_path(path: Path, *, missing_ok: bool = False) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
+def atomic_write(path: Path, data: bytes, *, sync: bool = True, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` so a crash leaves either the old or the new file.
 
     ``sync=False`` skips both fsyncs (the rename is still atomic, just not durable yet).
     """
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)
         while view:

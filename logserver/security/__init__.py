@@ -1,8 +1,15 @@
-"""Authorization on the Kafka listener: Kafka's ACL model, authorizer and checks.
+"""Kafka listener security: TLS, SASL authentication, SCRAM credentials, principals, and
+authorization (Kafka's ACL model, authorizer and checks).
 
-``acl`` is the vocabulary, ``authorizer`` the decision (sans-I/O), ``store`` the file the
-ACLs live in, ``checks`` what each request needs, ``settings`` how it is switched on.
+Each listener has a security protocol (Kafka's ``PLAINTEXT``, ``SSL``,
+``SASL_PLAINTEXT``, ``SASL_SSL``); every connection carries a
+:class:`~logserver.security.session.ConnectionSecurity` that says who the client is and
+what it may send before it has authenticated. The SASL and SCRAM state machines are
+sans-I/O; the network layer only asks them what to do with each frame. For
+authorization, ``acl`` is the vocabulary, ``authorizer`` the decision (sans-I/O), ``store``
+the file the ACLs live in, ``checks`` what each request needs.
 """
+
 
 from __future__ import annotations
 
