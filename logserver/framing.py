@@ -1,8 +1,11 @@
 """The server side of one Kafka connection, sans-I/O: request frames in, responses out in order.
 
 Input: 4-byte size framing into a reusable staging buffer; a frame too large for it gets
-a buffer of its own that the socket fills directly (a big produce request is copied
-once); a size outside ``8..max_request_bytes`` is refused before its body is read.
+a buffer of its own that the socket fills directly. That buffer grows with the bytes
+that arrive (doubling, from ``BIG_INITIAL_BYTES``), never to the announced size at once:
+a size prefix costs nothing until its body comes. A size outside
+``8..max_request_bytes`` (``socket.request.max.bytes``) is refused before its body is
+read.
 Output: every request that will be answered takes a slot in arrival order; responses
 complete in any order (a long-poll fetch, an fsync before an ack) and leave strictly in
 slot order, as Kafka clients require. A request that gets no answer (acks=0) takes no
@@ -21,6 +24,8 @@ __all__ = ["ServerFraming", "Slot"]
 Chunk = TypeVar("Chunk")
 _SIZE = struct.Struct(">i")
 MIN_FRAME = 8
+#: First size of a big frame's own buffer; it doubles as bytes arrive, up to the frame.
+BIG_INITIAL_BYTES = 64 * 1024
 
 
 class Slot(Generic[Chunk]):
@@ -44,6 +49,7 @@ class ServerFraming(Generic[Chunk]):
         self._end = 0
         self._big: bytearray | None = None
         self._big_filled = 0
+        self._big_size = 0  # the announced size of the frame ``_big`` is filling
         #: Why the input is unusable (a size prefix out of range): close the connection.
         self.failed: str | None = None
         self._slots: deque[Slot[Chunk]] = deque()
@@ -52,9 +58,30 @@ class ServerFraming(Generic[Chunk]):
     # ---- requests in ----------------------------------------------------------------
     def get_buffer(self) -> memoryview:
         """Where the next bytes read from the socket go (asyncio.BufferedProtocol)."""
-        if self._big is not None:
-            return memoryview(self._big)[self._big_filled:]
+        big = self._big
+        if big is not None:
+            if self._big_filled == len(big):
+                big = self._grow_big()
+            return memoryview(big)[self._big_filled:]
         return self._staging_view[self._end:]
+
+    def _grow_big(self) -> bytearray:
+        """Double the big frame's buffer (never beyond its announced size)."""
+        big = self._big
+        assert big is not None
+        extra = min(max(len(big), BIG_INITIAL_BYTES), self._big_size - len(big))
+        try:
+            big.extend(bytes(extra))
+        except BufferError:  # a view of it is still held somewhere: grow a copy
+            grown = bytearray(len(big) + extra)
+            grown[:len(big)] = big
+            self._big = big = grown
+        return big
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of memory this connection's input holds now (staging and big frame)."""
+        return len(self._staging) + (len(self._big) if self._big is not None else 0)
 
     def buffer_updated(self, nbytes: int) -> list[bytearray]:
         """``nbytes`` were written into the last buffer; returns the frames now complete.
@@ -67,7 +94,7 @@ class ServerFraming(Generic[Chunk]):
             return []
         if self._big is not None:
             self._big_filled += nbytes
-            if self._big_filled < len(self._big):
+            if self._big_filled < self._big_size:
                 return []
             frame, self._big = self._big, None
             return [frame]
@@ -92,7 +119,8 @@ class ServerFraming(Generic[Chunk]):
                 start = body + size
                 continue
             if size + 4 > len(staging):
-                self._big = bytearray(size)
+                self._big = bytearray(min(size, max(available, BIG_INITIAL_BYTES)))
+                self._big_size = size
                 self._big[:available] = staging[start + 4:end]
                 self._big_filled = available
                 self._start = self._end = 0

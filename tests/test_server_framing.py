@@ -107,3 +107,31 @@ def test_close_reports_unfinished_slots_and_drops_output() -> None:
     framing.respond([b"blocked"])
     assert framing.close() == [pending]
     assert framing.take_output() == [] and framing.waiting == 0
+
+
+def test_a_big_frame_buffer_grows_with_the_bytes_that_arrive() -> None:
+    """A 100 MB size prefix followed by 6 bytes costs the staging buffer and 64 KiB, not
+    100 MB; as the body arrives the buffer doubles, never past the announced size."""
+    size = 100_000_000
+    framing: ServerFraming[bytes] = ServerFraming(size, staging_bytes=1024)
+    buf = framing.get_buffer()
+    data = struct.pack(">i", size) + b"abcdef"
+    buf[:len(data)] = data
+    assert framing.buffer_updated(len(data)) == []
+    assert framing.buffered_bytes <= 1024 + 64 * 1024
+    body = bytes(range(256)) * (300_000 // 256)
+    frame = _frame(body)
+    framing = ServerFraming(len(body), staging_bytes=1024)
+    sizes = []
+    pos = 0
+    out: list[bytes] = []
+    while pos < len(frame):
+        buf = framing.get_buffer()
+        n = min(len(buf), 10_000, len(frame) - pos)
+        buf[:n] = frame[pos:pos + n]
+        pos += n
+        sizes.append(framing.buffered_bytes - 1024)
+        assert sizes[-1] <= max(2 * pos, 64 * 1024), (pos, sizes[-1])
+        out += [bytes(f) for f in framing.buffer_updated(n)]
+    assert out == [body]
+    assert max(sizes) <= len(body)
