@@ -95,6 +95,16 @@ def _optional_int_in(low: int) -> Callable[[str], int | None]:
     return parse
 
 
+def _budget_bytes(text: str) -> int | None:
+    """A positive byte count, or -1 for no limit (Kafka's convention)."""
+    value = int(text.strip())
+    if value == -1:
+        return None
+    if value < 1:
+        raise ValueError(f"must be -1 (no limit) or positive, got {value}")
+    return value
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -145,6 +155,11 @@ SETTINGS: dict[str, Setting] = {
                 "Largest request frame; larger ones close the connection unread."),
         Setting("queued.max.requests", "500", _int_in(1, 100_000),
                 "Requests read ahead per connection before reading pauses."),
+        Setting("queued.max.request.bytes", "536870912", _budget_bytes,
+                "Bytes of requests in flight over all connections (each frame's size, "
+                "reserved when its size prefix is read, until it is answered); while "
+                "none is left, connections starting a new frame stop reading. -1: no "
+                "limit (Kafka's default; ours is 512 MiB)."),
         # -- consumer groups (logserver/groups) ---------------------------------------
         Setting("group.min.session.timeout.ms", "6000", _int_in(1, 2**31 - 1),
                 "Smallest session timeout a group member may ask for (else INVALID_SESSION_TIMEOUT)."),

@@ -5,7 +5,11 @@ a buffer of its own that the socket fills directly. That buffer grows with the b
 that arrive (doubling, from ``BIG_INITIAL_BYTES``), never to the announced size at once:
 a size prefix costs nothing until its body comes. A size outside
 ``8..max_request_bytes`` (``socket.request.max.bytes``) is refused before its body is
-read.
+read. With a :class:`~logserver.request_budget.RequestBudget`
+(``queued.max.request.bytes``), each frame's size is reserved before it is taken; while
+none is left the framing is :attr:`blocked` and parses nothing more until
+:meth:`unblock`. The caller releases each returned frame's ``len(frame)`` once it is
+answered.
 Output: every request that will be answered takes a slot in arrival order; responses
 complete in any order (a long-poll fetch, an fsync before an ack) and leave strictly in
 slot order, as Kafka clients require. A request that gets no answer (acks=0) takes no
@@ -17,7 +21,10 @@ from __future__ import annotations
 import struct
 from collections import deque
 from collections.abc import Sequence
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from logserver.request_budget import RequestBudget
 
 __all__ = ["ServerFraming", "Slot"]
 
@@ -41,8 +48,13 @@ class Slot(Generic[Chunk]):
 class ServerFraming(Generic[Chunk]):
     """Framing and in-order responses for one connection; see the module docstring."""
 
-    def __init__(self, max_request_bytes: int, staging_bytes: int = 32 * 1024) -> None:
+    def __init__(self, max_request_bytes: int, staging_bytes: int = 32 * 1024,
+                 budget: RequestBudget | None = None) -> None:
         self.max_request_bytes = max_request_bytes
+        self._budget = budget
+        #: The budget refused the next frame: read nothing more until :meth:`unblock`.
+        self.blocked = False
+        self._head_reserved = False  # the frame at the staging start has its reservation
         self._staging = bytearray(staging_bytes)
         self._staging_view = memoryview(self._staging)
         self._start = 0
@@ -54,6 +66,9 @@ class ServerFraming(Generic[Chunk]):
         self.failed: str | None = None
         self._slots: deque[Slot[Chunk]] = deque()
         self._ready: list[Chunk] = []
+        #: Bytes of the responses in :meth:`take_output`'s next answer (record regions
+        #: count their length), for the caller's back-pressure.
+        self.ready_bytes = 0
 
     # ---- requests in ----------------------------------------------------------------
     def get_buffer(self) -> memoryview:
@@ -99,7 +114,22 @@ class ServerFraming(Generic[Chunk]):
             frame, self._big = self._big, None
             return [frame]
         self._end += nbytes
+        if self.blocked:
+            return []
         return self._parse_staged()
+
+    def unblock(self) -> list[bytearray]:
+        """Try the frame the budget refused again; returns the frames now complete."""
+        if not self.blocked or self.failed is not None:
+            return []
+        self.blocked = False
+        return self._parse_staged()
+
+    def _reserve(self, size: int) -> bool:
+        if self._budget is None or self._budget.try_reserve(size):
+            return True
+        self.blocked = True
+        return False
 
     def _parse_staged(self) -> list[bytearray]:
         staging = self._staging
@@ -112,15 +142,21 @@ class ServerFraming(Generic[Chunk]):
                 self.failed = (f"frame size {size} outside {MIN_FRAME}..{self.max_request_bytes} "
                                "(socket.request.max.bytes)")
                 return frames
+            if not self._head_reserved:
+                if not self._reserve(size):
+                    break
+                self._head_reserved = True
             available = end - start - 4
             if available >= size:
                 body = start + 4
                 frames.append(staging[body:body + size])
                 start = body + size
+                self._head_reserved = False
                 continue
             if size + 4 > len(staging):
                 self._big = bytearray(min(size, max(available, BIG_INITIAL_BYTES)))
                 self._big_size = size
+                self._head_reserved = False  # the big frame holds the reservation now
                 self._big[:available] = staging[start + 4:end]
                 self._big_filled = available
                 self._start = self._end = 0
@@ -145,6 +181,7 @@ class ServerFraming(Generic[Chunk]):
             self._slots.append(slot)
         else:
             self._ready.extend(chunks)
+            self.ready_bytes += _size(chunks)
 
     def reserve(self) -> Slot[Chunk]:
         """A place for a response that will be ready later (see :meth:`complete`)."""
@@ -160,10 +197,12 @@ class ServerFraming(Generic[Chunk]):
             head = slots.popleft()
             if head.chunks:
                 self._ready.extend(head.chunks)
+                self.ready_bytes += _size(head.chunks)
 
     def take_output(self) -> list[Chunk]:
         """Everything that may be sent now, in order; the caller sends all of it."""
         out, self._ready = self._ready, []
+        self.ready_bytes = 0
         return out
 
     @property
@@ -185,8 +224,26 @@ class ServerFraming(Generic[Chunk]):
         return held
 
     def close(self) -> list[Slot[Chunk]]:
-        """The slots never completed (their work can be cancelled); drops all output."""
+        """The slots never completed (their work can be cancelled); drops all output and
+        the budget reserved for a frame half read."""
+        if self._budget is not None:
+            if self._big is not None:
+                self._budget.release(self._big_size)
+            elif self._head_reserved:
+                self._budget.release(_SIZE.unpack_from(self._staging, self._start)[0])
+        self._big = None
+        self._head_reserved = False
         lost = [slot for slot in self._slots if not slot.done]
         self._slots.clear()
         self._ready.clear()
+        self.ready_bytes = 0
         return lost
+
+
+def _size(chunks: Sequence[object]) -> int:
+    """Bytes of response chunks: ``bytes`` by length, record regions by ``.length``."""
+    total = 0
+    for chunk in chunks:
+        total += len(chunk) if isinstance(chunk, (bytes, bytearray, memoryview)) else \
+            getattr(chunk, "length", 0)
+    return total

@@ -16,6 +16,7 @@ from logserver.dispatch import Dispatcher
 from logserver.handlers import HANDLERS
 from logserver.limits import ConnectionLimiter, reap_idle_connections
 from logserver.network import ConnectionStats, connection_factory
+from logserver.request_budget import RequestBudget
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     sys.setswitchinterval(0.001)
     stats = ConnectionStats()
     stats.limiter = ConnectionLimiter(config)
+    stats.budget = RequestBudget(config["queued.max.request.bytes"])
     background: list[asyncio.Task[None]] = []
     factory = connection_factory(Dispatcher(broker), stats)
     servers: list[asyncio.Server] = []

@@ -55,8 +55,9 @@ def wait_for(condition, timeout: float = 20.0, what: str = "condition"):
 # ------------------------------------------------------------ 1. frame buffers
 def test_announced_frame_sizes_cost_nothing_until_their_bytes_arrive(server_factory):
     """20 sockets each announce a 100 MB frame (under socket.request.max.bytes) and send
-    6 bytes of it: the server's memory grows by a few MB, not by 2 GB."""
-    server = server_factory()
+    6 bytes of it: the server's memory grows by a few MB, not by 2 GB. (The request
+    budget is off here so that every connection is read; see the budget tests.)"""
+    server = server_factory(settings={"queued.max.request.bytes": -1})
     rw.api_versions_ok(server.port)
     before = rss_kb(server.pid)
     socks = []
@@ -89,3 +90,139 @@ def test_frame_above_socket_request_max_bytes_is_closed_unread(server_factory):
         assert c.closed_by_server(timeout=10)
     rw.api_versions_ok(server.port)
     assert "socket.request.max.bytes" in server.output()
+
+
+# ------------------------------------------------------------ 2. bytes in flight
+def _fetch_v4(topic: str, partition: int, offset: int, max_bytes: int,
+              repeat: int = 1) -> bytes:
+    """Fetch v4 body naming (topic, partition) ``repeat`` times."""
+    one = rw.i32(partition) + rw.i64(offset) + rw.i32(max_bytes)
+    return (rw.i32(-1) + rw.i32(0) + rw.i32(1) + rw.i32(64 << 20) + rw.i8(0)
+            + rw.i32(1) + rw.string(topic) + rw.i32(repeat) + one * repeat)
+
+
+def _parse_fetch_v4(body: bytes) -> list[tuple[str, int, int, int]]:
+    """[(topic, partition, error_code, record bytes)] in response order."""
+    r = rw.Reader(body)
+    r.i32()  # throttle_time_ms
+    out = []
+    for _ in range(r.i32()):
+        topic = r.string()
+        for _ in range(r.i32()):
+            partition, error = r.i32(), r.i16()
+            r.i64()  # high watermark
+            r.i64()  # last stable offset
+            aborted = r.i32()
+            r.pos += max(aborted, 0) * 16
+            size = r.i32()
+            r.pos += max(size, 0)
+            out.append((topic, partition, error, max(size, 0)))
+    return out
+
+
+def _produce(port: int, topic: str, partition: int, values: list[bytes]) -> None:
+    with rw.Conn(port) as c:
+        for i, value in enumerate(values):
+            res = c.call(rw.request(rw.API_PRODUCE, 3, i + 1, rw.produce_v3(
+                topic, partition, rw.record_batch([(None, value)]))))
+            assert res is not None
+            assert rw.parse_produce_v3_response(res[1])[(topic, partition)][0] == 0
+
+
+def _send_what_fits(sock: socket.socket, data: bytes, deadline: float) -> int:
+    """Send from a non-blocking socket until ``data`` is gone or the peer stops reading
+    (nothing accepted for 0.5 s, or ``deadline``); returns the bytes sent."""
+    sent = 0
+    idle_since = time.monotonic()
+    while sent < len(data) and time.monotonic() < deadline:
+        try:
+            n = sock.send(data[sent:sent + (1 << 20)])
+        except BlockingIOError:
+            if time.monotonic() - idle_since > 0.5:
+                break
+            time.sleep(0.01)
+            continue
+        sent += n
+        idle_since = time.monotonic()
+    return sent
+
+
+def test_queued_max_request_bytes_bounds_requests_in_flight(server_factory):
+    """queued.max.request.bytes=8 MB: 20 sockets each send 5 MB of a 5 MB frame but for
+    its last byte. Once 8 MB are reserved (Kafka's pool: granted while any is left, so
+    two frames) the others are not read: memory grows by ~10 MB, not 100 MB; a new
+    client waits; when the hogs go away the budget is back and it is served."""
+    server = server_factory(settings={"queued.max.request.bytes": 8 << 20})
+    rw.api_versions_ok(server.port)
+    before = rss_kb(server.pid)
+    size = 5 << 20
+    frame_but_one = struct.pack(">i", size) + rw.request(rw.API_API_VERSIONS, 0, 1)[4:] \
+        + b"\x00" * (size - 10 - len(rw.request(rw.API_API_VERSIONS, 0, 1)) + 4)
+    hogs = []
+    try:
+        deadline = time.monotonic() + 60
+        for _ in range(20):
+            sock = socket.create_connection((rw.HOST, server.port))
+            sock.setblocking(False)
+            _send_what_fits(sock, frame_but_one, deadline)
+            hogs.append(sock)
+        queues = wait_for(lambda: (q := server_side_queues(server.pid, server.port))
+                          and len(q) == 20 and q, what="20 connections")
+        # two frames got their reservation and were read to the byte they miss
+        read_in_full = wait_for(lambda: [rx for rx, _ in server_side_queues(
+            server.pid, server.port)].count(0) >= 2 and server_side_queues(server.pid, server.port),
+            what="two frames read")
+        unread = [rx for rx, _ in read_in_full if rx > 0]
+        assert len(unread) >= 17, f"the server read {20 - len(unread)} of 20 hogs ({queues})"
+        grown_mb = (rss_kb(server.pid) - before) / 1024
+        print(f"8 MB budget, 20 hogs of 5 MB: RSS +{grown_mb:.1f} MB, {len(unread)} not read")
+        assert grown_mb < 25, f"RSS grew {grown_mb:.0f} MB with an 8 MB request budget"
+        # a new client's request waits for budget ...
+        waiting = rw.Conn(server.port)
+        waiting.send(rw.request(rw.API_API_VERSIONS, 0, 42))
+        with pytest.raises(TimeoutError):
+            waiting.recv_frame(timeout=1.0)
+        # ... until the hogs go away and give their reservations back
+        for sock in hogs:
+            sock.close()
+        hogs.clear()
+        frame = waiting.recv_frame(timeout=20)
+        assert frame is not None and struct.unpack_from(">i", frame)[0] == 42
+        waiting.close()
+        rw.api_versions_ok(server.port)
+    finally:
+        for sock in hogs:
+            sock.close()
+
+
+def test_client_that_never_reads_pins_at_most_one_response(server_factory, topic_name):
+    """A client pipelines 50,000 fetches whose responses (~60 KB each, sent inline) it
+    never reads: the server dispatches a request only while the connection's output is
+    under the transport's high-water mark, so it stops reading from that client and its
+    memory grows by a few MB (before: by every response read ahead)."""
+    server = server_factory()
+    create = rw.Conn(server.port)
+    create.call(rw.request(rw.API_METADATA, 4, 1, rw.metadata_v4([topic_name], True)))
+    create.close()
+    _produce(server.port, topic_name, 0, [bytes([i]) * 60_000 for i in range(4)])
+    request = rw.request(rw.API_FETCH, 4, 7, _fetch_v4(topic_name, 0, 0, 60_000))
+    with rw.Conn(server.port) as warm:  # the fetch path's first use, outside the measure
+        for _ in range(20):
+            assert warm.call(request) is not None
+    before = rss_kb(server.pid)
+    hog = socket.create_connection((rw.HOST, server.port))
+    hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    hog.setblocking(False)
+    try:
+        sent = _send_what_fits(hog, request * 50_000, time.monotonic() + 60)
+        assert sent < len(request) * 50_000, "the server read every pipelined fetch"
+        grown_mb = (rss_kb(server.pid) - before) / 1024
+        print(f"never-reading client: {sent} request bytes sent, RSS +{grown_mb:.2f} MB")
+        with rw.Conn(server.port) as other:  # another client is served meanwhile
+            corr, body = other.call(rw.request(rw.API_FETCH, 4, 9, _fetch_v4(
+                topic_name, 0, 0, 60_000)))
+            assert _parse_fetch_v4(body)[0][2:] == (0, 60_072)  # one batch: 61 + 11 bytes around the value
+        assert grown_mb < 10, f"RSS grew {grown_mb:.0f} MB for one client that never reads"
+    finally:
+        hog.close()
+    rw.api_versions_ok(server.port)
