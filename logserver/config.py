@@ -155,6 +155,9 @@ SETTINGS: dict[str, Setting] = {
                 "Largest request frame; larger ones close the connection unread."),
         Setting("queued.max.requests", "500", _int_in(1, 100_000),
                 "Requests read ahead per connection before reading pauses."),
+        Setting("fetch.max.bytes", "57671680", _int_in(1024, 2**31 - 1),
+                "Most record bytes one Fetch response carries (with the request's own "
+                "max_bytes; KIP-74: a first batch larger than it still comes whole)."),
         Setting("queued.max.request.bytes", "536870912", _budget_bytes,
                 "Bytes of requests in flight over all connections (each frame's size, "
                 "reserved when its size prefix is read, until it is answered); while "

@@ -226,3 +226,48 @@ def test_client_that_never_reads_pins_at_most_one_response(server_factory, topic
     finally:
         hog.close()
     rw.api_versions_ok(server.port)
+
+
+# ------------------------------------------------------------ 3. duplicate partitions
+def test_fetch_naming_a_partition_1900_times_is_answered_once(server_factory, topic_name):
+    """As Kafka (FetchRequest.fetchData is a map keyed by topic-partition): a partition
+    named 1,900 times is read and answered once, with the last mention's offset; the
+    response is ~57 KB, not 108 MB, and the server's memory does not grow with it."""
+    server = server_factory()
+    with rw.Conn(server.port) as c:
+        c.call(rw.request(rw.API_METADATA, 4, 1, rw.metadata_v4([topic_name], True)))
+    _produce(server.port, topic_name, 0, [b"a" * 57_000, b"b" * 57_000])
+    before = rss_kb(server.pid)
+    one = rw.i32(0) + rw.i64(0) + rw.i32(1 << 20)
+    last = rw.i32(0) + rw.i64(1) + rw.i32(1 << 20)  # the last mention asks for offset 1
+    body = (rw.i32(-1) + rw.i32(0) + rw.i32(1) + rw.i32(256 << 20) + rw.i8(0)
+            + rw.i32(2)
+            + rw.string(topic_name) + rw.i32(1899) + one * 1899
+            + rw.string(topic_name) + rw.i32(1) + last)
+    with rw.Conn(server.port) as c:
+        frame = c.call(rw.request(rw.API_FETCH, 4, 3, body), timeout=30)
+    assert frame is not None
+    corr, response = frame
+    assert corr == 3 and len(response) < 100_000, f"a {len(response)}-byte response"
+    answered = _parse_fetch_v4(response)
+    assert [(t, p, e) for t, p, e, _ in answered] == [(topic_name, 0, 0)]
+    assert b"b" * 1000 in response and b"a" * 1000 not in response  # offset 1: the last one
+    grown_mb = (rss_kb(server.pid) - before) / 1024
+    assert grown_mb < 10, f"RSS grew {grown_mb:.0f} MB for one duplicated fetch"
+
+
+def test_fetch_max_bytes_caps_what_the_request_asks_for(server_factory, topic_name):
+    """fetch.max.bytes (Kafka's broker cap, default 55 MiB) bounds a response whatever the
+    request's max_bytes says; the first batch still comes whole (KIP-74)."""
+    server = server_factory(settings={"fetch.max.bytes": 100_000, "num.partitions": 4})
+    with rw.Conn(server.port) as c:
+        c.call(rw.request(rw.API_METADATA, 4, 1, rw.metadata_v4([topic_name], True)))
+    for p in range(4):
+        _produce(server.port, topic_name, p, [bytes([65 + p]) * 60_000])
+    parts = b"".join(rw.i32(p) + rw.i64(0) + rw.i32(1 << 20) for p in range(4))
+    body = (rw.i32(-1) + rw.i32(0) + rw.i32(1) + rw.i32(256 << 20) + rw.i8(0)
+            + rw.i32(1) + rw.string(topic_name) + rw.i32(4) + parts)
+    with rw.Conn(server.port) as c:
+        corr, response = c.call(rw.request(rw.API_FETCH, 4, 3, body))
+    sizes = [size for _, _, _, size in _parse_fetch_v4(response)]
+    assert len(sizes) == 4 and sizes[0] > 60_000 and sum(sizes) < 130_000, sizes
