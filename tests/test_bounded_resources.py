@@ -271,3 +271,62 @@ def test_fetch_max_bytes_caps_what_the_request_asks_for(server_factory, topic_na
         corr, response = c.call(rw.request(rw.API_FETCH, 4, 3, body))
     sizes = [size for _, _, _, size in _parse_fetch_v4(response)]
     assert len(sizes) == 4 and sizes[0] > 60_000 and sum(sizes) < 130_000, sizes
+
+
+# ------------------------------------------------------------ 5. topic names and files
+def _create_topic(port: int, name: str, partitions: int = 1,
+                  configs: dict[str, str] | None = None) -> tuple[int, str | None]:
+    from kafkaproto import decode_response, encode_request
+    from kafkaproto.messages import CreateTopicsRequest
+
+    req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=1, assignments=[],
+        configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+                 for k, v in (configs or {}).items()])],
+        timeout_ms=30000, validate_only=False)
+    with rw.Conn(port, timeout=60) as c:
+        assert c.send(encode_request(19, 5, 1, "bounded", req))
+        frame = c.recv_frame()
+    assert frame is not None
+    _, response = decode_response(19, 5, frame)
+    return response.topics[0].error_code, response.topics[0].error_message
+
+
+def _delete_topic(port: int, name: str) -> int:
+    from kafkaproto import decode_response, encode_request
+    from kafkaproto.messages import DeleteTopicsRequest
+
+    with rw.Conn(port) as c:
+        assert c.send(encode_request(20, 4, 1, "bounded", DeleteTopicsRequest(
+            topic_names=[name], timeout_ms=10000)))
+        frame = c.recv_frame()
+    assert frame is not None
+    _, response = decode_response(20, 4, frame)
+    return response.responses[0].error_code
+
+
+def test_delete_dir_names_fit_a_file_name():
+    from logserver.log.local_log import delete_dir_name
+
+    name = delete_dir_name("t" * 249 + "-99999", "f" * 32)
+    assert len(name.encode()) == 255 and name.endswith("-99999." + "f" * 32 + "-delete")
+    assert delete_dir_name("short-3", "a" * 32) == "short-3." + "a" * 32 + "-delete"
+
+
+def test_a_249_character_topic_is_created_used_deleted_and_gone(server_factory):
+    """Kafka's longest topic name (249 characters): created, written, deleted; its
+    directory is renamed (topic cut to fit 255 bytes, as Kafka) and removed; a 250-character
+    name is INVALID_TOPIC_EXCEPTION."""
+    server = server_factory(settings={"log.segment.delete.delay.ms": 0})
+    name = "x" * 249
+    assert _create_topic(server.port, name, 2)[0] == 0
+    _produce(server.port, name, 1, [b"kept until deleted"])
+    assert server.partition_dir(name, 1).is_dir()
+    assert _delete_topic(server.port, name) == 0
+    assert server.data_dir is not None
+    wait_for(lambda: not any(p.name.startswith("x" * 200) for p in server.data_dir.iterdir()),
+             what="the deleted topic's directories to be removed")
+    assert "File name too long" not in server.output()
+    assert _create_topic(server.port, name, 1)[0] == 0  # the name is free again
+    code, message = _create_topic(server.port, "y" * 250)
+    assert code == 17 and "249" in (message or "")  # INVALID_TOPIC_EXCEPTION
