@@ -149,6 +149,12 @@ SETTINGS: dict[str, Setting] = {
                 "fsync every this many milliseconds; unset means no timed fsync."),
         _topic_default("log.message.timestamp.type", "message.timestamp.type",
                 "Keep the producer's timestamps or stamp the broker's time."),
+        _topic_default("log.message.timestamp.after.max.ms", "message.timestamp.after.max.ms",
+                "CreateTime topics: a batch whose largest timestamp is more than this ahead "
+                "of the broker's clock gets INVALID_TIMESTAMP (KIP-937; Kafka 4's default)."),
+        _topic_default("log.message.timestamp.before.max.ms", "message.timestamp.before.max.ms",
+                "CreateTime topics: a batch whose first timestamp is more than this behind "
+                "the broker's clock gets INVALID_TIMESTAMP (KIP-937)."),
         _topic_default("message.max.bytes", "max.message.bytes",
                 "Largest record batch accepted from a producer."),
         Setting("socket.request.max.bytes", "104857600", _int_in(1, 2**31 - 1),

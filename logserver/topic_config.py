@@ -61,6 +61,10 @@ class TopicConfig:
     delete_retention_ms: int = _DAY_MS  # delete.retention.ms: how long tombstones stay
     max_message_bytes: int = 1_048_588  # max.message.bytes
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type
+    # KIP-937: how far a CreateTime may lie behind / ahead of the broker's clock (the
+    # "after" default is Kafka 4's, one hour; 3.6-3.9 had no limit).
+    message_timestamp_before_max_ms: int = LONG_MAX  # message.timestamp.before.max.ms
+    message_timestamp_after_max_ms: int = 3_600_000  # message.timestamp.after.max.ms
     retention_bytes: int = -1  # retention.bytes; -1: no size limit
     retention_ms: int = _WEEK_MS  # retention.ms; -1: keep forever
     segment_bytes: int = 1 << 30  # segment.bytes
@@ -290,6 +294,10 @@ TOPIC_SETTINGS: dict[str, TopicSetting] = {
                      int_in(0, INT_MAX)),
         TopicSetting("message.timestamp.type", "message_timestamp_type",
                      "log.message.timestamp.type", STRING, choice("CreateTime", "LogAppendTime")),
+        TopicSetting("message.timestamp.after.max.ms", "message_timestamp_after_max_ms",
+                     "log.message.timestamp.after.max.ms", LONG, int_in(0)),
+        TopicSetting("message.timestamp.before.max.ms", "message_timestamp_before_max_ms",
+                     "log.message.timestamp.before.max.ms", LONG, int_in(0)),
         TopicSetting("min.insync.replicas", None, None, INT, _refused("not applied"), fixed="1",
                      refusal="a single node has one replica; acks=all waits for it"),
         TopicSetting("retention.bytes", "retention_bytes", "log.retention.bytes", LONG,

@@ -330,3 +330,59 @@ def test_a_249_character_topic_is_created_used_deleted_and_gone(server_factory):
     assert _create_topic(server.port, name, 1)[0] == 0  # the name is free again
     code, message = _create_topic(server.port, "y" * 250)
     assert code == 17 and "249" in (message or "")  # INVALID_TOPIC_EXCEPTION
+
+
+# ------------------------------------------------------------ 6. timestamps
+YEAR_9999_MS = 253_402_214_400_000  # 9999-12-31T00:00:00Z
+INVALID_TIMESTAMP = 32
+
+
+def _produce_at(port: int, topic: str, timestamp: int, value: bytes = b"v") -> int:
+    with rw.Conn(port) as c:
+        res = c.call(rw.request(rw.API_PRODUCE, 3, 1, rw.produce_v3(
+            topic, 0, rw.record_batch([(None, value)], base_timestamp=timestamp))))
+    assert res is not None
+    return rw.parse_produce_v3_response(res[1])[(topic, 0)][0]
+
+
+def test_timestamps_out_of_kip_937_bounds_are_invalid_timestamp(server_factory):
+    """log.message.timestamp.after.max.ms (Kafka 4 default: one hour) refuses a year-9999
+    CreateTime with INVALID_TIMESTAMP; the per-topic message.timestamp.*.max.ms override
+    it; LogAppendTime topics are not checked (the broker stamps its own time)."""
+    server = server_factory()
+    now = int(time.time() * 1000)
+    assert _create_topic(server.port, "created")[0] == 0
+    assert _produce_at(server.port, "created", YEAR_9999_MS) == INVALID_TIMESTAMP
+    assert _produce_at(server.port, "created", now + 30 * 60_000) == 0  # within the hour
+    assert _produce_at(server.port, "created", now - 10 * 365 * 86_400_000) == 0  # no limit
+    assert _create_topic(server.port, "strict", configs={
+        "message.timestamp.after.max.ms": "1000",
+        "message.timestamp.before.max.ms": "60000"})[0] == 0
+    assert _produce_at(server.port, "strict", now + 60_000) == INVALID_TIMESTAMP
+    assert _produce_at(server.port, "strict", now - 3_600_000) == INVALID_TIMESTAMP
+    assert _produce_at(server.port, "strict", int(time.time() * 1000)) == 0
+    assert _create_topic(server.port, "appended", configs={
+        "message.timestamp.type": "LogAppendTime"})[0] == 0
+    assert _produce_at(server.port, "appended", YEAR_9999_MS) == 0
+    # the broker-wide setting
+    loose = server_factory(settings={"log.message.timestamp.after.max.ms": 2**63 - 1})
+    assert _create_topic(loose.port, "created")[0] == 0
+    assert _produce_at(loose.port, "created", YEAR_9999_MS) == 0
+
+
+def test_a_year_9999_batch_no_longer_stops_time_retention(server_factory):
+    """A batch stamped 9999 (accepted where the limit is lifted, or written before it
+    existed) makes its segment's largest timestamp useless as an age: retention ages
+    that segment by its file's last write instead, so it and every later closed segment
+    still go after retention.ms."""
+    server = server_factory(settings={"log.retention.check.interval.ms": 200,
+                                      "log.segment.bytes": 4096})
+    assert _create_topic(server.port, "forever", configs={
+        "retention.ms": "1000", "message.timestamp.after.max.ms": str(2**63 - 1)})[0] == 0
+    assert _produce_at(server.port, "forever", YEAR_9999_MS, b"z" * 100) == 0
+    old = int(time.time() * 1000) - 3_600_000
+    for i in range(60):  # ~1.1 KB batches: several segments roll
+        assert _produce_at(server.port, "forever", old, b"%d" % i + b"y" * 1000) == 0
+    assert len(server.segment_files("forever", 0)) > 3
+    wait_for(lambda: len(server.segment_files("forever", 0)) == 1, timeout=30,
+             what="retention to delete every closed segment, the year-9999 one first")
