@@ -206,7 +206,9 @@ SETTINGS: dict[str, Setting] = {
                 "Most topics this broker holds (CreateTopics/auto-create beyond it: "
                 "POLICY_VIOLATION / not created)."),
         Setting("max.partitions", "100000", _int_in(1, 2**31 - 1),
-                "Most partitions over all topics (beyond it: POLICY_VIOLATION)."),
+                "Most partitions over all topics (beyond it: POLICY_VIOLATION). At start-up "
+                "it is lowered to what the descriptor limit (ulimit -n) allows: 5 per "
+                "partition beside a reserve, so the server always starts on what it created."),
         _topic_default("log.retention.ms", "retention.ms",
                 "Delete closed segments whose newest record is older than this; -1 keeps forever."),
         _topic_default("log.retention.bytes", "retention.bytes",
@@ -253,6 +255,13 @@ class Config(Mapping[str, Any]):
     @property
     def advertised(self) -> list[Listener]:
         return self["advertised.listeners"] or self["listeners"]
+
+    def replace(self, **changes: tuple[Any, str]) -> Config:
+        """This config with settings replaced: name=(value, where it came from)."""
+        values, sources = dict(self._values), dict(self.sources)
+        for name, (value, source) in changes.items():
+            values[name], sources[name] = value, source
+        return Config(values, sources)
 
     def with_bound_ports(self, ports: Iterable[int]) -> Config:
         """Fill in the real port of listeners given as port 0, for advertising."""

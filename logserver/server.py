@@ -12,6 +12,7 @@ from kafkaproto import precompile
 from logserver.bridge_process import BridgeSupervisor
 from logserver.broker import Broker
 from logserver.config import Config
+from logserver.descriptor_budget import FDS_PER_PARTITION, partitions_allowed, raise_nofile_limit
 from logserver.dispatch import Dispatcher
 from logserver.handlers import HANDLERS
 from logserver.limits import ConnectionLimiter, reap_idle_connections
@@ -27,8 +28,14 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
                      stop: asyncio.Event | None = None, mqtt_bridge: str | None = None) -> None:
     loop = asyncio.get_running_loop()
     precompile_served_versions()
+    config = _within_descriptor_limit(config)
     broker = Broker(config)
     broker.open()
+    held = sum(broker.storage.partition_count(name) or 0 for name in broker.storage.topic_names())
+    if held > config["max.partitions"]:
+        log.warning("the data directory holds %d partitions, more than max.partitions %d "
+                    "(%s): raise the descriptor limit (ulimit -n)", held,
+                    config["max.partitions"], config.sources.get("max.partitions", "default"))
     # What start-up created lives as long as the process: keep it out of the cyclic
     # GC's full collections, which otherwise stop every thread to scan it.
     gc.freeze()
@@ -106,3 +113,18 @@ async def _wait_for_in_flight(stats: ConnectionStats) -> None:
     await asyncio.sleep(0)
     while stats.in_flight > 0 and loop.time() < deadline:
         await asyncio.sleep(0.01)
+
+
+def _within_descriptor_limit(config: Config) -> Config:
+    """``max.partitions`` no larger than the descriptor limit allows (see
+    logserver.descriptor_budget), so every partition created can be opened again."""
+    nofile = raise_nofile_limit()
+    allowed = partitions_allowed(nofile)
+    configured = config["max.partitions"]
+    if configured <= allowed:
+        return config
+    if "max.partitions" in config.sources:
+        log.warning("max.partitions %d needs %d descriptors per partition beyond the limit of "
+                    "%d (ulimit -n): using %d", configured, FDS_PER_PARTITION, nofile, allowed)
+    return config.replace(**{"max.partitions": (
+        allowed, f"derived from the descriptor limit {nofile} (ulimit -n)")})

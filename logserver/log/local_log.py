@@ -177,6 +177,17 @@ class LocalLog:
         logger.info("%s: rolled new segment at offset %d", self.directory, new.base_offset)
         return new
 
+    def close_idle_files(self) -> int:
+        """Close the files of inactive segments unused since the last call (see
+        Segment.close_files_if_idle); returns the descriptors closed."""
+        with self._lock:
+            return sum(seg.close_files_if_idle() for seg in self._view.segments[:-1])
+
+    @property
+    def files_open(self) -> int:
+        """Descriptors the segments hold now."""
+        return sum(seg.files_open for seg in self._view.segments)
+
     # -- read -------------------------------------------------------------------------
 
     def read(

@@ -407,6 +407,14 @@ class Log:
         self._load_producer_state()
         return self.log_end_offset
 
+    def close_idle_files(self) -> int:
+        """Close the files of older segments nobody read since the previous call."""
+        return self._local.close_idle_files()
+
+    @property
+    def files_open(self) -> int:
+        return self._local.files_open
+
     def delete_old_segments(self, now_ms: int | None = None, *, keep_files: bool = False) -> int:
         """Retention: drop whole segments older than retention.ms or beyond retention.bytes.
 
