@@ -386,3 +386,43 @@ def test_a_year_9999_batch_no_longer_stops_time_retention(server_factory):
     assert len(server.segment_files("forever", 0)) > 3
     wait_for(lambda: len(server.segment_files("forever", 0)) == 1, timeout=30,
              what="retention to delete every closed segment, the year-9999 one first")
+
+
+# ------------------------------------------------------------ one bad compacted batch
+def test_an_unreadable_batch_in_a_compacted_topic_stops_no_other_cleanup(server_factory):
+    """A CRC-valid batch whose records do not decode, on disk in a compacted topic (as
+    an older version or a bad disk left it): compaction keeps it and logs it, and the
+    same passes still apply retention to another topic (the attack list: one such batch
+    used to make every retention and compaction pass fail for all topics)."""
+    import crc32c
+
+    settings = {"log.retention.check.interval.ms": 300, "log.segment.bytes": 2048}
+    server = server_factory(settings=settings)
+    assert _create_topic(server.port, "kept", configs={"cleanup.policy": "compact"})[0] == 0
+    with rw.Conn(server.port) as c:
+        for i in range(12):  # ~700-byte batches of 3 keys: several segments
+            batch = rw.record_batch([(b"k%d" % (i % 3), b"%d" % i + b"v" * 200)] * 3)
+            res = c.call(rw.request(rw.API_PRODUCE, 3, i, rw.produce_v3("kept", 0, batch)))
+            assert res is not None and rw.parse_produce_v3_response(res[1])[("kept", 0)][0] == 0
+    assert len(server.segment_files("kept", 0)) > 2
+    server.stop()
+    first = server.segment_files("kept", 0)[0]
+    with open(first, "r+b") as f:
+        head = f.read(12)
+        f.seek(0)
+        batch = bytearray(f.read(int.from_bytes(head[8:12], "big") + 12))
+        batch[61:61 + 16] = b"\xff" * 16  # the first record's length: a broken varint
+        batch[17:21] = crc32c.crc32c(bytes(batch[21:])).to_bytes(4, "big")  # CRC-valid
+        f.seek(0)
+        f.write(batch)
+    server.start()
+    assert _create_topic(server.port, "aged", configs={"retention.ms": "1000"})[0] == 0
+    old = int(time.time() * 1000) - 3_600_000
+    for i in range(8):
+        assert _produce_at(server.port, "aged", old, b"%d" % i + b"y" * 1000) == 0
+    assert len(server.segment_files("aged", 0)) > 2
+    wait_for(lambda: "compaction keeps batch at offset 0" in server.output(), timeout=30,
+             what="compaction to meet the unreadable batch")
+    wait_for(lambda: len(server.segment_files("aged", 0)) == 1, timeout=30,
+             what="retention of the other topic")
+    assert "log cleanup failed" not in server.output()
