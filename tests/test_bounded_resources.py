@@ -426,3 +426,30 @@ def test_an_unreadable_batch_in_a_compacted_topic_stops_no_other_cleanup(server_
     wait_for(lambda: len(server.segment_files("aged", 0)) == 1, timeout=30,
              what="retention of the other topic")
     assert "log cleanup failed" not in server.output()
+
+
+def test_unique_partitions_keeps_first_place_and_last_mention():
+    """Kafka's FetchRequest map without sockets: (topic, partition) once, first place,
+    last mention's fields; the same topic listed twice merges into its first entry."""
+    from types import SimpleNamespace as NS
+
+    from logserver.fetch_wanted import unique_partitions
+
+    def part(p, offset):
+        return NS(partition=p, fetch_offset=offset)
+
+    wanted = unique_partitions([
+        NS(topic="a", partitions=[part(1, 10), part(0, 5), part(1, 11)]),
+        NS(topic="b", partitions=[part(0, 1)]),
+        NS(topic="a", partitions=[part(0, 6), part(2, 7)]),
+    ])
+    assert [(t, [(p.partition, p.fetch_offset) for p in ps]) for t, ps in wanted] == [
+        ("a", [(1, 11), (0, 6), (2, 7)]), ("b", [(0, 1)])]
+
+
+def test_partitions_allowed_by_the_descriptor_limit():
+    from logserver.descriptor_budget import FDS_PER_PARTITION, partitions_allowed, reserved
+
+    assert partitions_allowed(400) == (400 - reserved(400)) // FDS_PER_PARTITION == 44
+    assert partitions_allowed(1024) == 153
+    assert partitions_allowed(10) == 1  # never zero: a server can always hold a topic
