@@ -113,6 +113,16 @@ def _optional_int_in(low: int) -> Callable[[str], int | None]:
     return parse
 
 
+def _budget_bytes(text: str) -> int | None:
+    """A positive byte count, or -1 for no limit (Kafka's convention)."""
+    value = int(text.strip())
+    if value == -1:
+        return None
+    if value < 1:
+        raise ValueError(f"must be -1 (no limit) or positive, got {value}")
+    return value
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -158,12 +168,26 @@ SETTINGS: dict[str, Setting] = {
                 "fsync every this many milliseconds; unset means no timed fsync."),
         _topic_default("log.message.timestamp.type", "message.timestamp.type",
                 "Keep the producer's timestamps or stamp the broker's time."),
+        _topic_default("log.message.timestamp.after.max.ms", "message.timestamp.after.max.ms",
+                "CreateTime topics: a batch whose largest timestamp is more than this ahead "
+                "of the broker's clock gets INVALID_TIMESTAMP (KIP-937; Kafka 4's default)."),
+        _topic_default("log.message.timestamp.before.max.ms", "message.timestamp.before.max.ms",
+                "CreateTime topics: a batch whose first timestamp is more than this behind "
+                "the broker's clock gets INVALID_TIMESTAMP (KIP-937)."),
         _topic_default("message.max.bytes", "max.message.bytes",
                 "Largest record batch accepted from a producer."),
         Setting("socket.request.max.bytes", "104857600", _int_in(1, 2**31 - 1),
                 "Largest request frame; larger ones close the connection unread."),
         Setting("queued.max.requests", "500", _int_in(1, 100_000),
                 "Requests read ahead per connection before reading pauses."),
+        Setting("fetch.max.bytes", "57671680", _int_in(1024, 2**31 - 1),
+                "Most record bytes one Fetch response carries (with the request's own "
+                "max_bytes; KIP-74: a first batch larger than it still comes whole)."),
+        Setting("queued.max.request.bytes", "536870912", _budget_bytes,
+                "Bytes of requests in flight over all connections (each frame's size, "
+                "reserved when its size prefix is read, until it is answered); while "
+                "none is left, connections starting a new frame stop reading. -1: no "
+                "limit (Kafka's default; ours is 512 MiB)."),
         # -- consumer groups (logserver/groups) ---------------------------------------
         Setting("group.min.session.timeout.ms", "6000", _int_in(1, 2**31 - 1),
                 "Smallest session timeout a group member may ask for (else INVALID_SESSION_TIMEOUT)."),
@@ -201,7 +225,9 @@ SETTINGS: dict[str, Setting] = {
                 "Most topics this broker holds (CreateTopics/auto-create beyond it: "
                 "POLICY_VIOLATION / not created)."),
         Setting("max.partitions", "100000", _int_in(1, 2**31 - 1),
-                "Most partitions over all topics (beyond it: POLICY_VIOLATION)."),
+                "Most partitions over all topics (beyond it: POLICY_VIOLATION). At start-up "
+                "it is lowered to what the descriptor limit (ulimit -n) allows: 5 per "
+                "partition beside a reserve, so the server always starts on what it created."),
         _topic_default("log.retention.ms", "retention.ms",
                 "Delete closed segments whose newest record is older than this; -1 keeps forever."),
         _topic_default("log.retention.bytes", "retention.bytes",
@@ -292,6 +318,13 @@ class Config(Mapping[str, Any]):
     @property
     def advertised(self) -> list[Listener]:
         return self["advertised.listeners"] or self["listeners"]
+
+    def replace(self, **changes: tuple[Any, str]) -> Config:
+        """This config with settings replaced: name=(value, where it came from)."""
+        values, sources = dict(self._values), dict(self.sources)
+        for name, (value, source) in changes.items():
+            values[name], sources[name] = value, source
+        return Config(values, sources)
 
     def with_bound_ports(self, ports: Iterable[int]) -> Config:
         """Fill in the real port of listeners given as port 0, for advertising."""

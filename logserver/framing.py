@@ -1,8 +1,15 @@
 """The server side of one Kafka connection, sans-I/O: request frames in, responses out in order.
 
 Input: 4-byte size framing into a reusable staging buffer; a frame too large for it gets
-a buffer of its own that the socket fills directly (a big produce request is copied
-once); a size outside ``8..max_request_bytes`` is refused before its body is read.
+a buffer of its own that the socket fills directly. That buffer grows with the bytes
+that arrive (doubling, from ``BIG_INITIAL_BYTES``), never to the announced size at once:
+a size prefix costs nothing until its body comes. A size outside
+``8..max_request_bytes`` (``socket.request.max.bytes``) is refused before its body is
+read. With a :class:`~logserver.request_budget.RequestBudget`
+(``queued.max.request.bytes``), each frame's size is reserved before it is taken; while
+none is left the framing is :attr:`blocked` and parses nothing more until
+:meth:`unblock`. The caller releases each returned frame's ``len(frame)`` once it is
+answered.
 Output: every request that will be answered takes a slot in arrival order; responses
 complete in any order (a long-poll fetch, an fsync before an ack) and leave strictly in
 slot order, as Kafka clients require. A request that gets no answer (acks=0) takes no
@@ -14,13 +21,18 @@ from __future__ import annotations
 import struct
 from collections import deque
 from collections.abc import Sequence
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from logserver.request_budget import RequestBudget
 
 __all__ = ["ServerFraming", "Slot"]
 
 Chunk = TypeVar("Chunk")
 _SIZE = struct.Struct(">i")
 MIN_FRAME = 8
+#: First size of a big frame's own buffer; it doubles as bytes arrive, up to the frame.
+BIG_INITIAL_BYTES = 64 * 1024
 
 
 class Slot(Generic[Chunk]):
@@ -36,25 +48,55 @@ class Slot(Generic[Chunk]):
 class ServerFraming(Generic[Chunk]):
     """Framing and in-order responses for one connection; see the module docstring."""
 
-    def __init__(self, max_request_bytes: int, staging_bytes: int = 32 * 1024) -> None:
+    def __init__(self, max_request_bytes: int, staging_bytes: int = 32 * 1024,
+                 budget: RequestBudget | None = None) -> None:
         self.max_request_bytes = max_request_bytes
+        self._budget = budget
+        #: The budget refused the next frame: read nothing more until :meth:`unblock`.
+        self.blocked = False
+        self._head_reserved = False  # the frame at the staging start has its reservation
         self._staging = bytearray(staging_bytes)
         self._staging_view = memoryview(self._staging)
         self._start = 0
         self._end = 0
         self._big: bytearray | None = None
         self._big_filled = 0
+        self._big_size = 0  # the announced size of the frame ``_big`` is filling
         #: Why the input is unusable (a size prefix out of range): close the connection.
         self.failed: str | None = None
         self._slots: deque[Slot[Chunk]] = deque()
         self._ready: list[Chunk] = []
+        #: Bytes of the responses in :meth:`take_output`'s next answer (record regions
+        #: count their length), for the caller's back-pressure.
+        self.ready_bytes = 0
 
     # ---- requests in ----------------------------------------------------------------
     def get_buffer(self) -> memoryview:
         """Where the next bytes read from the socket go (asyncio.BufferedProtocol)."""
-        if self._big is not None:
-            return memoryview(self._big)[self._big_filled:]
+        big = self._big
+        if big is not None:
+            if self._big_filled == len(big):
+                big = self._grow_big()
+            return memoryview(big)[self._big_filled:]
         return self._staging_view[self._end:]
+
+    def _grow_big(self) -> bytearray:
+        """Double the big frame's buffer (never beyond its announced size)."""
+        big = self._big
+        assert big is not None
+        extra = min(max(len(big), BIG_INITIAL_BYTES), self._big_size - len(big))
+        try:
+            big.extend(bytes(extra))
+        except BufferError:  # a view of it is still held somewhere: grow a copy
+            grown = bytearray(len(big) + extra)
+            grown[:len(big)] = big
+            self._big = big = grown
+        return big
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of memory this connection's input holds now (staging and big frame)."""
+        return len(self._staging) + (len(self._big) if self._big is not None else 0)
 
     def buffer_updated(self, nbytes: int) -> list[bytearray]:
         """``nbytes`` were written into the last buffer; returns the frames now complete.
@@ -67,12 +109,27 @@ class ServerFraming(Generic[Chunk]):
             return []
         if self._big is not None:
             self._big_filled += nbytes
-            if self._big_filled < len(self._big):
+            if self._big_filled < self._big_size:
                 return []
             frame, self._big = self._big, None
             return [frame]
         self._end += nbytes
+        if self.blocked:
+            return []
         return self._parse_staged()
+
+    def unblock(self) -> list[bytearray]:
+        """Try the frame the budget refused again; returns the frames now complete."""
+        if not self.blocked or self.failed is not None:
+            return []
+        self.blocked = False
+        return self._parse_staged()
+
+    def _reserve(self, size: int) -> bool:
+        if self._budget is None or self._budget.try_reserve(size):
+            return True
+        self.blocked = True
+        return False
 
     def _parse_staged(self) -> list[bytearray]:
         staging = self._staging
@@ -85,14 +142,21 @@ class ServerFraming(Generic[Chunk]):
                 self.failed = (f"frame size {size} outside {MIN_FRAME}..{self.max_request_bytes} "
                                "(socket.request.max.bytes)")
                 return frames
+            if not self._head_reserved:
+                if not self._reserve(size):
+                    break
+                self._head_reserved = True
             available = end - start - 4
             if available >= size:
                 body = start + 4
                 frames.append(staging[body:body + size])
                 start = body + size
+                self._head_reserved = False
                 continue
             if size + 4 > len(staging):
-                self._big = bytearray(size)
+                self._big = bytearray(min(size, max(available, BIG_INITIAL_BYTES)))
+                self._big_size = size
+                self._head_reserved = False  # the big frame holds the reservation now
                 self._big[:available] = staging[start + 4:end]
                 self._big_filled = available
                 self._start = self._end = 0
@@ -117,6 +181,7 @@ class ServerFraming(Generic[Chunk]):
             self._slots.append(slot)
         else:
             self._ready.extend(chunks)
+            self.ready_bytes += _size(chunks)
 
     def reserve(self) -> Slot[Chunk]:
         """A place for a response that will be ready later (see :meth:`complete`)."""
@@ -132,10 +197,12 @@ class ServerFraming(Generic[Chunk]):
             head = slots.popleft()
             if head.chunks:
                 self._ready.extend(head.chunks)
+                self.ready_bytes += _size(head.chunks)
 
     def take_output(self) -> list[Chunk]:
         """Everything that may be sent now, in order; the caller sends all of it."""
         out, self._ready = self._ready, []
+        self.ready_bytes = 0
         return out
 
     @property
@@ -157,8 +224,26 @@ class ServerFraming(Generic[Chunk]):
         return held
 
     def close(self) -> list[Slot[Chunk]]:
-        """The slots never completed (their work can be cancelled); drops all output."""
+        """The slots never completed (their work can be cancelled); drops all output and
+        the budget reserved for a frame half read."""
+        if self._budget is not None:
+            if self._big is not None:
+                self._budget.release(self._big_size)
+            elif self._head_reserved:
+                self._budget.release(_SIZE.unpack_from(self._staging, self._start)[0])
+        self._big = None
+        self._head_reserved = False
         lost = [slot for slot in self._slots if not slot.done]
         self._slots.clear()
         self._ready.clear()
+        self.ready_bytes = 0
         return lost
+
+
+def _size(chunks: Sequence[object]) -> int:
+    """Bytes of response chunks: ``bytes`` by length, record regions by ``.length``."""
+    total = 0
+    for chunk in chunks:
+        total += len(chunk) if isinstance(chunk, (bytes, bytearray, memoryview)) else \
+            getattr(chunk, "length", 0)
+    return total

@@ -110,6 +110,8 @@ def topic_limit_error(config: Mapping[str, Any], topics: int, partitions: int,
     if topics + 1 > config["max.topics"]:
         return f"the broker holds {topics} topics; max.topics is {config['max.topics']}"
     if partitions + new_partitions > config["max.partitions"]:
+        source = getattr(config, "sources", {}).get("max.partitions", "")
+        why = f" ({source})" if source.startswith("derived") else ""
         return (f"the broker holds {partitions} partitions; {new_partitions} more would exceed "
-                f"max.partitions {config['max.partitions']}")
+                f"max.partitions {config['max.partitions']}{why}")
     return None

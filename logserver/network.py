@@ -8,6 +8,14 @@ fetch responses go from the segment file to the socket with sendfile (on TLS con
 where the kernel cannot encrypt, they are read and written in chunks instead). Each fetch
 slice is released once sent or dropped, which lets its segment file go. What a connection
 may send before it has authenticated is :mod:`logserver.security.session`'s business.
+
+Back-pressure: a frame is dispatched only while the connection is not backlogged (its
+transport's buffer under the high-water mark, fewer than ``queued.max.requests``
+responses waiting or queued behind a sendfile); frames read but not dispatched wait,
+and reading pauses. So a client that never reads its responses holds at most one
+response beyond the transport's buffer, however many requests it pipelines. Each
+frame's size is reserved in the broker-wide ``queued.max.request.bytes`` budget
+(:mod:`logserver.request_budget`) until its response is complete.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from kafkaproto import FileRegion, RequestHeader, encode_response
 from logserver.framing import ServerFraming, Slot
+from logserver.request_budget import RequestBudget
 from logserver.security.session import RAW_TOKEN, ConnectionSecurity
 from logserver.security.tls import subject_dn
 
@@ -117,6 +126,7 @@ class ConnectionStats:
         self.sendfile_bytes = 0
         self.protocol_errors = 0
         self.limiter: ConnectionLimiter | None = None  # set by the server (logserver.limits)
+        self.budget = RequestBudget(None)  # queued.max.request.bytes; set by the server
 
     @property
     def in_flight(self) -> int:
@@ -140,12 +150,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._max_queued = dispatcher.config["queued.max.requests"]
         self._max_request_bytes: int = dispatcher.config["socket.request.max.bytes"]
         self._framing: ServerFraming[bytes | FileRegion] = ServerFraming(
-            self._max_request_bytes, STAGING_BYTES)
+            self._max_request_bytes, STAGING_BYTES, stats.budget)
         self._listener = listener
         self.security: ConnectionSecurity | None = None
         self._tls = False  # sendfile cannot go through TLS: record bytes are read and written
         self._drained: asyncio.Future[None] | None = None
         self._auth_failed = False  # answered, reads nothing more, closes soon
+        self._pending: deque[bytearray] = deque()  # read, not dispatched yet (back-pressure)
+        self._drain_scheduled = False
+        self._writable: asyncio.Future[None] | None = None
         self._futures: set[asyncio.Future[Any]] = set()
         self._flush_scheduled = False
         self._out: deque[bytes | FileRegion] = deque()  # behind a sendfile in progress
@@ -192,8 +205,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._stats.open_connections -= 1
         self._stats.connections.discard(self)
         for future in list(self._futures):
-            future.cancel()
+            future.cancel()  # their done callbacks release their request bytes
         self._futures.clear()
+        budget = self._stats.budget
+        budget.forget(self)
+        while self._pending:
+            budget.release(len(self._pending.popleft()))
         _release_all(self._framing.held_output())
         self._framing.close()
         self._drop_out()
@@ -203,7 +220,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     @property
     def in_flight(self) -> int:
-        return self._framing.waiting + len(self._out) + self._framing.has_output
+        return (self._framing.waiting + len(self._out) + self._framing.has_output
+                + len(self._pending))
 
     def close(self) -> None:
         if self._transport is not None and not self._closed:
@@ -218,6 +236,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writing_paused = False
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
         self._update_reading()
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -226,14 +246,44 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
         framing = self._framing
-        for frame in framing.buffer_updated(nbytes):
-            if self._closed:
-                return
-            self._handle_frame(frame)
-        if framing.failed is not None and not self._closed:
+        self._pending.extend(framing.buffer_updated(nbytes))
+        self._dispatch_pending()
+        if self._closed:
+            return
+        if framing.failed is not None:
             self._protocol_error(framing.failed)
             return
+        if framing.blocked:
+            self._stats.budget.wait(self, self._budget_freed)
         self._write_ready()
+        self._update_reading()
+
+    def _dispatch_pending(self) -> None:
+        """Dispatch the frames read so far, in order, while the connection is not backlogged."""
+        self._drain_scheduled = False
+        pending = self._pending
+        while pending and not self._closed and not self._backlogged():
+            self._handle_frame(pending.popleft())
+
+    def _budget_freed(self) -> None:
+        """queued.max.request.bytes has room again: take the frame that was refused."""
+        if self._closed:
+            return
+        self._pending.extend(self._framing.unblock())
+        if self._framing.blocked:
+            self._stats.budget.wait(self, self._budget_freed)
+        self._schedule_drain()
+
+    def _schedule_drain(self) -> None:
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            asyncio.get_running_loop().call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._dispatch_pending()
+        if not self._closed:
+            self._write_ready()
+            self._update_reading()
 
     def eof_received(self) -> bool:
         return False
@@ -249,29 +299,34 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _handle_frame(self, frame: bytearray) -> None:
         self._stats.requests += 1
+        size = len(frame)  # reserved in queued.max.request.bytes until answered
         try:
             outcome = self._dispatcher.dispatch(frame, self.peer, self.security)
         except Exception as exc:  # a bug in a handler must not kill the other clients
+            self._stats.budget.release(size)
             log.exception("request from %s failed", self.peer)
             self._protocol_error(f"internal error: {exc!r}")
             return
         if outcome is None:
+            self._stats.budget.release(size)
             return  # acks=0 produce: no response at all
         header, result = outcome
         if header is None:
+            self._stats.budget.release(size)
             self._protocol_error(str(result))
             return
         if isinstance(result, Awaitable):
             future = asyncio.ensure_future(result)
             self._futures.add(future)
             future.add_done_callback(
-                functools.partial(self._on_response_ready, self._framing.reserve(), header))
-            self._update_reading()
+                functools.partial(self._on_response_ready, self._framing.reserve(), header, size))
         else:
             self._framing.respond(_encode(header, result))
+            self._stats.budget.release(size)
 
     def _on_response_ready(self, slot: Slot[bytes | FileRegion], header: RequestHeader,
-                           future: asyncio.Future[Any]) -> None:
+                           size: int, future: asyncio.Future[Any]) -> None:
+        self._stats.budget.release(size)
         self._futures.discard(future)
         if future.cancelled():
             return
@@ -391,6 +446,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     if data is None:
                         return
                     chunk = data
+                if self._writing_paused:  # a client that does not read: hold the rest here
+                    self._writable = loop.create_future()
+                    await self._writable
+                    if self._closed:
+                        return
                 transport.write(chunk)
                 self.last_active = time.monotonic()
         except (ConnectionError, OSError) as exc:
@@ -429,15 +489,32 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         # Responses streamed by sendfile leave the transport's buffer empty, so the chunks
         # queued behind the writer count too: a client that reads nothing stalls itself.
-        should_pause = (self._auth_failed or self._writing_paused
-                        or self._framing.waiting >= self._max_queued
-                        or len(self._out) >= self._max_queued)
+        backlogged = self._backlogged()
+        if self._pending and not backlogged:
+            self._schedule_drain()
+        should_pause = (self._auth_failed or backlogged or bool(self._pending)
+                        or self._framing.blocked)
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             self._transport.pause_reading()
         elif not should_pause and self._reading_paused:
             self._reading_paused = False
             self._transport.resume_reading()
+
+
+    def _backlogged(self) -> bool:
+        """Too much is waiting to be sent to this client to dispatch another request:
+        responses ready or in the transport's buffer up to its high-water mark (so a
+        client that does not read pins one response beyond it), or queued.max.requests
+        responses not sent yet."""
+        if self._writing_paused or self._framing.waiting >= self._max_queued \
+                or len(self._out) >= self._max_queued:
+            return True
+        transport = self._transport
+        if transport is None:
+            return False
+        queued = self._framing.ready_bytes + transport.get_write_buffer_size()
+        return queued >= transport.get_write_buffer_limits()[1]
 
 
 def _encode(header: RequestHeader, body: Any) -> list[bytes | FileRegion]:

@@ -71,7 +71,7 @@ class PartitionLog(Protocol):
 
 class Partition:
     __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
-                 "max_message_bytes")
+                 "max_message_bytes", "_before_max_ms", "_after_max_ms")
 
     def __init__(self, topic: str, index: int, log_: PartitionLog, config: TopicConfig) -> None:
         self.topic = topic
@@ -81,6 +81,8 @@ class Partition:
         self._waiters: list[asyncio.Future[None]] = []
         self.log_append_time = config.log_append_time
         self.max_message_bytes = config.max_message_bytes
+        self._before_max_ms = config.message_timestamp_before_max_ms
+        self._after_max_ms = config.message_timestamp_after_max_ms
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -132,6 +134,10 @@ class Partition:
             decision = self.log.check_producer(header)
             if decision.verdict != Verdict.APPEND:
                 return self._refuse(decision)
+        if not self.log_append_time:
+            problem = self._timestamp_problem(header.base_timestamp, header.max_timestamp)
+            if problem is not None:
+                return AppendResult(ErrorCode.INVALID_TIMESTAMP, message=problem)
         append_time = -1
         if self.log_append_time:
             append_time = int(time.time() * 1000)
@@ -139,6 +145,19 @@ class Partition:
         base_offset = self.log.append(records, header)
         self.wake_waiters()
         return AppendResult(ErrorCode.NONE, base_offset, append_time, self.log.log_start_offset)
+
+    def _timestamp_problem(self, first: int, largest: int) -> str | None:
+        """KIP-937 for CreateTime: the batch's largest timestamp (recomputed from its
+        records by validation) within ``message.timestamp.after.max.ms`` of now, its
+        first within ``message.timestamp.before.max.ms``. -1 is "no timestamp"."""
+        now = int(time.time() * 1000)
+        if largest >= 0 and largest - now > self._after_max_ms:
+            return (f"timestamp {largest} is {largest - now} ms ahead of the broker's clock; "
+                    f"message.timestamp.after.max.ms is {self._after_max_ms}")
+        if first >= 0 and now - first > self._before_max_ms:
+            return (f"timestamp {first} is {now - first} ms behind the broker's clock; "
+                    f"message.timestamp.before.max.ms is {self._before_max_ms}")
+        return None
 
     def _refuse(self, decision: Decision) -> AppendResult:
         if decision.verdict == Verdict.DUPLICATE:

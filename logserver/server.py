@@ -12,10 +12,12 @@ from kafkaproto import precompile
 from logserver.bridge_process import BridgeSupervisor
 from logserver.broker import Broker
 from logserver.config import Config, ConfigError
+from logserver.descriptor_budget import FDS_PER_PARTITION, partitions_allowed, raise_nofile_limit
 from logserver.dispatch import Dispatcher
 from logserver.handlers import HANDLERS
 from logserver.limits import ConnectionLimiter, reap_idle_connections
 from logserver.network import ConnectionStats, connection_factory
+from logserver.request_budget import RequestBudget
 from logserver.security.listeners import ListenerSecurity, listener_security
 
 log = logging.getLogger(__name__)
@@ -29,8 +31,14 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     security = listener_security(config)  # ConfigError before anything is opened
     bridge_target = _bridge_listener(config, security) if mqtt_bridge is not None else None
     precompile_served_versions()
+    config = _within_descriptor_limit(config)
     broker = Broker(config)
     broker.open()
+    held = sum(broker.storage.partition_count(name) or 0 for name in broker.storage.topic_names())
+    if held > config["max.partitions"]:
+        log.warning("the data directory holds %d partitions, more than max.partitions %d "
+                    "(%s): raise the descriptor limit (ulimit -n)", held,
+                    config["max.partitions"], config.sources.get("max.partitions", "default"))
     # What start-up created lives as long as the process: keep it out of the cyclic
     # GC's full collections, which otherwise stop every thread to scan it.
     gc.freeze()
@@ -38,6 +46,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     sys.setswitchinterval(0.001)
     stats = ConnectionStats()
     stats.limiter = ConnectionLimiter(config)
+    stats.budget = RequestBudget(config["queued.max.request.bytes"])
     background: list[asyncio.Task[None]] = []
     dispatcher = Dispatcher(broker)
     servers: list[asyncio.Server] = []
@@ -123,3 +132,18 @@ async def _wait_for_in_flight(stats: ConnectionStats) -> None:
     await asyncio.sleep(0)
     while stats.in_flight > 0 and loop.time() < deadline:
         await asyncio.sleep(0.01)
+
+
+def _within_descriptor_limit(config: Config) -> Config:
+    """``max.partitions`` no larger than the descriptor limit allows (see
+    logserver.descriptor_budget), so every partition created can be opened again."""
+    nofile = raise_nofile_limit()
+    allowed = partitions_allowed(nofile)
+    configured = config["max.partitions"]
+    if configured <= allowed:
+        return config
+    if "max.partitions" in config.sources:
+        log.warning("max.partitions %d needs %d descriptors per partition beyond the limit of "
+                    "%d (ulimit -n): using %d", configured, FDS_PER_PARTITION, nofile, allowed)
+    return config.replace(**{"max.partitions": (
+        allowed, f"derived from the descriptor limit {nofile} (ulimit -n)")})

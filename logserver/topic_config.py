@@ -65,6 +65,10 @@ class TopicConfig:
     delete_retention_ms: int = _DAY_MS  # delete.retention.ms: how long tombstones stay
     max_message_bytes: int = 1_048_588  # max.message.bytes
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type
+    # KIP-937: how far a CreateTime may lie behind / ahead of the broker's clock (the
+    # "after" default is Kafka 4's, one hour; 3.6-3.9 had no limit).
+    message_timestamp_before_max_ms: int = LONG_MAX  # message.timestamp.before.max.ms
+    message_timestamp_after_max_ms: int = 3_600_000  # message.timestamp.after.max.ms
     retention_bytes: int = -1  # retention.bytes; -1: no size limit
     retention_ms: int = _WEEK_MS  # retention.ms; -1: keep forever
     segment_bytes: int = 1 << 30  # segment.bytes
@@ -410,10 +414,10 @@ TOPIC_SETTINGS: dict[str, TopicSetting] = {
         _inert("message.downconversion.enable", BOOLEAN, parse_bool, "true",
                "log.message.downconversion.enable"),
         _inert("message.format.version", STRING, any_text, "3.0-IV1", "log.message.format.version"),
-        _inert("message.timestamp.after.max.ms", LONG, int_in(0), str(LONG_MAX),
-               "log.message.timestamp.after.max.ms"),
-        _inert("message.timestamp.before.max.ms", LONG, int_in(0), str(LONG_MAX),
-               "log.message.timestamp.before.max.ms"),
+        TopicSetting("message.timestamp.after.max.ms", "message_timestamp_after_max_ms",
+                     "log.message.timestamp.after.max.ms", LONG, int_in(0)),
+        TopicSetting("message.timestamp.before.max.ms", "message_timestamp_before_max_ms",
+                     "log.message.timestamp.before.max.ms", LONG, int_in(0)),
         _inert("message.timestamp.difference.max.ms", LONG, int_in(0), str(LONG_MAX),
                "log.message.timestamp.difference.max.ms"),
         TopicSetting("message.timestamp.type", "message_timestamp_type",

@@ -1,4 +1,10 @@
-"""Kafka's topic-name rules, so names that Kafka refuses are refused here too."""
+"""Kafka's topic-name rules, so names that Kafka refuses are refused here too.
+
+Every file name fits in 255 bytes: a partition directory ``<topic>-<p>`` is at most
+249 + 1 + 5 characters (a topic has at most 100,000 partitions), and a deleted one,
+``<topic>-<p>.<32 hex>-delete``, has its topic cut to fit (as Kafka does; see
+``logserver.log.local_log.delete_dir_name``). Names are ASCII, so characters are bytes.
+"""
 
 from __future__ import annotations
 

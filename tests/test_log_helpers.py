@@ -81,8 +81,10 @@ def crash(log: Log) -> None:
             if index._mmap is not None:
                 index._mmap.close()
             index._release_fd()
-        os.close(seg.fd)
-        seg.fd = -1
+        if seg._fd >= 0:
+            os.close(seg._fd)
+        seg._fd = -1
+        seg._freed = True
     log._closed = True
 
 

@@ -107,3 +107,92 @@ def test_close_reports_unfinished_slots_and_drops_output() -> None:
     framing.respond([b"blocked"])
     assert framing.close() == [pending]
     assert framing.take_output() == [] and framing.waiting == 0
+
+
+def test_a_big_frame_buffer_grows_with_the_bytes_that_arrive() -> None:
+    """A 100 MB size prefix followed by 6 bytes costs the staging buffer and 64 KiB, not
+    100 MB; as the body arrives the buffer doubles, never past the announced size."""
+    size = 100_000_000
+    framing: ServerFraming[bytes] = ServerFraming(size, staging_bytes=1024)
+    buf = framing.get_buffer()
+    data = struct.pack(">i", size) + b"abcdef"
+    buf[:len(data)] = data
+    assert framing.buffer_updated(len(data)) == []
+    assert framing.buffered_bytes <= 1024 + 64 * 1024
+    body = bytes(range(256)) * (300_000 // 256)
+    frame = _frame(body)
+    framing = ServerFraming(len(body), staging_bytes=1024)
+    sizes = []
+    pos = 0
+    out: list[bytes] = []
+    while pos < len(frame):
+        buf = framing.get_buffer()
+        n = min(len(buf), 10_000, len(frame) - pos)
+        buf[:n] = frame[pos:pos + n]
+        pos += n
+        sizes.append(framing.buffered_bytes - 1024)
+        assert sizes[-1] <= max(2 * pos, 64 * 1024), (pos, sizes[-1])
+        out += [bytes(f) for f in framing.buffer_updated(n)]
+    assert out == [body]
+    assert max(sizes) <= len(body)
+
+
+def test_request_budget_blocks_new_frames_and_wakes_in_order() -> None:
+    """queued.max.request.bytes without sockets: a frame's size is reserved from its size
+    prefix; with nothing left the framing is blocked until a release wakes it."""
+    from logserver.request_budget import RequestBudget
+
+    budget = RequestBudget(100)
+    a: ServerFraming[bytes] = ServerFraming(1000, staging_bytes=64, budget=budget)
+    b: ServerFraming[bytes] = ServerFraming(1000, staging_bytes=64, budget=budget)
+    rng = random.Random(4)
+    # a: 150 bytes announced with budget left: granted (Kafka's pool is not strict)
+    big = _frame(b"A" * 150)
+    buf = a.get_buffer()
+    buf[:10] = big[:10]
+    assert a.buffer_updated(10) == [] and budget.used == 150 and not a.blocked
+    # b: no budget left: blocked, nothing parsed, even once its whole frame is in
+    buf = b.get_buffer()
+    small = _frame(b"b" * 20)
+    buf[:len(small)] = small
+    assert b.buffer_updated(len(small)) == [] and b.blocked and budget.refused == 1
+    woken: list[str] = []
+    budget.wait("b", lambda: woken.append("b"))
+    assert _feed(a, big[10:], rng) == [b"A" * 150]
+    assert woken == []  # the frame is read, not yet answered: still reserved
+    budget.release(150)
+    assert woken == ["b"] and budget.used == 0
+    assert [bytes(f) for f in b.unblock()] == [b"b" * 20] and budget.used == 20
+    budget.release(20)
+    # a connection that closes half-way through a frame gives its reservation back
+    c: ServerFraming[bytes] = ServerFraming(1000, staging_bytes=64, budget=budget)
+    buf = c.get_buffer()
+    buf[:10] = big[:10]
+    c.buffer_updated(10)
+    assert budget.used == 150
+    c.close()
+    assert budget.used == 0
+
+
+def test_a_partial_small_frame_is_reserved_once() -> None:
+    from logserver.request_budget import RequestBudget
+
+    budget = RequestBudget(1000)
+    framing: ServerFraming[bytes] = ServerFraming(1000, staging_bytes=64, budget=budget)
+    frame = _frame(b"x" * 30)
+    for i in range(len(frame)):  # one byte at a time: the prefix is parsed many times
+        buf = framing.get_buffer()
+        buf[:1] = frame[i:i + 1]
+        out = framing.buffer_updated(1)
+    assert [bytes(f) for f in out] == [b"x" * 30] and budget.used == 30
+
+
+def test_ready_bytes_count_what_take_output_returns() -> None:
+    framing: ServerFraming[bytes] = ServerFraming(1000)
+    slot = framing.reserve()
+    framing.respond([b"12345"])
+    assert framing.ready_bytes == 0
+    framing.complete(slot, [b"abc"])
+    assert framing.ready_bytes == 8
+    framing.take_output()
+    assert framing.ready_bytes == 0

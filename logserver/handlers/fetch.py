@@ -2,6 +2,12 @@
 
 The response always names exactly the requested partitions (clients drop a response that
 does not). Fetch sessions (KIP-227) are declined: session id 0 on every answer.
+
+A partition named more than once is answered once, as Kafka does (its FetchRequest
+collects the partitions in a map keyed by topic-partition: the first mention keeps its
+place, the last one's offset and size win), so one request naming a partition 1,900
+times costs one read. The response's total is capped by ``fetch.max.bytes`` (Kafka's
+broker setting) as well as by the request's ``max_bytes``.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, FileRegion, RequestHeader
 from kafkaproto.messages import FetchRequest, FetchResponse
+from logserver.fetch_wanted import Wanted, unique_partitions
 from logserver.security import checks
 from logserver.storage.api import Storage
 
@@ -27,22 +34,27 @@ def handle(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
     if request.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
     storage = broker.storage
-    names = {_topic_name(storage, topic, header.api_version) for topic in request.topics}
+    version = header.api_version
+    max_bytes = min(request.max_bytes, broker.config["fetch.max.bytes"]) if version >= 3 \
+        else broker.config["fetch.max.bytes"]
+    wanted = unique_partitions(request.topics, by_id=version >= TOPIC_ID_VERSION)
+    names = {_topic_name(storage, topic, version) for topic, _ in wanted}
     refused = {name for name in names
                if name is not None and not checks.allowed(broker, checks.FETCH, name)}
-    response, size, partitions = _build(storage, request, header.api_version, refused)
+    response, size, partitions = _build(storage, wanted, max_bytes, version, refused)
     if size >= request.min_bytes or request.max_wait_ms <= 0 or not partitions:
         return response
-    return _long_poll(storage, request, header.api_version, partitions, refused)
+    return _long_poll(storage, request, wanted, max_bytes, version, partitions, refused)
 
 
-async def _long_poll(storage: Storage, request: FetchRequest, version: int,
-                     partitions: list[tuple[str, int]], refused: set[str]) -> FetchResponse:
+async def _long_poll(storage: Storage, request: FetchRequest, wanted: Wanted, max_bytes: int,
+                     version: int, partitions: list[tuple[str, int]],
+                     refused: set[str]) -> FetchResponse:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait_ms / 1000
     while True:
         await storage.wait_for_append(partitions, deadline - loop.time())
-        response, size, partitions = _build(storage, request, version, refused)
+        response, size, partitions = _build(storage, wanted, max_bytes, version, refused)
         if size >= request.min_bytes or loop.time() >= deadline or not partitions:
             return response
         _release_records(response)  # not enough yet: its slices must not pin segments
@@ -56,12 +68,11 @@ def _release_records(response: FetchResponse) -> None:
                 partition.records.release()
 
 
-def _unknown_topic_id(topic: FetchRequest.FetchTopic) -> FetchResponse.FetchableTopicResponse:
+def _unknown_topic_id(topic: FetchRequest.FetchTopic,
+                      partitions: list[FetchRequest.FetchPartition],
+                      ) -> FetchResponse.FetchableTopicResponse:
     return FetchResponse.FetchableTopicResponse(topic="", topic_id=topic.topic_id, partitions=[
-        PartitionData(partition_index=wanted.partition, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
-                      high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                      aborted_transactions=[], records=b"")
-        for wanted in topic.partitions])
+        _failed(wanted.partition, ErrorCode.UNKNOWN_TOPIC_ID) for wanted in partitions])
 
 
 def _topic_name(storage: Storage, topic: FetchRequest.FetchTopic, version: int) -> str | None:
@@ -69,21 +80,20 @@ def _topic_name(storage: Storage, topic: FetchRequest.FetchTopic, version: int) 
     return topic.topic if version < TOPIC_ID_VERSION else storage.topic_for_id(topic.topic_id)
 
 
-def _build(storage: Storage, request: FetchRequest, version: int, refused: set[str]) -> (
-        tuple[FetchResponse, int, list[tuple[str, int]]]):
+def _build(storage: Storage, wanted_topics: Wanted, budget: int, version: int,
+           refused: set[str]) -> tuple[FetchResponse, int, list[tuple[str, int]]]:
     """The response as of now, its record bytes, and the partitions worth waiting on;
     topics in ``refused`` (no READ) get TOPIC_AUTHORIZATION_FAILED and are not read."""
-    budget = request.max_bytes if version >= 3 else 2**31 - 1
     total = 0
     waitable: list[tuple[str, int]] = []
     topics = []
-    for topic in request.topics:
+    for topic, partitions in wanted_topics:
         name = _topic_name(storage, topic, version)
         if name is None:  # v13+: an id no topic has (deleted, or from another cluster)
-            topics.append(_unknown_topic_id(topic))
+            topics.append(_unknown_topic_id(topic, partitions))
             continue
         results = []
-        for wanted in topic.partitions:
+        for wanted in partitions:
             if name in refused:
                 results.append(_failed(wanted.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue

@@ -8,6 +8,12 @@ The entry count lives only in memory; on open it is the file length divided by t
 size, which is why an untrimmed index (a crash) shows up as trailing zero entries and
 fails ``sanity_check``.
 
+Descriptors: an index is mapped only when it is first read (a lookup, a sanity check),
+and an inactive one can be unmapped again (:meth:`_Index.release`) by its idle segment;
+an active one keeps one descriptor for its appends (``pwrite``) and maps itself for
+reads on demand. So an idle partition holds its active segment's three files and
+nothing for its older segments.
+
 Offsets in entries are relative to the segment's base offset (u32); both indexes here
 record the *base* offset of a batch (not Kafka's last offset), so a lookup lands on the
 batch that contains the target directly.
@@ -20,6 +26,7 @@ import logging
 import mmap
 import os
 import struct
+import threading
 from pathlib import Path
 
 from logserver.log.errors import IndexFullError
@@ -50,17 +57,19 @@ class _Index:
         self.existed = path.exists()
         self._fd = -1  # open only while writable: the mapping holds its own (dup'ed) fd
         self._closed = False
-        file_size = os.fstat(self._open_fd()).st_size
+        self._map_lock = threading.Lock()  # two readers mapping a dormant index at once
+        if writable:
+            file_size = os.fstat(self._open_fd()).st_size
+        else:
+            file_size = path.stat().st_size if self.existed else 0
         self.file_size_at_open = file_size
         self.entries = file_size // size
-        self._mmap: mmap.mmap | None = None
-        self._capacity = 0  # entries the current mapping can hold
+        self._last: tuple[int, int] | None = None  # the last entry, while known
+        self._mmap: mmap.mmap | None = None  # mapped on first read (see _mapped)
+        self._capacity = self.entries  # entries the file can hold
         self.writable = False
         if writable:
             self.make_writable()
-        else:
-            self._map(self.entries * size, resize=False)
-            self._release_fd()
 
     # -- mapping -----------------------------------------------------------------
 
@@ -75,25 +84,55 @@ class _Index:
             os.close(self._fd)
             self._fd = -1
 
-    def _map(self, length: int, *, resize: bool) -> None:
+    def _resize(self, length: int) -> None:
+        """Give the file ``length`` bytes; the next read maps it anew."""
+        self._unmap()
+        os.ftruncate(self._open_fd(), length)
+        self._capacity = length // self._entry.size
+
+    def _unmap(self) -> None:
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
-        fd = self._open_fd()
-        if resize:
-            os.ftruncate(fd, length)
-        self._mmap = mmap.mmap(fd, length) if length else None
-        self._capacity = length // self._entry.size
+
+    def _mapped(self) -> mmap.mmap:
+        """The mapping of the whole file, made on first use."""
+        mapping = self._mmap
+        if mapping is not None:
+            return mapping
+        with self._map_lock:
+            if self._mmap is None:
+                length = self._capacity * self._entry.size
+                own = self._fd < 0
+                fd = os.open(self.path, os.O_RDWR) if own else self._fd
+                try:
+                    self._mmap = mmap.mmap(fd, length)
+                finally:
+                    if own:
+                        os.close(fd)
+            return self._mmap
+
+    def release(self) -> int:
+        """Unmap an inactive index (it maps itself again when read); returns the
+        descriptors given back."""
+        if self.writable or self._mmap is None:
+            return 0
+        self._unmap()
+        return 1
+
+    @property
+    def descriptors(self) -> int:
+        """Descriptors held now: the write descriptor and the mapping's own."""
+        return (self._fd >= 0) + (self._mmap is not None)
 
     def make_writable(self) -> None:
         """Preallocate to the max size so appends need no syscalls (active segment)."""
-        length = max(self._max_bytes, self.entries * self._entry.size)
-        self._map(length, resize=True)
+        self._resize(max(self._max_bytes, self.entries * self._entry.size))
         self.writable = True
 
     def trim(self) -> None:
         """Shrink the file to its entries: done on roll and close so a reopen sees the count."""
-        self._map(self.entries * self._entry.size, resize=True)
+        self._resize(self.entries * self._entry.size)
         self.writable = False
         self._release_fd()
 
@@ -106,8 +145,15 @@ class _Index:
         return self._max_bytes // self._entry.size
 
     def _get(self, i: int) -> tuple[int, int]:
-        assert self._mmap is not None
-        return self._entry.unpack_from(self._mmap, i * self._entry.size)
+        return self._entry.unpack_from(self._mapped(), i * self._entry.size)
+
+    def _last_raw(self) -> tuple[int, int] | None:
+        """The last entry as stored (kept in memory by appends), or None if empty."""
+        if not self.entries:
+            return None
+        if self._last is None:
+            self._last = self._get(self.entries - 1)
+        return self._last
 
     def _largest_le(self, column: int, target: int) -> int:
         """Index of the last entry whose ``column`` is <= target, or -1 (binary search)."""
@@ -115,8 +161,7 @@ class _Index:
         if hi < 0 or self._get(0)[column] > target:
             return -1
         unpack_from = self._entry.unpack_from
-        buf = self._mmap
-        assert buf is not None  # entries exist, so the file is mapped
+        buf = self._mapped()
         size = self._entry.size
         while lo < hi:
             mid = (lo + hi + 1) >> 1
@@ -129,19 +174,20 @@ class _Index:
     def _put(self, first: int, second: int) -> None:
         if self.entries >= self._capacity:
             raise IndexFullError(f"{self.path.name} is full ({self.entries} entries)")
-        assert self._mmap is not None
         if self._fd >= 0:
             # Through the page cache, not the mapping: a store to a page not yet dirty
             # takes a write fault (ext4 page_mkwrite) costing ~2 ms here, which made a
             # 1,000-partition produce 80% page faults. Reads stay on the (coherent) map.
             os.pwrite(self._fd, self._entry.pack(first, second), self.entries * self._entry.size)
         else:
-            self._entry.pack_into(self._mmap, self.entries * self._entry.size, first, second)
+            self._entry.pack_into(self._mapped(), self.entries * self._entry.size, first, second)
         self.entries += 1
+        self._last = (first, second)
 
     def reset(self) -> None:
         """Forget every entry (before a rebuild)."""
         self.entries = 0
+        self._last = None
 
     def _relative(self, offset: int) -> int:
         rel = offset - self.base_offset
@@ -155,9 +201,7 @@ class _Index:
             return
         if self.writable:
             self.trim()
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        self._unmap()
         self._release_fd()
         self._closed = True
 
@@ -181,8 +225,9 @@ class OffsetIndex(_Index):
     def append(self, offset: int, position: int) -> None:
         """Record that the batch starting at ``offset`` is at ``position``; keys strictly rise."""
         rel = self._relative(offset)
-        if self.entries:
-            last_rel, last_pos = self._get(self.entries - 1)
+        last = self._last_raw()
+        if last is not None:
+            last_rel, last_pos = last
             if rel <= last_rel or position <= last_pos:
                 raise ValueError(
                     f"{self.path.name}: entry ({offset}, {position}) does not follow "
@@ -217,6 +262,7 @@ class OffsetIndex(_Index):
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries for batches at or after ``offset``."""
+        self._last = None
         self.entries = (
             self._largest_le(0, offset - self.base_offset - 1) + 1
             if offset > self.base_offset
@@ -266,8 +312,9 @@ class TimeIndex(_Index):
         if timestamp < 0:
             return
         rel = self._relative(offset)
-        if self.entries:
-            last_ts, last_rel = self._get(self.entries - 1)
+        last = self._last_raw()
+        if last is not None:
+            last_ts, last_rel = last
             if timestamp <= last_ts:
                 return
             if rel < last_rel:
@@ -277,6 +324,7 @@ class TimeIndex(_Index):
                 )
             if final and self.entries >= self._capacity:
                 self.entries -= 1
+                self._last = None
         elif final and not self._capacity:
             return  # trimmed empty index of an inactive segment: nothing to record into
         self._put(timestamp, rel)
@@ -291,6 +339,7 @@ class TimeIndex(_Index):
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose offset is at or after ``offset``."""
+        self._last = None
         self.entries = (
             self._largest_le(1, offset - self.base_offset - 1) + 1
             if offset > self.base_offset

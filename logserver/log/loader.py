@@ -143,6 +143,9 @@ def _load(
         else:
             segments.append(seg)
             expected = seg.next_offset
+            # Loaded: its files close until read, so start-up holds 3 descriptors per
+            # partition (the active segment's), not 3 per segment.
+            seg.close_files_if_idle(force=True)
         if truncated:
             for later in bases[i + 1 :]:
                 later_path = directory / f"{later:020d}{LOG_SUFFIX}"

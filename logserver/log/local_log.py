@@ -38,6 +38,19 @@ logger = logging.getLogger(__name__)
 __all__ = ["DELETE_DIR_SUFFIX", "LocalLog", "SegmentsChangedError"]
 
 DELETE_DIR_SUFFIX = "-delete"  # <topic>-<p>.<uuid>-delete: a deleted partition directory
+MAX_FILE_NAME_BYTES = 255  # NAME_MAX of Linux file systems
+
+
+def delete_dir_name(directory_name: str, unique: str) -> str:
+    """``<topic>-<p>.<unique>-delete``, its topic cut so the name fits a file name.
+
+    As Kafka (``LocalLog.logDeleteDirName``): a 249-character topic plus the partition,
+    a 32-character id and the suffix would pass 255 bytes; the directory is only ever
+    removed, so a shortened topic loses nothing.
+    """
+    topic, _, partition = directory_name.rpartition("-")
+    suffix = f"-{partition}.{unique}{DELETE_DIR_SUFFIX}"
+    return topic[:MAX_FILE_NAME_BYTES - len(suffix)] + suffix
 
 
 class SegmentsChangedError(LogError):
@@ -172,6 +185,17 @@ class LocalLog:
             self._view = _view((*self._view.segments, new))
         logger.info("%s: rolled new segment at offset %d", self.directory, new.base_offset)
         return new
+
+    def close_idle_files(self) -> int:
+        """Close the files of inactive segments unused since the last call (see
+        Segment.close_files_if_idle); returns the descriptors closed."""
+        with self._lock:
+            return sum(seg.close_files_if_idle() for seg in self._view.segments[:-1])
+
+    @property
+    def files_open(self) -> int:
+        """Descriptors the segments hold now."""
+        return sum(seg.files_open for seg in self._view.segments)
 
     # -- read -------------------------------------------------------------------------
 
@@ -357,8 +381,7 @@ class LocalLog:
             self._deleted = True
             segments = self._view.segments
             doomed = self.directory.with_name(
-                f"{self.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-            )
+                delete_dir_name(self.directory.name, uuid.uuid4().hex))
             os.rename(self.directory, doomed)
         for seg in segments:
             seg.abandon()

@@ -411,10 +411,23 @@ class Log:
         self._load_producer_state()
         return self.log_end_offset
 
+    def close_idle_files(self) -> int:
+        """Close the files of older segments nobody read since the previous call."""
+        return self._local.close_idle_files()
+
+    @property
+    def files_open(self) -> int:
+        return self._local.files_open
+
     def delete_old_segments(self, now_ms: int | None = None, *, keep_files: bool = False) -> int:
         """Retention: drop whole segments older than retention.ms or beyond retention.bytes.
 
-        Like Kafka, age is the segment's largest record timestamp. The active segment is
+        Like Kafka, age is the segment's largest record timestamp; one in the future
+        (a producer's clock, or a year-9999 batch written before
+        ``message.timestamp.after.max.ms`` refused them) is no age at all, so the
+        segment file's last write stands in for it, as for a segment without
+        timestamps; otherwise one such batch would keep its segment, and every later
+        one, forever. The active segment is
         never deleted (it takes the appends; it goes once it has rolled). Returns the
         number of segments deleted; the log start offset moves to the first remaining
         segment. Deleted files are renamed ``*.deleted`` and removed after
@@ -428,7 +441,7 @@ class Log:
         if cfg.retention_ms >= 0:
             for seg in segments:
                 ts = seg.max_timestamp
-                if ts < 0:  # no record timestamps: file age, as Kafka does
+                if ts < 0 or ts > now:  # no usable record timestamp: file age
                     if not seg.pin():
                         break
                     try:

@@ -368,7 +368,10 @@ class LogManager:
         except BaseException:
             for log in logs.values():
                 log.close(flush=False)
-                shutil.rmtree(log.directory, ignore_errors=True)
+            # Every new partition's directory goes, also the one whose opening failed
+            # half-way (out of descriptors): nothing of the topic stays on disk.
+            for p in partitions:
+                shutil.rmtree(self.data_dir / f"{info.name}-{p}", ignore_errors=True)
             raise
         with self._lock:
             self._topics[info.name] = info
@@ -523,6 +526,14 @@ class LogManager:
                     deleted.extend(log.take_deleted_paths())
             except Exception:
                 logger.exception("%s-%d: log cleanup failed", topic, partition)
+        closed = 0
+        for (topic, partition), log in self.logs().items():
+            try:  # segments nobody read for a whole pass give their descriptors back
+                closed += log.close_idle_files()
+            except OSError:
+                logger.exception("%s-%d: closing idle segment files failed", topic, partition)
+        if closed:
+            logger.debug("closed %d descriptors of idle segments", closed)
         return deleted
 
     def close(self) -> None:
