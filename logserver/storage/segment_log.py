@@ -10,6 +10,7 @@ does not leave the LogManager and the published state disagreeing.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 from collections.abc import Awaitable, Mapping
@@ -149,7 +150,24 @@ class SegmentLogStorage(PartitionedStorage):
             self._manager.maybe_checkpoint_recovery_points()
 
     def _after_append(self, state: TopicState, index: int) -> Awaitable[None] | None:
-        return self._durability.appended(state.logs[index])
+        log_: Log = state.logs[index]
+        queued = log_.write_barrier()
+        if queued is None:
+            return self._durability.appended(log_)
+        # Handed to the writer thread: acknowledge (and count for fsync) once written.
+        # A task, so it runs also when nobody awaits it (acks=0).
+        return asyncio.get_running_loop().create_task(
+            self._after_write(queued, log_, state.partitions[index]))
+
+    async def _after_write(self, queued: concurrent.futures.Future[None], log_: Log,
+                           partition: Partition) -> None:
+        try:
+            await asyncio.wrap_future(queued)
+        finally:
+            partition.wake_waiters()  # the high watermark moved (or the write failed)
+        wait = self._durability.appended(log_)
+        if wait is not None:
+            await wait
 
     # -- topics ---------------------------------------------------------------------------
 
