@@ -8,13 +8,15 @@ first, ``--runs`` rounds:
 
 - ``--producers`` processes each pipeline 1 MB batches (``--in-flight`` each, acks=1) to
   a partition of their own; the figure is MB/s acknowledged in the window.
-- one more process sends one 100 B record per Produce request, one at a time, to a
-  partition of its own: its round-trip latency (p50, p99, max) shows how long the loop
-  was busy elsewhere.
+- one more process sends one 100 B record per Produce request to a partition of its
+  own, one every 5 ms (a probe, not a load: a faster probe would take server time from
+  the producers whenever the loop answers it quickly): its round-trip latency (p50,
+  p99, max) shows how long the loop was busy elsewhere.
 
 Each run: a 1 s warm-up, then ``--seconds`` measured. ``--profile`` adds one more run
 per setting under ``py-spy record --nonblocking --threads`` and prints the share of the
-server's samples in ``pwrite`` on the event-loop thread and on the writer thread.
+server's samples in ``pwrite`` on the event-loop thread and on the writer thread (py-spy
+shows a C call as the Python line making it: ``Segment.append``'s ``pwrite`` line).
 
     python -m benchmarks.large_appends --runs 3 --seconds 5 --profile
 """
@@ -49,6 +51,7 @@ THRESHOLD = 256 * 1024
 SETTINGS = {"event-loop": -1, "writer-thread": THRESHOLD}
 VALUE_BYTES = 10_000
 RECORDS_PER_BATCH = 100  # 1,000,000 value bytes: a ~1 MB batch, under message.max.bytes
+PROBE_INTERVAL_S = 0.005
 
 
 def _frame(conn: RawConnection, partition: int, batch: bytes) -> tuple[int, bytes]:
@@ -92,8 +95,9 @@ def large_producer(bootstrap: str, partition: int, in_flight: int, start_at: flo
     return float(acked)
 
 
-def small_producer(bootstrap: str, partition: int, start_at: float, seconds: float) -> list[float]:
-    """Round trips (ms) of one-record Produce requests sent one at a time in the window."""
+def small_producer(bootstrap: str, partition: int, start_at: float, seconds: float,
+                   interval_s: float = PROBE_INTERVAL_S) -> list[float]:
+    """Round trips (ms) of one-record Produce requests, one every ``interval_s`` at most."""
     batch = build_batch([(None, b"s" * 100, [], int(time.time() * 1000))])
     end_at = start_at + seconds
     latencies: list[float] = []
@@ -103,8 +107,10 @@ def small_producer(bootstrap: str, partition: int, start_at: float, seconds: flo
             sent = time.perf_counter()
             conn.resend(ApiKey.PRODUCE, version, frame)
             _check(conn)
+            done = time.perf_counter()
             if now >= start_at:
-                latencies.append((time.perf_counter() - sent) * 1000)
+                latencies.append((done - sent) * 1000)
+            time.sleep(max(0.0, interval_s - (done - sent)))
     return latencies
 
 
@@ -134,8 +140,8 @@ def _py_spy(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]:
 
 
 def pwrite_shares(collapsed: Path) -> dict[str, float]:
-    """Share of all server samples in ``pwrite`` on the loop thread / the writer thread,
-    and each thread's share of all samples (py-spy ``--threads`` raw output)."""
+    """Share of all server samples per thread, and in ``pwrite`` per thread (py-spy
+    ``--threads`` raw output: the first frame names the thread, the last is the leaf)."""
     counts: collections.Counter[str] = collections.Counter()
     total = 0
     for line in collapsed.read_text().splitlines():
@@ -143,12 +149,12 @@ def pwrite_shares(collapsed: Path) -> dict[str, float]:
         if not stack:
             continue
         frames = stack.split(";")
-        thread = "writer" if "log-writer" in frames[0] else (
-            "loop" if "MainThread" in frames[0] or "main" in frames[0].lower() else "other")
+        name = frames[0].rpartition(":")[2].strip()
+        thread = "loop" if name == "MainThread" else "writer" if "log-writer" in name else "other"
         count = int(n)
         total += count
         counts[thread] += count
-        if any("pwrite" in frame for frame in frames[-3:]) and "append" in stack:
+        if frames[-1].startswith("Segment.append "):
             counts[f"{thread} pwrite"] += count
     return {key: value / total for key, value in counts.items()} if total else {}
 

@@ -137,7 +137,7 @@ SETTINGS: dict[str, Setting] = {
                 "before it is acknowledged."),
         Setting("log.flush.interval.ms", None, _optional_int_in(1),
                 "fsync every this many milliseconds; unset means no timed fsync."),
-        Setting("log.writer.thread.min.bytes", "-1", _int_in(-1),
+        Setting("log.writer.thread.min.bytes", "262144", _int_in(-1),
                 "Produce batches at least this large are written by a writer thread, off "
                 "the event loop (offsets are assigned at once, in order; fetchers see a "
                 "batch once written); -1 writes every batch on the event loop."),

@@ -67,5 +67,5 @@ async def _after_fsync(response: ProduceResponse, waits: list[Awaitable[None]]) 
             for partition in topic.partition_responses:
                 if partition.error_code == ErrorCode.NONE:
                     partition.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-                    partition.error_message = "fsync failed"
+                    partition.error_message = "write or fsync failed"
     return response
