@@ -55,7 +55,7 @@ PROBE_INTERVAL_S = 0.005
 
 
 def _frame(conn: RawConnection, partition: int, batch: bytes) -> tuple[int, bytes]:
-    version = conn.version_for(ApiKey.PRODUCE, 3, 9)
+    version = conn.version_for(ApiKey.PRODUCE, 7, 9)  # v7+: zstd allowed
     request = ProduceRequest(
         transactional_id=None, acks=1, timeout_ms=30_000,
         topic_data=[ProduceRequest.TopicProduceData(name=TOPIC, partition_data=[
@@ -72,11 +72,16 @@ def _check(conn: RawConnection) -> None:
 
 
 def large_producer(bootstrap: str, partition: int, in_flight: int, start_at: float,
-                   seconds: float) -> float:
-    """Bytes of 1 MB batches acknowledged between ``start_at`` and ``start_at + seconds``."""
-    value = bytes(range(256)) * (VALUE_BYTES // 256) + bytes(VALUE_BYTES % 256)
-    now_ms = int(time.time() * 1000)
-    batch = build_batch([(None, value, [], now_ms)] * RECORDS_PER_BATCH)
+                   seconds: float, batch: bytes | None = None, counted: int = 0) -> float:
+    """Bytes of 1 MB batches acknowledged between ``start_at`` and ``start_at + seconds``.
+
+    ``batch`` replaces the default uncompressed one; each acknowledgement then counts
+    ``counted`` bytes (its records' uncompressed size).
+    """
+    if batch is None:
+        value = bytes(range(256)) * (VALUE_BYTES // 256) + bytes(VALUE_BYTES % 256)
+        batch = build_batch([(None, value, [], int(time.time() * 1000))] * RECORDS_PER_BATCH)
+        counted = len(batch)
     end_at = start_at + seconds
     acked = pending = 0
     with RawConnection(bootstrap) as conn:
@@ -91,7 +96,7 @@ def large_producer(bootstrap: str, partition: int, in_flight: int, start_at: flo
             _check(conn)
             pending -= 1
             if start_at <= time.time() <= end_at:
-                acked += len(batch)
+                acked += counted
     return float(acked)
 
 

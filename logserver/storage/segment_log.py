@@ -31,6 +31,7 @@ from logserver.retention import run_retention
 from logserver.storage.api import Records
 from logserver.storage.base import PartitionedStorage, TopicState
 from logserver.topic_config import TOPIC_SETTINGS, ignored_overrides
+from logserver.validation_offload import ValidationOffload
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,9 @@ class SegmentLogStorage(PartitionedStorage):
         self._reserving: asyncio.Lock | None = None
         self._retention: asyncio.Task[None] | None = None
         self._cluster_id = ""
+        offload_min = config["produce.validation.thread.min.bytes"]
+        # Large compressed batches validated off the event loop (logserver.validation_offload).
+        self._offload = ValidationOffload(offload_min) if offload_min >= 0 else None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -123,10 +127,15 @@ class SegmentLogStorage(PartitionedStorage):
             self._retention.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._retention
+        for state in self._topics.values():
+            for partition in state.partitions:
+                partition.retire()  # appends still being validated are refused, not written
         await self._durability.close()
         for _, task in list(self._pending.values()):
             await asyncio.wait([task])
         await asyncio.get_running_loop().run_in_executor(None, self._worker.close)
+        if self._offload is not None:
+            self._offload.close()
         if self._manager is not None:
             self._manager.close()
             self._manager = None
@@ -180,7 +189,8 @@ class SegmentLogStorage(PartitionedStorage):
                      if k in TOPIC_SETTINGS and TOPIC_SETTINGS[k].field is not None}
         kept = previous.partitions if previous is not None else ()
         logs = [manager.get_log(info.name, p) for p in range(info.partitions)]
-        partitions = kept + tuple(Partition(info.name, p, SegmentPartitionLog(logs[p]), config)
+        partitions = kept + tuple(Partition(info.name, p, SegmentPartitionLog(logs[p]), config,
+                                            offload=self._offload)
                                   for p in range(len(kept), info.partitions))
         return TopicState(info.name, info.topic_id, config, overrides, partitions, tuple(logs))
 
