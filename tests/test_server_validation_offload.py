@@ -4,6 +4,8 @@ and acks=0 batches are appended all the same."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 
 import pytest
@@ -15,9 +17,14 @@ from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.batch import Compression
 from kafkaproto.messages import CreateTopicsRequest, ListOffsetsRequest, ProduceRequest
 from kafkaproto.records import build_batch
+from logserver.partition import Partition
+from logserver.storage.memory import MemoryLog
+from logserver.topic_config import TopicConfig
+from logserver.validation_offload import ValidationOffload
 
 TOPIC = "offload"
 VERSION = 9  # zstd needs v7+
+CONFIG = TopicConfig()
 
 
 def _request(batch: bytes, acks: int = -1) -> ProduceRequest:
@@ -84,3 +91,70 @@ def test_acks_zero_offloaded_batch_is_appended(client):
         assert time.monotonic() < deadline, "the acks=0 batch never became visible"
         time.sleep(0.01)
     assert [r.value for r in kp_read(client.server.bootstrap, TOPIC)] == values
+
+
+# -- the Partition itself, on the in-memory log (no sockets) ------------------------------
+
+
+async def _held_offload() -> tuple[ValidationOffload, threading.Event]:
+    """An offload whose one thread is busy until the returned event is set."""
+    offload = ValidationOffload(0)
+    release, started = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        release.wait(10)
+
+    asyncio.ensure_future(offload.run(hold))
+    await asyncio.sleep(0)  # the job is submitted once the task first runs
+    assert started.wait(10)
+    return offload, release
+
+
+def test_partition_deleted_while_validating_refuses_the_append():
+    async def scenario() -> None:
+        offload, release = await _held_offload()
+        try:
+            log_ = MemoryLog(TOPIC, CONFIG)
+            partition = Partition(TOPIC, 0, log_, CONFIG, offload=offload)
+            batch = memoryview(bytearray(_batch(_values("x", 3), Compression.ZSTD)))
+            first = partition.append(batch, VERSION)
+            assert first.deferred is not None
+            small = partition.append(memoryview(bytearray(_batch(_values("y", 1)))), VERSION)
+            assert small.deferred is not None  # queued behind the first: order
+            partition.retire()
+            release.set()
+            refused = await first.deferred
+            assert refused.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert (await small.deferred).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert log_.log_end_offset == 0
+        finally:
+            release.set()
+            offload.close()
+
+    asyncio.run(scenario())
+
+
+def test_partition_appends_in_arrival_order_while_validation_runs():
+    async def scenario() -> None:
+        offload, release = await _held_offload()
+        try:
+            log_ = MemoryLog(TOPIC, CONFIG)
+            partition = Partition(TOPIC, 0, log_, CONFIG, offload=offload)
+            big = partition.append(memoryview(bytearray(_batch(_values("x", 3), Compression.LZ4))),
+                                   VERSION)
+            small = partition.append(memoryview(bytearray(_batch(_values("y", 1)))), VERSION)
+            assert big.deferred is not None and small.deferred is not None
+            assert log_.log_end_offset == 0  # nothing appended before the big one is checked
+            release.set()
+            assert (await small.deferred).base_offset == 3
+            assert (await big.deferred).base_offset == 0
+            assert log_.log_end_offset == 4
+            # Nothing waiting any more: an uncompressed batch is appended at once again.
+            again = partition.append(memoryview(bytearray(_batch(_values("z", 1)))), VERSION)
+            assert again.deferred is None and again.base_offset == 4
+        finally:
+            release.set()
+            offload.close()
+
+    asyncio.run(scenario())
