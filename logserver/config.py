@@ -142,9 +142,9 @@ SETTINGS: dict[str, Setting] = {
                 "the event loop (offsets are assigned at once, in order; fetchers see a "
                 "batch once written); -1 writes every batch on the event loop."),
         Setting("produce.validation.thread.min.bytes", "65536", _int_in(-1),
-                "Compressed produce batches at least this large are validated (inflated "
-                "and walked) on a pool thread instead of the event loop, appends staying "
-                "in arrival order per partition; -1 validates every batch on the loop."),
+                "zstd-compressed produce batches at least this large are validated "
+                "(inflated and walked) on a pool thread instead of the event loop, appends "
+                "staying in arrival order per partition; -1 validates every batch on the loop."),
         _topic_default("log.message.timestamp.type", "message.timestamp.type",
                 "Keep the producer's timestamps or stamp the broker's time."),
         _topic_default("message.max.bytes", "max.message.bytes",

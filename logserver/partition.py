@@ -19,9 +19,6 @@ from typing import Protocol
 
 from kafkaproto import ErrorCode, FileRegion
 from kafkaproto.batch import (
-    ATTRIBUTES_OFFSET,
-    BATCH_HEADER_SIZE,
-    COMPRESSION_MASK,
     BatchHeader,
     Compression,
     CorruptBatchError,
@@ -113,15 +110,13 @@ class Partition:
     def append(self, records: memoryview | None, produce_version: int) -> AppendResult:
         """Validate one produce request's batch and append it, or say why not.
 
-        A compressed batch of at least the offload's ``min_bytes``, and any batch behind
-        one, is validated and appended later, in arrival order: the result then has
+        A batch the offload takes (zstd, at least its ``min_bytes``), and any batch
+        behind one, is validated and appended later, in arrival order: the result then has
         ``deferred`` set, the real result to await.
         """
         offload = self._offload
         if self._tail is not None or (
-            offload is not None and records is not None and len(records) >= offload.min_bytes
-            and len(records) >= BATCH_HEADER_SIZE
-            and records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK
+            offload is not None and records is not None and offload.takes(records)
         ):
             previous = self._tail
             task = asyncio.get_running_loop().create_task(
@@ -147,12 +142,8 @@ class Partition:
     async def _append_later(self, records: memoryview | None, produce_version: int,
                             previous: asyncio.Task[AppendResult] | None) -> AppendResult:
         offload = self._offload
-        big = (offload is not None and records is not None
-               and len(records) >= max(offload.min_bytes, BATCH_HEADER_SIZE)
-               and records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK)
         checked: BatchHeader | AppendResult | None = None
-        if big:
-            assert offload is not None
+        if offload is not None and records is not None and offload.takes(records):
             checked = await offload.run(self._validate, records)  # overlaps earlier ones
         if previous is not None:
             await asyncio.wait([previous])  # its outcome is its own caller's

@@ -1,4 +1,4 @@
-"""Compressed batches validated on a pool thread (produce.validation.thread.min.bytes):
+"""zstd batches validated on a pool thread (produce.validation.thread.min.bytes):
 appends keep the order their requests arrived in, refusals still reach their producer,
 and acks=0 batches are appended all the same."""
 
@@ -76,10 +76,23 @@ def test_pipelined_appends_keep_arrival_order_around_offloaded_validation(client
     assert answers[0] == (ErrorCode.NONE, 0)
     assert answers[1] == (ErrorCode.NONE, 50)  # uncompressed, queued behind the zstd batch
     assert answers[2][0] == ErrorCode.CORRUPT_MESSAGE
-    assert answers[3] == (ErrorCode.NONE, 51)
+    assert answers[3] == (ErrorCode.NONE, 51)  # lz4: validated on the loop, still in order
     assert answers[4] == (ErrorCode.NONE, 61)
     values = [r.value for r in kp_read(client.server.bootstrap, TOPIC)]
     assert values == a + b + c + d
+
+
+def test_lz4_batch_alone_is_validated_on_the_loop(client):
+    """Only zstd goes to the thread (the codec that measured faster there)."""
+    offload = ValidationOffload(0)
+    try:
+        assert not offload.takes(memoryview(_batch(_values("l", 3), Compression.LZ4)))
+        assert offload.takes(memoryview(_batch(_values("z", 3), Compression.ZSTD)))
+    finally:
+        offload.close()
+    client.send(ApiKey.PRODUCE, VERSION, _request(_batch(_values("l", 3), Compression.LZ4)))
+    part = client.recv().responses[0].partition_responses[0]
+    assert (part.error_code, part.base_offset) == (ErrorCode.NONE, 0)
 
 
 def test_acks_zero_offloaded_batch_is_appended(client):
@@ -141,8 +154,8 @@ def test_partition_appends_in_arrival_order_while_validation_runs():
         try:
             log_ = MemoryLog(TOPIC, CONFIG)
             partition = Partition(TOPIC, 0, log_, CONFIG, offload=offload)
-            big = partition.append(memoryview(bytearray(_batch(_values("x", 3), Compression.LZ4))),
-                                   VERSION)
+            big = partition.append(
+                memoryview(bytearray(_batch(_values("x", 3), Compression.ZSTD))), VERSION)
             small = partition.append(memoryview(bytearray(_batch(_values("y", 1)))), VERSION)
             assert big.deferred is not None and small.deferred is not None
             assert log_.log_end_offset == 0  # nothing appended before the big one is checked
