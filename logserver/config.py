@@ -166,6 +166,16 @@ SETTINGS: dict[str, Setting] = {
                 "before it is acknowledged."),
         Setting("log.flush.interval.ms", None, _optional_int_in(1),
                 "fsync every this many milliseconds; unset means no timed fsync."),
+        Setting("log.writer.thread.min.bytes", "-1", _int_in(-1),
+                "Produce batches at least this large are written by a writer thread, off "
+                "the event loop (offsets are assigned at once, in order; fetchers see a "
+                "batch once written); -1 (default) writes every batch on the event loop. "
+                "262144 cut other clients' p99 latency 9-30x beside 1 MB batches but "
+                "measured 0.72-1.01x their throughput."),
+        Setting("produce.validation.thread.min.bytes", "65536", _int_in(-1),
+                "zstd-compressed produce batches at least this large are validated "
+                "(inflated and walked) on a pool thread instead of the event loop, appends "
+                "staying in arrival order per partition; -1 validates every batch on the loop."),
         _topic_default("log.message.timestamp.type", "message.timestamp.type",
                 "Keep the producer's timestamps or stamp the broker's time."),
         _topic_default("log.message.timestamp.after.max.ms", "message.timestamp.after.max.ms",

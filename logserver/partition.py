@@ -30,6 +30,7 @@ from logserver.log.errors import OffsetOutOfRangeError
 from logserver.log.producer_state import Decision, Verdict
 from logserver.storage.api import AppendResult, Records
 from logserver.topic_config import TopicConfig
+from logserver.validation_offload import ValidationOffload
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +72,13 @@ class PartitionLog(Protocol):
 
 class Partition:
     __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
-                 "max_message_bytes", "_before_max_ms", "_after_max_ms")
+                 "max_message_bytes", "_before_max_ms", "_after_max_ms", "_offload", "_tail",
+                 "_retired")
 
-    def __init__(self, topic: str, index: int, log_: PartitionLog, config: TopicConfig) -> None:
+    def __init__(self, topic: str, index: int, log_: PartitionLog, config: TopicConfig,
+                 *, offload: ValidationOffload | None = None) -> None:
+        """``offload`` validates large compressed batches on its threads (see
+        logserver.validation_offload); without it every batch is validated inline."""
         self.topic = topic
         self.index = index
         self.log = log_
@@ -83,6 +88,10 @@ class Partition:
         self.max_message_bytes = config.max_message_bytes
         self._before_max_ms = config.message_timestamp_before_max_ms
         self._after_max_ms = config.message_timestamp_after_max_ms
+        self._offload = offload
+        # The last append still waiting for its validation; later ones queue behind it.
+        self._tail: asyncio.Task[AppendResult] | None = None
+        self._retired = False
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -92,6 +101,8 @@ class Partition:
         self.config = config
         self.log_append_time = config.log_append_time
         self.max_message_bytes = config.max_message_bytes
+        self._before_max_ms = config.message_timestamp_before_max_ms
+        self._after_max_ms = config.message_timestamp_after_max_ms
 
     @property
     def leader_epoch(self) -> int:
@@ -108,7 +119,57 @@ class Partition:
     # -- produce ------------------------------------------------------------------------
 
     def append(self, records: memoryview | None, produce_version: int) -> AppendResult:
-        """Validate one produce request's batch and append it, or say why not."""
+        """Validate one produce request's batch and append it, or say why not.
+
+        A batch the offload takes (zstd, at least its ``min_bytes``), and any batch
+        behind one, is validated and appended later, in arrival order: the result then has
+        ``deferred`` set, the real result to await.
+        """
+        offload = self._offload
+        if self._tail is not None or (
+            offload is not None and records is not None and offload.takes(records)
+        ):
+            previous = self._tail
+            task = asyncio.get_running_loop().create_task(
+                self._append_later(records, produce_version, previous))
+            self._tail = task
+            task.add_done_callback(self._forget_tail)
+            return AppendResult(ErrorCode.NONE, deferred=task)
+        checked = self._validate(records)
+        if isinstance(checked, AppendResult):
+            return checked
+        assert records is not None  # _validate refuses None
+        return self._append_valid(records, checked, produce_version)
+
+    def retire(self) -> None:
+        """The partition is being deleted: appends still waiting for validation fail."""
+        self._retired = True
+        self.wake_waiters()
+
+    def _forget_tail(self, task: asyncio.Task[AppendResult]) -> None:
+        if self._tail is task:
+            self._tail = None
+
+    async def _append_later(self, records: memoryview | None, produce_version: int,
+                            previous: asyncio.Task[AppendResult] | None) -> AppendResult:
+        offload = self._offload
+        checked: BatchHeader | AppendResult | None = None
+        if offload is not None and records is not None and offload.takes(records):
+            checked = await offload.run(self._validate, records)  # overlaps earlier ones
+        if previous is not None:
+            await asyncio.wait([previous])  # its outcome is its own caller's
+        if checked is None:
+            checked = self._validate(records)
+        if isinstance(checked, AppendResult):
+            return checked
+        if self._retired:  # deleted (or the server closing) while this batch was checked
+            return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                message=f"partition {self.topic}-{self.index} is gone")
+        assert records is not None  # _validate refuses None
+        return self._append_valid(records, checked, produce_version)
+
+    def _validate(self, records: memoryview | None) -> BatchHeader | AppendResult:
+        """The batch's header if it may be stored, else the refusal (safe off the loop)."""
         if records is None or len(records) == 0:
             return AppendResult(ErrorCode.CORRUPT_MESSAGE, message="no record batch")
         if len(records) > self.max_message_bytes:
@@ -118,12 +179,15 @@ class Partition:
         try:
             # Every record's framing, and a compressed payload inflated under a cap
             # (decompression bombs), before anything is stored.
-            header = validate_batch(records, max_uncompressed_bytes=self.max_message_bytes,
-                                    reject_null_keys=self.config.compact).header
+            return validate_batch(records, max_uncompressed_bytes=self.max_message_bytes,
+                                  reject_null_keys=self.config.compact).header
         except CorruptBatchError as exc:
             return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
         except InvalidRecordError as exc:
             return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
+
+    def _append_valid(self, records: memoryview, header: BatchHeader,
+                      produce_version: int) -> AppendResult:
         if header.is_transactional:
             return AppendResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                 message="transactions are not supported")

@@ -43,6 +43,28 @@ def test_kill9_other_modes_lose_nothing(tmp_path, record_property, mode):
     assert report.lost == 0
 
 
+#: Every append handed to the writer thread (log.writer.thread.min.bytes=0).
+WRITER_THREAD = {"log.writer.thread.min.bytes": 0}
+
+
+@pytest.mark.parametrize("mode", ["fsync-every-append", "ack-after-write"])
+def test_kill9_with_writer_thread_loses_nothing(tmp_path, record_property, mode):
+    """Offsets assigned on the loop, bytes written on the writer thread: a kill -9 at any
+    moment still leaves every acknowledged record where it was acknowledged."""
+    report = crashloop.run(tmp_path, mode, 10, time_budget=150, extra_settings=WRITER_THREAD)
+    _check(report, 10, record_property)
+    assert report.lost == 0
+
+
+def test_power_loss_with_writer_thread_keeps_fsync_every_append(tmp_path, record_property):
+    """The fsync an acknowledgement waits for covers the write the writer thread made."""
+    report = crashloop.run(tmp_path, "fsync-every-append", 8, power_loss=True,
+                           time_budget=120, extra_settings=WRITER_THREAD)
+    _check(report, 8, record_property)
+    assert report.bytes_cut > 0, "the simulated power loss took nothing away"
+    assert report.lost == 0
+
+
 @pytest.mark.parametrize("mode", list(crashloop.MODES))
 def test_simulated_power_loss_keeps_the_stated_guarantee(tmp_path, record_property, mode):
     """Cut unsynced bytes after each kill: fsync-every-append loses nothing, fsync-interval

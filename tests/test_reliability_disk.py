@@ -38,8 +38,10 @@ def _create_topic(c: Conn, name: str) -> None:
     assert decode_response(19, 5, c.recv_frame())[1].topics[0].error_code == 0
 
 
-@pytest.mark.parametrize("durability", [{}, {"log.flush.interval.messages": 1}],
-                         ids=["ack-after-write", "fsync-every-append"])
+@pytest.mark.parametrize("durability", [
+    {}, {"log.flush.interval.messages": 1},
+    {"log.writer.thread.min.bytes": 0, "log.flush.interval.messages": 1},
+], ids=["ack-after-write", "fsync-every-append", "writer-thread"])
 def test_disk_full_then_space_back(server_factory, tmp_path, durability):
     flag = tmp_path / "disk-full"
     server = server_factory(settings=durability, launcher=faulty_server.launcher(enospc_flag=flag))

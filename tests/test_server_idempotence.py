@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from kafkaclient import BlockingClient
+from serverproc import ServerProcess
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (
@@ -47,6 +48,18 @@ class Client(BlockingClient):
 def _batch(producer_id: int, epoch: int, sequence: int, count: int = 2) -> bytes:
     records = [(b"k", f"seq{sequence + i}".encode(), [], 1_700_000_000_000 + i) for i in range(count)]
     return build_batch(records, producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence)
+
+
+@pytest.fixture(params=["event-loop-writes", "writer-thread"])
+def server(request, tmp_path) -> ServerProcess:
+    """Each test twice: appends written on the event loop, and every append handed to
+    the writer thread (log.writer.thread.min.bytes=0), whose order and producer state
+    must be the same."""
+    settings = {"log.writer.thread.min.bytes": 0} if request.param == "writer-thread" else {}
+    srv = ServerProcess(tmp_path / "data", settings=settings)
+    request.addfinalizer(srv.stop)  # by pid, even when the test failed
+    srv.start()
+    return srv
 
 
 @pytest.fixture

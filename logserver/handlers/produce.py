@@ -14,6 +14,7 @@ from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import ProduceRequest, ProduceResponse
 from logserver.groups import INTERNAL_TOPICS
 from logserver.security import checks
+from logserver.storage.api import AppendResult
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -31,6 +32,7 @@ def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
     else:
         error = ErrorCode.NONE
     waits: list[Awaitable[None]] = []
+    deferred: list[tuple[PartitionResponse, Awaitable[AppendResult]]] = []
     topics = []
     for topic in request.topic_data:
         partitions = []
@@ -47,19 +49,46 @@ def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
             # The decoder hands records over as a writable view of the request frame.
             records = cast("memoryview | None", data.records)
             result = broker.storage.append(topic.name, data.index, records, header.api_version)
-            partitions.append(PartitionResponse(
-                index=data.index, error_code=result.error, base_offset=result.base_offset,
-                log_append_time_ms=result.log_append_time, log_start_offset=result.log_start_offset,
-                error_message=result.message))
-            if result.wait is not None:
+            partition = _partition_response(data.index, result)
+            partitions.append(partition)
+            if result.deferred is not None:  # validated off the event loop: filled in later
+                deferred.append((partition, result.deferred))
+            elif result.wait is not None:
                 waits.append(result.wait)
         topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
     if acks == 0:
         return None
     response = ProduceResponse(responses=topics, throttle_time_ms=0)
+    if deferred:
+        return _after_validation(response, deferred, waits)
     if not waits:
         return response
     return _after_fsync(response, waits)
+
+
+def _partition_response(index: int, result: AppendResult) -> PartitionResponse:
+    return PartitionResponse(
+        index=index, error_code=result.error, base_offset=result.base_offset,
+        log_append_time_ms=result.log_append_time, log_start_offset=result.log_start_offset,
+        error_message=result.message)
+
+
+async def _after_validation(response: ProduceResponse,
+                            deferred: list[tuple[PartitionResponse, Awaitable[AppendResult]]],
+                            waits: list[Awaitable[None]]) -> ProduceResponse:
+    for partition, pending in deferred:
+        result = await pending
+        filled = _partition_response(partition.index, result)
+        partition.error_code = filled.error_code
+        partition.base_offset = filled.base_offset
+        partition.log_append_time_ms = filled.log_append_time_ms
+        partition.log_start_offset = filled.log_start_offset
+        partition.error_message = filled.error_message
+        if result.wait is not None:
+            waits.append(result.wait)
+    if not waits:
+        return response
+    return await _after_fsync(response, waits)
 
 
 async def _after_fsync(response: ProduceResponse, waits: list[Awaitable[None]]) -> ProduceResponse:
@@ -69,5 +98,5 @@ async def _after_fsync(response: ProduceResponse, waits: list[Awaitable[None]]) 
             for partition in topic.partition_responses:
                 if partition.error_code == ErrorCode.NONE:
                     partition.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-                    partition.error_message = "fsync failed"
+                    partition.error_message = "write or fsync failed"
     return response

@@ -5,7 +5,10 @@ makes them a partition log: offset assignment, producer state (idempotence), the
 recovery point and flush bookkeeping, retention decisions, and recovery at open.
 
 Threading contract: appends, reads, rolls and truncation run on the broker's event-loop
-thread; ``flush()`` runs on the fsync thread; retention (``delete_old_segments``,
+thread, except the writes a ``writer`` (logserver.log.append_writer) takes over: offsets
+are assigned on the loop (the assigned end offset), the bytes written on the writer
+thread, and ``log_end_offset`` (what fetchers and the high watermark see) moves only
+once they are written; ``flush()`` runs on the fsync thread; retention (``delete_old_segments``,
 ``delete_segments_below``) and the cleaner run on a storage worker thread. ``_lock``
 makes an append (offsets, write, unflushed mark) atomic against a flush capturing the
 log end offset; segment list changes are the LocalLog's, under its own lock (always
@@ -15,6 +18,8 @@ readable until its last reader releases it (see logserver.log.segment).
 
 from __future__ import annotations
 
+import concurrent.futures
+import errno
 import logging
 import struct
 import threading
@@ -33,9 +38,10 @@ from kafkaproto.batch import (
     set_partition_leader_epoch,
 )
 from kafkaproto.records import decode_batch
+from logserver.log.append_writer import AppendWriter
 from logserver.log.config import LogConfig
 from logserver.log.deleter import FileDeleter
-from logserver.log.errors import OffsetOutOfRangeError
+from logserver.log.errors import LogError, OffsetOutOfRangeError
 from logserver.log.loader import load_segments
 from logserver.log.local_log import LocalLog
 from logserver.log.producer_state import SNAPSHOT_SUFFIX, Decision, ProducerStateManager
@@ -69,6 +75,7 @@ class Log:
         clean_shutdown: bool = True,
         allow_data_loss: bool = True,
         deleter: FileDeleter | None = None,
+        writer: AppendWriter | None = None,
     ) -> None:
         """Open (and if needed recover) the log in ``directory``.
 
@@ -78,6 +85,7 @@ class Log:
         behaviour (truncate at the first bad batch, drop everything after it).
         ``recovery_actions`` lists what recovery did, one line each. ``deleter``
         removes deleted files after ``file.delete.delay.ms`` (default: a shared one).
+        ``writer`` takes over the writes of batches of at least ``writer.min_bytes``.
         """
         directory = Path(directory)
         config = config or LogConfig()
@@ -89,6 +97,14 @@ class Log:
         self._truncations = 0
         self._deleted_paths: list[Path] = []
         self.last_append_ms = -1
+        # Writes handed to the writer thread. Counters only the loop raises (submitted)
+        # or only the writer raises (completed), so no lock is needed to compare them.
+        self._writer = writer
+        self._submitted = self._completed = 0
+        self._submitted_bytes = self._completed_bytes = 0
+        self._assigned_end = 0  # the next offset to assign while writes are queued
+        self._last_write: concurrent.futures.Future[None] | None = None
+        self._write_failed: BaseException | None = None
         loaded = load_segments(
             directory,
             config,
@@ -198,7 +214,25 @@ class Log:
 
     def check_producer(self, header: BatchHeader) -> Decision:
         """Idempotence verdict for a batch about to be appended (see ProducerStateManager)."""
+        if self._write_failed is not None:
+            self._forget_failed_writes()
         return self.producer_state.check(header)
+
+    @property
+    def assigned_end_offset(self) -> int:
+        """The next offset to assign: ahead of ``log_end_offset`` while writes are queued."""
+        if self._submitted != self._completed:
+            return self._assigned_end
+        return self._local.log_end_offset
+
+    def write_barrier(self) -> concurrent.futures.Future[None] | None:
+        """A future done once every append so far is written; None if they all are.
+
+        Raises (through the future) the error of a failed queued write.
+        """
+        if self._submitted == self._completed and self._write_failed is None:
+            return None
+        return self._last_write
 
     def append(
         self, batch: bytearray | memoryview, header: BatchHeader, *, now_ms: int | None = None
@@ -209,23 +243,34 @@ class Log:
         buffer holding exactly one batch; both fields lie outside the CRC). The max
         timestamp is re-read from the bytes, so a header parsed before the broker
         applied LogAppendTime is fine. Producer state is updated here; call
-        ``check_producer`` first.
+        ``check_producer`` first. With a writer, a batch of at least its ``min_bytes``
+        (or any batch behind a queued one) is only queued for writing: ``batch`` must
+        stay unchanged until ``write_barrier()`` is done, and ``log_end_offset`` moves
+        then.
         """
         now = _now_ms() if now_ms is None else now_ms
         max_ts = _I64.unpack_from(batch, MAX_TIMESTAMP_OFFSET)[0]
         if max_ts != header.max_timestamp:
             header = header._replace(max_timestamp=max_ts)
-        local = self._local
-        with self._lock:
-            seg = local.active_segment
-            base = seg.next_offset
-            next_offset = base + header.last_offset_delta + 1
-            if seg.should_roll(len(batch), max_ts, next_offset - 1, now):
-                seg = self._roll_locked(now)
-            set_base_offset(batch, 0, base)
-            set_partition_leader_epoch(batch, 0, LEADER_EPOCH)
-            self._unflushed[seg] = None
-            local.append(batch, base, max_ts, next_offset)
+        if self._write_failed is not None:
+            self._forget_failed_writes()
+        writer = self._writer
+        if writer is not None and (
+            self._submitted != self._completed or len(batch) >= writer.min_bytes
+        ):
+            base, next_offset = self._append_on_writer(writer, batch, header, max_ts, now)
+        else:
+            local = self._local
+            with self._lock:
+                seg = local.active_segment
+                base = seg.next_offset
+                next_offset = base + header.last_offset_delta + 1
+                if seg.should_roll(len(batch), max_ts, next_offset - 1, now):
+                    seg = self._roll_locked(now)
+                set_base_offset(batch, 0, base)
+                set_partition_leader_epoch(batch, 0, LEADER_EPOCH)
+                self._unflushed[seg] = None
+                local.append(batch, base, max_ts, next_offset)
         if header.producer_id >= 0:
             self.producer_state.update(header, base, now)
         else:
@@ -233,8 +278,100 @@ class Log:
         self.last_append_ms = now
         return base
 
+    def _append_on_writer(
+        self,
+        writer: AppendWriter,
+        batch: bytearray | memoryview,
+        header: BatchHeader,
+        max_ts: int,
+        now: int,
+    ) -> tuple[int, int]:
+        """Assign offsets now and queue the write; returns (base, next offset)."""
+        size = len(batch)
+        seg = self._local.active_segment
+        queued = self._submitted_bytes - self._completed_bytes
+        base = self.assigned_end_offset
+        next_offset = base + header.last_offset_delta + 1
+        if self._needs_roll(seg, size, queued, max_ts, next_offset - 1, now):
+            # Rare (once per segment): the roll and the producer snapshot taken with it
+            # need every queued write of this log done; the loop waits for them here.
+            self.drain_writes()
+            if self._write_failed is not None:
+                failed = self._write_failed
+                self._forget_failed_writes()
+                raise OSError(errno.EIO, f"an earlier write failed: {failed}")
+            with self._lock:
+                seg = self._roll_locked(now)
+            base = seg.next_offset
+            next_offset = base + header.last_offset_delta + 1
+        set_base_offset(batch, 0, base)
+        set_partition_leader_epoch(batch, 0, LEADER_EPOCH)
+        self._assigned_end = next_offset
+        self._submitted_bytes += size
+        self._submitted += 1
+        self._last_write = writer.submit(self._write, batch, base, max_ts, next_offset, size)
+        return base, next_offset
+
+    def _needs_roll(
+        self, seg: Segment, size: int, queued: int, max_ts: int, last_offset: int, now: int
+    ) -> bool:
+        """``Segment.should_roll`` counting the bytes still queued for the segment."""
+        if queued:
+            if seg.size + queued > self.config.segment_bytes - size:
+                return True
+            size += queued
+        return seg.should_roll(size, max_ts, last_offset, now)
+
+    def _write(
+        self, batch: bytearray | memoryview, base: int, max_ts: int, next_offset: int, size: int
+    ) -> None:
+        """On the writer thread: write one batch whose offsets the loop assigned."""
+        try:
+            if self._write_failed is not None:
+                raise OSError(errno.EIO, f"an earlier write failed: {self._write_failed}")
+            with self._lock:
+                if self._closed:
+                    raise LogError(f"{self.directory}: log is closed")
+                seg = self._local.active_segment
+                if seg.next_offset != base:
+                    raise LogError(
+                        f"{self.directory}: queued write at offset {base} but the log "
+                        f"ends at {seg.next_offset}"
+                    )
+                if not seg.pin():
+                    raise LogError(f"{self.directory}: active segment is closed")
+                try:
+                    self._unflushed[seg] = None
+                    self._local.append(batch, base, max_ts, next_offset)
+                finally:
+                    seg.unpin()
+        except BaseException as exc:
+            if self._write_failed is None:
+                self._write_failed = exc
+                logger.error("%s: write at offset %d failed: %s", self.directory, base, exc)
+            raise
+        finally:
+            self._completed_bytes += size
+            self._completed += 1  # last: the loop may append directly once it matches
+
+    def drain_writes(self) -> None:
+        """Block until every queued write of this log is done (rolls, truncation, close)."""
+        last = self._last_write
+        if last is not None and self._submitted != self._completed:
+            concurrent.futures.wait([last])
+
+    def _forget_failed_writes(self) -> None:
+        """After a failed queued write: once the queue is empty, take the written end as
+        the end and rebuild producer state for it (the failed batches' sequences go)."""
+        if self._submitted != self._completed:
+            return
+        self._write_failed = None
+        self._last_write = None
+        self._load_producer_state()
+
     def roll(self, now_ms: int | None = None) -> Segment:
         """Start a new segment at the log end offset (no-op if the active one is empty)."""
+        self.drain_writes()
         with self._lock:
             return self._roll_locked(_now_ms() if now_ms is None else now_ms)
 
@@ -391,6 +528,7 @@ class Log:
         batch that held ``offset`` (<= ``offset``). Producer state is reloaded from the
         latest snapshot at or below it.
         """
+        self.drain_writes()
         if offset >= self.log_end_offset:
             return self.log_end_offset
         with self._lock:
@@ -536,6 +674,7 @@ class Log:
         """
         if self._closed:
             return
+        self.drain_writes()
         if flush:
             self.flush()
         with self._lock:

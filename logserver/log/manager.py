@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from logserver.broker_overrides import BrokerOverrides, Overlay
+from logserver.log.append_writer import AppendWriter
 from logserver.log.cleaner import Cleaner
 from logserver.log.config import LogConfig
 from logserver.log.config import setting_value as _setting
@@ -149,6 +150,10 @@ class LogManager:
         self._logs: dict[tuple[str, int], Log] = {}
         self.deleter = FileDeleter()
         self.worker = StorageWorker("log-worker", max_workers=2)  # cleanup + checkpoints
+        writer_min = _setting(config, "log.writer.thread.min.bytes")
+        # Large appends written off the event loop (logserver.log.append_writer); -1: off.
+        self.writer = (AppendWriter(int(writer_min))
+                       if writer_min is not None and int(writer_min) >= 0 else None)
         dedupe = _setting(config, "log.cleaner.dedupe.buffer.size")
         self.cleaner = Cleaner(DEFAULT_DEDUPE_BUFFER_BYTES if dedupe is None else int(dedupe))
         try:
@@ -184,6 +189,8 @@ class LogManager:
         except BaseException:
             for log in self._logs.values():
                 log.close(flush=False)
+            if self.writer is not None:
+                self.writer.close()
             os.close(self._lock_fd)
             self.deleter.close()
             raise
@@ -206,6 +213,7 @@ class LogManager:
             clean_shutdown=new or self.had_clean_shutdown,
             allow_data_loss=self.allow_data_loss,
             deleter=self.deleter,
+            writer=self.writer,
         )
 
     def _remove_deleted_dirs(self) -> None:
@@ -545,7 +553,9 @@ class LogManager:
             self.cleaner.abort()  # a running compaction stops at its next batch
             self.worker.close(wait=True)  # a running cleanup or checkpoint ends first
             for log in self.logs().values():
-                log.close()  # flushes first
+                log.close()  # finishes its queued writes, flushes
+            if self.writer is not None:
+                self.writer.close()
             self.checkpoint_recovery_points()
             marker = self.data_dir / CLEAN_SHUTDOWN_FILE
             atomic_write(marker, b"")

@@ -58,6 +58,9 @@ class AppendResult:
     log_start_offset: int = -1
     message: str | None = None
     wait: Awaitable[None] | None = None  # what the acknowledgement must wait for
+    # Set when the batch is validated off the event loop: the real result, once appended
+    # (the fields above are then placeholders).
+    deferred: Awaitable[AppendResult] | None = None
 
 
 class ReadResult(NamedTuple):

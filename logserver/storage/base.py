@@ -125,7 +125,7 @@ class PartitionedStorage:
         state = self._topics.pop(name, None)
         if state is not None:
             for partition in state.partitions:
-                partition.wake_waiters()
+                partition.retire()  # wakes long polls; fails appends still being validated
         return state
 
     async def alter_topic_config(self, name: str, overrides: Mapping[str, str]) -> None:
@@ -211,6 +211,24 @@ class PartitionedStorage:
         except OSError as exc:  # disk full or I/O error; the segment cut the partial write off
             log.error("append to %s-%d failed: %s", topic, partition, exc)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"write failed: {exc.strerror}")
+        if result.deferred is not None:
+            # A task: the append completes also when nobody awaits it (acks=0).
+            result.deferred = asyncio.get_running_loop().create_task(
+                self._finish_append(result.deferred, state, topic, partition))
+            return result
+        return self._appended(result, state, topic, partition)
+
+    async def _finish_append(self, deferred: Awaitable[AppendResult], state: TopicState,
+                             topic: str, partition: int) -> AppendResult:
+        try:
+            result = await deferred
+        except OSError as exc:
+            log.error("append to %s-%d failed: %s", topic, partition, exc)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"write failed: {exc.strerror}")
+        return self._appended(result, state, topic, partition)
+
+    def _appended(self, result: AppendResult, state: TopicState, topic: str,
+                  partition: int) -> AppendResult:
         if result.error == ErrorCode.NONE:
             result.wait = self._after_append(state, partition)
         else:

@@ -10,6 +10,7 @@ does not leave the LogManager and the published state disagreeing.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import shutil
@@ -32,6 +33,7 @@ from logserver.retention import run_retention
 from logserver.storage.api import LogDirInfo, PartitionDirInfo, Records
 from logserver.storage.base import PartitionedStorage, TopicState
 from logserver.topic_config import TopicConfig, ignored_overrides, kept_overrides
+from logserver.validation_offload import ValidationOffload
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,9 @@ class SegmentLogStorage(PartitionedStorage):
         self._reserving: asyncio.Lock | None = None
         self._retention: asyncio.Task[None] | None = None
         self._cluster_id = ""
+        offload_min = config["produce.validation.thread.min.bytes"]
+        # Large compressed batches validated off the event loop (logserver.validation_offload).
+        self._offload = ValidationOffload(offload_min) if offload_min >= 0 else None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -124,10 +129,15 @@ class SegmentLogStorage(PartitionedStorage):
             self._retention.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._retention
+        for state in self._topics.values():
+            for partition in state.partitions:
+                partition.retire()  # appends still being validated are refused, not written
         await self._durability.close()
         for _, task in list(self._pending.values()):
             await asyncio.wait([task])
         await asyncio.get_running_loop().run_in_executor(None, self._worker.close)
+        if self._offload is not None:
+            self._offload.close()
         if self._manager is not None:
             self._manager.close()
             self._manager = None
@@ -151,7 +161,24 @@ class SegmentLogStorage(PartitionedStorage):
             self._manager.maybe_checkpoint_recovery_points()
 
     def _after_append(self, state: TopicState, index: int) -> Awaitable[None] | None:
-        return self._durability.appended(state.logs[index])
+        log_: Log = state.logs[index]
+        queued = log_.write_barrier()
+        if queued is None:
+            return self._durability.appended(log_)
+        # Handed to the writer thread: acknowledge (and count for fsync) once written.
+        # A task, so it runs also when nobody awaits it (acks=0).
+        return asyncio.get_running_loop().create_task(
+            self._after_write(queued, log_, state.partitions[index]))
+
+    async def _after_write(self, queued: concurrent.futures.Future[None], log_: Log,
+                           partition: Partition) -> None:
+        try:
+            await asyncio.wrap_future(queued)
+        finally:
+            partition.wake_waiters()  # the high watermark moved (or the write failed)
+        wait = self._durability.appended(log_)
+        if wait is not None:
+            await wait
 
     # -- topics ---------------------------------------------------------------------------
 
@@ -163,7 +190,8 @@ class SegmentLogStorage(PartitionedStorage):
         overrides = kept_overrides(info.configs)
         kept = previous.partitions if previous is not None else ()
         logs = [manager.get_log(info.name, p) for p in range(info.partitions)]
-        partitions = kept + tuple(Partition(info.name, p, SegmentPartitionLog(logs[p]), config)
+        partitions = kept + tuple(Partition(info.name, p, SegmentPartitionLog(logs[p]), config,
+                                            offload=self._offload)
                                   for p in range(len(kept), info.partitions))
         return TopicState(info.name, info.topic_id, config, overrides, partitions, tuple(logs))
 

@@ -94,8 +94,10 @@ class CrashReport:
 
 def run(workdir: Path, mode: str, cycles: int, *, power_loss: bool = False, seed: int | None = None,
         time_budget: float | None = None, partitions: int = 2,
-        out: Callable[[str], None] = print) -> CrashReport:
-    """Run up to ``cycles`` crash cycles (fewer if ``time_budget`` seconds run out)."""
+        out: Callable[[str], None] = print,
+        extra_settings: dict[str, object] | None = None) -> CrashReport:
+    """Run up to ``cycles`` crash cycles (fewer if ``time_budget`` seconds run out);
+    ``extra_settings`` are server settings on top of the mode's."""
     seed = random.randrange(2**32) if seed is None else seed
     rng = random.Random(seed)
     out(f"crash harness: mode={mode} power_loss={power_loss} cycles={cycles} seed={seed}")
@@ -104,6 +106,7 @@ def run(workdir: Path, mode: str, cycles: int, *, power_loss: bool = False, seed
     data_dir = workdir / "data"
     disk = Disk(data_dir, workdir) if power_loss else None
     settings = dict(MODES[mode], **{"log.segment.bytes": 256 * 1024, "num.partitions": partitions})
+    settings.update(extra_settings or {})
     server = ServerProcess(data_dir, settings=settings, log_path=workdir / "server.log",
                            env=disk.environment() if disk is not None else None)
     server.start()
