@@ -1,0 +1,31 @@
+"""Inputs the fuzzers (tests/fuzz/) once crashed on, replayed through their harness, and the
+codec behaviour each fix pinned down. Each entry: harness, input, what was wrong.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from mqtt_bridge.codec import MalformedPacket, PacketReader, Unsuback
+
+REGRESSIONS = [
+    # A 3.1.1 UNSUBACK is the packet identifier alone; the decoder returned the extra
+    # bytes as 5.0-style reason codes (found by mqtt_packets' round-trip property).
+    ("mqtt_packets", b"\x01\x03" + b"\xb0\x03\x00\x01\x00",
+     "3.1.1 UNSUBACK with trailing bytes was accepted"),
+]
+
+
+@pytest.mark.parametrize(("harness", "data", "why"), REGRESSIONS,
+                         ids=[f"{h}-{i}" for i, (h, _, _) in enumerate(REGRESSIONS)])
+def test_fuzz_regression_input(harness, data, why):
+    importlib.import_module(f"fuzz.{harness}").test_one_input(data)
+
+
+def test_mqtt311_unsuback_with_trailing_bytes_is_malformed():
+    with pytest.raises(MalformedPacket):
+        PacketReader(version=4).feed(b"\xb0\x03\x00\x01\x00")
+    assert PacketReader(version=4).feed(b"\xb0\x02\x00\x01") == [Unsuback(1)]
+    assert PacketReader(version=5).feed(b"\xb0\x04\x00\x01\x00\x11") == [Unsuback(1, [0x11])]
