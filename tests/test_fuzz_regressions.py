@@ -29,3 +29,33 @@ def test_mqtt311_unsuback_with_trailing_bytes_is_malformed():
         PacketReader(version=4).feed(b"\xb0\x03\x00\x01\x00")
     assert PacketReader(version=4).feed(b"\xb0\x02\x00\x01") == [Unsuback(1)]
     assert PacketReader(version=5).feed(b"\xb0\x04\x00\x01\x00\x11") == [Unsuback(1, [0x11])]
+
+
+# -- found by the network fuzzer (tests/fuzz/netfuzz.py) against a running server ---------
+
+
+@pytest.mark.parametrize("version", [10, 11, 12])
+def test_metadata_with_a_null_name_and_unknown_topic_id_is_answered(server, version):
+    """Metadata v10/v11 with a null topic name (and an unknown id) made the server build a
+    response it could not encode (names are nullable only from v12): a traceback and a
+    dropped connection. Kafka refuses null names before v12 with INVALID_REQUEST."""
+    from kafkaclient import BlockingClient
+
+    from kafkaproto import ApiKey, ErrorCode
+    from kafkaproto.messages import MetadataRequest
+
+    client = BlockingClient(server.port)
+    try:
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
+            topic_id=b"\x01" * 16, name=None)], allow_auto_topic_creation=False)
+        response = client.call(ApiKey.METADATA, version, request)
+        (topic,) = response.topics
+        if version < 12:
+            assert (topic.error_code, topic.name) == (ErrorCode.INVALID_REQUEST, "")
+        else:
+            assert (topic.error_code, topic.name) == (ErrorCode.UNKNOWN_TOPIC_ID, None)
+        # the connection is still usable
+        assert client.call(ApiKey.METADATA, version, MetadataRequest(topics=[])).topics == []
+    finally:
+        client.close()
+    assert "Traceback" not in server.output_tail(100_000)

@@ -43,13 +43,15 @@ def handle(broker: Broker, header: RequestHeader, request: MetadataRequest) -> (
     missing = [name for name, _ in wanted if name is not None
                and storage.partition_count(name) is None and topic_name_error(name) is None]
     if allow_create and missing:
-        return _after_creating(broker, wanted, missing)
-    return _response(broker, wanted, {})
+        return _after_creating(broker, wanted, missing, version)
+    return _response(broker, wanted, {}, version)
 
 
-async def _after_creating(broker: Broker, wanted: Wanted, missing: list[str]) -> MetadataResponse:
+async def _after_creating(broker: Broker, wanted: Wanted, missing: list[str],
+                          version: int) -> MetadataResponse:
     outcomes = await asyncio.gather(*(_auto_create(broker, name) for name in dict.fromkeys(missing)))
-    return _response(broker, wanted, dict(zip(dict.fromkeys(missing), outcomes, strict=True)))
+    return _response(broker, wanted, dict(zip(dict.fromkeys(missing), outcomes, strict=True)),
+                     version)
 
 
 async def _auto_create(broker: Broker, name: str) -> int:
@@ -71,23 +73,27 @@ async def _auto_create(broker: Broker, name: str) -> int:
     return ErrorCode.NONE
 
 
-def _response(broker: Broker, wanted: Wanted, created: dict[str, int]) -> MetadataResponse:
+def _response(broker: Broker, wanted: Wanted, created: dict[str, int],
+              version: int) -> MetadataResponse:
     host, port = broker.advertised_address
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[MetadataResponse.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
-        topics=[_describe(broker, name, topic_id, created) for name, topic_id in wanted],
+        topics=[_describe(broker, name, topic_id, created, version) for name, topic_id in wanted],
     )
 
 
 def _describe(broker: Broker, name: str | None, topic_id: bytes | None,
-              created: dict[str, int]) -> Topic:
+              created: dict[str, int], version: int) -> Topic:
     storage = broker.storage
     if name is None:
         name = storage.topic_for_id(topic_id) if topic_id and topic_id != ZERO_UUID else None
         if name is None:
+            if version < 12:  # names are not nullable in v10-11 responses: Kafka refuses these
+                return Topic(error_code=ErrorCode.INVALID_REQUEST, name="",
+                             topic_id=topic_id or ZERO_UUID, partitions=[])
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id or ZERO_UUID,
                          partitions=[])
     count = storage.partition_count(name)
