@@ -70,7 +70,7 @@ def run(
     *,
     seconds: int,
     runs: int = -1,
-    rss_limit_mb: int = 1024,
+    rss_limit_mb: int = 512,
     input_timeout: int = 10,
     max_len: int = 8192,
     seed: int | None = None,
