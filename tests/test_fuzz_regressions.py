@@ -11,6 +11,9 @@ import pytest
 from mqtt_bridge.codec import MalformedPacket, PacketReader, Unsuback
 
 REGRESSIONS = [
+    # The bridge's decode_from let CorruptBatchError (magic 0) out of iter_batches.
+    ("record_batches", b"\x03\x01" + bytes(8) + b"\x00\x00\x00C" + b"\xff" * 4 + b"\x00" + bytes(80),
+     "unreadable batch header in fetched records ended the downlink"),
     # A 3.1.1 UNSUBACK is the packet identifier alone; the decoder returned the extra
     # bytes as 5.0-style reason codes (found by mqtt_packets' round-trip property).
     ("mqtt_packets", b"\x01\x03" + b"\xb0\x03\x00\x01\x00",
@@ -59,3 +62,21 @@ def test_metadata_with_a_null_name_and_unknown_topic_id_is_answered(server, vers
     finally:
         client.close()
     assert "Traceback" not in server.output_tail(100_000)
+
+
+def test_bridge_fetch_decoding_moves_past_an_unreadable_batch_header():
+    """decode_from (the bridge's downlink) let CorruptBatchError out of iter_batches for a
+    batch whose magic or length is unreadable, which would end its fetch task; found by
+    record_batches' fetched-records mode. Records before it are kept; with none, it steps
+    one offset on."""
+    from kafkaproto.records import build_batch
+    from mqtt_bridge.kafka_fetcher import decode_from
+
+    good = bytearray(build_batch([(b"k", b"v", [], 1), (b"k", b"w", [], 2)], base_offset=5))
+    bad = bytearray(build_batch([(b"k", b"x", [], 3)], base_offset=7))
+    bad[16] = 1  # magic 1
+    reported: list[int] = []
+    records, nxt = decode_from(bytes(good + bad), 5, lambda offset, exc: reported.append(offset))
+    assert ([r.value for r in records], nxt, reported) == ([b"v", b"w"], 7, [7])
+    records, nxt = decode_from(bytes(bad), 7, lambda offset, exc: reported.append(offset))
+    assert (records, nxt, reported) == ([], 8, [7, 7])

@@ -14,6 +14,9 @@ The first input byte picks what the rest is (the ``MODE_*`` constants):
 - a compressed payload for one codec: decompress_capped returns at most the cap or raises
   DecompressionError (DecompressionBombError past the cap); when it succeeds the uncapped
   decompress agrees.
+- the records of a Fetch response as the bridge's downlink reads them
+  (mqtt_bridge.kafka_fetcher.decode_from): never an exception (a bad batch is reported and
+  skipped, so delivery goes on), the next offset never goes backwards.
 """
 
 from __future__ import annotations
@@ -50,11 +53,11 @@ except ImportError:  # pragma: no cover - the walk agreement checks need the ext
     compiled_walk = None
 
 PACKAGES = ("kafkaproto.validate", "kafkaproto.compression", "kafkaproto.records",
-            "kafkaproto.batch", "kafkaproto.varint")
+            "kafkaproto.batch", "kafkaproto.varint", "mqtt_bridge.kafka_fetcher")
 
 #: Decompression cap of the harness: small, so that a bomb costs little time per input.
 CAP = 64 * 1024
-MODE_BATCH, MODE_WALK, MODE_DECOMPRESS = 0, 1, 2
+MODE_BATCH, MODE_WALK, MODE_DECOMPRESS, MODE_FETCHED = 0, 1, 2, 3
 REJECT_NULL_KEYS = 0x04
 _CODECS = [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
 _LENGTH = struct.Struct(">i")
@@ -128,6 +131,12 @@ def seeds() -> Iterator[bytes]:
         yield bytes([MODE_WALK]) + _COUNT.pack(count) + data
     for codec, data in _compressed():
         yield bytes([MODE_DECOMPRESS | (codec << 4)]) + data
+    batches = [bytearray(b) for b in _batches()]
+    for i, batch in enumerate(batches):
+        struct.pack_into(">q", batch, 0, 10 * i)  # consecutive base offsets, as in a log
+    fetched = b"".join(batches)
+    for start in (0, 1, 35):
+        yield bytes([MODE_FETCHED, start]) + fetched[: len(fetched) - start]
 
 
 def _compare_walks(data: bytes, count: int, reject_null_keys: bool) -> tuple:
@@ -204,6 +213,18 @@ def _check_decompress(codec: Compression, data: bytes) -> None:
     assert full == out, f"{codec.name}: capped output differs from the full decompression"
 
 
+def _check_fetched(raw: bytes) -> None:
+    from mqtt_bridge.kafka_fetcher import decode_from
+
+    if not raw:
+        return
+    position = raw[0]
+    bad: list[int] = []
+    records, next_offset = decode_from(raw[1:], position, lambda offset, exc: bad.append(offset))
+    assert next_offset >= position
+    assert all(r.offset >= position for r in records)
+
+
 def test_one_input(data: bytes) -> None:
     if not data:
         return
@@ -214,11 +235,17 @@ def test_one_input(data: bytes) -> None:
         _check_walk(data[1:], reject_null_keys)
     elif mode == MODE_DECOMPRESS:
         _check_decompress(_CODECS[(flags >> 4) & 3], data[1:])
+    elif mode == MODE_FETCHED:
+        _check_fetched(data[1:])
     else:
         _check_batch(bytearray(data[1:]), reject_null_keys)
 
 
 if __name__ == "__main__":
+    import logging
+
     from fuzz.common import main
+
+    logging.getLogger("mqtt_bridge").setLevel(logging.CRITICAL)  # skipped batches are the point
 
     main(seeds, test_one_input, PACKAGES)
