@@ -35,9 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--consumer", choices=["confluent-kafka", "kafka-python"],
+                        default="confluent-kafka", help="the healthy client's consumer")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    print(f"seed {seed}", flush=True)
+    print(f"seed {seed}, healthy consumer {args.consumer}", flush=True)
     sessions: dict[bool, list[Session]] = {False: [], True: []}
     with tempfile.TemporaryDirectory(prefix="fuzz-network-") as tmp:
         server = ServerProcess(Path(tmp) / "data")
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                     assert server.pid is not None
                     result = session(server.pid, server.port, topic, args.partitions,
                                      args.seconds, fuzz=fuzz, connections=args.connections,
-                                     seed=seed + i)
+                                     seed=seed + i, consumer_library=args.consumer)
                     sessions[fuzz].append(result)
                     print(json.dumps({"session": topic, **result.to_json()}), flush=True)
             alive = server.running
@@ -90,7 +92,26 @@ def main(argv: list[str] | None = None) -> int:
     print(f"server peak RSS: alone {max(s.peak_rss_mb for s in sessions[False]):.0f} MB, "
           f"with fuzzer {max(s.peak_rss_mb for s in sessions[True]):.0f} MB; "
           f"up at the end: {alive}; tracebacks in its log: {log.count('Traceback')}")
+    _print_tracebacks(log)
     return 0 if alive and not missing and not client_errors and not accepted_invalid else 1
+
+
+def _print_tracebacks(log: str) -> None:
+    """Each distinct traceback of the server's log (by its last line), with what preceded it."""
+    seen: set[str] = set()
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith("Traceback"):
+            continue
+        end = i + 1
+        while end < len(lines) and (lines[end].startswith((" ", "\t")) or not lines[end].strip()
+                                    or lines[end].startswith(("During handling", "The above"))):
+            end += 1
+        last = lines[end] if end < len(lines) else ""
+        if last in seen:
+            continue
+        seen.add(last)
+        print("\n".join(["--- server traceback:", *lines[max(0, i - 2):end + 1]]))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 tests/fuzz/netfuzz.py mutates real client requests on 16 connections for
 ``FUZZ_NET_SECONDS`` (default 10): Produce into the healthy client's own topic with
 CRC-valid broken batches and decompression bombs of every codec, Fetch/Metadata/group
-requests with mutated fields, and byte-mutated frames. Meanwhile kafka-python produces
-and consumes that topic (tests/fuzz/healthy.py). Asserted: every record the healthy
+requests with mutated fields, and byte-mutated frames. Meanwhile a healthy client
+(tests/fuzz/healthy.py: kafka-python producing, confluent-kafka consuming) uses that topic. Asserted: every record the healthy
 client had acknowledged reaches its consumer and it sees no error; no batch that must be
 refused was acknowledged; the server is up, answers, logged no traceback, and its RSS
 stayed under ``RSS_LIMIT_MB``. benchmarks/fuzz_network.py is the long, measured run.

@@ -80,3 +80,32 @@ def test_bridge_fetch_decoding_moves_past_an_unreadable_batch_header():
     assert ([r.value for r in records], nxt, reported) == ([b"v", b"w"], 7, [7])
     records, nxt = decode_from(bytes(bad), 7, lambda offset, exc: reported.append(offset))
     assert (records, nxt, reported) == ([], 8, [7, 7])
+
+
+def test_offset_commit_with_the_largest_retention_time_is_stored(server):
+    """OffsetCommit v2-4 with retention_time_ms near 2**63 overflowed the stored int64
+    expiry timestamp (struct.error in the coordinator, the connection closed as an
+    internal error); found by the network fuzzer. The expiry is capped: never expires."""
+    from clienthelpers import create_topic
+    from kafkaclient import BlockingClient
+
+    from kafkaproto import ApiKey, ErrorCode
+    from kafkaproto.messages import OffsetCommitRequest, OffsetFetchRequest
+
+    create_topic(server.bootstrap, "t", 1)
+    client = BlockingClient(server.port)
+    try:
+        commit = OffsetCommitRequest(
+            group_id="g", generation_id_or_member_epoch=-1, member_id="",
+            retention_time_ms=2**63 - 1, topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
+                name="t", partitions=[OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=42, committed_metadata="m")])])
+        response = client.call(ApiKey.OFFSET_COMMIT, 2, commit)
+        assert response.topics[0].partitions[0].error_code == ErrorCode.NONE
+        fetched = client.call(ApiKey.OFFSET_FETCH, 1, OffsetFetchRequest(
+            group_id="g", topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
+                name="t", partition_indexes=[0])]))
+        assert fetched.topics[0].partitions[0].committed_offset == 42
+    finally:
+        client.close()
+    assert "Traceback" not in server.output_tail(100_000)

@@ -1,10 +1,16 @@
-"""The well-behaved client measured while the network fuzzer runs: kafka-python, producing
-and consuming the same topic the fuzzer writes its hostile batches into.
+"""The well-behaved client measured while the network fuzzer runs, producing and consuming
+the same topic the fuzzer writes its hostile batches into.
 
-It produces for ``seconds`` (acks=all, flushed every ``chunk`` records), while a consumer
-(assign + seek to the beginning, no group) reads every partition; afterwards it waits until
-the consumer has seen every acknowledged record. kafka-python raises on a corrupt batch, so
-a hostile batch the broker stored would surface here as an error.
+kafka-python produces for ``seconds`` (acks=all, flushed every ``chunk`` records), while a
+consumer (assign from the beginning, no group) reads every partition; afterwards it waits
+until the consumer has seen every acknowledged record. A consumer error (a batch the
+broker should not have stored) is recorded.
+
+The consumer is confluent-kafka (librdkafka, with CRC checks) by default. kafka-python's
+consumer reads each record's attributes byte as a varint (Kafka: an unused int8), so a
+record whose attributes byte is >= 0x80 -- valid for Kafka, which stores it, and for
+librdkafka and Java -- makes it raise CorruptRecordError; the network fuzzer's byte flips
+produce such records. ``consumer="kafka-python"`` shows that.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from clienthelpers import kp_close, kp_consumer, kp_producer
+from clienthelpers import ck_consumer, kp_close, kp_consumer, kp_producer
 
 
 @dataclass
@@ -38,34 +44,63 @@ class HealthyResult:
 
 
 class _Consumer(threading.Thread):
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, library: str) -> None:
         super().__init__(name="healthy-consumer", daemon=True)
-        from kafka import TopicPartition
-
-        self.consumer = kp_consumer(bootstrap, fetch_max_wait_ms=100)
-        self.tps = [TopicPartition(topic, p) for p in range(partitions)]
-        self.consumer.assign(self.tps)
-        self.consumer.seek_to_beginning(*self.tps)
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.library = library
         self.seen: dict[tuple[int, int], tuple[bytes | None, bytes | None]] = {}
         self.errors: list[str] = []
         self.stop = threading.Event()
 
     def run(self) -> None:
         try:
+            if self.library == "kafka-python":
+                self._kafka_python()
+            else:
+                self._confluent()
+        except Exception as exc:  # noqa: BLE001  (reported: a corrupt batch reached a client)
+            self.errors.append(f"{self.library} consumer: {exc!r}")
+
+    def _kafka_python(self) -> None:
+        from kafka import TopicPartition
+
+        consumer = kp_consumer(self.bootstrap, fetch_max_wait_ms=100)
+        try:
+            tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
             while not self.stop.is_set():
-                for tp, messages in self.consumer.poll(timeout_ms=200, max_records=5000).items():
+                for tp, messages in consumer.poll(timeout_ms=200, max_records=5000).items():
                     for m in messages:
                         self.seen[(tp.partition, m.offset)] = (m.key, m.value)
-        except Exception as exc:  # noqa: BLE001  (reported: a corrupt batch reached a client)
-            self.errors.append(f"consumer: {exc!r}")
         finally:
-            self.consumer.close()
+            consumer.close()
+
+    def _confluent(self) -> None:
+        from confluent_kafka import KafkaError, TopicPartition
+
+        consumer = ck_consumer(self.bootstrap, **{"check.crcs": True, "fetch.wait.max.ms": 100})
+        try:
+            consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+            while not self.stop.is_set():
+                for msg in consumer.consume(num_messages=5000, timeout=0.2):
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() != KafkaError._PARTITION_EOF:
+                            self.errors.append(f"confluent-kafka consumer: {err}")
+                        continue
+                    self.seen[(msg.partition(), msg.offset())] = (msg.key(), msg.value())
+        finally:
+            consumer.close()
 
 
 def run_healthy(bootstrap: str, topic: str, partitions: int, seconds: float, *,
-                chunk: int = 200, value_size: int = 100, catch_up_timeout: float = 60.0) -> HealthyResult:
+                consumer_library: str = "confluent-kafka", chunk: int = 200,
+                value_size: int = 100, catch_up_timeout: float = 60.0) -> HealthyResult:
     result = HealthyResult()
-    consumer = _Consumer(bootstrap, topic, partitions)
+    consumer = _Consumer(bootstrap, topic, partitions, consumer_library)
     consumer.start()
     producer = kp_producer(bootstrap, acks="all", linger_ms=5)
     acked: dict[tuple[int, int], tuple[bytes, bytes]] = {}

@@ -58,7 +58,8 @@ class Session:
 
 
 def session(pid: int, port: int, topic: str, partitions: int, seconds: float, *,
-            fuzz: bool, connections: int = 16, seed: int = 0) -> Session:
+            fuzz: bool, connections: int = 16, seed: int = 0,
+            consumer_library: str = "confluent-kafka") -> Session:
     sampler = RssSampler(pid)
     sampler.start()
     proc = None
@@ -69,7 +70,8 @@ def session(pid: int, port: int, topic: str, partitions: int, seconds: float, *,
              "--connections", str(connections), "--seed", str(seed)],
             cwd=TESTS, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        healthy = run_healthy(f"127.0.0.1:{port}", topic, partitions, seconds)
+        healthy = run_healthy(f"127.0.0.1:{port}", topic, partitions, seconds,
+                              consumer_library=consumer_library)
         stats = None
         output = ""
         if proc is not None:
