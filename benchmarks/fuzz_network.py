@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     for s in sessions[True]:
         if s.fuzzer:
             frames.update({"total": s.fuzzer["frames_total"]})
-            frames.update({k.split("/")[0]: v for k, v in s.fuzzer["frames"].items()})
+            for kind, count in s.fuzzer["frames"].items():
+                frames[kind.split("/")[0]] += count
             errors.update(s.fuzzer["produce_errors"])
             accepted_invalid.update(s.fuzzer["accepted_invalid"])
             closed += s.fuzzer["closed_by_server"]
