@@ -3,7 +3,7 @@
 Each harness in tests/fuzz/ runs in its own subprocess for a bounded time, starting from a
 seed corpus generated from the codecs' own encoders; any crash (an exception other than the
 decoder's documented error, a broken property, a libFuzzer timeout, RSS over the limit)
-fails the test with the crashing input. ``FUZZ_SECONDS`` (default 10 per harness) sets the
+fails the test with the crashing input. ``FUZZ_SECONDS`` (default 8 per harness) sets the
 budget; benchmarks/fuzz_long.py is the long run.
 """
 
@@ -16,7 +16,7 @@ from fuzz import runner
 
 from kafkaproto import validate
 
-SECONDS = int(os.environ.get("FUZZ_SECONDS", "10"))
+SECONDS = int(os.environ.get("FUZZ_SECONDS", "8"))
 
 pytestmark = [pytest.mark.timeout(SECONDS + 180)]
 

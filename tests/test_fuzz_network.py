@@ -1,7 +1,7 @@
 """A structure-aware network fuzzer against a running server, a healthy client alongside.
 
 tests/fuzz/netfuzz.py mutates real client requests on 16 connections for
-``FUZZ_NET_SECONDS`` (default 10): Produce into the healthy client's own topic with
+``FUZZ_NET_SECONDS`` (default 8): Produce into the healthy client's own topic with
 CRC-valid broken batches and decompression bombs of every codec, Fetch/Metadata/group
 requests with mutated fields, and byte-mutated frames. Meanwhile a healthy client
 (tests/fuzz/healthy.py: kafka-python producing, confluent-kafka consuming) uses that topic. Asserted: every record the healthy
@@ -21,7 +21,7 @@ from rawwire import api_versions_ok
 
 pytestmark = [pytest.mark.timeout(300)]
 
-SECONDS = float(os.environ.get("FUZZ_NET_SECONDS", "10"))
+SECONDS = float(os.environ.get("FUZZ_NET_SECONDS", "8"))
 SEED = int(os.environ.get("FUZZ_SEED", "1"))
 TOPIC = "healthy"
 PARTITIONS = 3
