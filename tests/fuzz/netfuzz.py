@@ -16,7 +16,8 @@ before it reconnects:
   batches (CRC recomputed) and valid ones are sent too; they may be accepted.
 - Fetch, Metadata, ListOffsets and the group APIs built from fully populated samples of
   each served version, with fields mutated by type (boundary integers, long or foreign
-  strings, arrays repeated up to 50 times, nulls); nothing that creates or deletes topics.
+  strings, arrays repeated up to 50 times, nulls); nothing that creates or deletes topics
+  (CreateTopics only with validate_only), DeleteGroups/OffsetDelete (no group is healthy).
 - Byte-level mutations of those frames (flips, truncation, garbage appended), with a
   consistent size prefix, always last on their connection (the server may close on them).
 """
@@ -56,6 +57,10 @@ FIELD_FUZZED = {
     ApiKey.LEAVE_GROUP: (0, 5), ApiKey.OFFSET_COMMIT: (2, 8), ApiKey.OFFSET_FETCH: (1, 8),
     ApiKey.LIST_GROUPS: (0, 4), ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.INIT_PRODUCER_ID: (0, 4), ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    # validate_only is forced on: topic names and configs are checked, nothing is created
+    ApiKey.CREATE_TOPICS: (2, 7),
+    # the healthy client uses no group, so deleting groups or their offsets cannot touch it
+    ApiKey.DELETE_GROUPS: (0, 2), ApiKey.OFFSET_DELETE: (0, 0),
 }
 _INT_RANGES = {"int8": (-128, 127), "int16": (-(2**15), 2**15 - 1), "uint16": (0, 2**16 - 1),
                "int32": (-(2**31), 2**31 - 1), "uint32": (0, 2**32 - 1),
@@ -218,6 +223,11 @@ class FieldMutator:
         self._mutate(msg, version, depth=0)
         if key == ApiKey.METADATA and hasattr(msg, "allow_auto_topic_creation"):
             msg.allow_auto_topic_creation = False  # topic creation is not what this fuzzes
+        if key == ApiKey.METADATA and version < 4 and msg.topics:
+            for topic in msg.topics:  # v0-3 always auto-create: only name existing topics
+                topic.name = self.topic
+        if key == ApiKey.CREATE_TOPICS:
+            msg.validate_only = True
         return key, version, msg
 
     def _mutate(self, obj: Any, version: int, depth: int) -> None:
