@@ -226,20 +226,31 @@ def decode_from(buf: bytes | memoryview, position: int,
     """
     out: list[Record] = []
     nxt = position
-    for pos, header in iter_batches(buf):
-        last = header.base_offset + header.last_offset_delta + 1
-        if last <= nxt:
-            continue
-        if not header.attributes & CONTROL_MASK:
-            try:
-                _h, records = decode_batch(buf, pos, max_uncompressed_bytes=MAX_BATCH_UNCOMPRESSED)
-            except CorruptBatchError as exc:
-                # One bad batch must not stop delivery: log it, count it, move past it.
-                log.error("skipping unreadable batch at offset %d: %s", header.base_offset, exc)
-                if on_bad is not None:
-                    on_bad(header.base_offset, exc)
-                nxt = last
+    try:
+        for pos, header in iter_batches(buf):
+            last = header.base_offset + header.last_offset_delta + 1
+            if last <= nxt:
                 continue
-            out.extend(r for r in records if r.offset >= position)
-        nxt = last
+            if not header.attributes & CONTROL_MASK:
+                try:
+                    _h, records = decode_batch(buf, pos,
+                                               max_uncompressed_bytes=MAX_BATCH_UNCOMPRESSED)
+                except CorruptBatchError as exc:
+                    # One bad batch must not stop delivery: log it, count it, move past it.
+                    log.error("skipping unreadable batch at offset %d: %s", header.base_offset, exc)
+                    if on_bad is not None:
+                        on_bad(header.base_offset, exc)
+                    nxt = last
+                    continue
+                out.extend(r for r in records if r.offset >= position)
+            nxt = last
+    except CorruptBatchError as exc:
+        # A batch header that cannot be read (magic, length): its offsets are unknown and
+        # nothing after it can be framed. Keep what came before; with nothing before it,
+        # step one offset on, so that the next fetch moves past it instead of dying here.
+        log.error("skipping unreadable batch header after offset %d: %s", nxt, exc)
+        if on_bad is not None:
+            on_bad(nxt, exc)
+        if nxt == position:
+            nxt = position + 1
     return out, nxt

@@ -74,6 +74,7 @@ class _AuthorizedOperations:
             self.cluster = checks.authorized_operations(broker, ResourceType.CLUSTER, CLUSTER_NAME) \
                 if checks.allowed(broker, checks.METADATA_CLUSTER) else 0
         self.topics = version >= 8 and request.include_topic_authorized_operations
+        self.version = version  # the request's: what the response may hold depends on it
         self.describable: dict[str, bool] = {}
         self._bits: dict[str, int] = {}
         self._broker = broker
@@ -140,6 +141,9 @@ def _describe(broker: Broker, name: str | None, topic_id: bytes | None,
     if name is None:
         name = storage.topic_for_id(topic_id) if topic_id and topic_id != ZERO_UUID else None
         if name is None:
+            if operations.version < 12:  # names are not nullable in v10-11 responses: Kafka refuses these
+                return Topic(error_code=ErrorCode.INVALID_REQUEST, name="",
+                             topic_id=topic_id or ZERO_UUID, partitions=[])
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id or ZERO_UUID,
                          partitions=[])
     if not operations.may_describe(name):  # existence not revealed; ids are not secret

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 Partition = OffsetCommitResponse.OffsetCommitResponsePartition
 TopicPartition = tuple[str, int]
+_INT64_MAX = 2**63 - 1
 
 
 def handle(broker: Broker, header: RequestHeader, request: OffsetCommitRequest) -> (
@@ -31,7 +32,8 @@ def handle(broker: Broker, header: RequestHeader, request: OffsetCommitRequest) 
     version = header.api_version
     now = int(time.time() * 1000)
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
-    expire = now + retention if retention >= 0 else -1
+    # A retention near 2**63 would overflow the stored int64 expiry: it means "never".
+    expire = min(now + retention, _INT64_MAX) if retention >= 0 else -1
     errors: dict[TopicPartition, int] = {}
     offsets: dict[TopicPartition, CommittedOffset] = {}
     # As Kafka: READ on the group (else every partition fails), then READ on each topic.

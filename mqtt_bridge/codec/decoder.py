@@ -295,6 +295,9 @@ class PacketReader:
     def _unsuback(self, flags: int, body: bytes) -> Unsuback:
         end = len(body)
         packet_id, pos = read_u16(body, 0, end)
+        if self.version != MQTT_5 and pos != end:
+            # 3.1.1 UNSUBACK is the packet identifier alone (MQTT-3.11.2): no reason codes.
+            raise MalformedPacket("trailing bytes in UNSUBACK")
         props, pos = self._props(body, pos)
         return Unsuback(packet_id, list(body[pos:]), dict(props))
 
