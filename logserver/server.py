@@ -7,6 +7,7 @@ import gc
 import logging
 import signal
 import sys
+from collections.abc import Sequence
 
 from kafkaproto import precompile
 from logserver.bridge_process import BridgeSupervisor
@@ -23,7 +24,10 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 
 
 async def run_server(config: Config, ready: asyncio.Event | None = None,
-                     stop: asyncio.Event | None = None, mqtt_bridge: str | None = None) -> None:
+                     stop: asyncio.Event | None = None, mqtt_bridge: str | None = None,
+                     bridge_args: Sequence[str] = ()) -> None:
+    """Serve until SIGTERM/SIGINT (or ``stop``); ``mqtt_bridge``: also supervise a bridge
+    listening there, started with ``bridge_args`` (e.g. the server's log format)."""
     loop = asyncio.get_running_loop()
     precompile_served_versions()
     broker = Broker(config)
@@ -58,7 +62,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
                  broker.storage.durability_mode, type(loop).__module__.split(".")[0])
         if mqtt_bridge is not None:
             host, port = broker.advertised_address
-            bridge = BridgeSupervisor(mqtt_bridge, f"{host}:{port}")
+            bridge = BridgeSupervisor(mqtt_bridge, f"{host}:{port}", bridge_args)
             bridge_task = loop.create_task(bridge.run())
             bridge_task.add_done_callback(lambda _: stop.set())  # it only ends by giving up
         for sig in (signal.SIGTERM, signal.SIGINT):

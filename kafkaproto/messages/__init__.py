@@ -27,6 +27,11 @@ from .api_versions import (
     ApiVersionsRequest,
     ApiVersionsResponse,
 )
+from .configs import (
+    INCREMENTAL_ALTER_CONFIGS,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from .fetch import (
     FETCH,
     LIST_OFFSETS,
@@ -97,6 +102,7 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
             DELETE_TOPICS,
             DESCRIBE_CONFIGS,
             CREATE_PARTITIONS,
+            INCREMENTAL_ALTER_CONFIGS,
             API_VERSIONS,
             FETCH,
             LIST_OFFSETS,
@@ -142,6 +148,8 @@ __all__ = [
     "FindCoordinatorResponse",
     "HeartbeatRequest",
     "HeartbeatResponse",
+    "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
     "JoinGroupRequest",

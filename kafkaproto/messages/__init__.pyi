@@ -9,6 +9,7 @@ CREATE_TOPICS: ApiSpec
 DELETE_TOPICS: ApiSpec
 DESCRIBE_CONFIGS: ApiSpec
 API_VERSIONS: ApiSpec
+INCREMENTAL_ALTER_CONFIGS: ApiSpec
 FETCH: ApiSpec
 LIST_OFFSETS: ApiSpec
 OFFSET_FOR_LEADER_EPOCH: ApiSpec
@@ -662,6 +663,32 @@ class DeleteGroupsResponse(Message):
     throttle_time_ms: int
     results: list[DeleteGroupsResponse.DeletableGroupResult]
     def __init__(self, *, throttle_time_ms: int = ..., results: list[DeleteGroupsResponse.DeletableGroupResult] = ...) -> None: ...
+
+class IncrementalAlterConfigsRequest(Message):
+    class AlterableConfig(Struct):
+        name: str
+        config_operation: int
+        value: str | None
+        def __init__(self, *, name: str = ..., config_operation: int = ..., value: str | None = ...) -> None: ...
+    class AlterConfigsResource(Struct):
+        resource_type: int
+        resource_name: str
+        configs: list[IncrementalAlterConfigsRequest.AlterableConfig]
+        def __init__(self, *, resource_type: int = ..., resource_name: str = ..., configs: list[IncrementalAlterConfigsRequest.AlterableConfig] = ...) -> None: ...
+    resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource]
+    validate_only: bool
+    def __init__(self, *, resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] = ..., validate_only: bool = ...) -> None: ...
+
+class IncrementalAlterConfigsResponse(Message):
+    class AlterConfigsResourceResponse(Struct):
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., resource_type: int = ..., resource_name: str = ...) -> None: ...
+    throttle_time_ms: int
+    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
+    def __init__(self, *, throttle_time_ms: int = ..., responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = ...) -> None: ...
 
 class OffsetDeleteRequest(Message):
     class OffsetDeleteRequestPartition(Struct):

@@ -295,7 +295,8 @@ class LogManager:
                 raise TopicExistsError(f"topic {name!r} already exists")
             info = TopicInfo(name, uuid.uuid4().bytes, partitions, configs)
             self._add_partitions(info, range(partitions))
-        logger.info("created topic %s with %d partitions", name, partitions)
+        # debug: the storage layer above logs the creation (with its configs) once
+        logger.debug("created topic %s with %d partitions", name, partitions)
         return info
 
     def create_partitions(self, name: str, total: int) -> TopicInfo:
@@ -355,7 +356,7 @@ class LogManager:
         for log in logs:
             log.delete()
         fsync_dir(self.data_dir)
-        logger.info("deleted topic %s", name)
+        logger.debug("deleted topic %s", name)  # logged once, by the storage layer
 
     def get_log(self, topic: str, partition: int) -> Log:
         log = self._logs.get((topic, partition))
