@@ -120,7 +120,9 @@ def _run(cluster: Cluster, args: argparse.Namespace, all_leaders: dict[TopicPart
         assigned = sorted(all_leaders)
     leaders = {tp: all_leaders[tp] for tp in assigned if tp in all_leaders}
     positions = _start_positions(cluster, args, leaders, member)
-    consumed: dict[TopicPartition, int] = {}  # positions not committed yet
+    # Positions not committed yet: at first every assigned partition's, as Kafka's
+    # consumer commits them all, so the lag counts partitions not read from yet.
+    consumed: dict[TopicPartition, int] = dict(positions) if member is not None else {}
     last_record = time.monotonic()
     try:
         while args.num is None or printer.count < args.num:
@@ -140,6 +142,7 @@ def _run(cluster: Cluster, args: argparse.Namespace, all_leaders: dict[TopicPart
                 assigned = member.join()
                 leaders = {tp: all_leaders[tp] for tp in assigned if tp in all_leaders}
                 positions = _start_positions(cluster, args, leaders, member)
+                consumed.update(positions)
     finally:
         if member is not None:
             if consumed:
