@@ -202,6 +202,8 @@ def _render_group(d: dict[str, Any]) -> str:
         [m["member_id"], m["client_id"], m["host"],
          " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in m["assignment"].items()) or None]
         for m in d["members"]])
+    if not d["members"]:  # the header says MEMBERS 0
+        return f"{head}\n\n{offsets}"
     return f"{head}\n\n{offsets}\n\nMEMBERS\n=======\n{members}"
 
 
