@@ -5,11 +5,16 @@ consumer starts."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
 from clienthelpers import KP_TIMEOUTS, create_topic, kp_end_offsets, kp_produce
-from support.admin_cli import logserver, ok, ok_json, one_error_line
+from serverproc import REPO_ROOT
+from support.admin_cli import cli_env, logserver, ok, ok_json, one_error_line
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -169,3 +174,35 @@ def test_delete_group(module_server, topic_name) -> None:
     assert one_error_line(gone).startswith(f"logserver: unknown group '{group}'")
     again = logserver("group", "delete", group, "-b", b)
     assert again.returncode == 1 and "GROUP_ID_NOT_FOUND" in one_error_line(again)
+
+
+def test_ctrl_c_ends_a_group_consumer_cleanly(module_server, topic_name) -> None:
+    """A consume without -n runs until Ctrl-C; then it commits, leaves the group and
+    exits 0 with Kafka's "Processed a total of N messages"."""
+    b = module_server.bootstrap
+    group = f"g-{topic_name}"
+    create_topic(b, topic_name, partitions=2)
+    kp_produce(b, topic_name, [{"value": b"v%d" % i} for i in range(7)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logserver", "consume", topic_name, "-g", group,
+         "--from-beginning", "-b", b],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=str(REPO_ROOT), env=cli_env(), start_new_session=True)
+    try:
+        def caught_up() -> bool:
+            d = ok_json("group", "describe", group, "-b", b)
+            return d["state"] == "Stable" and d["total_lag"] == 0 and \
+                all(p["current_offset"] is not None for p in d["partitions"])
+
+        _wait(caught_up, 60, "the consumer to commit everything")
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert sorted(out.split()) == sorted(f"v{i}" for i in range(7))
+    assert err.strip() == "Processed a total of 7 messages", err
+    left = ok_json("group", "describe", group, "-b", b)
+    assert left["state"] == "Empty" and left["members"] == [] and left["total_lag"] == 0

@@ -101,16 +101,22 @@ class BrokerLink:
 
     def _roundtrip(self, api_key: int, version: int, body: Any, *,
                    timeout: float | None = None) -> Any:
-        _, frame = self.core.request(api_key, version, body)
+        correlation_id, frame = self.core.request(api_key, version, body)
         try:
             self.sock.settimeout(timeout or self.timeout)
             self.sock.sendall(frame)
-            while not self._responses:
-                data = self.sock.recv(1 << 16)
-                if not data:
-                    raise ServerUnreachable(f"{self.address} closed the connection "
-                                            f"(is it a Kafka server?)")
-                self._responses.extend(self.core.receive_data(data))
+            while True:
+                while not self._responses:
+                    data = self.sock.recv(1 << 16)
+                    if not data:
+                        raise ServerUnreachable(f"{self.address} closed the connection "
+                                                f"(is it a Kafka server?)")
+                    self._responses.extend(self.core.receive_data(data))
+                response = self._responses.popleft()
+                # Earlier answers belong to requests given up on (Ctrl-C during a
+                # fetch, before the last commit and LeaveGroup): drop them.
+                if response.correlation_id == correlation_id:
+                    break
         except TimeoutError:
             raise ServerUnreachable(f"no answer from {self.address} within "
                                     f"{timeout or self.timeout:.0f} s") from None
@@ -120,7 +126,6 @@ class BrokerLink:
         except OSError as exc:
             raise ServerUnreachable(f"connection to {self.address} failed: "
                                     f"{exc.strerror or exc}") from None
-        response = self._responses.popleft()
         if response.error is not None:
             raise CliError(f"cannot decode the answer of {self.address}: {response.error}")
         return response.body

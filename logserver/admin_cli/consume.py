@@ -90,6 +90,8 @@ def consume(cluster: Cluster, args: argparse.Namespace) -> int:
     member = GroupMember(cluster, args.group, args.topics) if args.group else None
     try:
         _run(cluster, args, leaders, printer, member)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how a consume without -n ends: _run left the group
     finally:
         sys.stdout.flush()
         print(f"Processed a total of {printer.count} messages", file=sys.stderr)
