@@ -5,6 +5,7 @@ consumer starts."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -48,6 +49,15 @@ def _take(consumer, n: int) -> list:  # type: ignore[no-untyped-def]
         for records in consumer.poll(timeout_ms=500, max_records=1).values():
             got += records
     return got
+
+
+def _describe_if_known(bootstrap: str, group: str) -> dict | None:
+    """The group's description, None while it does not exist yet (a member still joining)."""
+    result = logserver("group", "describe", group, "--json", "-b", bootstrap)
+    if result.returncode == 1 and "unknown group" in result.stderr:
+        return None
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
 
 
 def _lags(described: dict) -> dict[int, tuple[int | None, int, int | None]]:
@@ -190,8 +200,8 @@ def test_ctrl_c_ends_a_group_consumer_cleanly(module_server, topic_name) -> None
         cwd=str(REPO_ROOT), env=cli_env(), start_new_session=True)
     try:
         def caught_up() -> bool:
-            d = ok_json("group", "describe", group, "-b", b)
-            return d["state"] == "Stable" and d["total_lag"] == 0 and \
+            d = _describe_if_known(b, group)
+            return d is not None and d["state"] == "Stable" and d["total_lag"] == 0 and \
                 all(p["current_offset"] is not None for p in d["partitions"])
 
         _wait(caught_up, 60, "the consumer to commit everything")
@@ -206,3 +216,54 @@ def test_ctrl_c_ends_a_group_consumer_cleanly(module_server, topic_name) -> None
     assert err.strip() == "Processed a total of 7 messages", err
     left = ok_json("group", "describe", group, "-b", b)
     assert left["state"] == "Empty" and left["members"] == [] and left["total_lag"] == 0
+
+
+def test_shares_a_group_with_kafka_python(module_server, topic_name) -> None:
+    """The CLI's group consumer and kafka-python's split the partitions (kafka-python's
+    leader assigns to the CLI); when kafka-python leaves, the CLI takes every partition
+    (as the leader now) and reads what is left: nothing is left unread."""
+    b = module_server.bootstrap
+    group = f"g-{topic_name}"
+    create_topic(b, topic_name, partitions=4)
+    kp_produce(b, topic_name, [{"value": b"v%d" % i, "partition": i % 4} for i in range(40)])
+    consumer = _group_consumer(b, group, topic_name)
+    proc = None
+    try:
+        _wait(lambda: consumer.poll(timeout_ms=200, max_records=1) is not None
+              and len(consumer.assignment()) == 4, 60, "kafka-python to own all partitions")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "logserver", "consume", topic_name, "-g", group,
+             "--from-beginning", "-b", b],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=str(REPO_ROOT), env=cli_env(), start_new_session=True)
+
+        def split() -> dict | None:
+            consumer.poll(timeout_ms=200, max_records=1)  # kafka-python rejoins in poll()
+            d = _describe_if_known(b, group)
+            return d if d and d["state"] == "Stable" and len(d["members"]) == 2 else None
+
+        shared = _wait(split, 60, "two members")
+        owned = {m["client_id"]: m["assignment"].get(topic_name, []) for m in shared["members"]}
+        assert sorted(owned) == ["kp-witness", "logserver-cli"]
+        assert sorted(owned["kp-witness"] + owned["logserver-cli"]) == [0, 1, 2, 3]
+        assert len(owned["logserver-cli"]) == 2
+        consumer.commit()
+    finally:
+        consumer.close()
+    assert proc is not None
+    try:
+        def alone() -> dict | None:
+            d = ok_json("group", "describe", group, "-b", b)
+            return d if d["state"] == "Stable" and [m["client_id"] for m in d["members"]] \
+                == ["logserver-cli"] and d["total_lag"] == 0 else None
+
+        final = _wait(alone, 60, "the CLI to own every partition and catch up")
+        assert final["members"][0]["assignment"] == {topic_name: [0, 1, 2, 3]}
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert set(out.split()) <= {f"v{i}" for i in range(40)}
