@@ -3,6 +3,9 @@ a real client on the other side (kafka-python)."""
 
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 from clienthelpers import by_partition, create_topic, kp_produce, kp_read
 from support.admin_cli import json_lines, logserver, ok, one_error_line
@@ -83,3 +86,30 @@ def test_consume_an_unknown_topic(module_server, topic_name) -> None:
     result = logserver("consume", topic_name, "-n", "1", "-b", module_server.bootstrap)
     assert result.returncode == 1
     assert one_error_line(result) == f"logserver: unknown topic '{topic_name}'"
+
+
+def test_produce_creates_a_topic_on_first_use_and_compresses(module_server, topic_name) -> None:
+    """As Kafka's console producer: a topic the server creates on first use (here with
+    the server's 3 partitions); --compression and --acks 0 reach a real reader intact."""
+    b = module_server.bootstrap
+    out = ok("produce", topic_name, "-k", "a", "--compression", "zstd", "-b", b,
+             input="x" * 1000 + "\n")
+    assert out.startswith("Produced to partition "), out
+    assert ok_json_topic_partitions(b, topic_name) == 3
+    result = logserver("produce", topic_name, "-k", "a", "--acks", "0", "-b", b, input="fire\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Produced to partition ") and "offset" not in result.stdout
+
+    def both() -> list:
+        got = kp_read(b, topic_name, timeout=10)
+        return got if len(got) == 2 else []
+
+    deadline = time.monotonic() + 30
+    while not (got := both()):
+        assert time.monotonic() < deadline, "the acks=0 record never arrived"
+        time.sleep(0.1)
+    assert [r.value for r in sorted(got, key=lambda r: r.offset)] == [b"x" * 1000, b"fire"]
+
+
+def ok_json_topic_partitions(bootstrap: str, topic: str) -> int:
+    return len(json.loads(ok("topic", "describe", topic, "--json", "-b", bootstrap))["partitions"])
