@@ -15,13 +15,13 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _kp_topic_config(bootstrap: str, topic: str) -> dict[str, str]:
+    """The topic's configs as kafka-python's admin client reads them (DescribeConfigs)."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
     admin = kp_admin(bootstrap)
     try:
-        (response,) = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
-        (_, _, _, _, entries) = response.resources[0]
-        return {e[0]: e[1] for e in entries}
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        return {name: entry["value"] for name, entry in described["topic"][topic].items()}
     finally:
         admin.close()
 
