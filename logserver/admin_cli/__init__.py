@@ -73,7 +73,8 @@ def main(argv: list[str]) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `logserver consume ... | head`
+    except BrokenPipeError:  # `logserver consume ... | head`: the reader has had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return 0
     return code
 
