@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
+import importlib.metadata
 import logging
 import os
 import sys
@@ -16,6 +17,7 @@ from logserver.config import SETTINGS, ConfigError, env_name, load_config
 from logserver.kafka_settings import ALIASES, IGNORED
 from logserver.log.errors import CorruptLogError, LogDirLockedError
 from logserver.security.store import AclFileError
+from mqtt_bridge import logs
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +27,24 @@ EXIT_CORRUPT = 3  # start-up refused: repairing the log would lose data (see `lo
 EXIT_BRIDGE_FAILED = 4  # the --mqtt-bridge child cannot run (e.g. its port is taken)
 
 
+ADMIN_COMMANDS = ("topic", "group", "produce", "consume", "cluster")  # logserver/admin_cli
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml)."""
+    try:
+        return importlib.metadata.version("logserver")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed: run from a source tree)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="logserver",
         allow_abbrev=False,  # --listen must not silently mean --listeners
         usage="%(prog)s [-c FILE] [--mqtt-bridge [HOST:PORT]] [--SETTING VALUE ...] "
-        "| check DIR | repair DIR | scram add|delete|list --data-dir DIR ...",
+        "| check DIR | repair DIR | scram add|delete|list --data-dir DIR "
+        "| topic|group|produce|consume|cluster ... | --version",
         description="A Kafka-protocol-compatible log server. Unmodified Kafka clients "
         "(Java, kafka-python, aiokafka, librdkafka/kcat) produce to and consume from it.",
         epilog="Every setting can also be given as an environment variable "
@@ -43,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         + ", ".join(IGNORED) + ". "
         "Offline tools: `logserver check DIR`, `logserver repair DIR`, `logserver scram "
         "add|delete|list --data-dir DIR` (SASL/SCRAM users; see `logserver scram --help`). "
+        "Admin commands for a running server (or any Kafka cluster): `logserver topic`, "
+        "`group`, `produce`, `consume`, `cluster` (each with --help). "
         "Exit codes: 0 stopped cleanly (SIGTERM, Ctrl-C), 1 cannot start (a port taken, "
         "the data directory in use by another process), 2 bad flag or setting, 3 the log "
         "is damaged beyond a torn tail, 4 the MQTT bridge cannot run.",
@@ -54,9 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mqtt-bridge", nargs="?", const="127.0.0.1:1883", metavar="HOST:PORT",
                         help="also run the MQTT bridge (mqtt-bridge) as a child process, listening "
                         "on HOST:PORT (default 127.0.0.1:1883) and writing to this server")
-    parser.add_argument("--log-level", default="INFO",
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    parser.add_argument("--log-level", default="INFO", choices=logs.LEVELS,
                         help="logging verbosity (default INFO)")
+    parser.add_argument("--log-format", default=logs.DEFAULT_FORMAT, choices=logs.FORMATS,
+                        help="log lines on stderr: text, or one JSON object per line "
+                        f"(default {logs.DEFAULT_FORMAT}); the --mqtt-bridge child logs alike")
     settings = parser.add_argument_group("settings (Kafka's names)")
     for setting in SETTINGS.values():
         default = "unset" if setting.default is None else setting.default
@@ -110,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         from logserver.security.scram_cli import main as scram_main
 
         return scram_main(args_list)
+    if args_list and args_list[0] in ADMIN_COMMANDS:
+        from logserver.admin_cli import main as admin_main
+
+        return admin_main(args_list)
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
@@ -121,20 +144,26 @@ def main(argv: list[str] | None = None) -> int:
         if not sep:
             parser.error(f"--override expects NAME=VALUE, got {item!r}")
         flags[name.strip()] = value
-    logging.basicConfig(
-        level=args.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logs.setup(args.log_level, args.log_format)
+
+    def fail(message: str) -> None:
+        """A start-up failure: one line, in the log format when that is JSON."""
+        if args.log_format == "json":
+            log.error("%s", message)
+        else:
+            print(f"logserver: {message}", file=sys.stderr)
+
     try:
         config = load_config(flags, args.config)
     except ConfigError as exc:
-        print(f"logserver: {exc}", file=sys.stderr)
+        fail(str(exc))
         return EXIT_USAGE
     from logserver.server import BridgeFailed, run_server
 
+    bridge_args = ["--log-format", args.log_format, "--log-level", args.log_level]
     try:
-        _event_loop_runner()(run_server(config, mqtt_bridge=args.mqtt_bridge))
+        _event_loop_runner()(run_server(config, mqtt_bridge=args.mqtt_bridge,
+                                        bridge_args=bridge_args))
     except KeyboardInterrupt:
         pass
     except BridgeFailed:  # the supervisor logged why
@@ -143,19 +172,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"logserver: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except LogDirLockedError as exc:
-        print(f"logserver: cannot start: {exc} (another logserver, or `logserver repair`, "
-              f"holds its lock file; each server needs its own --log.dirs)", file=sys.stderr)
+        fail(f"cannot start: {exc} (another logserver, or `logserver repair`, "
+             f"holds its lock file; each server needs its own --log.dirs)")
         return EXIT_CANNOT_START
     except (OSError, AclFileError) as exc:
         log.error("cannot start: %s", exc)
         return EXIT_CANNOT_START
     except CorruptLogError as exc:
-        print(f"logserver: refusing to start: {exc}\n"
-              f"The damaged segment was left as it is. To cut the damage off (and lose what "
-              f"follows it), "
-              f"run `logserver repair {config.data_dir}` or start with "
-              f"--log.recovery.allow.data.loss true; `logserver check {config.data_dir}` "
-              f"lists every problem.", file=sys.stderr)
+        fail(f"refusing to start: {exc}\n"
+             f"The damaged segment was left as it is. To cut the damage off (and lose what "
+             f"follows it), "
+             f"run `logserver repair {config.data_dir}` or start with "
+             f"--log.recovery.allow.data.loss true; `logserver check {config.data_dir}` "
+             f"lists every problem.")
         return EXIT_CORRUPT
     return 0
 

@@ -40,8 +40,9 @@ from logserver.topic_config import TOPIC_SETTINGS, default_text
 log = logging.getLogger(__name__)
 
 ENV_PREFIX = "LOGSERVER_"
-# Environment variables of ours that choose how the process runs, not broker settings.
-PROCESS_ENV_VARS = frozenset({"LOGSERVER_EVENT_LOOP"})
+# Environment variables of ours that choose how the process runs, not broker settings
+# (LOGSERVER_BOOTSTRAP_SERVER: the admin commands' default server, logserver/admin_cli).
+PROCESS_ENV_VARS = frozenset({"LOGSERVER_EVENT_LOOP", "LOGSERVER_BOOTSTRAP_SERVER"})
 # Docker links and Kubernetes service links for a Service named "logserver":
 # LOGSERVER_PORT=tcp://10.0.0.7:9092, LOGSERVER_PORT_9092_TCP_ADDR=..., LOGSERVER_SERVICE_HOST=...
 SERVICE_LINK_ENV = re.compile(

@@ -7,6 +7,7 @@ import gc
 import logging
 import signal
 import sys
+from collections.abc import Sequence
 
 from kafkaproto import precompile
 from logserver.bridge_process import BridgeSupervisor
@@ -26,7 +27,10 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 
 
 async def run_server(config: Config, ready: asyncio.Event | None = None,
-                     stop: asyncio.Event | None = None, mqtt_bridge: str | None = None) -> None:
+                     stop: asyncio.Event | None = None, mqtt_bridge: str | None = None,
+                     bridge_args: Sequence[str] = ()) -> None:
+    """Serve until SIGTERM/SIGINT (or ``stop``); ``mqtt_bridge``: also supervise a bridge
+    listening there, started with ``bridge_args`` (e.g. the server's log format)."""
     loop = asyncio.get_running_loop()
     security = listener_security(config)  # ConfigError before anything is opened
     bridge_target = _bridge_listener(config, security) if mqtt_bridge is not None else None
@@ -75,7 +79,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         if mqtt_bridge is not None:
             target = next(li for li in broker.config.advertised if li.name == bridge_target)
             host, port = target.host, target.port
-            bridge = BridgeSupervisor(mqtt_bridge, f"{host}:{port}")
+            bridge = BridgeSupervisor(mqtt_bridge, f"{host}:{port}", bridge_args)
             bridge_task = loop.create_task(bridge.run())
             bridge_task.add_done_callback(lambda _: stop.set())  # it only ends by giving up
         for sig in (signal.SIGTERM, signal.SIGINT):

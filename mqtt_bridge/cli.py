@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
             f"e.g. '{DEFAULT_DOWNLINK[0]}'. Credentials file: mosquitto_passwd's format (or "
             "user:password lines, plain or the output of --hash-password). Without --acl-file a "
             "device may publish only under devices/{its client id}/ and subscribe only to what the "
-            "downlink sends it. Logs are JSON lines on stderr; SIGUSR1 logs per-connection counters."
+            "downlink sends it. Logs go to stderr (--log-format); SIGUSR1 logs per-connection counters."
         ),
     )
     p.add_argument("-c", "--config", metavar="FILE", help="TOML file with settings (flag names, '_' for '-')")
@@ -85,8 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--group-prefix", metavar="PREFIX", help=f"group id prefix of the group store (default {d.group_prefix})")
     o = p.add_argument_group("operations")
     o.add_argument("--stats-interval-s", type=float, metavar="S", help=f"throughput counters log interval, 0 = off (default {d.stats_interval_s})")
-    o.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-    o.add_argument("--log-format", default="json", choices=("json", "text"))
+    o.add_argument("--log-level", default="INFO", choices=logs.LEVELS)
+    o.add_argument("--log-format", default=logs.DEFAULT_FORMAT, choices=logs.FORMATS,
+                   help=f"log lines on stderr: text or JSON objects (default {logs.DEFAULT_FORMAT}; "
+                   "the same format as logserver's)")
     return p
 
 

@@ -116,6 +116,9 @@ DESCRIBE_LOG_DIRS = api(
 DescribeLogDirsRequest = DESCRIBE_LOG_DIRS.request
 DescribeLogDirsResponse = DESCRIBE_LOG_DIRS.response
 
+# IncrementalAlterConfigs' ConfigOperation values.
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
 INCREMENTAL_ALTER_CONFIGS = api(
     44,
     "IncrementalAlterConfigs",

@@ -343,7 +343,8 @@ class LogManager:
                 raise TopicExistsError(f"topic {name!r} already exists")
             info = TopicInfo(name, uuid.uuid4().bytes, partitions, configs)
             self._add_partitions(info, range(partitions))
-        logger.info("created topic %s with %d partitions", name, partitions)
+        # debug: the storage layer above logs the creation (with its configs) once
+        logger.debug("created topic %s with %d partitions", name, partitions)
         return info
 
     def create_partitions(self, name: str, total: int) -> TopicInfo:
@@ -409,7 +410,7 @@ class LogManager:
         if (self.data_dir / LOG_START_OFFSET_FILE).exists():
             self._save_start_offsets()  # a new topic of that name starts at 0
         fsync_dir(self.data_dir)
-        logger.info("deleted topic %s", name)
+        logger.debug("deleted topic %s", name)  # logged once, by the storage layer
 
     def get_log(self, topic: str, partition: int) -> Log:
         log = self._logs.get((topic, partition))
