@@ -20,7 +20,7 @@ from kafkaproto import API_SPECS, ApiKey, ApiSpec
 from kafkaproto.codegen import Message, Struct
 
 kafka_protocol = pytest.importorskip("kafka.protocol.api_message")
-from kafka.protocol import admin, consumer, metadata, producer  # noqa: E402
+from kafka.protocol import admin, consumer, metadata, producer, sasl  # noqa: E402
 from kafka.protocol.schemas.fields.codecs import BitField  # noqa: E402
 
 INT32_MIN = -(2**31)
@@ -29,7 +29,7 @@ INT32_MIN = -(2**31)
 def _kafka_python_classes() -> dict[tuple[int, bool], Any]:
     found: dict[tuple[int, bool], Any] = {}
     base = kafka_protocol.ApiMessage
-    for module in (admin, consumer, metadata, producer):
+    for module in (admin, consumer, metadata, producer, sasl):
         for name in dir(module):
             obj = getattr(module, name)
             if isinstance(obj, type) and issubclass(obj, base) and obj is not base:
