@@ -17,7 +17,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kafkaproto.records import Record
 
@@ -28,11 +28,11 @@ from .codec.topics import filters_overlap
 from .config import BridgeConfig
 from .connection import Connection
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
-from .kafka_fetcher import Fetcher
+from .kafka_fetcher import LATEST, Fetcher
 from .kafka_producer import Producer
 from .mapping import Mapping, UplinkTopics, valid_kafka_topic
-from .session import OutMessage, Session
-from .session_store import SessionStore, StoredSession, choose_store
+from .session import OutMessage, Qos2In, Session
+from .session_store import PERMANENT_ERRORS, SessionStore, StoredSession, choose_store
 from .subscriptions import RetainedStore, SubscriptionIndex
 from .tls import certificate_cn, server_context
 
@@ -66,6 +66,7 @@ class Stats:
     denied_connect: int = 0
     denied_publish: int = 0
     denied_subscribe: int = 0
+    session_save_failures: int = 0
 
 
 def _pack_opts(o: SubOptions) -> int:
@@ -88,7 +89,7 @@ class Bridge:
             else IdentityBinding([r.mqtt_topic for r in self.mapping.downlink])
         )
         self.uplink_allowed = UplinkTopics(
-            config.uplink_topics, {r.kafka_topic for r in self.mapping.downlink} | {config.session_topic}
+            config.uplink_topics, {r.kafka_topic for r in self.mapping.downlink} | {config.session_topic, config.retained_topic}
         )
         self._downlink_filters = [r.mqtt_filter for r in self.mapping.downlink]
         #: client id -> the identity (username or certificate CN; None = anonymous) holding it
@@ -142,6 +143,7 @@ class Bridge:
                     topic=cfg.session_topic,
                     group_prefix=cfg.group_prefix,
                     anchor=anchor,
+                    max_bytes=cfg.max_session_bytes,
                 )
                 break
             except KafkaError as exc:
@@ -283,7 +285,7 @@ class Bridge:
                 subscription_identifier_available=0,
             )
         else:
-            expiry = 0 if p.clean_start else NEVER
+            expiry = 0 if p.clean_start else (cfg.persistent_client_expiration_s or NEVER)
         timer = self._will_timers.pop(cid, None)
         if timer is not None:
             timer.cancel()
@@ -321,6 +323,7 @@ class Bridge:
                     opts = _unpack_opts(packed)
                     session.subs[f] = opts
                     self.index.add(session, f, opts)
+                session.restore(stored.qos2_in, stored.inflight)
         if conn.closing:
             return Reason.UNSPECIFIED_ERROR, {}, False
         if self.owners.get(cid, username) != username:  # another identity got it meanwhile
@@ -395,6 +398,8 @@ class Bridge:
             return
         start = {tp: off for tp, off in session.offsets.items()
                  if off < self.fetcher.positions.get(tp, off)}
+        if present:
+            session.resend_inflight()
         if present and start:
             self._begin_catch_up(session, start)
         session.pump()
@@ -413,6 +418,7 @@ class Bridge:
         retain: bool,
         props: dict[str, Any],
         client_id: str | None = None,
+        qos2_nonce: str | None = None,
     ) -> asyncio.Future[int] | Reason:
         """Route one PUBLISH: to the log (a future for its acknowledgement) or locally."""
         cid = client_id if client_id is not None else (conn.client_id if conn else "") or ""
@@ -424,14 +430,9 @@ class Bridge:
             self._route_local(conn, topic, payload, qos, retain, fwd)
             return Reason.SUCCESS
         ktopic, key = route
-        if not valid_kafka_topic(ktopic):
-            return Reason.TOPIC_NAME_INVALID
-        if ktopic not in self.uplink_topics:
-            if not self.uplink_allowed.permits(ktopic):
-                return Reason.NOT_AUTHORIZED  # not in uplink_topics (the connection logs it)
-            if len(self.uplink_topics) >= self.config.max_topics:
-                return Reason.QUOTA_EXCEEDED
-            self.uplink_topics.add(ktopic)
+        refusal = self._check_uplink(ktopic)
+        if refusal is not None:
+            return refusal
         if retain:
             self.retained.set(topic, OutMessage(topic, payload, fwd) if payload else None)
         headers: list[tuple[str, bytes | None]] = [
@@ -441,11 +442,102 @@ class Bridge:
         if props:
             for k, v in props.get("user_property", ()):
                 headers.append((k, v.encode()))
+        if qos2_nonce is not None:
+            headers.append(("mqtt.qos2", qos2_nonce.encode()))
         self.stats.uplink_records += 1
         fut = self.producer.send(ktopic, key, payload, headers)
         if qos == 0:
             fut.add_done_callback(_consume)
         return fut
+
+    def _check_uplink(self, ktopic: str) -> Reason | None:
+        if not valid_kafka_topic(ktopic):
+            return Reason.TOPIC_NAME_INVALID
+        if ktopic not in self.uplink_topics:
+            if not self.uplink_allowed.permits(ktopic):
+                return Reason.NOT_AUTHORIZED  # not in uplink_topics (the connection logs it)
+            if len(self.uplink_topics) >= self.config.max_topics:
+                return Reason.QUOTA_EXCEEDED
+            self.uplink_topics.add(ktopic)
+        return None
+
+    # ---- QoS 2: exactly one record per PUBLISH ---------------------------------------------
+    def publish_qos2(
+        self, conn: Connection, session: Session, pid: int, topic: str, payload: bytes, retain: bool,
+        props: dict[str, Any],
+    ) -> asyncio.Future[Any] | Reason:
+        """A QoS 2 PUBLISH: its future resolves (PUBREC) once its one record is in the log.
+
+        A packet id already awaiting PUBREL is the same message again: it is not written
+        again. For a persistent session the packet id, a nonce and where the record will
+        land are saved before the write; a re-send after a bridge crash finds the nonce in
+        the log (``mqtt.qos2`` header) or writes it then (see ``Qos2In``).
+        """
+        entry = session.qos2_in.get(pid)
+        loop = asyncio.get_running_loop()
+        if entry is not None:
+            if entry.future is None:  # loaded from the store: look in the log first
+                entry.future = loop.create_task(self._qos2_recover(conn, entry, topic, payload, retain, props))
+            return cast("asyncio.Future[Any]", entry.future)
+        route = self.mapping.route_up(topic)
+        if route is None:
+            result = self.publish(conn, topic, payload, 2, retain, props)
+            if result == Reason.SUCCESS:
+                done: asyncio.Future[Any] = loop.create_future()
+                done.set_result(None)
+                session.qos2_in[pid] = Qos2In("", "")
+                session.qos2_in[pid].future = done
+            return result
+        refusal = self._check_uplink(route[0])
+        if refusal is not None:
+            return refusal
+        entry = Qos2In(uuid.uuid4().hex, route[0])
+        session.qos2_in[pid] = entry
+        entry.future = loop.create_task(self._qos2_write(conn, session, entry, topic, payload, retain, props))
+        return cast("asyncio.Future[Any]", entry.future)
+
+    async def _qos2_write(
+        self, conn: Connection, session: Session, entry: Qos2In, topic: str, payload: bytes,
+        retain: bool, props: dict[str, Any],
+    ) -> None:
+        if session.persistent and self.store is not None:
+            meta = await self.client.partitions(entry.ktopic)
+            ends = await self.client.list_offsets([(entry.ktopic, p) for p in meta.partitions], LATEST)
+            entry.starts = {p: o for (_t, p), o in ends.items()}
+            await self.store.save(session.client_id, self._state(session))
+        result = self.publish(conn, topic, payload, 2, retain, props, qos2_nonce=entry.nonce)
+        if isinstance(result, asyncio.Future):
+            await result
+        elif result >= 0x80:
+            raise KafkaError(f"refused: {result!r}")
+
+    async def _qos2_recover(
+        self, conn: Connection, entry: Qos2In, topic: str, payload: bytes, retain: bool,
+        props: dict[str, Any],
+    ) -> None:
+        """After a restart: is the record of ``entry`` already in the log? Else write it now."""
+        nonce = entry.nonce.encode()
+        tps = [(entry.ktopic, p) for p in entry.starts]
+        if tps:
+            await self.client.partitions(entry.ktopic)
+            ends = await self.client.list_offsets(tps, LATEST)
+            for tp in tps:
+                async for _nxt, records in self.fetcher.fetch_range(tp, entry.starts[tp[1]], ends[tp]):
+                    for r in records:
+                        if ("mqtt.qos2", nonce) in (r.headers or ()):
+                            log.info("QoS 2 message %s of %s already in the log at %s-%d@%d",
+                                     entry.nonce, conn.client_id, tp[0], tp[1], r.offset)
+                            return
+        result = self.publish(conn, topic, payload, 2, retain, props, qos2_nonce=entry.nonce)
+        if isinstance(result, asyncio.Future):
+            await result
+        elif result >= 0x80:
+            raise KafkaError(f"refused: {result!r}")
+
+    def released(self, session: Session, pid: int) -> None:
+        """PUBREL: the client will not send this packet id's message again."""
+        if session.qos2_in.pop(pid, None) is not None and session.persistent:
+            session.dirty = True
 
     def _route_local(
         self, conn: Connection | None, topic: str, payload: bytes, qos: int, retain: bool,
@@ -610,6 +702,10 @@ class Bridge:
                 session.gaps[tp] = min(pos, session.gaps.get(tp, pos))
         finally:
             if session.epoch == epoch:
+                if session.redeliver:  # what was not re-read (unsubscribed since) is gone
+                    queued = {(m.tp[0], m.tp[1], m.offset) for m, _q, _r in session.queue if m.tp}
+                    for k in [k for k in session.redeliver if k not in queued]:
+                        del session.redeliver[k]
                 session.catchup_pos.clear()
                 session.holding = False
                 session.queue.extend(session.held)
@@ -634,7 +730,10 @@ class Bridge:
         session.epoch += 1
         session.queue.clear()
         session.held.clear()
-        session.inflight.clear()
+        if session.persistent:
+            session.suspend()
+        else:
+            session.inflight.clear()
         session.holding = False
         session.catchup_pos.clear()
         session.gaps.clear()
@@ -675,23 +774,50 @@ class Bridge:
             {f: _pack_opts(o) for f, o in session.subs.items()},
             session.resume_offsets(self.fetcher.positions),
             expires,
+            session.expiry_interval,
+            session.qos2_state(),
+            session.inflight_state(),
         )
+
+    def room_for(self, session: Session, topic_filter: str) -> bool:
+        """Would the session still fit the store's size limit with this subscription?"""
+        if topic_filter in session.subs:
+            return True
+        size = len(self._state(session).to_json()) + len(topic_filter.encode()) * 2 + 16
+        return size <= self.config.max_session_bytes
 
     def _save_soon(self, session: Session) -> None:
         self.track(asyncio.get_running_loop().create_task(self._save(session)))
 
     async def _save(self, session: Session) -> None:
+        """Save one session; a failure is an error in the log and in ``session_save_failures``.
+
+        A failure no retry can fix (too large for the store) is not retried until the
+        session changes again; others are retried with a growing pause (up to a minute).
+        """
         if self.store is None:
             return
         session.dirty = False
         try:
             await self.store.save(session.client_id, self._state(session))
+            session.save_failures = 0
         except KafkaError as exc:
-            session.dirty = True
-            log.warning("saving session %s failed: %s", session.client_id, exc)
+            self.stats.session_save_failures += 1
+            session.save_failures += 1
+            permanent = exc.code in PERMANENT_ERRORS
+            if not permanent:
+                session.dirty = True
+                session.retry_at = time.monotonic() + min(60.0, 2.0 ** session.save_failures)
+            log.error(
+                "cannot save session %s (%s): %s", session.client_id,
+                "not retried until it changes" if permanent else f"attempt {session.save_failures}",
+                exc, extra={"event": "session_save_failed", "client_id": session.client_id},
+            )
 
     async def _save_sessions(self, *, all_persistent: bool = False) -> None:
-        todo = [s for s in self.sessions.values() if s.persistent and (s.dirty or all_persistent)]
+        now = time.monotonic()
+        todo = [s for s in self.sessions.values() if s.persistent and (
+            all_persistent or (s.dirty and s.retry_at <= now))]
         if todo:
             await asyncio.gather(*(self._save(s) for s in todo), return_exceptions=True)
 
@@ -736,6 +862,7 @@ class Bridge:
             "denied_connect": s.denied_connect,
             "denied_publish": s.denied_publish,
             "denied_subscribe": s.denied_subscribe,
+            "session_save_failures": s.session_save_failures,
         }
 
     async def _stats_loop(self) -> None:

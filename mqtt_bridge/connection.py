@@ -204,6 +204,9 @@ class Connection(asyncio.Protocol):
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
+    def send_pubrel(self, pid: int) -> None:
+        self.write(puback(pid, PacketType.PUBREL))
+
     def close(self, reason: Reason | None = None, message: str = "") -> None:
         """Close; on MQTT 5 (after CONNACK) tell the client why with a DISCONNECT."""
         if self.closing or self.transport is None:
@@ -242,13 +245,20 @@ class Connection(asyncio.Protocol):
                 self.session.on_puback(p.packet_id)
         elif t == PacketType.PUBREL:
             if self.session is not None:
-                self.session.awaiting_rel.discard(p.packet_id)
+                self.bridge.released(self.session, p.packet_id)
             self.write(puback(p.packet_id, PacketType.PUBCOMP))
         elif t == PacketType.PUBREC:
-            # We never send QoS 2; answer as the spec's sender would and move on.
-            self.write(puback(p.packet_id, PacketType.PUBREL, Reason.PACKET_IDENTIFIER_NOT_FOUND, self.version))
+            if self.session is not None and p.reason < 0x80 and self.session.on_pubrec(p.packet_id):
+                self.send_pubrel(p.packet_id)
+            elif self.session is not None and p.reason >= 0x80:
+                self.session.inflight.pop(p.packet_id, None)  # refused: the exchange ends
+                self.session.pump()
+            else:
+                self.write(puback(p.packet_id, PacketType.PUBREL, Reason.PACKET_IDENTIFIER_NOT_FOUND,
+                                  self.version))
         elif t == PacketType.PUBCOMP:
-            pass
+            if self.session is not None:
+                self.session.on_puback(p.packet_id)
         elif t == PacketType.SUBSCRIBE:
             self._on_subscribe(p)
         elif t == PacketType.UNSUBSCRIBE:
@@ -321,15 +331,14 @@ class Connection(asyncio.Protocol):
         qos = p.qos
         session = self.session
         assert session is not None
-        if qos == 2 and p.packet_id in session.awaiting_rel:
-            self.write(puback(p.packet_id, PacketType.PUBREC))  # duplicate: already logged
-            return
         if qos and self.version == MQTT_5 and len(self._acks) >= self.bridge.config.receive_maximum:
             raise MqttError(Reason.RECEIVE_MAXIMUM_EXCEEDED, "too many unacknowledged PUBLISHes")
-        if self.bridge.may_publish(self, topic):
-            result = self.bridge.publish(self, topic, p.payload, qos, p.retain, props)
+        if not self.bridge.may_publish(self, topic):
+            result: Any = Reason.NOT_AUTHORIZED
+        elif qos == 2:
+            result = self.bridge.publish_qos2(self, session, p.packet_id, topic, p.payload, p.retain, props)
         else:
-            result = Reason.NOT_AUTHORIZED
+            result = self.bridge.publish(self, topic, p.payload, qos, p.retain, props)
         if result == Reason.NOT_AUTHORIZED:
             self._denied("publish", topic)
         if qos == 0:
@@ -386,8 +395,8 @@ class Connection(asyncio.Protocol):
                     return
             acks.popleft()
             pid, qos = entry[0], entry[1]
-            if qos == 2 and reason < 0x80 and self.session is not None:
-                self.session.awaiting_rel.add(pid)
+            if qos == 2 and reason >= 0x80 and self.session is not None:
+                self.session.qos2_in.pop(pid, None)  # refused: the exchange ends here
             kind = PacketType.PUBACK if qos == 1 else PacketType.PUBREC
             self.write(puback(pid, kind, reason, self.version))
 
@@ -414,7 +423,11 @@ class Connection(asyncio.Protocol):
             ):
                 reasons.append(Reason.QUOTA_EXCEEDED if self.version == MQTT_5 else 0x80)
                 continue
-            opts.qos = min(opts.qos, 1)
+            if not self.bridge.room_for(session, topic_filter):
+                log.warning("client %s: subscription %r refused, the session would exceed "
+                            "max_session_bytes", self.client_id, topic_filter[:100])
+                reasons.append(Reason.QUOTA_EXCEEDED if self.version == MQTT_5 else 0x80)
+                continue
             existed = topic_filter in session.subs
             self.bridge.subscribe(session, topic_filter, opts)
             reasons.append(opts.qos)
