@@ -16,6 +16,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -31,6 +32,7 @@ from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .kafka_fetcher import LATEST, Fetcher
 from .kafka_producer import Producer
 from .mapping import Mapping, UplinkTopics, valid_kafka_topic
+from .retained_log import RetainedLog
 from .session import OutMessage, Qos2In, Session
 from .session_store import PERMANENT_ERRORS, SessionStore, StoredSession, choose_store
 from .subscriptions import RetainedStore, SubscriptionIndex
@@ -108,7 +110,12 @@ class Bridge:
             delivery_timeout_s=config.delivery_timeout_s,
         )
         self.fetcher = Fetcher(
-            self.client, [r.kafka_topic for r in self.mapping.downlink], self.on_records
+            self.client, [r.kafka_topic for r in self.mapping.downlink] + [config.retained_topic],
+            self.on_records,
+        )
+        self.retained_log = RetainedLog(
+            self.client, self.producer, config.retained_topic, self._apply_retained,
+            config.max_packet_size + 65536,
         )
         self.store: SessionStore | None = None
         self.sessions: dict[str, Session] = {}
@@ -131,9 +138,12 @@ class Bridge:
     async def start(self) -> None:
         cfg = self.config
         self.producer.start()
+        await self._retrying("retained topic", self.retained_log.create)
         self.fetcher.start()
         await self.fetcher.ready.wait()
-        anchor = min(self.fetcher.positions) if self.fetcher.positions else ("commands", 0)
+        await self._retrying("retained messages", self.retained_log.load)
+        followed = [tp for tp in self.fetcher.positions if tp[0] != cfg.retained_topic]
+        anchor = min(followed) if followed else ("commands", 0)
         while True:
             try:
                 self.store = await choose_store(
@@ -179,6 +189,23 @@ class Bridge:
             cfg.host, self.port or self.tls_port, cfg.bootstrap_servers,
             extra={"event": "listening", "port": self.port or self.tls_port},
         )
+
+    async def _retrying(self, what: str, step: Callable[[], Awaitable[Any]]) -> None:
+        while True:
+            try:
+                await step()
+                return
+            except KafkaError as exc:
+                log.warning("%s not ready (%s); retrying", what, exc)
+                await asyncio.sleep(1.0)
+
+    def _apply_retained(self, topic: str, payload: bytes | None, props: dict[str, Any] | None) -> None:
+        self.retained.set(topic, OutMessage(topic, payload, props) if payload else None)
+
+    def _retain(self, topic: str, payload: bytes, props: dict[str, Any] | None) -> None:
+        """A retained PUBLISH from a client: in memory now, in the compacted topic for good."""
+        self._apply_retained(topic, payload, props)
+        self.retained_log.write(topic, payload, props)
 
     async def stop(self) -> None:
         """Stop accepting, tell clients, save persistent sessions, flush the producer."""
@@ -426,7 +453,7 @@ class Bridge:
         route = self.mapping.route_up(topic)
         if route is None:
             if retain:
-                self.retained.set(topic, OutMessage(topic, payload, fwd) if payload else None)
+                self._retain(topic, payload, fwd)
             self._route_local(conn, topic, payload, qos, retain, fwd)
             return Reason.SUCCESS
         ktopic, key = route
@@ -434,7 +461,7 @@ class Bridge:
         if refusal is not None:
             return refusal
         if retain:
-            self.retained.set(topic, OutMessage(topic, payload, fwd) if payload else None)
+            self._retain(topic, payload, fwd)
         headers: list[tuple[str, bytes | None]] = [
             ("mqtt.topic", topic.encode()),
             ("mqtt.client_id", cid.encode()),
@@ -618,6 +645,8 @@ class Bridge:
     def on_records(self, tp: TopicPartition, records: list[Record]) -> None:
         rule = self.mapping.by_kafka_topic.get(tp[0])
         if rule is None:
+            if tp[0] == self.config.retained_topic:
+                self.retained_log.on_records(records)
             return
         self.stats.downlink_records += len(records)
         touched: set[Session] = set()

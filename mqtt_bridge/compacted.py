@@ -12,6 +12,7 @@ import logging
 
 from kafkaproto import ApiKey
 from kafkaproto.messages import CreateTopicsRequest
+from kafkaproto.records import Record
 
 from .kafka_client import KafkaClient, KafkaError
 from .kafka_fetcher import EARLIEST, LATEST, Fetcher
@@ -54,14 +55,14 @@ async def ensure_compacted_topic(
             log.info("created compacted topic %s (%d partitions)", topic, partitions)
 
 
-async def read_table(client: KafkaClient, topic: str) -> dict[bytes, bytes]:
-    """Newest value per key of the whole topic (tombstones remove the key)."""
+async def read_records(client: KafkaClient, topic: str) -> dict[bytes, Record]:
+    """Newest record per key of the whole topic (tombstones remove the key)."""
     meta = await client.partitions(topic, auto_create=True)
     tps = [(topic, p) for p in meta.partitions]
     start = await client.list_offsets(tps, EARLIEST)
     end = await client.list_offsets(tps, LATEST)
     reader = Fetcher(client, [topic], lambda tp, recs: None)
-    table: dict[bytes, bytes] = {}
+    table: dict[bytes, Record] = {}
     for tp in tps:
         async for _nxt, records in reader.fetch_range(tp, start[tp], end[tp]):
             for r in records:
@@ -70,5 +71,10 @@ async def read_table(client: KafkaClient, topic: str) -> dict[bytes, bytes]:
                 if r.value is None:
                     table.pop(r.key, None)
                 else:
-                    table[r.key] = r.value
+                    table[r.key] = r
     return table
+
+
+async def read_table(client: KafkaClient, topic: str) -> dict[bytes, bytes]:
+    """Newest value per key of the whole topic (tombstones remove the key)."""
+    return {k: r.value for k, r in (await read_records(client, topic)).items() if r.value is not None}
