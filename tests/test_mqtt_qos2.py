@@ -278,3 +278,48 @@ def test_unacknowledged_messages_go_out_again_as_dup_with_the_same_packet_id(
     nxt = c.packet()
     assert nxt.payload == b"d" and not nxt.dup
     c.close()
+
+
+def test_logserver_supervised_bridge_kill9_mid_qos2_keeps_session_and_one_record(server_factory) -> None:
+    """``logserver --mqtt-bridge``: the bridge child is killed with SIGKILL between PUBREC and
+    PUBREL; the restarted child still has the session, its subscription and the packet id."""
+    import os
+    import re
+    import signal
+
+    from serverproc import free_port
+
+    from logserver.childproc import can_connect
+
+    port = free_port()
+    server = server_factory(extra_args=["--mqtt-bridge", f"{HOST}:{port}"])
+    wait_until(lambda: can_connect(port), 30, "the bridge to listen")
+
+    def pids() -> list[int]:
+        return [int(p) for p in re.findall(r"started mqtt-bridge \(pid (\d+)\)", server.output())]
+
+    topic = "devices/sup-dev/telemetry"
+    c = Raw(port, MQTT_5)
+    c.connect("sup-dev", clean=False, props={"session_expiry_interval": 600})
+    assert c.subscribe("devices/sup-dev/commands", 2) == [2]
+    c.publish2(topic, b"across-kill", 3)
+    c.expect_ack(PacketType.PUBREC, 3)
+    wait_until(lambda: "3" in (stored_session(server.bootstrap, "sup-dev") or {}).get("qos2_in", {}),
+               what="the QoS 2 packet id saved")
+    c.close()
+    (victim,) = pids()[-1:]
+    os.kill(victim, signal.SIGKILL)
+    wait_until(lambda: len(pids()) == 2, 30, "a restarted bridge")
+    wait_until(lambda: can_connect(port), 30, "the restarted bridge to listen")
+    c = Raw(port, MQTT_5)
+    assert c.connect("sup-dev", clean=False, props={"session_expiry_interval": 600}).session_present
+    c.publish2(topic, b"across-kill", 3, dup=True)
+    c.expect_ack(PacketType.PUBREC, 3)
+    c.send(puback(3, PacketType.PUBREL))
+    c.expect_ack(PacketType.PUBCOMP, 3)
+    _produce(server.bootstrap, b"sup-dev", [b"cmd"])
+    p = c.packet()
+    assert isinstance(p, Publish) and p.payload == b"cmd" and p.qos == 1  # downlink rule qos=1
+    c.send(puback(p.packet_id))
+    c.close()
+    assert [r.value for r in log_records(server.bootstrap, "telemetry")] == [b"across-kill"]
