@@ -199,8 +199,16 @@ class Bridge:
                 log.warning("%s not ready (%s); retrying", what, exc)
                 await asyncio.sleep(1.0)
 
-    def _apply_retained(self, topic: str, payload: bytes | None, props: dict[str, Any] | None) -> None:
-        self.retained.set(topic, OutMessage(topic, payload, props) if payload else None)
+    def _apply_retained(
+        self, topic: str, payload: bytes | None, props: dict[str, Any] | None, timestamp_ms: int = -1
+    ) -> None:
+        if not payload:
+            self.retained.set(topic, None)
+            return
+        msg = OutMessage(topic, payload, props)
+        if msg.expires_at is not None and props and timestamp_ms >= 0:
+            msg.expires_at = timestamp_ms / 1000 + props["message_expiry_interval"]
+        self.retained.set(topic, msg)
 
     def _retain(self, topic: str, payload: bytes, props: dict[str, Any] | None) -> None:
         """A retained PUBLISH from a client: in memory now, in the compacted topic for good."""
@@ -309,7 +317,7 @@ class Bridge:
                 retain_available=1,
                 wildcard_subscription_available=1,
                 shared_subscription_available=1,
-                subscription_identifier_available=0,
+                subscription_identifier_available=1,
             )
         else:
             expiry = 0 if p.clean_start else (cfg.persistent_client_expiration_s or NEVER)
@@ -349,6 +357,8 @@ class Bridge:
                         continue
                     opts = _unpack_opts(packed)
                     session.subs[f] = opts
+                    if packed >> 8:
+                        session.sub_ids[f] = packed >> 8
                     self.index.add(session, f, opts)
                 session.restore(stored.qos2_in, stored.inflight)
         if conn.closing:
@@ -604,8 +614,12 @@ class Bridge:
             fire()
 
     # ---- subscriptions ----------------------------------------------------------------------
-    def subscribe(self, session: Session, topic_filter: str, opts: SubOptions) -> None:
+    def subscribe(self, session: Session, topic_filter: str, opts: SubOptions, sub_id: int = 0) -> None:
         session.subs[topic_filter] = opts
+        if sub_id:
+            session.sub_ids[topic_filter] = sub_id
+        else:
+            session.sub_ids.pop(topic_filter, None)
         self.index.add(session, topic_filter, opts)
         self._track(session)
         if session.persistent:
@@ -621,6 +635,7 @@ class Bridge:
 
     def unsubscribe(self, session: Session, topic_filter: str) -> bool:
         found = session.subs.pop(topic_filter, None) is not None
+        session.sub_ids.pop(topic_filter, None)
         self.index.remove(session, topic_filter)
         self._track(session)
         if session.persistent:
@@ -716,7 +731,7 @@ class Bridge:
                         if qos < 0:
                             continue
                         session.queue.append(
-                            (OutMessage(topic, r.value or b"", _user_props(r), tp, r.offset),
+                            (session.personal(OutMessage(topic, r.value or b"", _user_props(r), tp, r.offset)),
                              min(qos, rule.qos), False)
                         )
                         delivered += 1
@@ -800,7 +815,7 @@ class Bridge:
         if session.conn is None and session.expiry_interval != NEVER:
             expires = time.time() + session.expiry_interval
         return StoredSession(
-            {f: _pack_opts(o) for f, o in session.subs.items()},
+            {f: _pack_opts(o) | (session.sub_ids.get(f, 0) << 8) for f, o in session.subs.items()},
             session.resume_offsets(self.fetcher.positions),
             expires,
             session.expiry_interval,

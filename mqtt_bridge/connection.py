@@ -405,6 +405,9 @@ class Connection(asyncio.Protocol):
         session = self.session
         assert session is not None
         granted_new: list[tuple[str, SubOptions, bool]] = []
+        sub_id = p.properties.get("subscription_identifier", 0) if self.version == MQTT_5 else 0
+        if isinstance(sub_id, list):
+            raise ProtocolViolation("more than one subscription identifier in SUBSCRIBE")
         for topic_filter, opts in p.topics:
             try:
                 validate_filter(topic_filter)
@@ -429,7 +432,7 @@ class Connection(asyncio.Protocol):
                 reasons.append(Reason.QUOTA_EXCEEDED if self.version == MQTT_5 else 0x80)
                 continue
             existed = topic_filter in session.subs
-            self.bridge.subscribe(session, topic_filter, opts)
+            self.bridge.subscribe(session, topic_filter, opts, sub_id)
             reasons.append(opts.qos)
             granted_new.append((topic_filter, opts, existed))
         self.write(encode(Suback(p.packet_id, reasons), self.version))

@@ -57,7 +57,7 @@ class RetainedLog:
 
     def __init__(
         self, client: KafkaClient, producer: Producer, topic: str,
-        apply: Callable[[str, bytes | None, dict[str, Any] | None], None],
+        apply: Callable[[str, bytes | None, dict[str, Any] | None, int], None],
         max_message_bytes: int,
     ) -> None:
         self.client = client
@@ -99,7 +99,7 @@ class RetainedLog:
         assert r.key is not None
         topic = r.key.decode("utf-8", "replace")
         if not r.value:
-            self.apply(topic, None, None)
+            self.apply(topic, None, None, -1)
             return
         raw = next((v for k, v in (r.headers or ()) if k == PROPS_HEADER), None)
         try:
@@ -107,7 +107,7 @@ class RetainedLog:
         except (ValueError, TypeError) as exc:
             log.error("retained message for %r: unreadable properties (%s)", topic, exc)
             props = None
-        self.apply(topic, r.value, props)
+        self.apply(topic, r.value, props, r.timestamp)
 
     def write(self, topic: str, payload: bytes, props: dict[str, Any] | None) -> asyncio.Future[int]:
         headers: list[tuple[str, bytes | None]] = []

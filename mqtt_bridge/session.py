@@ -13,11 +13,14 @@ fetcher (or this session's catch-up) has dispatched up to.
 from __future__ import annotations
 
 import logging
+import math
 import struct
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from .codec import MQTT_5, SubOptions, publish_parts
+from .codec import MQTT_5, SubOptions, publish_parts, topic_matches
+from .codec.topics import split_shared
 from .kafka_client import TopicPartition
 
 if TYPE_CHECKING:
@@ -31,7 +34,7 @@ PID_BYTES = [struct.pack(">H", i) for i in range(65536)]
 class OutMessage:
     """One downlink message; its encodings are made once and shared by all receivers."""
 
-    __slots__ = ("topic", "payload", "properties", "tp", "offset", "_enc")
+    __slots__ = ("topic", "payload", "properties", "tp", "offset", "expires_at", "_enc")
 
     def __init__(
         self,
@@ -46,7 +49,17 @@ class OutMessage:
         self.properties = properties
         self.tp = tp
         self.offset = offset
+        #: wall clock end of a v5 message expiry interval; None = never
+        self.expires_at: float | None = None
+        if properties and "message_expiry_interval" in properties:
+            self.expires_at = time.time() + properties["message_expiry_interval"]
         self._enc: dict[tuple[int, int, bool, bool], tuple[bytes, bytes]] = {}
+
+    def derived(self, **props: Any) -> OutMessage:
+        """A copy with some properties changed (own encodings; same log position, same end)."""
+        msg = OutMessage(self.topic, self.payload, {**(self.properties or {}), **props}, self.tp, self.offset)
+        msg.expires_at = self.expires_at
+        return msg
 
     def parts(self, version: int, qos: int, retain: bool, dup: bool = False) -> tuple[bytes, bytes]:
         """(head, tail) of the PUBLISH; see ``codec.publish_parts``."""
@@ -97,6 +110,9 @@ class Session:
         self.persistent = False
         self.expiry_interval = 0  # seconds; 0xFFFFFFFF = never
         self.subs: dict[str, SubOptions] = {}
+        #: v5 subscription identifiers by filter (only filters that have one)
+        self.sub_ids: dict[str, int] = {}
+        self.expired = 0  # messages dropped because their message expiry passed
         self.conn: Connection | None = None
         self.queue: deque[Delivery] = deque()
         self.inflight: dict[int, Delivery] = {}
@@ -137,7 +153,18 @@ class Session:
         return self is other
 
     # ---- delivery -----------------------------------------------------------------
+    def personal(self, msg: OutMessage) -> OutMessage:
+        """The message with this session's subscription identifiers, if it has any that match."""
+        if not self.sub_ids:
+            return msg
+        ids = sorted(i for f, i in self.sub_ids.items() if topic_matches(split_shared(f)[1], msg.topic))
+        if not ids:
+            return msg
+        return msg.derived(subscription_identifier=ids if len(ids) > 1 else ids[0])
+
     def enqueue(self, msg: OutMessage, qos: int, retain: bool = False) -> None:
+        if self.sub_ids:
+            msg = self.personal(msg)
         target = self.held if self.holding else self.queue
         if len(target) >= self.max_queued:
             self.dropped += 1
@@ -173,6 +200,14 @@ class Session:
             if conn.backed_up:
                 return
             msg, qos, retain = queue[0]
+            if msg.expires_at is not None:
+                left = msg.expires_at - time.time()
+                if left <= 0:
+                    queue.popleft()
+                    self.expired += 1
+                    continue
+                # the receiver gets what is left of the interval (MQTT 5, 3.3.2.3.3)
+                msg = msg.derived(message_expiry_interval=max(1, math.ceil(left)))
             if qos:
                 if len(inflight) + len(self.released) >= quota:
                     return

@@ -1,0 +1,117 @@
+"""MQTT 5 features with paho-mqtt 5 against real logserver and bridge processes:
+subscription identifiers (also after a kill -9 of the bridge) and message expiry
+(the receiver gets what is left of the interval; an expired retained message is gone).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import paho.mqtt.client as paho
+import pytest
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
+from support.mqtt_procs import HOST, BridgeProcess
+from test_mqtt_retained import mosquitto_pub
+from test_mqtt_sessions import stored_session, wait_until
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def start_bridge(request, tmp_path, bootstrap: str) -> BridgeProcess:
+    acl = tmp_path / "acl"
+    acl.write_text("topic readwrite chat/#\n")
+    b = BridgeProcess(bootstrap, tmp_path / "bridge.log", "--log-format", "text", "--acl-file", str(acl))
+    request.addfinalizer(b.stop)
+    b.start()
+    return b
+
+
+class Client5:
+    def __init__(self, request, port: int, cid: str = "", persistent: bool = False) -> None:
+        self.got: list[paho.MQTTMessage] = []
+        self.acks: list = []
+        self.ev = threading.Event()
+        self.c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=cid, protocol=paho.MQTTv5)
+        self.c.on_message = lambda c, u, m: self.got.append(m)
+        self.c.on_connect = lambda c, u, flags, rc, props: (self.acks.append(flags.session_present), self.ev.set())
+        self.c.on_subscribe = lambda *a: self.ev.set()
+        request.addfinalizer(self.c.loop_stop)
+        props = None
+        if persistent:
+            props = Properties(PacketTypes.CONNECT)
+            props.SessionExpiryInterval = 600
+        self.c.connect(HOST, port, clean_start=not persistent, properties=props)
+        self.c.loop_start()
+        assert self.ev.wait(10), "no CONNACK"
+
+    def subscribe(self, topic_filter: str, sub_id: int | None = None) -> None:
+        props = None
+        if sub_id is not None:
+            props = Properties(PacketTypes.SUBSCRIBE)
+            props.SubscriptionIdentifier = sub_id
+        self.ev.clear()
+        self.c.subscribe(topic_filter, options=SubscribeOptions(qos=1), properties=props)
+        assert self.ev.wait(10), "no SUBACK"
+
+    def stop(self) -> None:
+        self.c.disconnect()
+        self.c.loop_stop()
+
+
+def _ids(m: paho.MQTTMessage) -> list[int]:
+    ids = getattr(m.properties, "SubscriptionIdentifier", [])
+    return sorted(ids if isinstance(ids, list) else [ids])
+
+
+def test_subscription_identifiers_come_with_each_message_and_survive_kill9(request, tmp_path, server) -> None:
+    bridge = start_bridge(request, tmp_path, server.bootstrap)
+    c = Client5(request, bridge.port, "subid-dev", persistent=True)
+    c.subscribe("chat/a/#", 7)
+    c.subscribe("chat/+/x", 9)
+    c.subscribe("chat/b/#")  # no identifier
+    for topic in ("chat/a/x", "chat/a/y", "chat/b/x", "chat/b/z"):
+        mosquitto_pub(bridge.port, "-t", topic, "-m", topic, "-q", "1")
+    wait_until(lambda: len(c.got) == 4, what="4 messages")
+    assert {m.topic: _ids(m) for m in c.got} == {
+        "chat/a/x": [7, 9], "chat/a/y": [7], "chat/b/x": [9], "chat/b/z": []}
+    wait_until(lambda: {f: v >> 8 for f, v in (stored_session(server.bootstrap, "subid-dev") or {})
+                        .get("subs", {}).items()} == {"chat/a/#": 7, "chat/+/x": 9, "chat/b/#": 0},
+               what="the identifiers saved with the session")
+    c.c.loop_stop()
+    bridge.kill9()
+    bridge.start()
+    c2 = Client5(request, bridge.port, "subid-dev", persistent=True)
+    assert c2.acks == [True]
+    mosquitto_pub(bridge.port, "-t", "chat/a/x", "-m", "again", "-q", "1")
+    wait_until(lambda: c2.got, what="the message after the restart")
+    assert _ids(c2.got[0]) == [7, 9]
+    c2.stop()
+
+
+def test_message_expiry_counts_down_and_ends_retained_messages(request, tmp_path, server) -> None:
+    bridge = start_bridge(request, tmp_path, server.bootstrap)
+    pub = Client5(request, bridge.port)
+    props = Properties(PacketTypes.PUBLISH)
+    props.MessageExpiryInterval = 3
+    sent = time.monotonic()
+    pub.c.publish("chat/exp", b"short-lived", qos=1, retain=True, properties=props).wait_for_publish(10)
+    pub.c.publish("chat/keep", b"forever", qos=1, retain=True).wait_for_publish(10)
+    pub.stop()
+    wait_until(lambda: time.monotonic() - sent >= 1.2, what="a second to pass")
+    early = Client5(request, bridge.port)
+    early.subscribe("chat/#")
+    wait_until(lambda: len(early.got) == 2, what="both retained messages")
+    by_topic = {m.topic: m for m in early.got}
+    assert by_topic["chat/exp"].properties.MessageExpiryInterval in (1, 2)  # what is left
+    assert not hasattr(by_topic["chat/keep"].properties, "MessageExpiryInterval")
+    early.stop()
+    wait_until(lambda: time.monotonic() - sent >= 3.2, what="the expiry to pass")
+    late = Client5(request, bridge.port)
+    late.subscribe("chat/#")
+    mosquitto_pub(bridge.port, "-t", "chat/end", "-m", "end", "-q", "1")
+    wait_until(lambda: any(m.topic == "chat/end" for m in late.got), what="the marker")
+    late.stop()
+    assert [m.topic for m in late.got] == ["chat/keep", "chat/end"]
