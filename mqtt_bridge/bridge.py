@@ -309,6 +309,7 @@ class Bridge:
         if v5:
             conn.send_quota = min(cfg.max_inflight, p.properties.get("receive_maximum", 65535))
             conn.client_max_packet = p.properties.get("maximum_packet_size", 0)
+            conn.alias_max = min(p.properties.get("topic_alias_maximum", 0), cfg.topic_alias_maximum)
             expiry = p.properties.get("session_expiry_interval", 0)
             props.update(
                 receive_maximum=cfg.receive_maximum,

@@ -78,6 +78,9 @@ class Connection(asyncio.Protocol):
         self.will: Any = None
         self.clean_disconnect = False
         self.topic_aliases: dict[int, str] = {}
+        #: outbound topic aliases (v5): the client's Topic Alias Maximum, topic -> alias
+        self.alias_max = 0
+        self.out_aliases: dict[str, int] = {}
         self._early: list[Any] = []
         self._out: list[bytes] = []
         self._out_bytes = 0
@@ -189,7 +192,22 @@ class Connection(asyncio.Protocol):
         """Honour the client's Maximum Packet Size (v5): too-large messages are skipped."""
         return not self.client_max_packet or msg.size(self.version, qos) <= self.client_max_packet
 
+    def _aliased(self, msg: OutMessage) -> OutMessage:
+        """The message with a topic alias: the first time topic + alias, then alias only."""
+        alias = self.out_aliases.get(msg.topic)
+        topic = ""
+        if alias is None:
+            if len(self.out_aliases) >= self.alias_max:
+                return msg  # all aliases taken: the full topic (no eviction)
+            alias = self.out_aliases[msg.topic] = len(self.out_aliases) + 1
+            topic = msg.topic
+        out = OutMessage(topic, msg.payload, {**(msg.properties or {}), "topic_alias": alias}, msg.tp, msg.offset)
+        out.expires_at = msg.expires_at
+        return out
+
     def send_publish(self, msg: OutMessage, qos: int, retain: bool, pid: int, dup: bool = False) -> None:
+        if self.alias_max:
+            msg = self._aliased(msg)
         head, tail = msg.parts(self.version, qos, retain, dup)
         if qos:
             self._out += (head, PID_BYTES[pid], tail)
@@ -288,6 +306,8 @@ class Connection(asyncio.Protocol):
             reason, props, present = Reason.SERVER_UNAVAILABLE, {}, False
         if self.closing:
             return
+        if reason != Reason.SUCCESS and self.version == MQTT_5 and "reason_string" not in props:
+            props = {**props, "reason_string": Reason(reason).name.replace("_", " ").lower()}
         self.write(encode(Connack(present, reason, props), self.version))
         if reason != Reason.SUCCESS:
             self._flush()

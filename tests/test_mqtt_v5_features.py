@@ -115,3 +115,35 @@ def test_message_expiry_counts_down_and_ends_retained_messages(request, tmp_path
     wait_until(lambda: any(m.topic == "chat/end" for m in late.got), what="the marker")
     late.stop()
     assert [m.topic for m in late.got] == ["chat/keep", "chat/end"]
+
+
+def test_topic_aliases_towards_the_client_and_reason_strings(request, tmp_path, server) -> None:
+    # (paho-mqtt and libmosquitto clients do not resolve topic aliases they receive: the raw
+    # client checks the wire against MQTT 5 section 3.3.2.3.4)
+    from test_mqtt_qos2 import Raw
+
+    from mqtt_bridge.codec import MQTT_5, Connack, Connect, Publish, encode
+
+    bridge = start_bridge(request, tmp_path, server.bootstrap)
+    c = Raw(bridge.port, MQTT_5)
+    c.connect("aliased", clean=True, props={"topic_alias_maximum": 1})
+    assert c.subscribe("chat/#", 0) == [0]
+    plain = Raw(bridge.port, MQTT_5)
+    plain.connect("plain", clean=True)
+    assert plain.subscribe("chat/#", 0) == [0]
+    for topic in ("chat/al", "chat/al", "chat/other"):
+        mosquitto_pub(bridge.port, "-t", topic, "-m", "x")
+    got = [c.packet() for _ in range(3)]
+    assert all(isinstance(p, Publish) for p in got)
+    assert [(p.topic, p.properties.get("topic_alias")) for p in got] == [
+        ("chat/al", 1), ("", 1), ("chat/other", None)]  # one alias allowed: the third is in full
+    assert [plain.packet().topic for _ in range(3)] == ["chat/al", "chat/al", "chat/other"]
+    c.close()
+    plain.close()
+
+    r = Raw(bridge.port, MQTT_5)
+    r.send(encode(Connect("$bad", MQTT_5, True, 60, None, None, None, {}), MQTT_5))
+    ack = r.packet()
+    assert isinstance(ack, Connack) and ack.reason == 0x85
+    assert ack.properties.get("reason_string") == "client identifier not valid"
+    r.close()
