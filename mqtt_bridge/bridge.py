@@ -593,7 +593,7 @@ class Bridge:
             session.enqueue(msg, min(qos, opts.qos), retain and opts.retain_as_published)
             session.pump()
 
-    def _publish_will(self, conn: Connection) -> None:
+    def _publish_will(self, conn: Connection, session: Session | None = None) -> None:
         will = conn.will
         conn.will = None
         if will is None or conn.client_id is None:
@@ -609,6 +609,10 @@ class Bridge:
                 result.add_done_callback(_consume)
 
         delay = will.properties.get("will_delay_interval", 0) if will.properties else 0
+        if session is not None and session.persistent and session.expiry_interval != NEVER:
+            delay = min(delay, session.expiry_interval)  # the will goes when the session ends
+        elif session is not None and not session.persistent:
+            delay = 0  # the session ends now (v5 3.1.3.2.2)
         if delay:
             self._will_timers[cid] = asyncio.get_running_loop().call_later(delay, fire)
         else:
@@ -764,7 +768,7 @@ class Bridge:
         session = conn.session
         conn.session = None
         if abnormal and not self._stopping:
-            self._publish_will(conn)
+            self._publish_will(conn, session)
         if session is None or session.conn is not conn:
             return
         live = self.fetcher.positions

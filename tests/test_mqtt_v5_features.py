@@ -147,3 +147,44 @@ def test_topic_aliases_towards_the_client_and_reason_strings(request, tmp_path, 
     assert isinstance(ack, Connack) and ack.reason == 0x85
     assert ack.properties.get("reason_string") == "client identifier not valid"
     r.close()
+
+
+def test_will_delay_reconnect_cancels_and_session_end_sends_it(request, tmp_path, server) -> None:
+    """v5 will delay: a client back within the delay cancels its will; without a session
+    (expiry 0) the will goes at once, whatever the delay (the session ended)."""
+    from test_mqtt_qos2 import Raw
+
+    from mqtt_bridge.codec import MQTT_5, Connect, Will, encode
+
+    bridge = start_bridge(request, tmp_path, server.bootstrap)
+    watcher = Client5(request, bridge.port)
+    watcher.subscribe("chat/wills/#")
+
+    def connect_with_will(cid: str, delay: int, expiry: int) -> Raw:
+        r = Raw(bridge.port, MQTT_5)
+        will = Will(f"chat/wills/{cid}", b"gone", 1, False, {"will_delay_interval": delay})
+        r.send(encode(Connect(cid, MQTT_5, True, 60, None, None, will, {"session_expiry_interval": expiry}),
+                      MQTT_5))
+        assert r.packet().reason == 0
+        return r
+
+    back = connect_with_will("back", 2, 600)
+    back.close()  # abnormal: the will waits 2 s
+    wait_until(lambda: "client back disconnected (abnormal)" in bridge.output(), what="the disconnect")
+    again = Raw(bridge.port, MQTT_5)
+    again.connect("back", clean=False, props={"session_expiry_interval": 600})  # cancels the will
+    now_gone = connect_with_will("nosession", 30, 0)
+    t0 = time.monotonic()
+    now_gone.close()
+    wait_until(lambda: any(m.topic == "chat/wills/nosession" for m in watcher.got), timeout=10,
+               what="the will of the client without a session")
+    assert time.monotonic() - t0 < 10  # not after the 30 s delay
+    short = connect_with_will("short", 3, 600)  # its will comes after back's would have
+    t1 = time.monotonic()
+    short.close()
+    wait_until(lambda: any(m.topic == "chat/wills/short" for m in watcher.got), timeout=15,
+               what="the delayed will")
+    assert time.monotonic() - t1 >= 2.9
+    watcher.stop()
+    again.close()
+    assert [m.topic for m in watcher.got if m.topic == "chat/wills/back"] == []
