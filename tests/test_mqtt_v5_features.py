@@ -188,3 +188,54 @@ def test_will_delay_reconnect_cancels_and_session_end_sends_it(request, tmp_path
     watcher.stop()
     again.close()
     assert [m.topic for m in watcher.got if m.topic == "chat/wills/back"] == []
+
+
+def test_no_local_retain_as_published_and_retain_handling(request, tmp_path, server) -> None:
+    bridge = start_bridge(request, tmp_path, server.bootstrap)
+
+    def sub(c: Client5, topic_filter: str, **opts) -> None:
+        c.ev.clear()
+        c.c.subscribe(topic_filter, options=SubscribeOptions(qos=1, **opts))
+        assert c.ev.wait(10), "no SUBACK"
+
+    def marker(c: Client5, name: str) -> list[paho.MQTTMessage]:
+        """Everything before a marker published now (the bridge keeps per-client order)."""
+        mosquitto_pub(bridge.port, "-t", f"chat/mark/{name}", "-m", "m", "-q", "1")
+        wait_until(lambda: any(m.topic == f"chat/mark/{name}" for m in c.got), what="the marker")
+        out = [m for m in c.got if not m.topic.startswith("chat/mark/")]
+        c.got.clear()
+        return out
+
+    # no local: my own PUBLISH does not come back, another client's does
+    me = Client5(request, bridge.port, "nl-me")
+    sub(me, "chat/nl", noLocal=True)
+    sub(me, "chat/mark/#")
+    me.c.publish("chat/nl", b"mine", qos=1).wait_for_publish(10)
+    mosquitto_pub(bridge.port, "-t", "chat/nl", "-m", "theirs", "-q", "1")
+    assert [m.payload for m in marker(me, "nl")] == [b"theirs"]
+
+    # retain as published: a live retained PUBLISH keeps its flag only where asked
+    rap = Client5(request, bridge.port, "rap-yes")
+    sub(rap, "chat/rap", retainAsPublished=True)
+    sub(rap, "chat/mark/#")
+    plain = Client5(request, bridge.port, "rap-no")
+    sub(plain, "chat/rap")
+    sub(plain, "chat/mark/#")
+    mosquitto_pub(bridge.port, "-t", "chat/rap", "-m", "r", "-r", "-q", "1")
+    assert [(m.payload, m.retain) for m in marker(rap, "rap1")] == [(b"r", True)]
+    assert [(m.payload, m.retain) for m in marker(plain, "rap2")] == [(b"r", False)]
+
+    # retain handling: 0 = on every subscribe, 1 = only when new, 2 = never
+    rh = Client5(request, bridge.port, "rh")
+    sub(rh, "chat/mark/#")
+    sub(rh, "chat/rap", retainHandling=2)
+    assert marker(rh, "rh2") == []
+    rh.c.unsubscribe("chat/rap")
+    sub(rh, "chat/rap", retainHandling=1)
+    assert [m.payload for m in marker(rh, "rh1a")] == [b"r"]
+    sub(rh, "chat/rap", retainHandling=1)  # exists already: nothing
+    assert marker(rh, "rh1b") == []
+    sub(rh, "chat/rap", retainHandling=0)
+    assert [m.payload for m in marker(rh, "rh0")] == [b"r"]
+    for c in (me, rap, plain, rh):
+        c.stop()
