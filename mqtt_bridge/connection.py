@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .codec import (
     MQTT_5,
+    Ack,
     Auth,
     Connack,
     Connect,
@@ -418,7 +419,10 @@ class Connection(asyncio.Protocol):
             if qos == 2 and reason >= 0x80 and self.session is not None:
                 self.session.qos2_in.pop(pid, None)  # refused: the exchange ends here
             kind = PacketType.PUBACK if qos == 1 else PacketType.PUBREC
-            self.write(puback(pid, kind, reason, self.version))
+            if reason >= 0x80 and self.version == MQTT_5:
+                self.write(encode(Ack(kind, pid, reason, {"reason_string": _why(reason)}), MQTT_5))
+            else:
+                self.write(puback(pid, kind, reason, self.version))
 
     def _on_subscribe(self, p: Subscribe) -> None:
         reasons: list[int] = []
@@ -455,7 +459,11 @@ class Connection(asyncio.Protocol):
             self.bridge.subscribe(session, topic_filter, opts, sub_id)
             reasons.append(opts.qos)
             granted_new.append((topic_filter, opts, existed))
-        self.write(encode(Suback(p.packet_id, reasons), self.version))
+        props: dict[str, Any] = {}
+        refused = sorted({r for r in reasons if r >= 0x80})
+        if refused and self.version == MQTT_5:
+            props["reason_string"] = "; ".join(_why(r) for r in refused)
+        self.write(encode(Suback(p.packet_id, reasons, props), self.version))
         self.bridge.after_subscribe(session, granted_new)
 
     def _denied(self, what: str, topic: str) -> None:
@@ -514,6 +522,14 @@ class Connection(asyncio.Protocol):
             "denied": self.denied,
             "connected_s": round(time.monotonic() - self.connected_at, 1),
         }
+
+
+def _why(reason: int) -> str:
+    """A v5 reason string: the reason code's name, readable."""
+    try:
+        return Reason(reason).name.replace("_", " ").lower()
+    except ValueError:
+        return f"reason {reason:#x}"
 
 
 # Pingreq is imported for type completeness of the dispatcher.

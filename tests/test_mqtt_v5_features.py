@@ -239,3 +239,24 @@ def test_no_local_retain_as_published_and_retain_handling(request, tmp_path, ser
     assert [m.payload for m in marker(rh, "rh0")] == [b"r"]
     for c in (me, rap, plain, rh):
         c.stop()
+
+
+def test_refusals_carry_reason_strings(request, tmp_path, server) -> None:
+    from test_mqtt_qos2 import Raw
+
+    from mqtt_bridge.codec import MQTT_5, Ack, Publish, Suback, SubOptions, Subscribe, encode
+
+    b = BridgeProcess(server.bootstrap, tmp_path / "plain-bridge.log", "--log-format", "text")
+    request.addfinalizer(b.stop)
+    b.start()  # the default device binding: devices/{own id}/... only
+    r = Raw(b.port, MQTT_5)
+    r.connect("rs-dev", clean=True)
+    r.send(encode(Publish("devices/someone-else/telemetry", b"x", 1, False, False, 5), MQTT_5))
+    ack = r.packet()
+    assert isinstance(ack, Ack) and ack.packet_id == 5 and ack.reason == 0x87
+    assert ack.properties.get("reason_string") == "not authorized"
+    r.send(encode(Subscribe(6, [("#", SubOptions(1)), ("devices/rs-dev/commands", SubOptions(1))]), MQTT_5))
+    sa = r.packet()
+    assert isinstance(sa, Suback) and sa.reasons == [0x87, 1]
+    assert sa.properties.get("reason_string") == "not authorized"
+    r.close()
