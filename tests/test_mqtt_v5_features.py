@@ -260,3 +260,49 @@ def test_refusals_carry_reason_strings(request, tmp_path, server) -> None:
     assert isinstance(sa, Suback) and sa.reasons == [0x87, 1]
     assert sa.properties.get("reason_string") == "not authorized"
     r.close()
+
+
+def test_receive_maximum_both_ways(request, tmp_path, server) -> None:
+    """The client's Receive Maximum bounds what the bridge has in flight towards it; more
+    unacknowledged QoS 1 PUBLISHes than the bridge's receive maximum is DISCONNECT 0x93."""
+    import socket
+
+    from test_mqtt_qos2 import Raw, _produce
+
+    from mqtt_bridge.codec import MQTT_5, Disconnect, Publish, encode, puback
+
+    b = BridgeProcess(server.bootstrap, tmp_path / "rm-bridge.log", "--log-format", "text",
+                      "--receive-maximum", "3")
+    request.addfinalizer(b.stop)
+    b.start()
+    r = Raw(b.port, MQTT_5)
+    r.connect("rm-dev", clean=True, props={"receive_maximum": 2})
+    assert r.subscribe("devices/rm-dev/commands", 1) == [1]
+    _produce(server.bootstrap, b"rm-dev", [b"c%d" % i for i in range(5)])
+    first = [r.packet() for _ in range(2)]
+    assert [p.payload for p in first] == [b"c0", b"c1"]
+    with pytest.raises(socket.timeout):
+        r.packet(timeout=1.0)  # window of 2 full: nothing more until a PUBACK
+    r.send(puback(first[0].packet_id))
+    third = r.packet()
+    assert third.payload == b"c2"
+    r.close()
+
+    # inbound: 200 QoS 1 PUBLISHes in one write arrive before any PUBACK can (a PUBACK waits
+    # for the log, on a later event-loop turn): past the bridge's receive maximum of 3
+    flood = Raw(b.port, MQTT_5)
+    flood.connect("rm-flood", clean=True)
+    flood.send(b"".join(encode(Publish("devices/rm-flood/telemetry", b"x", 1, False, False, i), MQTT_5)
+                        for i in range(1, 201)))
+    seen = []
+    while True:
+        try:
+            p = flood.packet()
+        except ConnectionError:
+            break
+        seen.append(p)
+        if isinstance(p, Disconnect):
+            break
+    disconnects = [p for p in seen if isinstance(p, Disconnect)]
+    assert disconnects and disconnects[0].reason == 0x93, seen[-3:]
+    flood.close()
