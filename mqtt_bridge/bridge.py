@@ -16,8 +16,9 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kafkaproto.records import Record
 
@@ -28,11 +29,12 @@ from .codec.topics import filters_overlap
 from .config import BridgeConfig
 from .connection import Connection
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
-from .kafka_fetcher import Fetcher
+from .kafka_fetcher import LATEST, Fetcher
 from .kafka_producer import Producer
 from .mapping import Mapping, UplinkTopics, valid_kafka_topic
-from .session import OutMessage, Session
-from .session_store import SessionStore, StoredSession, choose_store
+from .retained_log import RetainedLog
+from .session import OutMessage, Qos2In, Session
+from .session_store import PERMANENT_ERRORS, SessionStore, StoredSession, choose_store
 from .subscriptions import RetainedStore, SubscriptionIndex
 from .tls import certificate_cn, server_context
 
@@ -66,6 +68,7 @@ class Stats:
     denied_connect: int = 0
     denied_publish: int = 0
     denied_subscribe: int = 0
+    session_save_failures: int = 0
 
 
 def _pack_opts(o: SubOptions) -> int:
@@ -88,7 +91,7 @@ class Bridge:
             else IdentityBinding([r.mqtt_topic for r in self.mapping.downlink])
         )
         self.uplink_allowed = UplinkTopics(
-            config.uplink_topics, {r.kafka_topic for r in self.mapping.downlink} | {config.session_topic}
+            config.uplink_topics, {r.kafka_topic for r in self.mapping.downlink} | {config.session_topic, config.retained_topic}
         )
         self._downlink_filters = [r.mqtt_filter for r in self.mapping.downlink]
         #: client id -> the identity (username or certificate CN; None = anonymous) holding it
@@ -107,7 +110,12 @@ class Bridge:
             delivery_timeout_s=config.delivery_timeout_s,
         )
         self.fetcher = Fetcher(
-            self.client, [r.kafka_topic for r in self.mapping.downlink], self.on_records
+            self.client, [r.kafka_topic for r in self.mapping.downlink] + [config.retained_topic],
+            self.on_records,
+        )
+        self.retained_log = RetainedLog(
+            self.client, self.producer, config.retained_topic, self._apply_retained,
+            config.max_packet_size + 65536,
         )
         self.store: SessionStore | None = None
         self.sessions: dict[str, Session] = {}
@@ -130,9 +138,12 @@ class Bridge:
     async def start(self) -> None:
         cfg = self.config
         self.producer.start()
+        await self._retrying("retained topic", self.retained_log.create)
         self.fetcher.start()
         await self.fetcher.ready.wait()
-        anchor = min(self.fetcher.positions) if self.fetcher.positions else ("commands", 0)
+        await self._retrying("retained messages", self.retained_log.load)
+        followed = [tp for tp in self.fetcher.positions if tp[0] != cfg.retained_topic]
+        anchor = min(followed) if followed else ("commands", 0)
         while True:
             try:
                 self.store = await choose_store(
@@ -142,6 +153,7 @@ class Bridge:
                     topic=cfg.session_topic,
                     group_prefix=cfg.group_prefix,
                     anchor=anchor,
+                    max_bytes=cfg.max_session_bytes,
                 )
                 break
             except KafkaError as exc:
@@ -177,6 +189,31 @@ class Bridge:
             cfg.host, self.port or self.tls_port, cfg.bootstrap_servers,
             extra={"event": "listening", "port": self.port or self.tls_port},
         )
+
+    async def _retrying(self, what: str, step: Callable[[], Awaitable[Any]]) -> None:
+        while True:
+            try:
+                await step()
+                return
+            except KafkaError as exc:
+                log.warning("%s not ready (%s); retrying", what, exc)
+                await asyncio.sleep(1.0)
+
+    def _apply_retained(
+        self, topic: str, payload: bytes | None, props: dict[str, Any] | None, timestamp_ms: int = -1
+    ) -> None:
+        if not payload:
+            self.retained.set(topic, None)
+            return
+        msg = OutMessage(topic, payload, props)
+        if msg.expires_at is not None and props and timestamp_ms >= 0:
+            msg.expires_at = timestamp_ms / 1000 + props["message_expiry_interval"]
+        self.retained.set(topic, msg)
+
+    def _retain(self, topic: str, payload: bytes, props: dict[str, Any] | None) -> None:
+        """A retained PUBLISH from a client: in memory now, in the compacted topic for good."""
+        self._apply_retained(topic, payload, props)
+        self.retained_log.write(topic, payload, props)
 
     async def stop(self) -> None:
         """Stop accepting, tell clients, save persistent sessions, flush the producer."""
@@ -272,6 +309,7 @@ class Bridge:
         if v5:
             conn.send_quota = min(cfg.max_inflight, p.properties.get("receive_maximum", 65535))
             conn.client_max_packet = p.properties.get("maximum_packet_size", 0)
+            conn.alias_max = min(p.properties.get("topic_alias_maximum", 0), cfg.topic_alias_maximum)
             expiry = p.properties.get("session_expiry_interval", 0)
             props.update(
                 receive_maximum=cfg.receive_maximum,
@@ -280,10 +318,10 @@ class Bridge:
                 retain_available=1,
                 wildcard_subscription_available=1,
                 shared_subscription_available=1,
-                subscription_identifier_available=0,
+                subscription_identifier_available=1,
             )
         else:
-            expiry = 0 if p.clean_start else NEVER
+            expiry = 0 if p.clean_start else (cfg.persistent_client_expiration_s or NEVER)
         timer = self._will_timers.pop(cid, None)
         if timer is not None:
             timer.cancel()
@@ -320,7 +358,10 @@ class Bridge:
                         continue
                     opts = _unpack_opts(packed)
                     session.subs[f] = opts
+                    if packed >> 8:
+                        session.sub_ids[f] = packed >> 8
                     self.index.add(session, f, opts)
+                session.restore(stored.qos2_in, stored.inflight)
         if conn.closing:
             return Reason.UNSPECIFIED_ERROR, {}, False
         if self.owners.get(cid, username) != username:  # another identity got it meanwhile
@@ -395,6 +436,8 @@ class Bridge:
             return
         start = {tp: off for tp, off in session.offsets.items()
                  if off < self.fetcher.positions.get(tp, off)}
+        if present:
+            session.resend_inflight()
         if present and start:
             self._begin_catch_up(session, start)
         session.pump()
@@ -413,6 +456,7 @@ class Bridge:
         retain: bool,
         props: dict[str, Any],
         client_id: str | None = None,
+        qos2_nonce: str | None = None,
     ) -> asyncio.Future[int] | Reason:
         """Route one PUBLISH: to the log (a future for its acknowledgement) or locally."""
         cid = client_id if client_id is not None else (conn.client_id if conn else "") or ""
@@ -420,10 +464,31 @@ class Bridge:
         route = self.mapping.route_up(topic)
         if route is None:
             if retain:
-                self.retained.set(topic, OutMessage(topic, payload, fwd) if payload else None)
+                self._retain(topic, payload, fwd)
             self._route_local(conn, topic, payload, qos, retain, fwd)
             return Reason.SUCCESS
         ktopic, key = route
+        refusal = self._check_uplink(ktopic)
+        if refusal is not None:
+            return refusal
+        if retain:
+            self._retain(topic, payload, fwd)
+        headers: list[tuple[str, bytes | None]] = [
+            ("mqtt.topic", topic.encode()),
+            ("mqtt.client_id", cid.encode()),
+        ]
+        if props:
+            for k, v in props.get("user_property", ()):
+                headers.append((k, v.encode()))
+        if qos2_nonce is not None:
+            headers.append(("mqtt.qos2", qos2_nonce.encode()))
+        self.stats.uplink_records += 1
+        fut = self.producer.send(ktopic, key, payload, headers)
+        if qos == 0:
+            fut.add_done_callback(_consume)
+        return fut
+
+    def _check_uplink(self, ktopic: str) -> Reason | None:
         if not valid_kafka_topic(ktopic):
             return Reason.TOPIC_NAME_INVALID
         if ktopic not in self.uplink_topics:
@@ -432,20 +497,85 @@ class Bridge:
             if len(self.uplink_topics) >= self.config.max_topics:
                 return Reason.QUOTA_EXCEEDED
             self.uplink_topics.add(ktopic)
-        if retain:
-            self.retained.set(topic, OutMessage(topic, payload, fwd) if payload else None)
-        headers: list[tuple[str, bytes | None]] = [
-            ("mqtt.topic", topic.encode()),
-            ("mqtt.client_id", cid.encode()),
-        ]
-        if props:
-            for k, v in props.get("user_property", ()):
-                headers.append((k, v.encode()))
-        self.stats.uplink_records += 1
-        fut = self.producer.send(ktopic, key, payload, headers)
-        if qos == 0:
-            fut.add_done_callback(_consume)
-        return fut
+        return None
+
+    # ---- QoS 2: exactly one record per PUBLISH ---------------------------------------------
+    def publish_qos2(
+        self, conn: Connection, session: Session, pid: int, topic: str, payload: bytes, retain: bool,
+        props: dict[str, Any],
+    ) -> asyncio.Future[Any] | Reason:
+        """A QoS 2 PUBLISH: its future resolves (PUBREC) once its one record is in the log.
+
+        A packet id already awaiting PUBREL is the same message again: it is not written
+        again. For a persistent session the packet id, a nonce and where the record will
+        land are saved before the write; a re-send after a bridge crash finds the nonce in
+        the log (``mqtt.qos2`` header) or writes it then (see ``Qos2In``).
+        """
+        entry = session.qos2_in.get(pid)
+        loop = asyncio.get_running_loop()
+        if entry is not None:
+            if entry.future is None:  # loaded from the store: look in the log first
+                entry.future = loop.create_task(self._qos2_recover(conn, entry, topic, payload, retain, props))
+            return cast("asyncio.Future[Any]", entry.future)
+        route = self.mapping.route_up(topic)
+        if route is None:
+            result = self.publish(conn, topic, payload, 2, retain, props)
+            if result == Reason.SUCCESS:
+                done: asyncio.Future[Any] = loop.create_future()
+                done.set_result(None)
+                session.qos2_in[pid] = Qos2In("", "")
+                session.qos2_in[pid].future = done
+            return result
+        refusal = self._check_uplink(route[0])
+        if refusal is not None:
+            return refusal
+        entry = Qos2In(uuid.uuid4().hex, route[0])
+        session.qos2_in[pid] = entry
+        entry.future = loop.create_task(self._qos2_write(conn, session, entry, topic, payload, retain, props))
+        return cast("asyncio.Future[Any]", entry.future)
+
+    async def _qos2_write(
+        self, conn: Connection, session: Session, entry: Qos2In, topic: str, payload: bytes,
+        retain: bool, props: dict[str, Any],
+    ) -> None:
+        if session.persistent and self.store is not None:
+            meta = await self.client.partitions(entry.ktopic)
+            ends = await self.client.list_offsets([(entry.ktopic, p) for p in meta.partitions], LATEST)
+            entry.starts = {p: o for (_t, p), o in ends.items()}
+            await self.store.save(session.client_id, self._state(session))
+        result = self.publish(conn, topic, payload, 2, retain, props, qos2_nonce=entry.nonce)
+        if isinstance(result, asyncio.Future):
+            await result
+        elif result >= 0x80:
+            raise KafkaError(f"refused: {result!r}")
+
+    async def _qos2_recover(
+        self, conn: Connection, entry: Qos2In, topic: str, payload: bytes, retain: bool,
+        props: dict[str, Any],
+    ) -> None:
+        """After a restart: is the record of ``entry`` already in the log? Else write it now."""
+        nonce = entry.nonce.encode()
+        tps = [(entry.ktopic, p) for p in entry.starts]
+        if tps:
+            await self.client.partitions(entry.ktopic)
+            ends = await self.client.list_offsets(tps, LATEST)
+            for tp in tps:
+                async for _nxt, records in self.fetcher.fetch_range(tp, entry.starts[tp[1]], ends[tp]):
+                    for r in records:
+                        if ("mqtt.qos2", nonce) in (r.headers or ()):
+                            log.info("QoS 2 message %s of %s already in the log at %s-%d@%d",
+                                     entry.nonce, conn.client_id, tp[0], tp[1], r.offset)
+                            return
+        result = self.publish(conn, topic, payload, 2, retain, props, qos2_nonce=entry.nonce)
+        if isinstance(result, asyncio.Future):
+            await result
+        elif result >= 0x80:
+            raise KafkaError(f"refused: {result!r}")
+
+    def released(self, session: Session, pid: int) -> None:
+        """PUBREL: the client will not send this packet id's message again."""
+        if session.qos2_in.pop(pid, None) is not None and session.persistent:
+            session.dirty = True
 
     def _route_local(
         self, conn: Connection | None, topic: str, payload: bytes, qos: int, retain: bool,
@@ -463,7 +593,7 @@ class Bridge:
             session.enqueue(msg, min(qos, opts.qos), retain and opts.retain_as_published)
             session.pump()
 
-    def _publish_will(self, conn: Connection) -> None:
+    def _publish_will(self, conn: Connection, session: Session | None = None) -> None:
         will = conn.will
         conn.will = None
         if will is None or conn.client_id is None:
@@ -479,14 +609,22 @@ class Bridge:
                 result.add_done_callback(_consume)
 
         delay = will.properties.get("will_delay_interval", 0) if will.properties else 0
+        if session is not None and session.persistent and session.expiry_interval != NEVER:
+            delay = min(delay, session.expiry_interval)  # the will goes when the session ends
+        elif session is not None and not session.persistent:
+            delay = 0  # the session ends now (v5 3.1.3.2.2)
         if delay:
             self._will_timers[cid] = asyncio.get_running_loop().call_later(delay, fire)
         else:
             fire()
 
     # ---- subscriptions ----------------------------------------------------------------------
-    def subscribe(self, session: Session, topic_filter: str, opts: SubOptions) -> None:
+    def subscribe(self, session: Session, topic_filter: str, opts: SubOptions, sub_id: int = 0) -> None:
         session.subs[topic_filter] = opts
+        if sub_id:
+            session.sub_ids[topic_filter] = sub_id
+        else:
+            session.sub_ids.pop(topic_filter, None)
         self.index.add(session, topic_filter, opts)
         self._track(session)
         if session.persistent:
@@ -502,6 +640,7 @@ class Bridge:
 
     def unsubscribe(self, session: Session, topic_filter: str) -> bool:
         found = session.subs.pop(topic_filter, None) is not None
+        session.sub_ids.pop(topic_filter, None)
         self.index.remove(session, topic_filter)
         self._track(session)
         if session.persistent:
@@ -526,6 +665,8 @@ class Bridge:
     def on_records(self, tp: TopicPartition, records: list[Record]) -> None:
         rule = self.mapping.by_kafka_topic.get(tp[0])
         if rule is None:
+            if tp[0] == self.config.retained_topic:
+                self.retained_log.on_records(records)
             return
         self.stats.downlink_records += len(records)
         touched: set[Session] = set()
@@ -595,7 +736,7 @@ class Bridge:
                         if qos < 0:
                             continue
                         session.queue.append(
-                            (OutMessage(topic, r.value or b"", _user_props(r), tp, r.offset),
+                            (session.personal(OutMessage(topic, r.value or b"", _user_props(r), tp, r.offset)),
                              min(qos, rule.qos), False)
                         )
                         delivered += 1
@@ -610,6 +751,10 @@ class Bridge:
                 session.gaps[tp] = min(pos, session.gaps.get(tp, pos))
         finally:
             if session.epoch == epoch:
+                if session.redeliver:  # what was not re-read (unsubscribed since) is gone
+                    queued = {(m.tp[0], m.tp[1], m.offset) for m, _q, _r in session.queue if m.tp}
+                    for k in [k for k in session.redeliver if k not in queued]:
+                        del session.redeliver[k]
                 session.catchup_pos.clear()
                 session.holding = False
                 session.queue.extend(session.held)
@@ -623,7 +768,7 @@ class Bridge:
         session = conn.session
         conn.session = None
         if abnormal and not self._stopping:
-            self._publish_will(conn)
+            self._publish_will(conn, session)
         if session is None or session.conn is not conn:
             return
         live = self.fetcher.positions
@@ -634,7 +779,10 @@ class Bridge:
         session.epoch += 1
         session.queue.clear()
         session.held.clear()
-        session.inflight.clear()
+        if session.persistent:
+            session.suspend()
+        else:
+            session.inflight.clear()
         session.holding = False
         session.catchup_pos.clear()
         session.gaps.clear()
@@ -672,26 +820,53 @@ class Bridge:
         if session.conn is None and session.expiry_interval != NEVER:
             expires = time.time() + session.expiry_interval
         return StoredSession(
-            {f: _pack_opts(o) for f, o in session.subs.items()},
+            {f: _pack_opts(o) | (session.sub_ids.get(f, 0) << 8) for f, o in session.subs.items()},
             session.resume_offsets(self.fetcher.positions),
             expires,
+            session.expiry_interval,
+            session.qos2_state(),
+            session.inflight_state(),
         )
+
+    def room_for(self, session: Session, topic_filter: str) -> bool:
+        """Would the session still fit the store's size limit with this subscription?"""
+        if topic_filter in session.subs:
+            return True
+        size = len(self._state(session).to_json()) + len(topic_filter.encode()) * 2 + 16
+        return size <= self.config.max_session_bytes
 
     def _save_soon(self, session: Session) -> None:
         self.track(asyncio.get_running_loop().create_task(self._save(session)))
 
     async def _save(self, session: Session) -> None:
+        """Save one session; a failure is an error in the log and in ``session_save_failures``.
+
+        A failure no retry can fix (too large for the store) is not retried until the
+        session changes again; others are retried with a growing pause (up to a minute).
+        """
         if self.store is None:
             return
         session.dirty = False
         try:
             await self.store.save(session.client_id, self._state(session))
+            session.save_failures = 0
         except KafkaError as exc:
-            session.dirty = True
-            log.warning("saving session %s failed: %s", session.client_id, exc)
+            self.stats.session_save_failures += 1
+            session.save_failures += 1
+            permanent = exc.code in PERMANENT_ERRORS
+            if not permanent:
+                session.dirty = True
+                session.retry_at = time.monotonic() + min(60.0, 2.0 ** session.save_failures)
+            log.error(
+                "cannot save session %s (%s): %s", session.client_id,
+                "not retried until it changes" if permanent else f"attempt {session.save_failures}",
+                exc, extra={"event": "session_save_failed", "client_id": session.client_id},
+            )
 
     async def _save_sessions(self, *, all_persistent: bool = False) -> None:
-        todo = [s for s in self.sessions.values() if s.persistent and (s.dirty or all_persistent)]
+        now = time.monotonic()
+        todo = [s for s in self.sessions.values() if s.persistent and (
+            all_persistent or (s.dirty and s.retry_at <= now))]
         if todo:
             await asyncio.gather(*(self._save(s) for s in todo), return_exceptions=True)
 
@@ -736,6 +911,7 @@ class Bridge:
             "denied_connect": s.denied_connect,
             "denied_publish": s.denied_publish,
             "denied_subscribe": s.denied_subscribe,
+            "session_save_failures": s.session_save_failures,
         }
 
     async def _stats_loop(self) -> None:

@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("max_inflight", "outgoing QoS 1 messages awaiting PUBACK per connection"),
         ("max_queued", "outgoing messages queued per session"),
         ("receive_maximum", "incoming unacknowledged QoS 1/2 PUBLISHes per v5 client"),
+        ("max_session_bytes", "largest saved session state; subscriptions beyond it are refused"),
+        ("persistent_client_expiration_s", "3.1.1 persistent sessions end this many seconds after the client left, 0 = never"),
     ):
         g.add_argument("--" + name.replace("_", "-"), type=int, metavar="N", help=f"{help_} (default {getattr(d, name)})")
     a = p.add_argument_group("authentication and authorization")
@@ -80,8 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--linger-ms", type=float, metavar="MS", help=f"producer linger (default {d.linger_ms})")
     k.add_argument("--batch-bytes", type=int, metavar="N", help=f"producer batch size per partition (default {d.batch_bytes})")
     k.add_argument("--delivery-timeout-s", type=float, metavar="S", help=f"give up on a log write after (default {d.delivery_timeout_s})")
-    k.add_argument("--session-store", choices=("auto", "group", "topic"), help="where persistent sessions live (default auto)")
+    k.add_argument("--session-store", choices=("auto", "group", "topic"), help="where persistent sessions live: topic (compacted topic, the default; auto = topic) or group (OffsetCommit metadata, 4 KB cap)")
     k.add_argument("--session-topic", metavar="TOPIC", help=f"topic of the topic store (default {d.session_topic})")
+    k.add_argument("--retained-topic", metavar="TOPIC", help=f"compacted topic of retained messages (default {d.retained_topic})")
     k.add_argument("--group-prefix", metavar="PREFIX", help=f"group id prefix of the group store (default {d.group_prefix})")
     o = p.add_argument_group("operations")
     o.add_argument("--stats-interval-s", type=float, metavar="S", help=f"throughput counters log interval, 0 = off (default {d.stats_interval_s})")

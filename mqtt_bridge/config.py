@@ -50,6 +50,10 @@ class BridgeConfig:
     session_topic: str = "__mqtt_bridge_sessions"
     group_prefix: str = "mqtt-bridge."
     session_commit_interval_s: float = 1.0
+    max_session_bytes: int = 256 * 1024  # one saved session state (topic store); refusals above
+    #: 3.1.1 persistent sessions (clean session 0) end this long after the client left; 0 = never
+    persistent_client_expiration_s: int = 0
+    retained_topic: str = "__mqtt_bridge_retained"  # compacted; key = MQTT topic
     # operations
     stats_interval_s: float = 30.0
 

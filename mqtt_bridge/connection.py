@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .codec import (
     MQTT_5,
+    Ack,
     Auth,
     Connack,
     Connect,
@@ -78,6 +79,9 @@ class Connection(asyncio.Protocol):
         self.will: Any = None
         self.clean_disconnect = False
         self.topic_aliases: dict[int, str] = {}
+        #: outbound topic aliases (v5): the client's Topic Alias Maximum, topic -> alias
+        self.alias_max = 0
+        self.out_aliases: dict[str, int] = {}
         self._early: list[Any] = []
         self._out: list[bytes] = []
         self._out_bytes = 0
@@ -189,7 +193,22 @@ class Connection(asyncio.Protocol):
         """Honour the client's Maximum Packet Size (v5): too-large messages are skipped."""
         return not self.client_max_packet or msg.size(self.version, qos) <= self.client_max_packet
 
+    def _aliased(self, msg: OutMessage) -> OutMessage:
+        """The message with a topic alias: the first time topic + alias, then alias only."""
+        alias = self.out_aliases.get(msg.topic)
+        topic = ""
+        if alias is None:
+            if len(self.out_aliases) >= self.alias_max:
+                return msg  # all aliases taken: the full topic (no eviction)
+            alias = self.out_aliases[msg.topic] = len(self.out_aliases) + 1
+            topic = msg.topic
+        out = OutMessage(topic, msg.payload, {**(msg.properties or {}), "topic_alias": alias}, msg.tp, msg.offset)
+        out.expires_at = msg.expires_at
+        return out
+
     def send_publish(self, msg: OutMessage, qos: int, retain: bool, pid: int, dup: bool = False) -> None:
+        if self.alias_max:
+            msg = self._aliased(msg)
         head, tail = msg.parts(self.version, qos, retain, dup)
         if qos:
             self._out += (head, PID_BYTES[pid], tail)
@@ -203,6 +222,9 @@ class Connection(asyncio.Protocol):
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
+
+    def send_pubrel(self, pid: int) -> None:
+        self.write(puback(pid, PacketType.PUBREL))
 
     def close(self, reason: Reason | None = None, message: str = "") -> None:
         """Close; on MQTT 5 (after CONNACK) tell the client why with a DISCONNECT."""
@@ -242,13 +264,20 @@ class Connection(asyncio.Protocol):
                 self.session.on_puback(p.packet_id)
         elif t == PacketType.PUBREL:
             if self.session is not None:
-                self.session.awaiting_rel.discard(p.packet_id)
+                self.bridge.released(self.session, p.packet_id)
             self.write(puback(p.packet_id, PacketType.PUBCOMP))
         elif t == PacketType.PUBREC:
-            # We never send QoS 2; answer as the spec's sender would and move on.
-            self.write(puback(p.packet_id, PacketType.PUBREL, Reason.PACKET_IDENTIFIER_NOT_FOUND, self.version))
+            if self.session is not None and p.reason < 0x80 and self.session.on_pubrec(p.packet_id):
+                self.send_pubrel(p.packet_id)
+            elif self.session is not None and p.reason >= 0x80:
+                self.session.inflight.pop(p.packet_id, None)  # refused: the exchange ends
+                self.session.pump()
+            else:
+                self.write(puback(p.packet_id, PacketType.PUBREL, Reason.PACKET_IDENTIFIER_NOT_FOUND,
+                                  self.version))
         elif t == PacketType.PUBCOMP:
-            pass
+            if self.session is not None:
+                self.session.on_puback(p.packet_id)
         elif t == PacketType.SUBSCRIBE:
             self._on_subscribe(p)
         elif t == PacketType.UNSUBSCRIBE:
@@ -278,6 +307,8 @@ class Connection(asyncio.Protocol):
             reason, props, present = Reason.SERVER_UNAVAILABLE, {}, False
         if self.closing:
             return
+        if reason != Reason.SUCCESS and self.version == MQTT_5 and "reason_string" not in props:
+            props = {**props, "reason_string": Reason(reason).name.replace("_", " ").lower()}
         self.write(encode(Connack(present, reason, props), self.version))
         if reason != Reason.SUCCESS:
             self._flush()
@@ -321,15 +352,14 @@ class Connection(asyncio.Protocol):
         qos = p.qos
         session = self.session
         assert session is not None
-        if qos == 2 and p.packet_id in session.awaiting_rel:
-            self.write(puback(p.packet_id, PacketType.PUBREC))  # duplicate: already logged
-            return
         if qos and self.version == MQTT_5 and len(self._acks) >= self.bridge.config.receive_maximum:
             raise MqttError(Reason.RECEIVE_MAXIMUM_EXCEEDED, "too many unacknowledged PUBLISHes")
-        if self.bridge.may_publish(self, topic):
-            result = self.bridge.publish(self, topic, p.payload, qos, p.retain, props)
+        if not self.bridge.may_publish(self, topic):
+            result: Any = Reason.NOT_AUTHORIZED
+        elif qos == 2:
+            result = self.bridge.publish_qos2(self, session, p.packet_id, topic, p.payload, p.retain, props)
         else:
-            result = Reason.NOT_AUTHORIZED
+            result = self.bridge.publish(self, topic, p.payload, qos, p.retain, props)
         if result == Reason.NOT_AUTHORIZED:
             self._denied("publish", topic)
         if qos == 0:
@@ -386,16 +416,22 @@ class Connection(asyncio.Protocol):
                     return
             acks.popleft()
             pid, qos = entry[0], entry[1]
-            if qos == 2 and reason < 0x80 and self.session is not None:
-                self.session.awaiting_rel.add(pid)
+            if qos == 2 and reason >= 0x80 and self.session is not None:
+                self.session.qos2_in.pop(pid, None)  # refused: the exchange ends here
             kind = PacketType.PUBACK if qos == 1 else PacketType.PUBREC
-            self.write(puback(pid, kind, reason, self.version))
+            if reason >= 0x80 and self.version == MQTT_5:
+                self.write(encode(Ack(kind, pid, reason, {"reason_string": _why(reason)}), MQTT_5))
+            else:
+                self.write(puback(pid, kind, reason, self.version))
 
     def _on_subscribe(self, p: Subscribe) -> None:
         reasons: list[int] = []
         session = self.session
         assert session is not None
         granted_new: list[tuple[str, SubOptions, bool]] = []
+        sub_id = p.properties.get("subscription_identifier", 0) if self.version == MQTT_5 else 0
+        if isinstance(sub_id, list):
+            raise ProtocolViolation("more than one subscription identifier in SUBSCRIBE")
         for topic_filter, opts in p.topics:
             try:
                 validate_filter(topic_filter)
@@ -414,12 +450,20 @@ class Connection(asyncio.Protocol):
             ):
                 reasons.append(Reason.QUOTA_EXCEEDED if self.version == MQTT_5 else 0x80)
                 continue
-            opts.qos = min(opts.qos, 1)
+            if not self.bridge.room_for(session, topic_filter):
+                log.warning("client %s: subscription %r refused, the session would exceed "
+                            "max_session_bytes", self.client_id, topic_filter[:100])
+                reasons.append(Reason.QUOTA_EXCEEDED if self.version == MQTT_5 else 0x80)
+                continue
             existed = topic_filter in session.subs
-            self.bridge.subscribe(session, topic_filter, opts)
+            self.bridge.subscribe(session, topic_filter, opts, sub_id)
             reasons.append(opts.qos)
             granted_new.append((topic_filter, opts, existed))
-        self.write(encode(Suback(p.packet_id, reasons), self.version))
+        props: dict[str, Any] = {}
+        refused = sorted({r for r in reasons if r >= 0x80})
+        if refused and self.version == MQTT_5:
+            props["reason_string"] = "; ".join(_why(r) for r in refused)
+        self.write(encode(Suback(p.packet_id, reasons, props), self.version))
         self.bridge.after_subscribe(session, granted_new)
 
     def _denied(self, what: str, topic: str) -> None:
@@ -478,6 +522,14 @@ class Connection(asyncio.Protocol):
             "denied": self.denied,
             "connected_s": round(time.monotonic() - self.connected_at, 1),
         }
+
+
+def _why(reason: int) -> str:
+    """A v5 reason string: the reason code's name, readable."""
+    try:
+        return Reason(reason).name.replace("_", " ").lower()
+    except ValueError:
+        return f"reason {reason:#x}"
 
 
 # Pingreq is imported for type completeness of the dispatcher.

@@ -106,8 +106,8 @@ class DownlinkRule:
         for used in re.findall(r"\{([^}]*)\}", self.mqtt_topic):
             if used != "key":
                 raise RuleError(f"downlink template {self.mqtt_topic!r}: only {{key}} is known")
-        if self.qos not in (0, 1):
-            raise RuleError("downlink QoS must be 0 or 1")
+        if self.qos not in (0, 1, 2):
+            raise RuleError("downlink QoS must be 0, 1 or 2")
 
     @property
     def keyed(self) -> bool:

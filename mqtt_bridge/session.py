@@ -13,11 +13,14 @@ fetcher (or this session's catch-up) has dispatched up to.
 from __future__ import annotations
 
 import logging
+import math
 import struct
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from .codec import MQTT_5, SubOptions, publish_parts
+from .codec import MQTT_5, SubOptions, publish_parts, topic_matches
+from .codec.topics import split_shared
 from .kafka_client import TopicPartition
 
 if TYPE_CHECKING:
@@ -31,7 +34,7 @@ PID_BYTES = [struct.pack(">H", i) for i in range(65536)]
 class OutMessage:
     """One downlink message; its encodings are made once and shared by all receivers."""
 
-    __slots__ = ("topic", "payload", "properties", "tp", "offset", "_enc")
+    __slots__ = ("topic", "payload", "properties", "tp", "offset", "expires_at", "_enc")
 
     def __init__(
         self,
@@ -46,7 +49,17 @@ class OutMessage:
         self.properties = properties
         self.tp = tp
         self.offset = offset
+        #: wall clock end of a v5 message expiry interval; None = never
+        self.expires_at: float | None = None
+        if properties and "message_expiry_interval" in properties:
+            self.expires_at = time.time() + properties["message_expiry_interval"]
         self._enc: dict[tuple[int, int, bool, bool], tuple[bytes, bytes]] = {}
+
+    def derived(self, **props: Any) -> OutMessage:
+        """A copy with some properties changed (own encodings; same log position, same end)."""
+        msg = OutMessage(self.topic, self.payload, {**(self.properties or {}), **props}, self.tp, self.offset)
+        msg.expires_at = self.expires_at
+        return msg
 
     def parts(self, version: int, qos: int, retain: bool, dup: bool = False) -> tuple[bytes, bytes]:
         """(head, tail) of the PUBLISH; see ``codec.publish_parts``."""
@@ -70,6 +83,25 @@ class OutMessage:
 Delivery = tuple[OutMessage, int, bool]  # message, qos, retain flag
 
 
+class Qos2In:
+    """An inbound QoS 2 PUBLISH between its arrival and the client's PUBREL.
+
+    ``nonce`` rides in the record's ``mqtt.qos2`` header and ``starts`` (partition ->
+    log end offset before the write) are saved with the session before the record is
+    written, so after a bridge crash a re-sent PUBLISH is looked up in the log instead
+    of being written twice. ``future`` resolves once the record is in the log; None
+    for an entry loaded from the store (outcome unknown until looked up).
+    """
+
+    __slots__ = ("nonce", "ktopic", "starts", "future")
+
+    def __init__(self, nonce: str, ktopic: str, starts: dict[int, int] | None = None) -> None:
+        self.nonce = nonce
+        self.ktopic = ktopic
+        self.starts: dict[int, int] = starts or {}
+        self.future: Any = None
+
+
 class Session:
     """State that outlives a connection when the session is persistent."""
 
@@ -78,10 +110,22 @@ class Session:
         self.persistent = False
         self.expiry_interval = 0  # seconds; 0xFFFFFFFF = never
         self.subs: dict[str, SubOptions] = {}
+        #: v5 subscription identifiers by filter (only filters that have one)
+        self.sub_ids: dict[str, int] = {}
+        self.expired = 0  # messages dropped because their message expiry passed
         self.conn: Connection | None = None
         self.queue: deque[Delivery] = deque()
         self.inflight: dict[int, Delivery] = {}
-        self.awaiting_rel: set[int] = set()
+        #: inbound QoS 2 packet ids awaiting PUBREL
+        self.qos2_in: dict[int, Qos2In] = {}
+        #: outbound QoS 2 packet ids PUBREC'd by the client, PUBREL sent, awaiting PUBCOMP
+        self.released: set[int] = set()
+        #: (kafka topic, partition, offset) -> (packet id, qos) of messages that were in
+        #: flight when the client left: re-read from the log, they go out with the same
+        #: packet id and the DUP flag
+        self.redeliver: dict[tuple[str, int, int], tuple[int, int]] = {}
+        self.save_failures = 0
+        self.retry_at = 0.0
         self.max_queued = max_queued
         self.dropped = 0
         self._next_pid = 1
@@ -109,7 +153,18 @@ class Session:
         return self is other
 
     # ---- delivery -----------------------------------------------------------------
+    def personal(self, msg: OutMessage) -> OutMessage:
+        """The message with this session's subscription identifiers, if it has any that match."""
+        if not self.sub_ids:
+            return msg
+        ids = sorted(i for f, i in self.sub_ids.items() if topic_matches(split_shared(f)[1], msg.topic))
+        if not ids:
+            return msg
+        return msg.derived(subscription_identifier=ids if len(ids) > 1 else ids[0])
+
     def enqueue(self, msg: OutMessage, qos: int, retain: bool = False) -> None:
+        if self.sub_ids:
+            msg = self.personal(msg)
         target = self.held if self.holding else self.queue
         if len(target) >= self.max_queued:
             self.dropped += 1
@@ -127,7 +182,8 @@ class Session:
 
     def next_packet_id(self) -> int:
         pid = self._next_pid
-        while pid in self.inflight:
+        reserved = self.released
+        while pid in self.inflight or (reserved and pid in reserved):
             pid = pid % 65535 + 1
         self._next_pid = pid % 65535 + 1
         return pid
@@ -144,15 +200,31 @@ class Session:
             if conn.backed_up:
                 return
             msg, qos, retain = queue[0]
+            if msg.expires_at is not None:
+                left = msg.expires_at - time.time()
+                if left <= 0:
+                    queue.popleft()
+                    self.expired += 1
+                    continue
+                # the receiver gets what is left of the interval (MQTT 5, 3.3.2.3.3)
+                msg = msg.derived(message_expiry_interval=max(1, math.ceil(left)))
             if qos:
-                if len(inflight) >= quota:
+                if len(inflight) + len(self.released) >= quota:
                     return
                 queue.popleft()
                 if not conn.fits(msg, qos):
                     continue
+                if self.redeliver and msg.tp is not None:
+                    again = self.redeliver.pop((msg.tp[0], msg.tp[1], msg.offset), None)
+                    if again is not None and again[0] not in inflight:
+                        inflight[again[0]] = (msg, again[1], retain)
+                        conn.send_publish(msg, again[1], retain, again[0], dup=True)
+                        continue
                 pid = self.next_packet_id()
                 inflight[pid] = (msg, qos, retain)
                 conn.send_publish(msg, qos, retain, pid)
+                if self.persistent:
+                    self.dirty = True  # its packet id is saved: a crash re-sends it as DUP
             else:
                 queue.popleft()
                 if conn.fits(msg, 0):
@@ -161,6 +233,13 @@ class Session:
             self.refill(self)
 
     def on_puback(self, pid: int) -> bool:
+        """PUBACK (QoS 1) or PUBCOMP (QoS 2, after our PUBREL): the slot is free."""
+        if self.released and pid in self.released:
+            self.released.discard(pid)
+            if self.persistent:
+                self.dirty = True
+            self.pump()
+            return True
         delivered = self.inflight.pop(pid, None)
         if delivered is None:
             return False
@@ -169,13 +248,62 @@ class Session:
         self.pump()
         return True
 
+    def on_pubrec(self, pid: int) -> bool:
+        """The client has our QoS 2 message: from now on only PUBREL/PUBCOMP remain."""
+        delivered = self.inflight.pop(pid, None)
+        if delivered is None:
+            return pid in self.released
+        self.released.add(pid)
+        if self.persistent:
+            self.dirty = True
+        return True
+
+    def in_window(self) -> int:
+        return len(self.inflight) + len(self.released)
+
+    def suspend(self) -> None:
+        """The client left (persistent session): remember what must go out again as DUP.
+
+        Messages from the log are re-read from the resume offset (which is at most
+        their offset) and matched back to their packet id; locally routed ones stay
+        in ``inflight`` and are re-sent directly on reconnect.
+        """
+        for pid, (msg, qos, _retain) in list(self.inflight.items()):
+            if msg.tp is not None:
+                self.redeliver[(msg.tp[0], msg.tp[1], msg.offset)] = (pid, qos)
+                del self.inflight[pid]
+
     def resend_inflight(self) -> None:
-        """After a resume in the same process: unacknowledged messages go out again, DUP set."""
+        """On reconnect: PUBREL again for released QoS 2, DUP PUBLISH for the rest in flight."""
         conn = self.conn
         if conn is None:
             return
+        for pid in self.released:
+            conn.send_pubrel(pid)
         for pid, (msg, qos, retain) in list(self.inflight.items()):
             conn.send_publish(msg, qos, retain, pid, dup=True)
+
+    # ---- what survives a restart ------------------------------------------------------
+    def qos2_state(self) -> dict[int, list[Any]]:
+        return {pid: [e.nonce, e.ktopic, e.starts] for pid, e in self.qos2_in.items() if e.nonce}
+
+    def inflight_state(self) -> list[list[Any]]:
+        out: list[list[Any]] = [[pid, "", -1, -1, 2, 1] for pid in self.released]
+        for pid, (msg, qos, _r) in self.inflight.items():
+            if msg.tp is not None:
+                out.append([pid, msg.tp[0], msg.tp[1], msg.offset, qos, 0])
+        for (t, p, o), (pid, qos) in self.redeliver.items():
+            out.append([pid, t, p, o, qos, 0])
+        return out
+
+    def restore(self, qos2_in: dict[int, list[Any]], inflight: list[list[Any]]) -> None:
+        for pid, (nonce, ktopic, starts) in qos2_in.items():
+            self.qos2_in[pid] = Qos2In(nonce, ktopic, {int(k): int(v) for k, v in starts.items()})
+        for pid, t, p, o, qos, released in inflight:
+            if released:
+                self.released.add(pid)
+            else:
+                self.redeliver[(t, p, o)] = (pid, qos)
 
     # ---- offsets ------------------------------------------------------------------
     def resume_offsets(self, live: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
@@ -192,6 +320,9 @@ class Session:
             msg_tp = msg.tp
             if msg_tp is not None and msg_tp in out and msg.offset < out[msg_tp]:
                 out[msg_tp] = msg.offset
+        for (t, p, o) in self.redeliver:
+            if (t, p) in out and o < out[(t, p)]:
+                out[(t, p)] = o
         for tp, off in self.gaps.items():
             if tp in out and off < out[tp]:
                 out[tp] = off

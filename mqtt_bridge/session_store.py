@@ -9,19 +9,24 @@ of the same cluster) finds them:
   (``<prefix><client id>``) via OffsetCommit/OffsetFetch with generation -1, the
   simple-consumer commit Kafka accepts without a group join; the subscriptions ride
   in the commit metadata string.
-- ``TopicSessionStore``: a compacted-style topic (key = client id, value = JSON
-  state, tombstone on clean start), read whole at start-up. Used when the broker
-  does not advertise OffsetCommit/OffsetFetch (logserver before its group APIs).
+- ``TopicSessionStore`` (the default): a compacted topic (key = client id, so any
+  legal client id works; value = JSON state, tombstone when the session ends), read
+  whole at start-up. A state is at most ``max_bytes`` (``--max-session-bytes``); the
+  bridge refuses subscriptions that would make it larger, so every session within the
+  limits can be saved.
+
+The group store keeps its state in OffsetCommit metadata, which brokers cap (Kafka:
+4,096 bytes) and its group id is ``prefix + client id`` (255 characters at most): it is
+kept for deployments that already use it, and a session it cannot save is an error.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from kafkaproto import ApiKey
 from kafkaproto.messages import (
@@ -29,8 +34,8 @@ from kafkaproto.messages import (
     OffsetFetchRequest,
 )
 
+from .compacted import ensure_compacted_topic, read_table
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
-from .kafka_fetcher import EARLIEST, LATEST, Fetcher
 from .kafka_producer import Producer
 
 log = logging.getLogger(__name__)
@@ -41,14 +46,22 @@ class StoredSession:
     subscriptions: dict[str, int] = field(default_factory=dict)  # filter -> packed options
     offsets: dict[TopicPartition, int] = field(default_factory=dict)
     expires_at: float | None = None  # wall clock; None = never
+    expiry_interval: int = 0xFFFFFFFF  # seconds, applied from start-up when expires_at is None
+    #: inbound QoS 2 packet ids not yet released: pid -> [nonce, topic, {partition: search start}]
+    qos2_in: dict[int, list[Any]] = field(default_factory=dict)
+    #: outbound unacknowledged PUBLISHes from the log: [pid, topic, partition, offset, qos, pubrel sent]
+    inflight: list[list[Any]] = field(default_factory=list)
 
     def to_json(self) -> bytes:
         return json.dumps(
             {
-                "v": 1,
+                "v": 2,
                 "subs": self.subscriptions,
                 "offsets": [[t, p, o] for (t, p), o in self.offsets.items()],
                 "expires_at": self.expires_at,
+                "expiry": self.expiry_interval,
+                "qos2_in": {str(k): v for k, v in self.qos2_in.items()},
+                "inflight": self.inflight,
             },
             separators=(",", ":"),
         ).encode()
@@ -60,11 +73,23 @@ class StoredSession:
             {k: int(v) for k, v in d.get("subs", {}).items()},
             {(t, int(p)): int(o) for t, p, o in d.get("offsets", [])},
             d.get("expires_at"),
+            int(d.get("expiry", 0xFFFFFFFF)),
+            {int(k): v for k, v in d.get("qos2_in", {}).items()},
+            list(d.get("inflight", [])),
         )
 
     @property
     def expired(self) -> bool:
         return self.expires_at is not None and time.time() > self.expires_at
+
+
+class SessionTooLarge(KafkaError):
+    """A session's state exceeds the store's documented size limit (not retried)."""
+
+
+#: Kafka errors a retry cannot fix: MESSAGE_TOO_LARGE, INVALID_TOPIC, RECORD_LIST_TOO_LARGE,
+#: OFFSET_METADATA_TOO_LARGE, INVALID_GROUP_ID, INVALID_CONFIG
+PERMANENT_ERRORS = frozenset({10, 17, 18, 12, 24, 40})
 
 
 class SessionStore(Protocol):
@@ -81,36 +106,41 @@ class TopicSessionStore:
 
     name = "topic"
 
-    def __init__(self, client: KafkaClient, producer: Producer, topic: str) -> None:
+    def __init__(
+        self, client: KafkaClient, producer: Producer, topic: str, max_bytes: int = 256 * 1024,
+        partitions: int = 8,
+    ) -> None:
         self.client = client
         self.producer = producer
         self.topic = topic
+        self.max_bytes = max_bytes
+        self.partitions = partitions
         self.sessions: dict[str, StoredSession] = {}
 
     async def start(self) -> None:
-        meta = await self.client.partitions(self.topic, auto_create=True)
-        tps = [(self.topic, p) for p in meta.partitions]
-        start = await self.client.list_offsets(tps, EARLIEST)
-        end = await self.client.list_offsets(tps, LATEST)
-        reader = Fetcher(self.client, [self.topic], lambda tp, recs: None)
-        n = 0
-        for tp in tps:
-            async for _nxt, records in reader.fetch_range(tp, start[tp], end[tp]):
-                for r in records:
-                    if r.key is None:
-                        continue
-                    cid = r.key.decode("utf-8", "replace")
-                    n += 1
-                    if r.value is None:
-                        self.sessions.pop(cid, None)
-                        continue
-                    try:
-                        self.sessions[cid] = StoredSession.from_json(r.value)
-                    except (ValueError, TypeError) as exc:
-                        log.warning("unreadable session record for %r: %s", cid, exc)
-        log.info(
-            "session store %s: %d records, %d persistent sessions", self.topic, n, len(self.sessions)
-        )
+        # room for one state plus the record and batch overhead
+        await ensure_compacted_topic(self.client, self.topic, self.partitions, self.max_bytes + 65536)
+        table = await read_table(self.client, self.topic)
+        now = time.time()
+        expired = []
+        for key, value in table.items():
+            cid = key.decode("utf-8", "replace")
+            try:
+                state = StoredSession.from_json(value)
+            except (ValueError, TypeError, KeyError) as exc:
+                log.error("unreadable session record for %r: %s", cid, exc)
+                continue
+            if state.expires_at is None and state.expiry_interval != 0xFFFFFFFF:
+                # saved while connected: the bridge stopped under it, the clock starts now
+                state.expires_at = now + state.expiry_interval
+            if state.expired:
+                expired.append(cid)
+                continue
+            self.sessions[cid] = state
+        for cid in expired:
+            await self.producer.send(self.topic, cid.encode(), None)
+        log.info("session store %s: %d persistent sessions (%d expired removed)",
+                 self.topic, len(self.sessions), len(expired))
 
     async def load(self, client_id: str) -> StoredSession | None:
         s = self.sessions.get(client_id)
@@ -120,8 +150,13 @@ class TopicSessionStore:
         return s
 
     async def save(self, client_id: str, state: StoredSession) -> None:
+        raw = state.to_json()
+        if len(raw) > self.max_bytes:
+            raise SessionTooLarge(
+                f"session state of {len(raw)} bytes exceeds the limit of {self.max_bytes}", 10
+            )
         self.sessions[client_id] = state
-        await self.producer.send(self.topic, client_id.encode(), state.to_json())
+        await self.producer.send(self.topic, client_id.encode(), raw)
 
     async def delete(self, client_id: str) -> None:
         if self.sessions.pop(client_id, None) is not None:
@@ -218,30 +253,18 @@ async def choose_store(
     topic: str,
     group_prefix: str,
     anchor: TopicPartition,
+    max_bytes: int = 256 * 1024,
 ) -> SessionStore:
-    """``auto`` picks the group store when the broker advertises OffsetCommit and OffsetFetch."""
+    """``auto`` is the topic store: the only one that can hold every session within the limits."""
     if kind == "auto":
-        while True:
-            try:
-                ok = await client.supports(ApiKey.OFFSET_COMMIT) and await client.supports(
-                    ApiKey.OFFSET_FETCH
-                ) and await client.supports(ApiKey.FIND_COORDINATOR)
-                break
-            except KafkaError as exc:
-                log.warning("cannot reach the log to pick a session store (%s); retrying", exc)
-                await asyncio.sleep(1.0)
-        kind = "group" if ok else "topic"
-        if not ok:
-            log.warning(
-                "broker does not advertise OffsetCommit/OffsetFetch: persistent sessions are "
-                "stored in topic %s instead of committed group offsets",
-                topic,
-            )
+        kind = "topic"
     store: SessionStore
     if kind == "group":
+        log.warning("group session store: states above the broker's offset metadata limit (Kafka "
+                    "4,096 bytes) or client ids making a group id over 255 characters cannot be saved")
         store = GroupOffsetStore(client, group_prefix, anchor)
     elif kind == "topic":
-        store = TopicSessionStore(client, producer, topic)
+        store = TopicSessionStore(client, producer, topic, max_bytes)
     else:
         raise ValueError(f"unknown session store {kind!r}")
     await store.start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -121,6 +122,11 @@ class RetainedStore:
 
     def matching(self, topic_filter: str) -> Iterator[Any]:
         _group, f = split_shared(topic_filter)
-        for topic, msg in self.messages.items():
+        now = time.time()
+        for topic, msg in list(self.messages.items()):
             if topic_matches(f, topic):
+                expires_at = getattr(msg, "expires_at", None)
+                if expires_at is not None and expires_at <= now:
+                    del self.messages[topic]  # a retained message ends with its expiry
+                    continue
                 yield msg

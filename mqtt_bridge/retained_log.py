@@ -1,0 +1,127 @@
+"""Retained messages kept in a compacted topic of the log, so they survive restarts.
+
+Record key = the MQTT topic, value = the payload, header ``mqtt.props`` = the forwarded
+v5 properties as JSON; a retained PUBLISH with an empty payload writes a tombstone
+(null value), which deletes it, as MQTT says. At start-up the whole topic is read into
+the in-memory ``RetainedStore``; afterwards the bridge follows the topic like a downlink
+topic, so several bridges in front of one log share their retained messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kafkaproto.records import Record
+
+from .compacted import ensure_compacted_topic, read_records
+from .kafka_client import KafkaClient
+from .kafka_producer import Producer
+
+log = logging.getLogger(__name__)
+
+PROPS_HEADER = "mqtt.props"
+
+
+def props_to_header(props: dict[str, Any] | None) -> bytes | None:
+    """JSON of the forwarded properties; bytes values (correlation data) as hex."""
+    if not props:
+        return None
+    out = {k: ({"hex": v.hex()} if isinstance(v, bytes | bytearray) else v) for k, v in props.items()}
+    return json.dumps(out, separators=(",", ":")).encode()
+
+
+def props_from_header(raw: bytes | None) -> dict[str, Any] | None:
+    if not raw:
+        return None
+    d = json.loads(raw)
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and "hex" in v:
+            out[k] = bytes.fromhex(v["hex"])
+        elif k == "user_property":
+            out[k] = [tuple(pair) for pair in v]
+        else:
+            out[k] = v
+    return out
+
+
+class RetainedLog:
+    """Writes retained messages to ``topic`` and applies the topic's records to a store.
+
+    ``apply(topic, payload, props)`` (payload None = delete) is the in-memory side.
+    """
+
+    def __init__(
+        self, client: KafkaClient, producer: Producer, topic: str,
+        apply: Callable[[str, bytes | None, dict[str, Any] | None, int], None],
+        max_message_bytes: int,
+    ) -> None:
+        self.client = client
+        self.producer = producer
+        self.topic = topic
+        self.apply = apply
+        self.max_message_bytes = max_message_bytes
+        self._live_keys: set[bytes] = set()
+        self._loaded = False
+        self.failures = 0
+
+    async def create(self) -> None:
+        await ensure_compacted_topic(self.client, self.topic, 1, self.max_message_bytes)
+
+    async def load(self) -> int:
+        """Read the whole topic; keys the live follower already updated keep that value."""
+        table = await read_records(self.client, self.topic)
+        n = 0
+        for key, r in table.items():
+            if key in self._live_keys:
+                continue
+            self._apply_record(r)
+            n += 1
+        self._loaded = True
+        self._live_keys.clear()
+        log.info("retained messages: %d loaded from %s", n, self.topic)
+        return n
+
+    def on_records(self, records: list[Record]) -> None:
+        """Live records of the topic (this bridge's own writes and other bridges')."""
+        for r in records:
+            if r.key is None:
+                continue
+            if not self._loaded:
+                self._live_keys.add(r.key)
+            self._apply_record(r)
+
+    def _apply_record(self, r: Record) -> None:
+        assert r.key is not None
+        topic = r.key.decode("utf-8", "replace")
+        if not r.value:
+            self.apply(topic, None, None, -1)
+            return
+        raw = next((v for k, v in (r.headers or ()) if k == PROPS_HEADER), None)
+        try:
+            props = props_from_header(raw)
+        except (ValueError, TypeError) as exc:
+            log.error("retained message for %r: unreadable properties (%s)", topic, exc)
+            props = None
+        self.apply(topic, r.value, props, r.timestamp)
+
+    def write(self, topic: str, payload: bytes, props: dict[str, Any] | None) -> asyncio.Future[int]:
+        headers: list[tuple[str, bytes | None]] = []
+        raw = props_to_header(props)
+        if raw is not None:
+            headers.append((PROPS_HEADER, raw))
+        fut = self.producer.send(self.topic, topic.encode(), payload or None, headers)
+        fut.add_done_callback(self._written)
+        return fut
+
+    def _written(self, fut: asyncio.Future[int]) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            self.failures += 1
+            log.error("cannot store a retained message in %s: %s", self.topic, exc)
