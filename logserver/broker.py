@@ -11,6 +11,7 @@ from logserver.groups import GroupCoordinator
 from logserver.limits import topic_limit_error
 from logserver.partition import LEADER_EPOCH
 from logserver.storage.api import Storage
+from logserver.transactions import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ class Broker:
         self.storage: Storage = storage
         self._creating: dict[str, int] = {}  # topic -> partitions, while being created
         self.groups = GroupCoordinator(self)  # consumer groups (logserver/groups)
+        self.transactions = TransactionCoordinator(self)  # KIP-98 (logserver/transactions)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -42,8 +44,10 @@ class Broker:
     async def start(self) -> None:
         await self.storage.start()
         self.groups.start()
+        self.transactions.start()
 
     async def close(self) -> None:
+        await self.transactions.close()
         await self.groups.close()
         await self.storage.close()
 

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from typing import Protocol
 
 from kafkaproto import ErrorCode, FileRegion
@@ -23,11 +24,14 @@ from kafkaproto.batch import (
     Compression,
     CorruptBatchError,
     InvalidRecordError,
+    parse_header,
     set_log_append_time,
 )
+from kafkaproto.control import build_marker
 from kafkaproto.validate import validate_batch
 from logserver.log.errors import OffsetOutOfRangeError
 from logserver.log.producer_state import Decision, Verdict
+from logserver.log.txn_index import PartitionTxns
 from logserver.storage.api import AppendResult, Records
 from logserver.topic_config import TopicConfig
 
@@ -58,11 +62,16 @@ class PartitionLog(Protocol):
 
     def append(self, batch: memoryview, header: BatchHeader) -> int: ...
 
-    def read(self, offset: int, max_bytes: int, *, min_one: bool) -> Records | None:
+    def read(self, offset: int, max_bytes: int, *, min_one: bool,
+             upper_bound: int | None = None) -> Records | None:
         """Raises OffsetOutOfRangeError outside [log start, log end]."""
         ...
 
     def has_zstd(self, records: Records) -> bool: ...
+
+    def txn_batches(self) -> Iterator[tuple[BatchHeader, bool | None]]:
+        """(header, commit) of every transactional batch from the log start."""
+        ...
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None: ...
 
@@ -71,7 +80,7 @@ class PartitionLog(Protocol):
 
 class Partition:
     __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
-                 "max_message_bytes")
+                 "max_message_bytes", "_txns")
 
     def __init__(self, topic: str, index: int, log_: PartitionLog, config: TopicConfig) -> None:
         self.topic = topic
@@ -81,6 +90,7 @@ class Partition:
         self._waiters: list[asyncio.Future[None]] = []
         self.log_append_time = config.log_append_time
         self.max_message_bytes = config.max_message_bytes
+        self._txns: PartitionTxns | None = None  # built on first use (txn_index.py)
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -116,9 +126,6 @@ class Partition:
             return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
         except InvalidRecordError as exc:
             return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
-        if header.is_transactional:
-            return AppendResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                message="transactions are not supported")
         if header.compression == Compression.ZSTD and produce_version < ZSTD_MIN_PRODUCE_VERSION:
             return AppendResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                 message="zstd needs Produce v7 or later")
@@ -131,8 +138,39 @@ class Partition:
             append_time = int(time.time() * 1000)
             set_log_append_time(records, 0, append_time)
         base_offset = self.log.append(records, header)
+        if header.is_transactional and self._txns is not None:
+            self._txns.on_batch(header, base_offset)
         self.wake_waiters()
         return AppendResult(ErrorCode.NONE, base_offset, append_time, self.log.log_start_offset)
+
+    # -- transactions -------------------------------------------------------------------
+
+    @property
+    def txns(self) -> PartitionTxns:
+        """Open and aborted transactions (rebuilt from the log on first use)."""
+        txns = self._txns
+        if txns is None:
+            txns = PartitionTxns()
+            txns.rebuild(self.log.txn_batches())
+            self._txns = txns
+        return txns
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.txns.last_stable_offset(self.high_watermark)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
+                      coordinator_epoch: int) -> AppendResult:
+        """Write a commit or abort marker for a producer's transaction (coordinator only)."""
+        now = int(time.time() * 1000)
+        batch = build_marker(producer_id, producer_epoch, commit=commit,
+                             coordinator_epoch=coordinator_epoch, timestamp_ms=now)
+        header = parse_header(batch)
+        txns = self.txns
+        base_offset = self.log.append(memoryview(batch), header)
+        txns.on_marker(producer_id, base_offset, commit=commit)
+        self.wake_waiters()
+        return AppendResult(ErrorCode.NONE, base_offset, -1, self.log.log_start_offset)
 
     def _refuse(self, decision: Decision) -> AppendResult:
         if decision.verdict == Verdict.DUPLICATE:
@@ -146,9 +184,9 @@ class Partition:
     # -- fetch --------------------------------------------------------------------------
 
     def fetch(self, offset: int, max_bytes: int, *, min_one: bool,
-              api_version: int) -> tuple[int, Records]:
+              api_version: int, upper_bound: int | None = None) -> tuple[int, Records]:
         try:
-            records = self.log.read(offset, max_bytes, min_one=min_one)
+            records = self.log.read(offset, max_bytes, min_one=min_one, upper_bound=upper_bound)
         except OffsetOutOfRangeError:
             return ErrorCode.OFFSET_OUT_OF_RANGE, b""
         if records is None:

@@ -75,6 +75,7 @@ def test_declared_ranges() -> None:
         19: (0, 7), 20: (0, 6), 32: (0, 4),
         10: (0, 4), 11: (0, 9), 14: (0, 5), 12: (0, 4), 13: (0, 5), 8: (0, 8), 9: (0, 8),
         16: (0, 4), 15: (0, 5), 42: (0, 2), 47: (0, 0), 37: (0, 3), 23: (0, 4),
+        24: (0, 3), 25: (0, 3), 26: (0, 3), 28: (0, 3),  # transactions
     }  # fmt: skip
     assert set(API_SPECS) == set(expected)
     for key, (lo, hi) in expected.items():

@@ -88,6 +88,20 @@ from .produce import (
     ProduceRequest,
     ProduceResponse,
 )
+from .transactions import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    END_TXN,
+    TXN_OFFSET_COMMIT,
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
 
 #: Every declared API, in key order.
 ALL_APIS: tuple[ApiSpec, ...] = tuple(
@@ -115,6 +129,10 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
             OFFSET_DELETE,
             PRODUCE,
             INIT_PRODUCER_ID,
+            ADD_PARTITIONS_TO_TXN,
+            ADD_OFFSETS_TO_TXN,
+            END_TXN,
+            TXN_OFFSET_COMMIT,
         ),
         key=lambda s: s.api_key,
     )
@@ -122,6 +140,14 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
 
 __all__ = [
     "ALL_APIS",
+    "AddOffsetsToTxnRequest",
+    "AddOffsetsToTxnResponse",
+    "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnResponse",
+    "EndTxnRequest",
+    "EndTxnResponse",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "CreatePartitionsRequest",

@@ -26,6 +26,10 @@ OFFSET_DELETE: ApiSpec
 OFFSET_FETCH: ApiSpec
 INIT_PRODUCER_ID: ApiSpec
 PRODUCE: ApiSpec
+ADD_OFFSETS_TO_TXN: ApiSpec
+ADD_PARTITIONS_TO_TXN: ApiSpec
+END_TXN: ApiSpec
+TXN_OFFSET_COMMIT: ApiSpec
 
 class ProduceRequest(Message):
     class PartitionProduceData(Struct):
@@ -586,6 +590,88 @@ class OffsetForLeaderEpochResponse(Message):
     throttle_time_ms: int
     topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult]
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = ...) -> None: ...
+
+class AddPartitionsToTxnRequest(Message):
+    class AddPartitionsToTxnTopic(Struct):
+        name: str
+        partitions: list[int]
+        def __init__(self, *, name: str = ..., partitions: list[int] = ...) -> None: ...
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]
+    def __init__(self, *, transactional_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = ...) -> None: ...
+
+class AddPartitionsToTxnResponse(Message):
+    class AddPartitionsToTxnPartitionResult(Struct):
+        partition_index: int
+        partition_error_code: int
+        def __init__(self, *, partition_index: int = ..., partition_error_code: int = ...) -> None: ...
+    class AddPartitionsToTxnTopicResult(Struct):
+        name: str
+        results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]
+        def __init__(self, *, name: str = ..., results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult] = ...) -> None: ...
+    throttle_time_ms: int
+    results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]
+    def __init__(self, *, throttle_time_ms: int = ..., results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = ...) -> None: ...
+
+class AddOffsetsToTxnRequest(Message):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+    def __init__(self, *, transactional_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., group_id: str = ...) -> None: ...
+
+class AddOffsetsToTxnResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ...) -> None: ...
+
+class EndTxnRequest(Message):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    def __init__(self, *, transactional_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., committed: bool = ...) -> None: ...
+
+class EndTxnResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ...) -> None: ...
+
+class TxnOffsetCommitRequest(Message):
+    class TxnOffsetCommitRequestPartition(Struct):
+        partition_index: int
+        committed_offset: int
+        committed_leader_epoch: int
+        committed_metadata: str | None
+        def __init__(self, *, partition_index: int = ..., committed_offset: int = ..., committed_leader_epoch: int = ..., committed_metadata: str | None = ...) -> None: ...
+    class TxnOffsetCommitRequestTopic(Struct):
+        name: str
+        partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]
+        def __init__(self, *, name: str = ..., partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = ...) -> None: ...
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic]
+    def __init__(self, *, transactional_id: str = ..., group_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., generation_id: int = ..., member_id: str = ..., group_instance_id: str | None = ..., topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = ...) -> None: ...
+
+class TxnOffsetCommitResponse(Message):
+    class TxnOffsetCommitResponsePartition(Struct):
+        partition_index: int
+        error_code: int
+        def __init__(self, *, partition_index: int = ..., error_code: int = ...) -> None: ...
+    class TxnOffsetCommitResponseTopic(Struct):
+        name: str
+        partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]
+        def __init__(self, *, name: str = ..., partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = ...) -> None: ...
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic]
+    def __init__(self, *, throttle_time_ms: int = ..., topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] = ...) -> None: ...
 
 class DescribeConfigsRequest(Message):
     class DescribeConfigsResource(Struct):

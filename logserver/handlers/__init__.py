@@ -11,12 +11,15 @@ from typing import Any
 
 from kafkaproto import ApiKey
 from logserver.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     create_topics,
     delete_groups,
     delete_topics,
     describe_configs,
     describe_groups,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -31,6 +34,7 @@ from logserver.handlers import (
     offset_fetch,
     produce,
     sync_group,
+    txn_offset_commit,
 )
 
 
@@ -64,4 +68,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_GROUPS: Handler("DescribeGroups", 0, 5, describe_groups.handle),
     ApiKey.DELETE_GROUPS: Handler("DeleteGroups", 0, 2, delete_groups.handle),
     ApiKey.OFFSET_DELETE: Handler("OffsetDelete", 0, 0, offset_delete.handle),
+    # -- transactions (logserver/transactions) --
+    ApiKey.ADD_PARTITIONS_TO_TXN: Handler("AddPartitionsToTxn", 0, 3, add_partitions_to_txn.handle),
+    ApiKey.ADD_OFFSETS_TO_TXN: Handler("AddOffsetsToTxn", 0, 3, add_offsets_to_txn.handle),
+    ApiKey.END_TXN: Handler("EndTxn", 0, 3, end_txn.handle),
+    ApiKey.TXN_OFFSET_COMMIT: Handler("TxnOffsetCommit", 0, 3, txn_offset_commit.handle),
 }

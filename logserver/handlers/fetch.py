@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from logserver.broker import Broker
 
 PartitionData = FetchResponse.PartitionData
+AbortedTransaction = FetchResponse.AbortedTransaction
+READ_COMMITTED = 1
 
 
 def handle(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
@@ -64,8 +66,10 @@ def _build(storage: Storage, request: FetchRequest, version: int) -> (
             # KIP-74: a partition's first batch comes whole even above the limits, while
             # the response's total budget lasts, so an oversized batch never stalls.
             limit = max(0, min(wanted.partition_max_bytes, budget - total))
+            stable = (storage.last_stable_offset(topic.topic, wanted.partition)
+                      if request.isolation_level == READ_COMMITTED else None)
             read = storage.read(topic.topic, wanted.partition, wanted.fetch_offset, limit,
-                                min_one=total < budget, fetch_version=version)
+                                min_one=total < budget, fetch_version=version, upper_bound=stable)
             if read.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 results.append(PartitionData(
                     partition_index=wanted.partition, error_code=read.error,
@@ -77,9 +81,20 @@ def _build(storage: Storage, request: FetchRequest, version: int) -> (
             total += read.size
             results.append(PartitionData(
                 partition_index=wanted.partition, error_code=read.error,
-                high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
-                log_start_offset=read.log_start_offset, aborted_transactions=[],
+                high_watermark=read.high_watermark,
+                last_stable_offset=read.high_watermark if stable is None else stable,
+                log_start_offset=read.log_start_offset,
+                aborted_transactions=_aborted(storage, topic.topic, wanted, stable, read.size),
                 preferred_read_replica=-1, records=read.records))
         topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, partitions=results))
     response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
     return response, total, waitable
+
+
+def _aborted(storage: Storage, topic: str, wanted: FetchRequest.FetchPartition,
+             stable: int | None, size: int) -> list[FetchResponse.AbortedTransaction]:
+    """read_committed: the aborted transactions in the range read (KIP-98)."""
+    if stable is None or size == 0:
+        return []
+    return [AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in
+            storage.aborted_transactions(topic, wanted.partition, wanted.fetch_offset, stable)]

@@ -1,4 +1,5 @@
-"""FindCoordinator: this node coordinates every group (v0-3 one key, v4+ a batch of keys).
+"""FindCoordinator: this node coordinates every group and every transactional id (key
+type 1) (v0-3 one key, v4+ a batch of keys).
 
 The first group lookup creates ``__consumer_offsets``, as Kafka does; while the topic is
 being replayed at start-up the answer is COORDINATOR_NOT_AVAILABLE, so clients retry
@@ -16,6 +17,13 @@ if TYPE_CHECKING:
     from logserver.broker import Broker
 
 Coordinator = FindCoordinatorResponse.Coordinator
+TRANSACTION_KEY_TYPE = 1
+
+
+async def _lookup(broker: Broker, key_type: int) -> tuple[int, str | None]:
+    if key_type == TRANSACTION_KEY_TYPE:  # the transaction coordinator (logserver/transactions)
+        return await broker.transactions.find_coordinator()
+    return await broker.groups.find_coordinator(key_type)
 
 
 async def handle(broker: Broker, header: RequestHeader,
@@ -27,13 +35,13 @@ async def handle(broker: Broker, header: RequestHeader,
     if version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, message = await broker.groups.find_coordinator(key_type)
+            error, message = await _lookup(broker, key_type)
             ok = error == ErrorCode.NONE
             coordinators.append(Coordinator(
                 key=key, node_id=node if ok else -1, host=host if ok else "",
                 port=port if ok else -1, error_code=error, error_message=message))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
-    error, message = await broker.groups.find_coordinator(key_type)
+    error, message = await _lookup(broker, key_type)
     ok = error == ErrorCode.NONE
     return FindCoordinatorResponse(
         throttle_time_ms=0, error_code=error, error_message=message,

@@ -44,7 +44,8 @@ def _region_bytes(region: SegmentSlice) -> bytes:
 class SegmentPartitionLog:
     """A partition Log as the shared Partition sees it (``logserver.partition.PartitionLog``)."""
 
-    __slots__ = ("_log", "append", "check_producer", "max_timestamp_offset", "offset_for_timestamp")
+    __slots__ = ("_log", "append", "check_producer", "max_timestamp_offset", "offset_for_timestamp",
+                 "txn_batches")
 
     def __init__(self, log_: Log) -> None:
         self._log = log_
@@ -52,6 +53,7 @@ class SegmentPartitionLog:
         self.check_producer = log_.check_producer
         self.offset_for_timestamp = log_.offset_for_timestamp
         self.max_timestamp_offset = log_.max_timestamp_offset
+        self.txn_batches = log_.txn_batches
 
     @property
     def log_start_offset(self) -> int:
@@ -61,8 +63,9 @@ class SegmentPartitionLog:
     def log_end_offset(self) -> int:
         return self._log.log_end_offset
 
-    def read(self, offset: int, max_bytes: int, *, min_one: bool) -> Records | None:
-        region = self._log.read(offset, max_bytes, min_one=min_one)
+    def read(self, offset: int, max_bytes: int, *, min_one: bool,
+             upper_bound: int | None = None) -> Records | None:
+        region = self._log.read(offset, max_bytes, upper_bound, min_one=min_one)
         return region  # a pinned SegmentSlice: the network layer releases it once sent
 
     def has_zstd(self, records: Records) -> bool:
