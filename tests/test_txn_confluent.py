@@ -196,3 +196,41 @@ def test_exactly_once_consume_transform_produce(server, topic_name):
     out = _consume_all(server, sink, "read_committed", expected=len(inputs))
     assert sorted(out) == sorted(b"out-" + v for v in inputs)
     assert len(set(out)) == len(out)
+
+
+def test_offsets_visible_only_when_the_transaction_commits(server, topic_name):
+    from kafkaclient import BlockingClient
+
+    from kafkaproto import ApiKey, ErrorCode
+    from kafkaproto.messages import OffsetFetchRequest
+
+    source, sink, group = f"{topic_name}-in", f"{topic_name}-out", f"g-{topic_name}"
+    _create(server, source, sink, partitions=1)
+    member = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group})
+    metadata = member.consumer_group_metadata()
+    conn = BlockingClient(server.port, "offsets-check", timeout=10)
+
+    def committed(require_stable: bool) -> tuple[int, int]:
+        response = conn.call(ApiKey.OFFSET_FETCH, 7, OffsetFetchRequest(
+            group_id=group, require_stable=require_stable, topics=[
+                OffsetFetchRequest.OffsetFetchRequestTopic(name=source, partition_indexes=[0])]))
+        partition = response.topics[0].partitions[0]
+        return partition.committed_offset, partition.error_code
+
+    producer = _producer(server, f"tx-{topic_name}")
+    try:
+        producer.begin_transaction()
+        producer.produce(sink, value=b"x")
+        producer.send_offsets_to_transaction([TopicPartition(source, 0, 5)], metadata, 15)
+        assert committed(False) == (-1, ErrorCode.NONE)  # not visible before the commit
+        assert committed(True) == (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT)  # KIP-447
+        producer.commit_transaction(15)
+        assert committed(True) == (5, ErrorCode.NONE)
+        producer.begin_transaction()
+        producer.produce(sink, value=b"y")
+        producer.send_offsets_to_transaction([TopicPartition(source, 0, 9)], metadata, 15)
+        producer.abort_transaction(15)
+        assert committed(True) == (5, ErrorCode.NONE)  # an aborted transaction's offsets vanish
+    finally:
+        conn.close()
+        member.close()

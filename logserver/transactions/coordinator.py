@@ -247,6 +247,14 @@ class TransactionCoordinator:
         return self.machine.check_produce(self.transactions.get(txn_id), producer_id,
                                           producer_epoch, (topic, partition))
 
+    def pending_offset_partitions(self, group_id: str) -> set[TopicPartition]:
+        """Partitions whose offsets for ``group_id`` wait in an open transaction."""
+        pending: set[TopicPartition] = set()
+        for meta in self.transactions.values():
+            if meta.state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT):
+                pending.update(meta.pending_offsets.get(group_id, ()))
+        return pending
+
     def describe(self, txn_id: str) -> TxnMetadata | None:
         meta = self.transactions.get(txn_id)
         return None if meta is None else meta.copy()
