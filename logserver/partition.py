@@ -73,6 +73,10 @@ class PartitionLog(Protocol):
         """(header, commit) of every transactional batch from the log start."""
         ...
 
+    def active_producers(self) -> list[tuple[int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp) of the producers it tracks."""
+        ...
+
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None: ...
 
     def max_timestamp_offset(self) -> tuple[int, int] | None: ...
@@ -154,6 +158,13 @@ class Partition:
             txns.rebuild(self.log.txn_batches())
             self._txns = txns
         return txns
+
+    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
+        """DescribeProducers: (id, epoch, last sequence, last timestamp, first offset of
+        its open transaction or -1)."""
+        ongoing = self.txns.ongoing
+        return [(pid, epoch, seq, ts, ongoing.get(pid, -1))
+                for pid, epoch, seq, ts in self.log.active_producers()]
 
     @property
     def last_stable_offset(self) -> int:

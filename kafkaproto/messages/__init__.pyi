@@ -28,7 +28,10 @@ INIT_PRODUCER_ID: ApiSpec
 PRODUCE: ApiSpec
 ADD_OFFSETS_TO_TXN: ApiSpec
 ADD_PARTITIONS_TO_TXN: ApiSpec
+DESCRIBE_PRODUCERS: ApiSpec
+DESCRIBE_TRANSACTIONS: ApiSpec
 END_TXN: ApiSpec
+LIST_TRANSACTIONS: ApiSpec
 TXN_OFFSET_COMMIT: ApiSpec
 
 class ProduceRequest(Message):
@@ -774,3 +777,75 @@ class OffsetDeleteResponse(Message):
     throttle_time_ms: int
     topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic]
     def __init__(self, *, error_code: int = ..., throttle_time_ms: int = ..., topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic] = ...) -> None: ...
+
+class DescribeProducersRequest(Message):
+    class TopicRequest(Struct):
+        name: str
+        partition_indexes: list[int]
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+    topics: list[DescribeProducersRequest.TopicRequest]
+    def __init__(self, *, topics: list[DescribeProducersRequest.TopicRequest] = ...) -> None: ...
+
+class DescribeProducersResponse(Message):
+    class ProducerState(Struct):
+        producer_id: int
+        producer_epoch: int
+        last_sequence: int
+        last_timestamp: int
+        coordinator_epoch: int
+        current_txn_start_offset: int
+        def __init__(self, *, producer_id: int = ..., producer_epoch: int = ..., last_sequence: int = ..., last_timestamp: int = ..., coordinator_epoch: int = ..., current_txn_start_offset: int = ...) -> None: ...
+    class PartitionResponse(Struct):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        active_producers: list[DescribeProducersResponse.ProducerState]
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., active_producers: list[DescribeProducersResponse.ProducerState] = ...) -> None: ...
+    class TopicResponse(Struct):
+        name: str
+        partitions: list[DescribeProducersResponse.PartitionResponse]
+        def __init__(self, *, name: str = ..., partitions: list[DescribeProducersResponse.PartitionResponse] = ...) -> None: ...
+    throttle_time_ms: int
+    topics: list[DescribeProducersResponse.TopicResponse]
+    def __init__(self, *, throttle_time_ms: int = ..., topics: list[DescribeProducersResponse.TopicResponse] = ...) -> None: ...
+
+class DescribeTransactionsRequest(Message):
+    transactional_ids: list[str]
+    def __init__(self, *, transactional_ids: list[str] = ...) -> None: ...
+
+class DescribeTransactionsResponse(Message):
+    class TopicData(Struct):
+        topic: str
+        partitions: list[int]
+        def __init__(self, *, topic: str = ..., partitions: list[int] = ...) -> None: ...
+    class TransactionState(Struct):
+        error_code: int
+        transactional_id: str
+        transaction_state: str
+        transaction_timeout_ms: int
+        transaction_start_time_ms: int
+        producer_id: int
+        producer_epoch: int
+        topics: list[DescribeTransactionsResponse.TopicData]
+        def __init__(self, *, error_code: int = ..., transactional_id: str = ..., transaction_state: str = ..., transaction_timeout_ms: int = ..., transaction_start_time_ms: int = ..., producer_id: int = ..., producer_epoch: int = ..., topics: list[DescribeTransactionsResponse.TopicData] = ...) -> None: ...
+    throttle_time_ms: int
+    transaction_states: list[DescribeTransactionsResponse.TransactionState]
+    def __init__(self, *, throttle_time_ms: int = ..., transaction_states: list[DescribeTransactionsResponse.TransactionState] = ...) -> None: ...
+
+class ListTransactionsRequest(Message):
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+    def __init__(self, *, state_filters: list[str] = ..., producer_id_filters: list[int] = ..., duration_filter: int = ...) -> None: ...
+
+class ListTransactionsResponse(Message):
+    class TransactionState(Struct):
+        transactional_id: str
+        producer_id: int
+        transaction_state: str
+        def __init__(self, *, transactional_id: str = ..., producer_id: int = ..., transaction_state: str = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[ListTransactionsResponse.TransactionState]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., unknown_state_filters: list[str] = ..., transaction_states: list[ListTransactionsResponse.TransactionState] = ...) -> None: ...

@@ -126,3 +126,101 @@ TXN_OFFSET_COMMIT = api(
 
 TxnOffsetCommitRequest = TXN_OFFSET_COMMIT.request
 TxnOffsetCommitResponse = TXN_OFFSET_COMMIT.response
+
+# -- admin: DescribeProducers (61), DescribeTransactions (65), ListTransactions (66) -------
+
+DESCRIBE_PRODUCERS = api(
+    61,
+    "DescribeProducers",
+    "0",
+    flexible="0+",
+    request=(
+        F(
+            "Topics", "[]TopicRequest", "0+",
+            F("Name", "string", "0+"),
+            F("PartitionIndexes", "[]int32", "0+"),
+        ),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "Topics", "[]TopicResponse", "0+",
+            F("Name", "string", "0+"),
+            F(
+                "Partitions", "[]PartitionResponse", "0+",
+                F("PartitionIndex", "int32", "0+"),
+                F("ErrorCode", "int16", "0+"),
+                F("ErrorMessage", "string", "0+", nullable="0+", default=None),
+                F(
+                    "ActiveProducers", "[]ProducerState", "0+",
+                    F("ProducerId", "int64", "0+"),
+                    F("ProducerEpoch", "int32", "0+"),
+                    F("LastSequence", "int32", "0+", default=-1),
+                    F("LastTimestamp", "int64", "0+", default=-1),
+                    F("CoordinatorEpoch", "int32", "0+"),
+                    F("CurrentTxnStartOffset", "int64", "0+", default=-1),
+                ),
+            ),
+        ),
+    ),
+)
+
+DescribeProducersRequest = DESCRIBE_PRODUCERS.request
+DescribeProducersResponse = DESCRIBE_PRODUCERS.response
+
+DESCRIBE_TRANSACTIONS = api(
+    65,
+    "DescribeTransactions",
+    "0",
+    flexible="0+",
+    request=(
+        F("TransactionalIds", "[]string", "0+"),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F(
+            "TransactionStates", "[]TransactionState", "0+",
+            F("ErrorCode", "int16", "0+"),
+            F("TransactionalId", "string", "0+"),
+            F("TransactionState", "string", "0+"),
+            F("TransactionTimeoutMs", "int32", "0+"),
+            F("TransactionStartTimeMs", "int64", "0+"),
+            F("ProducerId", "int64", "0+"),
+            F("ProducerEpoch", "int16", "0+"),
+            F(
+                "Topics", "[]TopicData", "0+",
+                F("Topic", "string", "0+"),
+                F("Partitions", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+DescribeTransactionsRequest = DESCRIBE_TRANSACTIONS.request
+DescribeTransactionsResponse = DESCRIBE_TRANSACTIONS.response
+
+LIST_TRANSACTIONS = api(
+    66,
+    "ListTransactions",
+    "0-1",
+    flexible="0+",
+    request=(
+        F("StateFilters", "[]string", "0+"),
+        F("ProducerIdFilters", "[]int64", "0+"),
+        F("DurationFilter", "int64", "1+", default=-1),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+        F("UnknownStateFilters", "[]string", "0+"),
+        F(
+            "TransactionStates", "[]TransactionState", "0+",
+            F("TransactionalId", "string", "0+"),
+            F("ProducerId", "int64", "0+"),
+            F("TransactionState", "string", "0+"),
+        ),
+    ),
+)
+
+ListTransactionsRequest = LIST_TRANSACTIONS.request
+ListTransactionsResponse = LIST_TRANSACTIONS.response

@@ -151,6 +151,11 @@ class Storage(Protocol):
         """(producer id, first offset) of aborted transactions overlapping [start, end)."""
         ...
 
+    def active_producers(self, topic: str, partition: int) -> list[tuple[int, int, int, int, int]] | None:
+        """DescribeProducers: (id, epoch, last sequence, last timestamp, open txn start
+        offset or -1) per producer; None for an unknown partition."""
+        ...
+
     def write_txn_marker(self, topic: str, partition: int, producer_id: int,
                          producer_epoch: int, *, commit: bool,
                          coordinator_epoch: int) -> AppendResult:

@@ -191,6 +191,10 @@ class PartitionedStorage:
             return []
         return [(a.producer_id, a.first_offset) for a in found[1].txns.aborted_between(start, end)]
 
+    def active_producers(self, topic: str, partition: int) -> list[tuple[int, int, int, int, int]] | None:
+        found = self._partition(topic, partition)
+        return None if found is None else found[1].active_producers()
+
     def write_txn_marker(self, topic: str, partition: int, producer_id: int,
                          producer_epoch: int, *, commit: bool,
                          coordinator_epoch: int) -> AppendResult:

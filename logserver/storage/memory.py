@@ -87,6 +87,10 @@ class MemoryLog:
             self.producer_state.update(header, base, _now_ms())
         return base
 
+    def active_producers(self) -> list[tuple[int, int, int, int]]:
+        return [(pid, e.epoch, e.last_seq, e.last_timestamp)
+                for pid, e in self.producer_state.producers.items()]
+
     def txn_batches(self) -> Iterator[tuple[BatchHeader, bool | None]]:
         for batch in self._batches:
             header = parse_header(batch)

@@ -68,6 +68,10 @@ class SegmentPartitionLog:
         region = self._log.read(offset, max_bytes, upper_bound, min_one=min_one)
         return region  # a pinned SegmentSlice: the network layer releases it once sent
 
+    def active_producers(self) -> list[tuple[int, int, int, int]]:
+        return [(pid, e.epoch, e.last_seq, e.last_timestamp)
+                for pid, e in self._log.producer_state.producers.items()]
+
     def has_zstd(self, records: Records) -> bool:
         """Only old fetchers pay for this look at the batch headers."""
         if not isinstance(records, SegmentSlice):

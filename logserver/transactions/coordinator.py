@@ -259,5 +259,5 @@ class TransactionCoordinator:
         meta = self.transactions.get(txn_id)
         return None if meta is None else meta.copy()
 
-    def open_transactions(self) -> list[TxnMetadata]:
-        return [m.copy() for m in self.transactions.values() if m.state == TxnState.ONGOING]
+    def all_transactions(self) -> list[TxnMetadata]:
+        return [m.copy() for m in self.transactions.values()]

@@ -25,6 +25,18 @@ class TxnState(IntEnum):
     PREPARE_EPOCH_FENCE = 7
 
 
+# The names Kafka's admin APIs use (DescribeTransactions, ListTransactions).
+STATE_NAMES: dict[TxnState, str] = {
+    TxnState.EMPTY: "Empty",
+    TxnState.ONGOING: "Ongoing",
+    TxnState.PREPARE_COMMIT: "PrepareCommit",
+    TxnState.PREPARE_ABORT: "PrepareAbort",
+    TxnState.COMPLETE_COMMIT: "CompleteCommit",
+    TxnState.COMPLETE_ABORT: "CompleteAbort",
+    TxnState.DEAD: "Dead",
+    TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}
+
 # What a client may do next from each state (Kafka's TransactionState.validPreviousStates,
 # read the other way round).
 NEXT_STATES: dict[TxnState, frozenset[TxnState]] = {
