@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Iterator
@@ -84,7 +85,7 @@ class PartitionLog(Protocol):
 
 class Partition:
     __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
-                 "max_message_bytes", "_txns")
+                 "max_message_bytes", "_txns", "_txn_pending")
 
     def __init__(self, topic: str, index: int, log_: PartitionLog, config: TopicConfig) -> None:
         self.topic = topic
@@ -95,6 +96,8 @@ class Partition:
         self.log_append_time = config.log_append_time
         self.max_message_bytes = config.max_message_bytes
         self._txns: PartitionTxns | None = None  # built on first use (txn_index.py)
+        # while a background build runs: transactional batches appended since it started
+        self._txn_pending: list[tuple[BatchHeader, int, bool | None]] | None = None
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -142,22 +145,69 @@ class Partition:
             append_time = int(time.time() * 1000)
             set_log_append_time(records, 0, append_time)
         base_offset = self.log.append(records, header)
-        if header.is_transactional and self._txns is not None:
-            self._txns.on_batch(header, base_offset)
+        if header.is_transactional:
+            self._txn_seen(header, base_offset, None)
         self.wake_waiters()
         return AppendResult(ErrorCode.NONE, base_offset, append_time, self.log.log_start_offset)
 
     # -- transactions -------------------------------------------------------------------
 
+    def _txn_seen(self, header: BatchHeader, base_offset: int, commit: bool | None) -> None:
+        if self._txns is not None:
+            self._txns.on_batch(header, base_offset, commit)
+        elif self._txn_pending is not None:
+            self._txn_pending.append((header, base_offset, commit))
+        # else: not built yet; the build will read this batch from the log
+
     @property
     def txns(self) -> PartitionTxns:
-        """Open and aborted transactions (rebuilt from the log on first use)."""
+        """Open and aborted transactions, rebuilt from the log now if not built yet
+        (ListOffsets, admin calls and the coordinator: rare)."""
         txns = self._txns
         if txns is None:
             txns = PartitionTxns()
             txns.rebuild(self.log.txn_batches())
             self._txns = txns
+            self._txn_pending = None  # a background build still running is superseded
         return txns
+
+    def stable_offset_for_fetch(self, fetch_offset: int) -> int:
+        """The LSO for a read_committed fetch, never blocking the event loop: the first
+        fetch starts building the index on a worker thread, and until it is built the
+        answer is ``fetch_offset`` (nothing stable yet: the client simply fetches again,
+        and a long poll is woken when the build is done)."""
+        if self._txns is not None:
+            return self._txns.last_stable_offset(self.high_watermark)
+        if self._txn_pending is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return self.last_stable_offset
+            self._txn_pending = []
+            end = self.log.log_end_offset
+            future = loop.run_in_executor(None, self._scan_txns, end)
+            future.add_done_callback(self._txns_built)
+        return min(max(fetch_offset, self.log_start_offset), self.high_watermark)
+
+    def _scan_txns(self, end: int) -> PartitionTxns:
+        txns = PartitionTxns()
+        txns.rebuild(itertools.takewhile(lambda found: found[0].base_offset < end,
+                                         self.log.txn_batches()))
+        return txns
+
+    def _txns_built(self, future: asyncio.Future[PartitionTxns]) -> None:
+        pending, self._txn_pending = self._txn_pending, None
+        if self._txns is not None or pending is None:
+            return  # superseded by a synchronous build
+        try:
+            txns = future.result()
+        except Exception:  # retried by the next fetch
+            log.exception("%s: building the transaction index failed", self)
+            return
+        for header, base_offset, commit in pending:
+            txns.on_batch(header, base_offset, commit)
+        self._txns = txns
+        self.wake_waiters()
 
     def active_producers(self) -> list[tuple[int, int, int, int, int]]:
         """DescribeProducers: (id, epoch, last sequence, last timestamp, first offset of
@@ -177,9 +227,8 @@ class Partition:
         batch = build_marker(producer_id, producer_epoch, commit=commit,
                              coordinator_epoch=coordinator_epoch, timestamp_ms=now)
         header = parse_header(batch)
-        txns = self.txns
         base_offset = self.log.append(memoryview(batch), header)
-        txns.on_marker(producer_id, base_offset, commit=commit)
+        self._txn_seen(header, base_offset, commit)
         self.wake_waiters()
         return AppendResult(ErrorCode.NONE, base_offset, -1, self.log.log_start_offset)
 

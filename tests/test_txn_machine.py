@@ -208,6 +208,14 @@ def test_prepared_transaction_is_completed_at_start_up(tmp_path, commit):
         found["pid"] = pid
 
     async def restart(broker: Broker) -> None:
+        # read_committed Fetch never blocks on the index: first "nothing stable yet"
+        # while it is built on a worker thread, then the real LSO
+        storage = broker.storage
+        assert storage.last_stable_offset("orders", 0, fetch_offset=0) == 0
+        deadline = time.monotonic() + 10
+        while storage.last_stable_offset("orders", 0, fetch_offset=0) != 2:
+            assert time.monotonic() < deadline, "the transaction index was never built"
+            await asyncio.sleep(0.01)
         meta = broker.transactions.transactions["tx"]
         assert meta.state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
         assert broker.storage.last_stable_offset("orders", 0) == 2  # data, then the marker

@@ -66,7 +66,8 @@ def _build(storage: Storage, request: FetchRequest, version: int) -> (
             # KIP-74: a partition's first batch comes whole even above the limits, while
             # the response's total budget lasts, so an oversized batch never stalls.
             limit = max(0, min(wanted.partition_max_bytes, budget - total))
-            stable = (storage.last_stable_offset(topic.topic, wanted.partition)
+            stable = (storage.last_stable_offset(topic.topic, wanted.partition,
+                                                 fetch_offset=wanted.fetch_offset)
                       if request.isolation_level == READ_COMMITTED else None)
             read = storage.read(topic.topic, wanted.partition, wanted.fetch_offset, limit,
                                 min_one=total < budget, fetch_version=version, upper_bound=stable)

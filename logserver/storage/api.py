@@ -142,8 +142,11 @@ class Storage(Protocol):
 
     # -- transactions (logserver/transactions) --------------------------------------------
 
-    def last_stable_offset(self, topic: str, partition: int) -> int | None:
-        """The first offset of the oldest open transaction, or the high watermark."""
+    def last_stable_offset(self, topic: str, partition: int, *,
+                           fetch_offset: int | None = None) -> int | None:
+        """The first offset of the oldest open transaction, or the high watermark. With
+        ``fetch_offset`` (read_committed Fetch) it never blocks: while the partition's
+        transaction index is being built it answers ``fetch_offset``."""
         ...
 
     def aborted_transactions(self, topic: str, partition: int, start: int,

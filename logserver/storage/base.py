@@ -180,9 +180,14 @@ class PartitionedStorage:
             return ListedOffset(ErrorCode.NONE, -1, -1)
         return ListedOffset(ErrorCode.NONE, hit[0], hit[1])
 
-    def last_stable_offset(self, topic: str, partition: int) -> int | None:
+    def last_stable_offset(self, topic: str, partition: int, *,
+                           fetch_offset: int | None = None) -> int | None:
         found = self._partition(topic, partition)
-        return None if found is None else found[1].last_stable_offset
+        if found is None:
+            return None
+        if fetch_offset is None:
+            return found[1].last_stable_offset
+        return found[1].stable_offset_for_fetch(fetch_offset)
 
     def aborted_transactions(self, topic: str, partition: int, start: int,
                              end: int) -> list[tuple[int, int]]:
