@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 LEADER_EPOCH = 0
 ZSTD_MIN_PRODUCE_VERSION = 7
 ZSTD_MIN_FETCH_VERSION = 10
+# A partition up to this size gets its transaction index built on the spot; a larger one
+# on a worker thread, so the first read_committed fetch never stalls the event loop.
+SYNC_TXN_SCAN_BYTES = 16 << 20
 
 _VERDICT_ERRORS = {
     Verdict.OUT_OF_ORDER_SEQUENCE: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -58,6 +61,9 @@ class PartitionLog(Protocol):
 
     @property
     def log_end_offset(self) -> int: ...
+
+    @property
+    def size_bytes(self) -> int: ...
 
     def check_producer(self, header: BatchHeader) -> Decision: ...
 
@@ -178,6 +184,8 @@ class Partition:
         and a long poll is woken when the build is done)."""
         if self._txns is not None:
             return self._txns.last_stable_offset(self.high_watermark)
+        if self._txn_pending is None and self.log.size_bytes <= SYNC_TXN_SCAN_BYTES:
+            return self.last_stable_offset  # small: built now, a few milliseconds at most
         if self._txn_pending is None:
             try:
                 loop = asyncio.get_running_loop()

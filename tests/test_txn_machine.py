@@ -188,7 +188,10 @@ def _run(data_dir: Path, scenario) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("commit", [True, False])
-def test_prepared_transaction_is_completed_at_start_up(tmp_path, commit):
+def test_prepared_transaction_is_completed_at_start_up(tmp_path, commit, monkeypatch):
+    import logserver.partition
+
+    monkeypatch.setattr(logserver.partition, "SYNC_TXN_SCAN_BYTES", 0)  # take the thread path
     data_dir = tmp_path / "data"
     found: dict[str, object] = {}
 

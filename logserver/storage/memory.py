@@ -72,6 +72,10 @@ class MemoryLog:
     def log_end_offset(self) -> int:
         return self._end
 
+    @property
+    def size_bytes(self) -> int:
+        return sum(len(b) for b in self._batches)
+
     def check_producer(self, header: BatchHeader) -> Decision:
         return self.producer_state.check(header)
 

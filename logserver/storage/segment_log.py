@@ -63,6 +63,10 @@ class SegmentPartitionLog:
     def log_end_offset(self) -> int:
         return self._log.log_end_offset
 
+    @property
+    def size_bytes(self) -> int:
+        return self._log.size_bytes
+
     def read(self, offset: int, max_bytes: int, *, min_one: bool,
              upper_bound: int | None = None) -> Records | None:
         region = self._log.read(offset, max_bytes, upper_bound, min_one=min_one)
