@@ -227,3 +227,42 @@ def test_prepared_transaction_is_completed_at_start_up(tmp_path, commit, monkeyp
 
     _run(data_dir, prepare)
     _run(data_dir, restart)
+
+
+def test_compaction_never_lets_an_aborted_record_remove_a_committed_one(tmp_path):
+    from kafkaproto.records import decode_batch
+    from logserver.log.cleaner import compact
+    from logserver.log.log import Log
+
+    log = Log(tmp_path / "compacted-0")
+    try:
+        def append(batch: bytes | bytearray) -> None:
+            data = bytearray(batch)
+            log.append(data, parse_header(data))
+
+        def txn(value: bytes, sequence: int, commit: bool) -> None:
+            append(build_batch([(b"k", value, (), T0)], producer_id=5, producer_epoch=0,
+                               base_sequence=sequence, is_transactional=True))
+            append(build_batch([(b"other", b"x", (), T0)]))
+            append(build_marker(5, 0, commit=commit, coordinator_epoch=0, timestamp_ms=T0))
+
+        txn(b"committed", 0, True)
+        txn(b"aborted", 1, False)
+        log.roll()
+        append(build_batch([(b"other", b"y", (), T0)]))  # supersedes the plain "other"
+        compact(log, delete_retention_ms=0, now_ms=T0 + 1)
+        values = []
+        region = log.read(0, 1 << 20)
+        assert region is not None
+        with region:
+            blob = region.read()
+        pos = 0
+        while pos < len(blob):
+            header, records = decode_batch(blob, pos, verify_crc=False)
+            if not header.is_control:
+                values.extend(r.value for r in records)
+            pos += header.size
+        assert b"committed" in values  # not superseded by the aborted record of the same key
+        assert values.count(b"x") == 0  # the plain records were compacted as before
+    finally:
+        log.close()
