@@ -170,6 +170,8 @@ SETTINGS: dict[str, Setting] = {
                 "Largest transaction.timeout.ms a producer may ask for (else INVALID_TRANSACTION_TIMEOUT)."),
         Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", "10000", _int_in(1),
                 "How often transactions open longer than their timeout are looked for and aborted."),
+        Setting("transactional.id.expiration.ms", "604800000", _int_in(1, 2**31 - 1),
+                "A transactional id with no transaction open and no request this long is forgotten."),
         Setting("transaction.state.log.num.partitions", "1", _int_in(1, 1000),
                 "Partitions of the internal __transaction_state topic when it is created "
                 "(Kafka: 50, for spreading coordinators over brokers; one node gains nothing)."),

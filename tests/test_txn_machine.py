@@ -266,3 +266,13 @@ def test_compaction_never_lets_an_aborted_record_remove_a_committed_one(tmp_path
         assert values.count(b"x") == 0  # the plain records were compacted as before
     finally:
         log.close()
+
+
+def test_transactional_id_expiry_only_when_nothing_is_open():
+    m = machine()
+    meta = init(m, None)  # Empty, last update T0
+    assert not m.id_expired(meta, T0 + 1000, 1000)
+    assert m.id_expired(meta, T0 + 1001, 1000)
+    ongoing = m.add_partitions(meta, 7, 0, {TP}, T0).complete
+    assert ongoing is not None
+    assert not m.id_expired(ongoing, T0 + 10**9, 1000)  # the timeout aborts it first

@@ -100,3 +100,41 @@ def test_transaction_timeout_above_the_maximum_is_refused(conn):
     with pytest.raises(KafkaException) as info:
         producer.init_transactions(10)
     assert info.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT, info.value
+
+
+def test_idle_transactional_id_expires_and_stays_forgotten(server_factory):
+    import time
+
+    from kafkaproto.messages import DescribeTransactionsRequest
+
+    server = server_factory(settings={
+        "transactional.id.expiration.ms": 500,
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 100})
+
+    def described(client: BlockingClient) -> int:
+        r = client.call(ApiKey.DESCRIBE_TRANSACTIONS, 0,
+                        DescribeTransactionsRequest(transactional_ids=["tx"]))
+        return r.transaction_states[0].error_code
+
+    client = BlockingClient(server.port, "txn-expiry", timeout=10)
+    try:
+        assert client.call(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(
+            key="tx", key_type=1)).error_code == ErrorCode.NONE
+        assert _init(client)[0] == ErrorCode.NONE
+        assert described(client) == ErrorCode.NONE
+        deadline = time.monotonic() + 20
+        while described(client) != ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+            assert time.monotonic() < deadline, "the idle transactional id never expired"
+    finally:
+        client.close()
+    server.restart()  # the tombstone is replayed: still forgotten
+    client = BlockingClient(server.port, "txn-expiry", timeout=10)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            error = described(client)
+            if error != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+                break
+        assert error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    finally:
+        client.close()

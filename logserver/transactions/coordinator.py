@@ -45,6 +45,7 @@ class TransactionCoordinator:
         self.store = TxnStateStore(broker)
         self.machine = TxnMachine(broker.config["transaction.max.timeout.ms"])
         self._sweep_ms: int = broker.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+        self._id_expiration_ms: int = broker.config["transactional.id.expiration.ms"]
         self.transactions: dict[str, TxnMetadata] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self.loading = True
@@ -90,6 +91,9 @@ class TransactionCoordinator:
             if self.loading:
                 continue
             for txn_id, meta in list(self.transactions.items()):
+                if self.machine.id_expired(meta, _now_ms(), self._id_expiration_ms):
+                    await self._forget(txn_id)
+                    continue
                 if self.machine.expire(meta, _now_ms()) is None:
                     continue
                 async with self._lock(txn_id):
@@ -103,6 +107,20 @@ class TransactionCoordinator:
                         await self._apply(txn_id, step)
                     except Exception:
                         log.exception("aborting timed-out transaction %s failed", txn_id)
+
+    async def _forget(self, txn_id: str) -> None:
+        async with self._lock(txn_id):
+            meta = self.transactions.get(txn_id)
+            if meta is None or not self.machine.id_expired(meta, _now_ms(), self._id_expiration_ms):
+                return
+            try:
+                await self.store.delete(txn_id)
+            except StoreError as exc:
+                log.error("expiring transactional id %s: %s", txn_id, exc)
+                return
+            self.transactions.pop(txn_id, None)
+            log.info("transactional id %s expired (idle longer than %d ms)", txn_id,
+                     self._id_expiration_ms)
 
     # -- the glue -----------------------------------------------------------------------
 

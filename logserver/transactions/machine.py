@@ -206,6 +206,13 @@ class TxnMachine:
         return self._end(meta, False, epoch, now)
 
     @staticmethod
+    def id_expired(meta: TxnMetadata, now: int, expiration_ms: int) -> bool:
+        """transactional.id.expiration.ms: an id idle that long with nothing open is
+        forgotten (its producer must InitProducerId again)."""
+        return (meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+                and now - meta.last_update_ms > expiration_ms)
+
+    @staticmethod
     def recover(meta: TxnMetadata, now: int) -> Step | None:
         """After a restart, a transaction whose prepare record was written is finished
         the way it was decided: its markers (and offsets) again, then the complete record."""

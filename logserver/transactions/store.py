@@ -76,11 +76,18 @@ class TxnStateStore:
 
     async def write(self, meta: TxnMetadata) -> None:
         """Append ``meta``'s record and wait until it is durable; raises StoreError."""
+        await self._write(meta.transactional_id, encode_value(meta))
+
+    async def delete(self, transactional_id: str) -> None:
+        """Append a tombstone for the id (compaction then drops it)."""
+        await self._write(transactional_id, None)
+
+    async def _write(self, transactional_id: str, value: bytes | None) -> None:
         if not await self.ensure_topic():
             raise StoreError(f"{TXN_STATE_TOPIC} cannot be created")
         now = int(time.time() * 1000)
-        batch = bytearray(build_batch([(encode_key(meta.transactional_id), encode_value(meta), (), now)]))
-        partition = self.partition_for(meta.transactional_id)
+        batch = bytearray(build_batch([(encode_key(transactional_id), value, (), now)]))
+        partition = self.partition_for(transactional_id)
         result = self._storage.append(TXN_STATE_TOPIC, partition, memoryview(batch), _APPEND_API_VERSION)
         if result.error != ErrorCode.NONE:
             raise StoreError(f"append to {TXN_STATE_TOPIC}-{partition} failed: "
