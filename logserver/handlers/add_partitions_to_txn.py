@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from logserver.groups import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -22,7 +23,7 @@ async def handle(broker: Broker, header: RequestHeader,
     wanted = [(t.name, p) for t in request.topics for p in t.partitions]
     unknown = {(topic, p) for topic, p in wanted
                if not 0 <= p < (broker.storage.partition_count(topic) or 0)
-               or topic.startswith("__")}
+               or topic in INTERNAL_TOPICS}
     errors: dict[tuple[str, int], int]
     if unknown:
         errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown

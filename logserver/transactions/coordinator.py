@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode
 from logserver.groups.group import CommittedOffset
+from logserver.groups.store import INTERNAL_TOPICS, OFFSETS_TOPIC
 from logserver.transactions.machine import Markers, Step, TxnMachine
 from logserver.transactions.metadata import PendingOffset, TopicPartition, TxnMetadata, TxnState
 from logserver.transactions.store import TXN_STATE_TOPIC, StoreError, TxnStateStore
@@ -90,23 +91,43 @@ class TransactionCoordinator:
             await asyncio.sleep(self._sweep_ms / 1000)
             if self.loading:
                 continue
-            for txn_id, meta in list(self.transactions.items()):
-                if self.machine.id_expired(meta, _now_ms(), self._id_expiration_ms):
-                    await self._forget(txn_id)
-                    continue
-                if self.machine.expire(meta, _now_ms()) is None:
-                    continue
-                async with self._lock(txn_id):
-                    current = self.transactions.get(txn_id)
-                    step = None if current is None else self.machine.expire(current, _now_ms())
-                    if step is None:
-                        continue
-                    log.info("aborting transaction %s: open longer than %d ms", txn_id,
-                             current.timeout_ms if current else -1)
-                    try:
-                        await self._apply(txn_id, step)
-                    except Exception:
-                        log.exception("aborting timed-out transaction %s failed", txn_id)
+            try:
+                await self._sweep_once()
+            except Exception:  # a bug here must not stop future sweeps
+                log.exception("transaction sweep failed")
+
+    async def _sweep_once(self) -> None:
+        for txn_id, meta in list(self.transactions.items()):
+            now = _now_ms()
+            if meta.in_prepare:  # markers that failed to be written: try again
+                await self._retry_completion(txn_id)
+            elif self.machine.id_expired(meta, now, self._id_expiration_ms):
+                await self._forget(txn_id)
+            elif self.machine.expire(meta, now) is not None:
+                await self._abort_timed_out(txn_id)
+
+    async def _abort_timed_out(self, txn_id: str) -> None:
+        async with self._lock(txn_id):
+            current = self.transactions.get(txn_id)
+            step = None if current is None else self.machine.expire(current, _now_ms())
+            if current is None or step is None:
+                return
+            log.info("aborting transaction %s: open longer than %d ms", txn_id, current.timeout_ms)
+            try:
+                await self._apply(txn_id, step)
+            except Exception:
+                log.exception("aborting timed-out transaction %s failed", txn_id)
+
+    async def _retry_completion(self, txn_id: str) -> None:
+        async with self._lock(txn_id):
+            meta = self.transactions.get(txn_id)
+            step = None if meta is None else self.machine.recover(meta, _now_ms())
+            if step is None:
+                return
+            try:
+                await self._apply(txn_id, step)
+            except Exception:
+                log.exception("completing transaction %s failed; retrying", txn_id)
 
     async def _forget(self, txn_id: str) -> None:
         async with self._lock(txn_id):
@@ -151,7 +172,7 @@ class TransactionCoordinator:
         storage = self._broker.storage
         waits = []
         for topic, partition in sorted(markers.partitions):
-            if topic.startswith("__"):  # offsets partitions: their offsets go below
+            if topic in INTERNAL_TOPICS:  # offsets partitions: their offsets go below
                 continue
             result = storage.write_txn_marker(topic, partition, markers.producer_id,
                                               markers.producer_epoch, commit=markers.commit,
@@ -235,7 +256,7 @@ class TransactionCoordinator:
         error = self._status()
         if error is not None:
             return error
-        offsets_partition = ("__consumer_offsets", self._broker.groups.store.partition_for(group_id))
+        offsets_partition = (OFFSETS_TOPIC, self._broker.groups.store.partition_for(group_id))
         step = await self._run(txn_id, lambda meta: self.machine.add_partitions(
             meta, producer_id, producer_epoch, {offsets_partition}, _now_ms(), group=group_id))
         return step.error
