@@ -138,3 +138,42 @@ def test_idle_transactional_id_expires_and_stays_forgotten(server_factory):
         assert error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
     finally:
         client.close()
+
+
+def test_kip360_producer_recovers_after_its_transaction_timed_out(server_factory):
+    import time
+
+    from kafkaproto.messages import DescribeTransactionsRequest
+
+    server = server_factory(settings={
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 100})
+    client = BlockingClient(server.port, "txn-kip360", timeout=10)
+    try:
+        assert client.call(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(
+            key="tx", key_type=1)).error_code == ErrorCode.NONE
+        created = client.call(ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(
+            topics=[CreateTopicsRequest.CreatableTopic(name=TOPIC, num_partitions=1,
+                                                       replication_factor=1)], timeout_ms=5000))
+        assert created.topics[0].error_code == ErrorCode.NONE
+        error, pid, epoch = _init(client, timeout_ms=500)
+        assert error == ErrorCode.NONE
+        assert _add(client, pid, epoch, 0) == ErrorCode.NONE
+        assert _produce(client, pid, epoch, 0, 0) == ErrorCode.NONE
+        deadline = time.monotonic() + 20
+        while client.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
+                transactional_ids=["tx"])).transaction_states[0].transaction_state != "CompleteAbort":
+            assert time.monotonic() < deadline, "the transaction never timed out"
+        assert _end(client, pid, epoch, True) == ErrorCode.PRODUCER_FENCED  # its epoch was bumped
+        # KIP-360: presenting its id and (now previous) epoch, it gets the id back
+        r = client.call(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+            transactional_id="tx", transaction_timeout_ms=500, producer_id=pid, producer_epoch=epoch))
+        assert (r.error_code, r.producer_id, r.producer_epoch) == (ErrorCode.NONE, pid, epoch + 2)
+        # an epoch it never had is fenced
+        r = client.call(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+            transactional_id="tx", transaction_timeout_ms=500, producer_id=pid, producer_epoch=epoch))
+        assert r.error_code == ErrorCode.PRODUCER_FENCED
+        assert _add(client, pid, epoch + 2, 0) == ErrorCode.NONE
+        assert _produce(client, pid, epoch + 2, 0, 0) == ErrorCode.NONE
+        assert _end(client, pid, epoch + 2, True) == ErrorCode.NONE
+    finally:
+        client.close()
