@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode
@@ -196,10 +197,10 @@ class TransactionCoordinator:
             if failed:
                 raise StoreError(f"offsets of group {group} not stored: {failed}")
 
-    async def _run(self, txn_id: str, decide: object) -> Step:
+    async def _run(self, txn_id: str, decide: Callable[[TxnMetadata | None], Step]) -> Step:
         """Decide under the id's lock and carry the step out; errors become codes."""
         async with self._lock(txn_id):
-            step: Step = decide(self.transactions.get(txn_id))  # type: ignore[operator]
+            step = decide(self.transactions.get(txn_id))
             if step.error != ErrorCode.NONE:
                 return step
             try:

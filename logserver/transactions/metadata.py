@@ -37,20 +37,6 @@ STATE_NAMES: dict[TxnState, str] = {
     TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
 }
 
-# What a client may do next from each state (Kafka's TransactionState.validPreviousStates,
-# read the other way round).
-NEXT_STATES: dict[TxnState, frozenset[TxnState]] = {
-    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
-    TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT}),
-    TxnState.PREPARE_COMMIT: frozenset({TxnState.COMPLETE_COMMIT}),
-    TxnState.PREPARE_ABORT: frozenset({TxnState.COMPLETE_ABORT}),
-    TxnState.COMPLETE_COMMIT: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
-    TxnState.COMPLETE_ABORT: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
-    TxnState.DEAD: frozenset(),
-    TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.PREPARE_ABORT}),
-}
-
-
 @dataclass
 class TxnMetadata:
     transactional_id: str
