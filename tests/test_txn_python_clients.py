@@ -99,3 +99,41 @@ async def _read(server, topic: str, isolation: str, expected: int) -> list[bytes
     finally:
         await consumer.stop()
     return values
+
+
+def test_aiokafka_send_offsets_to_transaction(server, topic_name):
+    """aiokafka's TxnOffsetCommit v0 / AddOffsetsToTxn v0: offsets land only on commit."""
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+    from kafka import TopicPartition as KpTopicPartition
+
+    _create(server, topic_name)
+    group = f"g-{topic_name}"
+
+    def committed() -> int | None:
+        admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+        try:
+            found = admin.list_group_offsets({group: [KpTopicPartition(topic_name, 0)]})[group]
+        finally:
+            admin.close()
+        meta = found.get(KpTopicPartition(topic_name, 0))
+        return None if meta is None or meta.offset < 0 else meta.offset
+
+    async def main() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=server.bootstrap,
+                                    transactional_id=f"aio-{topic_name}", enable_idempotence=True)
+        await producer.start()
+        try:
+            await producer.begin_transaction()
+            await producer.send_and_wait(topic_name, b"out")
+            await producer.send_offsets_to_transaction({AioTopicPartition(topic_name, 0): 7}, group)
+            assert committed() is None
+            await producer.commit_transaction()
+            assert committed() == 7
+            await producer.begin_transaction()
+            await producer.send_offsets_to_transaction({AioTopicPartition(topic_name, 0): 9}, group)
+            await producer.abort_transaction()
+            assert committed() == 7
+        finally:
+            await producer.stop()
+
+    asyncio.run(main())
