@@ -4,7 +4,9 @@ after it commits."""
 
 from __future__ import annotations
 
+import pytest
 from kafka import TopicPartition
+from kafka import errors as Errors
 from kafka.admin import KafkaAdminClient
 from test_txn_confluent import _create, _producer
 
@@ -43,3 +45,36 @@ def test_describe_and_list_transactions_and_producers(server, topic_name):
         assert [p.current_transaction_start_offset for p in active] == [-1]
     finally:
         admin.close()
+
+
+def test_admin_abort_of_a_hanging_transaction(server, topic_name):
+    """kafka-python's abort_transaction (WriteTxnMarkers) ends a transaction its producer
+    left open in a partition: read_committed consumers move past it."""
+    from confluent_kafka import Producer
+    from kafka.admin import AbortTransactionSpec
+    from test_txn_confluent import _consume_all
+
+    _create(server, topic_name, partitions=1)
+    _producer(server, f"tx-{topic_name}")  # epoch 0; the next one gets epoch 1
+    producer = _producer(server, f"tx-{topic_name}", **{"transaction.timeout.ms": 600000})
+    producer.begin_transaction()
+    producer.produce(topic_name, value=b"hanging")
+    producer.flush(10)
+    plain = Producer({"bootstrap.servers": server.bootstrap})
+    plain.produce(topic_name, value=b"plain")
+    plain.flush(10)
+    assert _consume_all(server, topic_name, "read_committed", quiet_s=0.5) == []
+    tp = TopicPartition(topic_name, 0)
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+    try:
+        (state,) = admin.describe_producers([tp])[tp].active_producers
+        assert state.current_transaction_start_offset == 0
+        assert state.producer_epoch == 1
+        with pytest.raises(Errors.InvalidProducerEpochError):
+            admin.abort_transaction(AbortTransactionSpec(tp, state.producer_id, 0))
+        admin.abort_transaction(AbortTransactionSpec(tp, state.producer_id, state.producer_epoch))
+        (state,) = admin.describe_producers([tp])[tp].active_producers
+        assert state.current_transaction_start_offset == -1
+    finally:
+        admin.close()
+    assert _consume_all(server, topic_name, "read_committed", quiet_s=0.5) == [b"plain"]

@@ -96,6 +96,7 @@ from .transactions import (
     END_TXN,
     LIST_TRANSACTIONS,
     TXN_OFFSET_COMMIT,
+    WRITE_TXN_MARKERS,
     AddOffsetsToTxnRequest,
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnRequest,
@@ -110,6 +111,8 @@ from .transactions import (
     ListTransactionsResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 #: Every declared API, in key order.
@@ -145,6 +148,7 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
             DESCRIBE_PRODUCERS,
             DESCRIBE_TRANSACTIONS,
             LIST_TRANSACTIONS,
+            WRITE_TXN_MARKERS,
         ),
         key=lambda s: s.api_key,
     )
@@ -166,6 +170,8 @@ __all__ = [
     "ListTransactionsResponse",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
+    "WriteTxnMarkersRequest",
+    "WriteTxnMarkersResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "CreatePartitionsRequest",

@@ -33,6 +33,7 @@ DESCRIBE_TRANSACTIONS: ApiSpec
 END_TXN: ApiSpec
 LIST_TRANSACTIONS: ApiSpec
 TXN_OFFSET_COMMIT: ApiSpec
+WRITE_TXN_MARKERS: ApiSpec
 
 class ProduceRequest(Message):
     class PartitionProduceData(Struct):
@@ -641,6 +642,37 @@ class EndTxnResponse(Message):
     throttle_time_ms: int
     error_code: int
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ...) -> None: ...
+
+class WriteTxnMarkersRequest(Message):
+    class WritableTxnMarkerTopic(Struct):
+        name: str
+        partition_indexes: list[int]
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+    class WritableTxnMarker(Struct):
+        producer_id: int
+        producer_epoch: int
+        transaction_result: bool
+        topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic]
+        coordinator_epoch: int
+        def __init__(self, *, producer_id: int = ..., producer_epoch: int = ..., transaction_result: bool = ..., topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic] = ..., coordinator_epoch: int = ...) -> None: ...
+    markers: list[WriteTxnMarkersRequest.WritableTxnMarker]
+    def __init__(self, *, markers: list[WriteTxnMarkersRequest.WritableTxnMarker] = ...) -> None: ...
+
+class WriteTxnMarkersResponse(Message):
+    class WritableTxnMarkerPartitionResult(Struct):
+        partition_index: int
+        error_code: int
+        def __init__(self, *, partition_index: int = ..., error_code: int = ...) -> None: ...
+    class WritableTxnMarkerTopicResult(Struct):
+        name: str
+        partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult]
+        def __init__(self, *, name: str = ..., partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult] = ...) -> None: ...
+    class WritableTxnMarkerResult(Struct):
+        producer_id: int
+        topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult]
+        def __init__(self, *, producer_id: int = ..., topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult] = ...) -> None: ...
+    markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult]
+    def __init__(self, *, markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] = ...) -> None: ...
 
 class TxnOffsetCommitRequest(Message):
     class TxnOffsetCommitRequestPartition(Struct):

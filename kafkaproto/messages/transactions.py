@@ -224,3 +224,44 @@ LIST_TRANSACTIONS = api(
 
 ListTransactionsRequest = LIST_TRANSACTIONS.request
 ListTransactionsResponse = LIST_TRANSACTIONS.response
+
+# -- WriteTxnMarkers (27): what a partition leader is told to write (admin abort) ----------
+
+WRITE_TXN_MARKERS = api(
+    27,
+    "WriteTxnMarkers",
+    "0-1",
+    flexible="1+",
+    request=(
+        F(
+            "Markers", "[]WritableTxnMarker", "0+",
+            F("ProducerId", "int64", "0+"),
+            F("ProducerEpoch", "int16", "0+"),
+            F("TransactionResult", "bool", "0+"),
+            F(
+                "Topics", "[]WritableTxnMarkerTopic", "0+",
+                F("Name", "string", "0+"),
+                F("PartitionIndexes", "[]int32", "0+"),
+            ),
+            F("CoordinatorEpoch", "int32", "0+"),
+        ),
+    ),
+    response=(
+        F(
+            "Markers", "[]WritableTxnMarkerResult", "0+",
+            F("ProducerId", "int64", "0+"),
+            F(
+                "Topics", "[]WritableTxnMarkerTopicResult", "0+",
+                F("Name", "string", "0+"),
+                F(
+                    "Partitions", "[]WritableTxnMarkerPartitionResult", "0+",
+                    F("PartitionIndex", "int32", "0+"),
+                    F("ErrorCode", "int16", "0+"),
+                ),
+            ),
+        ),
+    ),
+)
+
+WriteTxnMarkersRequest = WRITE_TXN_MARKERS.request
+WriteTxnMarkersResponse = WRITE_TXN_MARKERS.response

@@ -38,6 +38,7 @@ from logserver.handlers import (
     produce,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 
 
@@ -76,6 +77,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ADD_OFFSETS_TO_TXN: Handler("AddOffsetsToTxn", 0, 3, add_offsets_to_txn.handle),
     ApiKey.END_TXN: Handler("EndTxn", 0, 3, end_txn.handle),
     ApiKey.TXN_OFFSET_COMMIT: Handler("TxnOffsetCommit", 0, 3, txn_offset_commit.handle),
+    ApiKey.WRITE_TXN_MARKERS: Handler("WriteTxnMarkers", 0, 1, write_txn_markers.handle),
     ApiKey.DESCRIBE_PRODUCERS: Handler("DescribeProducers", 0, 0, describe_producers.handle),
     ApiKey.DESCRIBE_TRANSACTIONS: Handler("DescribeTransactions", 0, 0, describe_transactions.handle),
     ApiKey.LIST_TRANSACTIONS: Handler("ListTransactions", 0, 1, list_transactions.handle),
