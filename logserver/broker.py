@@ -15,6 +15,7 @@ from logserver.security import authorizer_from_settings
 from logserver.security.credentials import CredentialStore
 from logserver.security.store import ACL_FILE, AclStore
 from logserver.storage.api import Storage
+from logserver.transactions import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class Broker:
         self.acl_store = None if self.authorizer is None else AclStore(
             self.authorizer, self.data_dir / ACL_FILE)
         self.scram = CredentialStore(self.data_dir)  # SASL users (logserver/security)
+        self.transactions = TransactionCoordinator(self)  # KIP-98 (logserver/transactions)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -54,8 +56,10 @@ class Broker:
     async def start(self) -> None:
         await self.storage.start()
         self.groups.start()
+        self.transactions.start()
 
     async def close(self) -> None:
+        await self.transactions.close()
         await self.groups.close()
         await self.storage.close()
 

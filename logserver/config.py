@@ -219,6 +219,18 @@ SETTINGS: dict[str, Setting] = {
                 "How often expired committed offsets are looked for."),
         Setting("offset.metadata.max.bytes", "4096", _int_in(0, 2**31 - 1),
                 "Longest metadata string of a committed offset (else OFFSET_METADATA_TOO_LARGE)."),
+        # -- transactions (logserver/transactions) ---------------------------------------
+        Setting("transaction.max.timeout.ms", "900000", _int_in(1, 2**31 - 1),
+                "Largest transaction.timeout.ms a producer may ask for (else INVALID_TRANSACTION_TIMEOUT)."),
+        Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", "10000", _int_in(1),
+                "How often transactions open longer than their timeout are looked for and aborted."),
+        Setting("transactional.id.expiration.ms", "604800000", _int_in(1, 2**31 - 1),
+                "A transactional id with no transaction open and no request this long is forgotten."),
+        Setting("transaction.state.log.num.partitions", "1", _int_in(1, 1000),
+                "Partitions of the internal __transaction_state topic when it is created "
+                "(Kafka: 50, for spreading coordinators over brokers; one node gains nothing)."),
+        Setting("transaction.state.log.segment.bytes", "104857600", _int_in(14, 2**31 - 1),
+                "Segment size of the internal __transaction_state topic."),
         # -- reliability: recovery, limits, retention (issue 4) ---------------------------
         Setting("log.recovery.allow.data.loss", "false", _parse_bool,
                 "Let start-up recovery truncate damage that is not a torn tail (a corrupt batch "

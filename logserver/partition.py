@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
+from collections.abc import Iterator
 from typing import Protocol
 
 from kafkaproto import ErrorCode, FileRegion
@@ -23,11 +25,14 @@ from kafkaproto.batch import (
     Compression,
     CorruptBatchError,
     InvalidRecordError,
+    parse_header,
     set_log_append_time,
 )
+from kafkaproto.control import build_marker
 from kafkaproto.validate import validate_batch
 from logserver.log.errors import OffsetOutOfRangeError
 from logserver.log.producer_state import Decision, Verdict
+from logserver.log.txn_index import PartitionTxns
 from logserver.storage.api import AppendResult, Records
 from logserver.topic_config import TopicConfig
 from logserver.validation_offload import ValidationOffload
@@ -37,6 +42,9 @@ log = logging.getLogger(__name__)
 LEADER_EPOCH = 0
 ZSTD_MIN_PRODUCE_VERSION = 7
 ZSTD_MIN_FETCH_VERSION = 10
+# A partition up to this size gets its transaction index built on the spot; a larger one
+# on a worker thread, so the first read_committed fetch never stalls the event loop.
+SYNC_TXN_SCAN_BYTES = 16 << 20
 
 _VERDICT_ERRORS = {
     Verdict.OUT_OF_ORDER_SEQUENCE: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -55,15 +63,27 @@ class PartitionLog(Protocol):
     @property
     def log_end_offset(self) -> int: ...
 
+    @property
+    def size_bytes(self) -> int: ...
+
     def check_producer(self, header: BatchHeader) -> Decision: ...
 
     def append(self, batch: memoryview, header: BatchHeader) -> int: ...
 
-    def read(self, offset: int, max_bytes: int, *, min_one: bool) -> Records | None:
+    def read(self, offset: int, max_bytes: int, *, min_one: bool,
+             upper_bound: int | None = None) -> Records | None:
         """Raises OffsetOutOfRangeError outside [log start, log end]."""
         ...
 
     def has_zstd(self, records: Records) -> bool: ...
+
+    def txn_batches(self) -> Iterator[tuple[BatchHeader, bool | None]]:
+        """(header, commit) of every transactional batch from the log start."""
+        ...
+
+    def active_producers(self) -> list[tuple[int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp) of the producers it tracks."""
+        ...
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None: ...
 
@@ -73,7 +93,7 @@ class PartitionLog(Protocol):
 class Partition:
     __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
                  "max_message_bytes", "_before_max_ms", "_after_max_ms", "_offload", "_tail",
-                 "_retired")
+                 "_retired", "_txns", "_txn_pending")
 
     def __init__(self, topic: str, index: int, log_: PartitionLog, config: TopicConfig,
                  *, offload: ValidationOffload | None = None) -> None:
@@ -92,6 +112,9 @@ class Partition:
         # The last append still waiting for its validation; later ones queue behind it.
         self._tail: asyncio.Task[AppendResult] | None = None
         self._retired = False
+        self._txns: PartitionTxns | None = None  # built on first use (txn_index.py)
+        # while a background build runs: transactional batches appended since it started
+        self._txn_pending: list[tuple[BatchHeader, int, bool | None]] | None = None
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -188,9 +211,6 @@ class Partition:
 
     def _append_valid(self, records: memoryview, header: BatchHeader,
                       produce_version: int) -> AppendResult:
-        if header.is_transactional:
-            return AppendResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                message="transactions are not supported")
         if header.compression == Compression.ZSTD and produce_version < ZSTD_MIN_PRODUCE_VERSION:
             return AppendResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                 message="zstd needs Produce v7 or later")
@@ -207,6 +227,8 @@ class Partition:
             append_time = int(time.time() * 1000)
             set_log_append_time(records, 0, append_time)
         base_offset = self.log.append(records, header)
+        if header.is_transactional:
+            self._txn_seen(header, base_offset, None)
         self.wake_waiters()
         return AppendResult(ErrorCode.NONE, base_offset, append_time, self.log.log_start_offset)
 
@@ -223,6 +245,90 @@ class Partition:
                     f"message.timestamp.before.max.ms is {self._before_max_ms}")
         return None
 
+    # -- transactions -------------------------------------------------------------------
+
+    def _txn_seen(self, header: BatchHeader, base_offset: int, commit: bool | None) -> None:
+        if self._txns is not None:
+            self._txns.on_batch(header, base_offset, commit)
+        elif self._txn_pending is not None:
+            self._txn_pending.append((header, base_offset, commit))
+        # else: not built yet; the build will read this batch from the log
+
+    @property
+    def txns(self) -> PartitionTxns:
+        """Open and aborted transactions, rebuilt from the log now if not built yet
+        (ListOffsets, admin calls and the coordinator: rare)."""
+        txns = self._txns
+        if txns is None:
+            txns = PartitionTxns()
+            txns.rebuild(self.log.txn_batches())
+            self._txns = txns
+            self._txn_pending = None  # a background build still running is superseded
+        return txns
+
+    def stable_offset_for_fetch(self, fetch_offset: int) -> int:
+        """The LSO for a read_committed fetch, never blocking the event loop: the first
+        fetch starts building the index on a worker thread, and until it is built the
+        answer is ``fetch_offset`` (nothing stable yet: the client simply fetches again,
+        and a long poll is woken when the build is done)."""
+        if self._txns is not None:
+            return self._txns.last_stable_offset(self.high_watermark)
+        if self._txn_pending is None and self.log.size_bytes <= SYNC_TXN_SCAN_BYTES:
+            return self.last_stable_offset  # small: built now, a few milliseconds at most
+        if self._txn_pending is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return self.last_stable_offset
+            self._txn_pending = []
+            end = self.log.log_end_offset
+            future = loop.run_in_executor(None, self._scan_txns, end)
+            future.add_done_callback(self._txns_built)
+        return min(max(fetch_offset, self.log_start_offset), self.high_watermark)
+
+    def _scan_txns(self, end: int) -> PartitionTxns:
+        txns = PartitionTxns()
+        txns.rebuild(itertools.takewhile(lambda found: found[0].base_offset < end,
+                                         self.log.txn_batches()))
+        return txns
+
+    def _txns_built(self, future: asyncio.Future[PartitionTxns]) -> None:
+        pending, self._txn_pending = self._txn_pending, None
+        if self._txns is not None or pending is None:
+            return  # superseded by a synchronous build
+        try:
+            txns = future.result()
+        except Exception:  # retried by the next fetch
+            log.exception("%s: building the transaction index failed", self)
+            return
+        for header, base_offset, commit in pending:
+            txns.on_batch(header, base_offset, commit)
+        self._txns = txns
+        self.wake_waiters()
+
+    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
+        """DescribeProducers: (id, epoch, last sequence, last timestamp, first offset of
+        its open transaction or -1)."""
+        ongoing = self.txns.ongoing
+        return [(pid, epoch, seq, ts, ongoing.get(pid, -1))
+                for pid, epoch, seq, ts in self.log.active_producers()]
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.txns.last_stable_offset(self.high_watermark)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
+                      coordinator_epoch: int) -> AppendResult:
+        """Write a commit or abort marker for a producer's transaction (coordinator only)."""
+        now = int(time.time() * 1000)
+        batch = build_marker(producer_id, producer_epoch, commit=commit,
+                             coordinator_epoch=coordinator_epoch, timestamp_ms=now)
+        header = parse_header(batch)
+        base_offset = self.log.append(memoryview(batch), header)
+        self._txn_seen(header, base_offset, commit)
+        self.wake_waiters()
+        return AppendResult(ErrorCode.NONE, base_offset, -1, self.log.log_start_offset)
+
     def _refuse(self, decision: Decision) -> AppendResult:
         if decision.verdict == Verdict.DUPLICATE:
             # A retry of a batch already in the log: acknowledge it where it already is.
@@ -235,9 +341,9 @@ class Partition:
     # -- fetch --------------------------------------------------------------------------
 
     def fetch(self, offset: int, max_bytes: int, *, min_one: bool,
-              api_version: int) -> tuple[int, Records]:
+              api_version: int, upper_bound: int | None = None) -> tuple[int, Records]:
         try:
-            records = self.log.read(offset, max_bytes, min_one=min_one)
+            records = self.log.read(offset, max_bytes, min_one=min_one, upper_bound=upper_bound)
         except OffsetOutOfRangeError:
             return ErrorCode.OFFSET_OUT_OF_RANGE, b""
         if records is None:

@@ -165,10 +165,9 @@ def test_find_coordinator_batched_keys(srv, conn):
         assert (c.error_code, c.node_id, c.port) == (ErrorCode.NONE, 1, srv.port)
 
 
-def test_find_transaction_coordinator_is_refused(conn):
+def test_find_transaction_coordinator_is_this_node(conn):
     response = conn.call(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="tx", key_type=1))
-    assert response.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    assert response.node_id == -1
+    assert (response.error_code, response.node_id) == (ErrorCode.NONE, 1)
 
 
 def test_offsets_topic_is_internal_and_read_only(conn):
@@ -176,7 +175,8 @@ def test_offsets_topic_is_internal_and_read_only(conn):
     response = conn.call(ApiKey.METADATA, 9, MetadataRequest(topics=None))
     internal = {t.name: t.is_internal for t in response.topics}
     assert internal["__consumer_offsets"] is True
-    assert not any(v for k, v in internal.items() if k != "__consumer_offsets")
+    assert not any(v for k, v in internal.items()
+                   if k not in ("__consumer_offsets", "__transaction_state"))
     batch = bytearray(build_batch([(b"k", b"v", (), int(time.time() * 1000))]))
     produced = conn.call(ApiKey.PRODUCE, 7, ProduceRequest(
         transactional_id=None, acks=1, timeout_ms=5000, topic_data=[

@@ -78,6 +78,8 @@ def test_declared_ranges() -> None:
         29: (0, 3), 30: (0, 3), 31: (0, 3),
         21: (0, 2), 33: (0, 2), 35: (0, 4), 44: (0, 1),
         17: (0, 1), 36: (0, 2), 50: (0, 0), 51: (0, 0),
+        24: (0, 3), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 3), 61: (0, 0), 65: (0, 0),
+        66: (0, 1),  # transactions
     }  # fmt: skip
     assert set(API_SPECS) == set(expected)
     for key, (lo, hi) in expected.items():

@@ -159,8 +159,12 @@ def test_api_versions_advertised_ranges(module_server):
               14: (0, 5), 15: (0, 5), 16: (0, 4)}
     for key, rng in groups.items():
         assert keys.get(key) == rng, f"api {key}: advertised {keys.get(key)}, want {rng}"
-    # never transactions, KIP-848 groups, telemetry, share groups
-    for key in (24, 25, 26, 27, 28, 68, 71, 72, 76, 77, 78, 79):
+    # transactions (KIP-98) over the versions implemented
+    for key, rng in {24: (0, 3), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 3), 61: (0, 0),
+                     65: (0, 0), 66: (0, 1)}.items():
+        assert keys.get(key) == rng, f"api {key}: advertised {keys.get(key)}, want {rng}"
+    # never KIP-848 groups (not yet), telemetry, share groups
+    for key in (68, 71, 72, 76, 77, 78, 79):
         assert key not in keys, f"api {key} advertised but not implemented"
 
 

@@ -37,6 +37,14 @@ ALTER_USER_SCRAM_CREDENTIALS: ApiSpec
 DESCRIBE_USER_SCRAM_CREDENTIALS: ApiSpec
 SASL_AUTHENTICATE: ApiSpec
 SASL_HANDSHAKE: ApiSpec
+ADD_OFFSETS_TO_TXN: ApiSpec
+ADD_PARTITIONS_TO_TXN: ApiSpec
+DESCRIBE_PRODUCERS: ApiSpec
+DESCRIBE_TRANSACTIONS: ApiSpec
+END_TXN: ApiSpec
+LIST_TRANSACTIONS: ApiSpec
+TXN_OFFSET_COMMIT: ApiSpec
+WRITE_TXN_MARKERS: ApiSpec
 
 class ProduceRequest(Message):
     class PartitionProduceData(Struct):
@@ -649,6 +657,119 @@ class OffsetForLeaderEpochResponse(Message):
     topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult]
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = ...) -> None: ...
 
+class AddPartitionsToTxnRequest(Message):
+    class AddPartitionsToTxnTopic(Struct):
+        name: str
+        partitions: list[int]
+        def __init__(self, *, name: str = ..., partitions: list[int] = ...) -> None: ...
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]
+    def __init__(self, *, transactional_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = ...) -> None: ...
+
+class AddPartitionsToTxnResponse(Message):
+    class AddPartitionsToTxnPartitionResult(Struct):
+        partition_index: int
+        partition_error_code: int
+        def __init__(self, *, partition_index: int = ..., partition_error_code: int = ...) -> None: ...
+    class AddPartitionsToTxnTopicResult(Struct):
+        name: str
+        results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]
+        def __init__(self, *, name: str = ..., results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult] = ...) -> None: ...
+    throttle_time_ms: int
+    results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]
+    def __init__(self, *, throttle_time_ms: int = ..., results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = ...) -> None: ...
+
+class AddOffsetsToTxnRequest(Message):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+    def __init__(self, *, transactional_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., group_id: str = ...) -> None: ...
+
+class AddOffsetsToTxnResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ...) -> None: ...
+
+class EndTxnRequest(Message):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    def __init__(self, *, transactional_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., committed: bool = ...) -> None: ...
+
+class EndTxnResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ...) -> None: ...
+
+class WriteTxnMarkersRequest(Message):
+    class WritableTxnMarkerTopic(Struct):
+        name: str
+        partition_indexes: list[int]
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+    class WritableTxnMarker(Struct):
+        producer_id: int
+        producer_epoch: int
+        transaction_result: bool
+        topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic]
+        coordinator_epoch: int
+        def __init__(self, *, producer_id: int = ..., producer_epoch: int = ..., transaction_result: bool = ..., topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic] = ..., coordinator_epoch: int = ...) -> None: ...
+    markers: list[WriteTxnMarkersRequest.WritableTxnMarker]
+    def __init__(self, *, markers: list[WriteTxnMarkersRequest.WritableTxnMarker] = ...) -> None: ...
+
+class WriteTxnMarkersResponse(Message):
+    class WritableTxnMarkerPartitionResult(Struct):
+        partition_index: int
+        error_code: int
+        def __init__(self, *, partition_index: int = ..., error_code: int = ...) -> None: ...
+    class WritableTxnMarkerTopicResult(Struct):
+        name: str
+        partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult]
+        def __init__(self, *, name: str = ..., partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult] = ...) -> None: ...
+    class WritableTxnMarkerResult(Struct):
+        producer_id: int
+        topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult]
+        def __init__(self, *, producer_id: int = ..., topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult] = ...) -> None: ...
+    markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult]
+    def __init__(self, *, markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] = ...) -> None: ...
+
+class TxnOffsetCommitRequest(Message):
+    class TxnOffsetCommitRequestPartition(Struct):
+        partition_index: int
+        committed_offset: int
+        committed_leader_epoch: int
+        committed_metadata: str | None
+        def __init__(self, *, partition_index: int = ..., committed_offset: int = ..., committed_leader_epoch: int = ..., committed_metadata: str | None = ...) -> None: ...
+    class TxnOffsetCommitRequestTopic(Struct):
+        name: str
+        partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]
+        def __init__(self, *, name: str = ..., partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = ...) -> None: ...
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic]
+    def __init__(self, *, transactional_id: str = ..., group_id: str = ..., producer_id: int = ..., producer_epoch: int = ..., generation_id: int = ..., member_id: str = ..., group_instance_id: str | None = ..., topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = ...) -> None: ...
+
+class TxnOffsetCommitResponse(Message):
+    class TxnOffsetCommitResponsePartition(Struct):
+        partition_index: int
+        error_code: int
+        def __init__(self, *, partition_index: int = ..., error_code: int = ...) -> None: ...
+    class TxnOffsetCommitResponseTopic(Struct):
+        name: str
+        partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]
+        def __init__(self, *, name: str = ..., partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = ...) -> None: ...
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic]
+    def __init__(self, *, throttle_time_ms: int = ..., topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] = ...) -> None: ...
+
 class DescribeAclsRequest(Message):
     resource_type_filter: int
     resource_name_filter: str | None
@@ -978,3 +1099,75 @@ class AlterUserScramCredentialsResponse(Message):
     throttle_time_ms: int
     results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult]
     def __init__(self, *, throttle_time_ms: int = ..., results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = ...) -> None: ...
+
+class DescribeProducersRequest(Message):
+    class TopicRequest(Struct):
+        name: str
+        partition_indexes: list[int]
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+    topics: list[DescribeProducersRequest.TopicRequest]
+    def __init__(self, *, topics: list[DescribeProducersRequest.TopicRequest] = ...) -> None: ...
+
+class DescribeProducersResponse(Message):
+    class ProducerState(Struct):
+        producer_id: int
+        producer_epoch: int
+        last_sequence: int
+        last_timestamp: int
+        coordinator_epoch: int
+        current_txn_start_offset: int
+        def __init__(self, *, producer_id: int = ..., producer_epoch: int = ..., last_sequence: int = ..., last_timestamp: int = ..., coordinator_epoch: int = ..., current_txn_start_offset: int = ...) -> None: ...
+    class PartitionResponse(Struct):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        active_producers: list[DescribeProducersResponse.ProducerState]
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., active_producers: list[DescribeProducersResponse.ProducerState] = ...) -> None: ...
+    class TopicResponse(Struct):
+        name: str
+        partitions: list[DescribeProducersResponse.PartitionResponse]
+        def __init__(self, *, name: str = ..., partitions: list[DescribeProducersResponse.PartitionResponse] = ...) -> None: ...
+    throttle_time_ms: int
+    topics: list[DescribeProducersResponse.TopicResponse]
+    def __init__(self, *, throttle_time_ms: int = ..., topics: list[DescribeProducersResponse.TopicResponse] = ...) -> None: ...
+
+class DescribeTransactionsRequest(Message):
+    transactional_ids: list[str]
+    def __init__(self, *, transactional_ids: list[str] = ...) -> None: ...
+
+class DescribeTransactionsResponse(Message):
+    class TopicData(Struct):
+        topic: str
+        partitions: list[int]
+        def __init__(self, *, topic: str = ..., partitions: list[int] = ...) -> None: ...
+    class TransactionState(Struct):
+        error_code: int
+        transactional_id: str
+        transaction_state: str
+        transaction_timeout_ms: int
+        transaction_start_time_ms: int
+        producer_id: int
+        producer_epoch: int
+        topics: list[DescribeTransactionsResponse.TopicData]
+        def __init__(self, *, error_code: int = ..., transactional_id: str = ..., transaction_state: str = ..., transaction_timeout_ms: int = ..., transaction_start_time_ms: int = ..., producer_id: int = ..., producer_epoch: int = ..., topics: list[DescribeTransactionsResponse.TopicData] = ...) -> None: ...
+    throttle_time_ms: int
+    transaction_states: list[DescribeTransactionsResponse.TransactionState]
+    def __init__(self, *, throttle_time_ms: int = ..., transaction_states: list[DescribeTransactionsResponse.TransactionState] = ...) -> None: ...
+
+class ListTransactionsRequest(Message):
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+    def __init__(self, *, state_filters: list[str] = ..., producer_id_filters: list[int] = ..., duration_filter: int = ...) -> None: ...
+
+class ListTransactionsResponse(Message):
+    class TransactionState(Struct):
+        transactional_id: str
+        producer_id: int
+        transaction_state: str
+        def __init__(self, *, transactional_id: str = ..., producer_id: int = ..., transaction_state: str = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[ListTransactionsResponse.TransactionState]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., unknown_state_filters: list[str] = ..., transaction_states: list[ListTransactionsResponse.TransactionState] = ...) -> None: ...

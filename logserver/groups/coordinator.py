@@ -69,7 +69,6 @@ __all__ = ["MAX_GROUP_ID_LENGTH", "GroupCoordinator"]
 log = logging.getLogger(__name__)
 
 GROUP_KEY_TYPE = 0
-TRANSACTION_KEY_TYPE = 1
 OFFSET_EXPIRY_TIMER = TimerKey(TimerKind.OFFSET_EXPIRY)
 
 TopicPartition = tuple[str, int]
@@ -213,9 +212,6 @@ class GroupCoordinator:
     async def find_coordinator(self, key_type: int) -> tuple[int, str | None]:
         """(error, message) for one key; NONE means "this node". The first lookup waits
         for ``__consumer_offsets`` to be created (on the storage worker)."""
-        if key_type == TRANSACTION_KEY_TYPE:
-            return (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                    "transactions are not supported by this server")
         if key_type != GROUP_KEY_TYPE:
             return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
         if not self.active:
@@ -303,6 +299,36 @@ class GroupCoordinator:
             self._execute(decisions)
         if error is not None or group is None:
             return self._answered(dict.fromkeys(offsets, error))
+        request, future = self._park()
+        self._execute(self.offsets.commit(self.now_ms(), request, group, offsets))
+        return future
+
+    def check_txn_offset_commit(self, *, group_id: str, member_id: str,
+                                group_instance_id: str | None, generation_id: int) -> int:
+        """TxnOffsetCommit's group checks (the same as OffsetCommit's); nothing is stored:
+        the offsets wait in the transaction coordinator until the transaction commits."""
+        error = self._status(group_id, allow_empty=True)
+        if error is not None:
+            return error
+        error, _, decisions = self.membership.accept_commit(
+            self.now_ms(), group_id=group_id, member_id=member_id,
+            group_instance_id=group_instance_id, generation_id=generation_id)
+        self._execute(decisions)
+        return ErrorCode.NONE if error is None else error
+
+    def commit_txn_offsets(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset]
+                           ) -> asyncio.Future[dict[TopicPartition, int]]:
+        """Make a committed transaction's offsets visible (Kafka completes them with the
+        commit marker, whatever the group's membership has become since)."""
+        error = self._status(group_id, allow_empty=True)
+        group = self.groups.get(group_id)
+        if error is None and group is None:
+            error, group, decisions = self.membership.accept_commit(
+                self.now_ms(), group_id=group_id, member_id="", group_instance_id=None,
+                generation_id=-1)
+            self._execute(decisions)
+        if error is not None or group is None:
+            return self._answered(dict.fromkeys(offsets, error or ErrorCode.COORDINATOR_NOT_AVAILABLE))
         request, future = self._park()
         self._execute(self.offsets.commit(self.now_ms(), request, group, offsets))
         return future

@@ -34,7 +34,7 @@ from logserver.storage.api import AppendResult, Storage, TopicExistsError
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})  # (logserver/transactions)
 # Any Produce version >= 7 accepts every codec; our batches are uncompressed anyway.
 _APPEND_API_VERSION = 9
 _READ_CHUNK = 1 << 20

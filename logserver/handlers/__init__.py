@@ -11,6 +11,8 @@ from typing import Any
 
 from kafkaproto import ApiKey
 from logserver.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
@@ -25,7 +27,10 @@ from logserver.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
+    describe_transactions,
     describe_user_scram_credentials,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -34,6 +39,7 @@ from logserver.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -42,6 +48,8 @@ from logserver.handlers import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 
 
@@ -93,4 +101,13 @@ HANDLERS: dict[int, Handler] = {
         "DescribeUserScramCredentials", 0, 0, describe_user_scram_credentials.handle),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Handler(
         "AlterUserScramCredentials", 0, 0, alter_user_scram_credentials.handle),
+    # -- transactions (logserver/transactions) --
+    ApiKey.ADD_PARTITIONS_TO_TXN: Handler("AddPartitionsToTxn", 0, 3, add_partitions_to_txn.handle),
+    ApiKey.ADD_OFFSETS_TO_TXN: Handler("AddOffsetsToTxn", 0, 3, add_offsets_to_txn.handle),
+    ApiKey.END_TXN: Handler("EndTxn", 0, 3, end_txn.handle),
+    ApiKey.TXN_OFFSET_COMMIT: Handler("TxnOffsetCommit", 0, 3, txn_offset_commit.handle),
+    ApiKey.WRITE_TXN_MARKERS: Handler("WriteTxnMarkers", 0, 1, write_txn_markers.handle),
+    ApiKey.DESCRIBE_PRODUCERS: Handler("DescribeProducers", 0, 0, describe_producers.handle),
+    ApiKey.DESCRIBE_TRANSACTIONS: Handler("DescribeTransactions", 0, 0, describe_transactions.handle),
+    ApiKey.LIST_TRANSACTIONS: Handler("ListTransactions", 0, 1, list_transactions.handle),
 }

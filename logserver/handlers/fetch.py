@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 PartitionData = FetchResponse.PartitionData
 TOPIC_ID_VERSION = 13  # Fetch names topics by id from here on (KIP-516)
+AbortedTransaction = FetchResponse.AbortedTransaction
+READ_COMMITTED = 1
 
 
 def handle(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
@@ -41,7 +43,8 @@ def handle(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
     names = {_topic_name(storage, topic, version) for topic, _ in wanted}
     refused = {name for name in names
                if name is not None and not checks.allowed(broker, checks.FETCH, name)}
-    response, size, partitions = _build(storage, wanted, max_bytes, version, refused)
+    committed = request.isolation_level == READ_COMMITTED
+    response, size, partitions = _build(storage, wanted, max_bytes, version, refused, committed)
     if size >= request.min_bytes or request.max_wait_ms <= 0 or not partitions:
         return response
     return _long_poll(storage, request, wanted, max_bytes, version, partitions, refused)
@@ -54,7 +57,8 @@ async def _long_poll(storage: Storage, request: FetchRequest, wanted: Wanted, ma
     deadline = loop.time() + request.max_wait_ms / 1000
     while True:
         await storage.wait_for_append(partitions, deadline - loop.time())
-        response, size, partitions = _build(storage, wanted, max_bytes, version, refused)
+        response, size, partitions = _build(storage, wanted, max_bytes, version, refused,
+                                            request.isolation_level == READ_COMMITTED)
         if size >= request.min_bytes or loop.time() >= deadline or not partitions:
             return response
         _release_records(response)  # not enough yet: its slices must not pin segments
@@ -81,9 +85,11 @@ def _topic_name(storage: Storage, topic: FetchRequest.FetchTopic, version: int) 
 
 
 def _build(storage: Storage, wanted_topics: Wanted, budget: int, version: int,
-           refused: set[str]) -> tuple[FetchResponse, int, list[tuple[str, int]]]:
+           refused: set[str], read_committed: bool,
+           ) -> tuple[FetchResponse, int, list[tuple[str, int]]]:
     """The response as of now, its record bytes, and the partitions worth waiting on;
-    topics in ``refused`` (no READ) get TOPIC_AUTHORIZATION_FAILED and are not read."""
+    topics in ``refused`` (no READ) get TOPIC_AUTHORIZATION_FAILED and are not read;
+    ``read_committed`` stops at the last stable offset (KIP-98)."""
     total = 0
     waitable: list[tuple[str, int]] = []
     topics = []
@@ -101,8 +107,11 @@ def _build(storage: Storage, wanted_topics: Wanted, budget: int, version: int,
             # the limits (so an oversized batch never stalls); every later partition
             # gets whole batches within what is left of max_bytes, or nothing.
             limit = max(0, min(wanted.partition_max_bytes, budget - total))
+            stable = (storage.last_stable_offset(name, wanted.partition,
+                                                 fetch_offset=wanted.fetch_offset)
+                      if read_committed else None)
             read = storage.read(name, wanted.partition, wanted.fetch_offset, limit,
-                                min_one=total == 0, fetch_version=version)
+                                min_one=total == 0, fetch_version=version, upper_bound=stable)
             if read.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 results.append(_failed(wanted.partition, read.error))
                 continue
@@ -111,8 +120,10 @@ def _build(storage: Storage, wanted_topics: Wanted, budget: int, version: int,
             total += read.size
             results.append(PartitionData(
                 partition_index=wanted.partition, error_code=read.error,
-                high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
-                log_start_offset=read.log_start_offset, aborted_transactions=[],
+                high_watermark=read.high_watermark,
+                last_stable_offset=read.high_watermark if stable is None else stable,
+                log_start_offset=read.log_start_offset,
+                aborted_transactions=_aborted(storage, name, wanted, stable, read.size),
                 preferred_read_replica=-1, records=read.records))
         topics.append(FetchResponse.FetchableTopicResponse(topic=name, topic_id=topic.topic_id,
                                                            partitions=results))
@@ -124,3 +135,12 @@ def _failed(partition: int, error: int) -> FetchResponse.PartitionData:
     return PartitionData(partition_index=partition, error_code=error, high_watermark=-1,
                          last_stable_offset=-1, log_start_offset=-1, aborted_transactions=[],
                          records=b"")
+
+
+def _aborted(storage: Storage, topic: str, wanted: FetchRequest.FetchPartition,
+             stable: int | None, size: int) -> list[FetchResponse.AbortedTransaction]:
+    """read_committed: the aborted transactions in the range read (KIP-98)."""
+    if stable is None or size == 0:
+        return []
+    return [AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in
+            storage.aborted_transactions(topic, wanted.partition, wanted.fetch_offset, stable)]

@@ -1,4 +1,5 @@
-"""InitProducerId: ids for idempotent producers; no transactions.
+"""InitProducerId: ids for idempotent producers, and for transactional ones through the
+transaction coordinator (logserver/transactions).
 
 A producer that presents its id and epoch (v3+, KIP-360) keeps its id with the epoch
 bumped, which resets its sequences; everyone else gets a fresh id at epoch 0.
@@ -22,9 +23,11 @@ MAX_EPOCH = 32767
 def handle(broker: Broker, header: RequestHeader, request: InitProducerIdRequest) -> (
         InitProducerIdResponse | Awaitable[InitProducerIdResponse]):
     if request.transactional_id is not None:
-        return InitProducerIdResponse(
-            throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id=-1, producer_epoch=-1)
+        if not checks.allowed(broker, checks.TRANSACTIONAL_ID_WRITE, request.transactional_id):
+            return InitProducerIdResponse(
+                throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                producer_id=-1, producer_epoch=-1)
+        return _transactional(broker, header.api_version, request)
     # Kafka since KIP-679: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
     if not (checks.allowed(broker, checks.INIT_PRODUCER_ID)
             or checks.allowed_any(broker, checks.PRODUCE)):
@@ -42,3 +45,14 @@ async def _new_producer(broker: Broker) -> InitProducerIdResponse:
     producer_id = await broker.storage.allocate_producer_id()  # may reserve a block on disk
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                   producer_id=producer_id, producer_epoch=0)
+
+
+async def _transactional(broker: Broker, version: int,
+                         request: InitProducerIdRequest) -> InitProducerIdResponse:
+    producer_id, epoch = (request.producer_id, request.producer_epoch) if version >= 3 else (-1, -1)
+    error, producer_id, epoch = await broker.transactions.init_producer_id(
+        request.transactional_id or "", request.transaction_timeout_ms, producer_id, epoch)
+    if error == ErrorCode.PRODUCER_FENCED and version < 4:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH  # as Kafka answers clients before KIP-588
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=error,
+                                  producer_id=producer_id, producer_epoch=epoch)

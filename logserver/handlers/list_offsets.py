@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["EARLIEST", "LATEST", "MAX_TIMESTAMP", "handle"]
 
 MAX_TIMESTAMP_MIN_VERSION = 7
+READ_COMMITTED = 1  # isolation_level (v2+; 0 before)
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
@@ -34,6 +35,10 @@ def handle(broker: Broker, header: RequestHeader, request: ListOffsetsRequest) -
             if timestamp == MAX_TIMESTAMP and header.api_version < MAX_TIMESTAMP_MIN_VERSION:
                 timestamp = -4  # not a special value before v7: refused like any negative
             listed = storage.list_offset(topic.name, wanted.partition_index, timestamp)
+            if (timestamp == LATEST and listed.error == ErrorCode.NONE
+                    and request.isolation_level == READ_COMMITTED):
+                stable = storage.last_stable_offset(topic.name, wanted.partition_index)
+                listed = listed._replace(offset=listed.offset if stable is None else stable)
             if listed.error != ErrorCode.NONE:
                 results.append(PartitionResponse(
                     partition_index=wanted.partition_index, error_code=listed.error,

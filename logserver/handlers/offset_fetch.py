@@ -36,6 +36,7 @@ def handle(broker: Broker, header: RequestHeader, request: OffsetFetchRequest) -
             partitions = (None if group.topics is None else
                           [(t.name, p) for t in group.topics for p in t.partition_indexes])
             error, rows = _fetch(broker, group.group_id, partitions, request.require_stable)
+            rows = _unstable(broker, group.group_id, rows, request.require_stable)
             groups.append(Group(group_id=group.group_id, error_code=error, topics=[
                 GroupTopic(name=name, partitions=[
                     GroupPartition(partition_index=p, committed_offset=o,
@@ -47,6 +48,7 @@ def handle(broker: Broker, header: RequestHeader, request: OffsetFetchRequest) -
                   [(t.name, p) for t in request.topics for p in t.partition_indexes])
     require_stable = request.require_stable if version >= 7 else False
     error, rows = _fetch(broker, request.group_id, partitions, require_stable)
+    rows = _unstable(broker, request.group_id, rows, require_stable)
     if error != ErrorCode.NONE and version < 2:
         rows = [(t, p, -1, -1, "", error) for t, p in partitions or []]
     return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[
@@ -85,3 +87,15 @@ def _by_topic(rows: list[Row]) -> list[tuple[str, list[Row]]]:
     for row in rows:
         grouped.setdefault(row[0], []).append(row)
     return list(grouped.items())
+
+
+def _unstable(broker: Broker, group_id: str, rows: list[Row], require_stable: bool) -> list[Row]:
+    """KIP-447: with require_stable, a partition whose offset an open transaction is
+    about to commit answers UNSTABLE_OFFSET_COMMIT (retriable) instead of the old offset."""
+    if not require_stable:
+        return rows
+    pending = broker.transactions.pending_offset_partitions(group_id)
+    if not pending:
+        return rows
+    return [(t, p, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT) if (t, p) in pending
+            else (t, p, o, e, m, err) for t, p, o, e, m, err in rows]

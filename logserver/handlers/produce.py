@@ -15,6 +15,7 @@ from kafkaproto.messages import ProduceRequest, ProduceResponse
 from logserver.groups import INTERNAL_TOPICS
 from logserver.security import checks
 from logserver.storage.api import AppendResult
+from logserver.transactions.produce_check import transactional_produce_error
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -25,12 +26,7 @@ PartitionResponse = ProduceResponse.PartitionProduceResponse
 def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
         ProduceResponse | Awaitable[ProduceResponse] | None):
     acks = request.acks
-    if request.transactional_id is not None:
-        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # no transactions here
-    elif acks not in (-1, 0, 1):
-        error = ErrorCode.INVALID_REQUIRED_ACKS
-    else:
-        error = ErrorCode.NONE
+    error = ErrorCode.INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else ErrorCode.NONE
     waits: list[Awaitable[None]] = []
     deferred: list[tuple[PartitionResponse, Awaitable[AppendResult]]] = []
     topics = []
@@ -48,6 +44,11 @@ def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
                 continue
             # The decoder hands records over as a writable view of the request frame.
             records = cast("memoryview | None", data.records)
+            txn_error = transactional_produce_error(broker, request.transactional_id,
+                                                    topic.name, data.index, records)
+            if txn_error:
+                partitions.append(PartitionResponse(index=data.index, error_code=txn_error, base_offset=-1))
+                continue
             result = broker.storage.append(topic.name, data.index, records, header.api_version)
             partition = _partition_response(data.index, result)
             partitions.append(partition)

@@ -47,6 +47,7 @@ from kafkaproto.batch import (
     MAGIC_V2,
     MIN_LENGTH,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     Compression,
     CorruptBatchError,
@@ -171,7 +172,10 @@ class Cleaner:
                     self._pause()
                     if header.base_offset >= end:
                         return covered
-                    if header.record_count and not header.attributes & CONTROL_MASK:
+                    # Transactional records never supersede others: an aborted one must
+                    # not remove a committed value (Kafka's cleaner drops aborted records;
+                    # this one keeps more instead).
+                    if header.record_count and not header.attributes & (CONTROL_MASK | TRANSACTIONAL_MASK):
                         if len(offset_map) and not offset_map.has_room_for(header.record_count):
                             return covered  # full: clean up to here, map the rest next pass
                         records = self._decode(log, seg, header, data)

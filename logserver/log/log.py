@@ -21,6 +21,7 @@ from __future__ import annotations
 import concurrent.futures
 import errno
 import logging
+import os
 import struct
 import threading
 import time
@@ -47,6 +48,7 @@ from logserver.log.local_log import LocalLog
 from logserver.log.producer_state import SNAPSHOT_SUFFIX, Decision, ProducerStateManager
 from logserver.log.segment import Segment
 from logserver.log.slice import SegmentSlice
+from logserver.log.txn_index import COMMIT, CONTROL_KEY_SIZE, control_type
 
 logger = logging.getLogger(__name__)
 
@@ -211,6 +213,21 @@ class Log:
         ps.map_end_offset = leo
 
     # -- append -------------------------------------------------------------------------
+
+    def txn_batches(self) -> Iterator[tuple[BatchHeader, bool | None]]:
+        """(header, commit) of every transactional batch from the log start, for the
+        transaction index (logserver.log.txn_index); commit is None for data batches."""
+        start = self.log_start_offset
+        with self._local.pinned_segments(start) as segments:
+            for seg, header in _iter_positioned(segments):
+                if not header[1].is_transactional:
+                    continue
+                pos, batch = header
+                if batch.is_control:
+                    first = os.pread(seg.fd, CONTROL_KEY_SIZE, pos + BATCH_HEADER_SIZE)
+                    yield batch, control_type(first) == COMMIT
+                else:
+                    yield batch, None
 
     def check_producer(self, header: BatchHeader) -> Decision:
         """Idempotence verdict for a batch about to be appended (see ProducerStateManager)."""
@@ -697,6 +714,12 @@ class Log:
 
     def snapshot_files(self) -> list[Path]:
         return sorted(self.directory.glob("*" + SNAPSHOT_SUFFIX))
+
+
+def _iter_positioned(segments: tuple[Segment, ...]) -> Iterator[tuple[Segment, tuple[int, BatchHeader]]]:
+    for seg in segments:
+        for found in seg.iter_headers(0):
+            yield seg, found
 
 
 def _iter_headers(segments: tuple[Segment, ...], offset: int) -> Iterator[tuple[Segment, BatchHeader]]:

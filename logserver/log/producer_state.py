@@ -197,6 +197,13 @@ class ProducerStateManager:
             return
         entry = self.producers.get(pid)
         epoch = header.producer_epoch
+        if header.is_control:
+            # A transaction marker (written by the coordinator, sequence -1) ends a
+            # transaction; with a newer epoch it fences the producer's older epochs.
+            if entry is not None and epoch > entry.epoch:
+                entry.epoch = epoch
+                entry.batches.clear()
+            return
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(epoch)
         elif epoch != entry.epoch:

@@ -188,8 +188,34 @@ class Storage(Protocol):
         ...
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
-             min_one: bool, fetch_version: int) -> ReadResult:
-        """Whole batches from the one holding ``offset`` (KIP-74 with ``min_one``)."""
+             min_one: bool, fetch_version: int, upper_bound: int | None = None) -> ReadResult:
+        """Whole batches from the one holding ``offset`` (KIP-74 with ``min_one``), none
+        at or past ``upper_bound`` (the last stable offset of a read_committed fetch)."""
+        ...
+
+    # -- transactions (logserver/transactions) --------------------------------------------
+
+    def last_stable_offset(self, topic: str, partition: int, *,
+                           fetch_offset: int | None = None) -> int | None:
+        """The first offset of the oldest open transaction, or the high watermark. With
+        ``fetch_offset`` (read_committed Fetch) it never blocks: while the partition's
+        transaction index is being built it answers ``fetch_offset``."""
+        ...
+
+    def aborted_transactions(self, topic: str, partition: int, start: int,
+                             end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of aborted transactions overlapping [start, end)."""
+        ...
+
+    def active_producers(self, topic: str, partition: int) -> list[tuple[int, int, int, int, int]] | None:
+        """DescribeProducers: (id, epoch, last sequence, last timestamp, open txn start
+        offset or -1) per producer; None for an unknown partition."""
+        ...
+
+    def write_txn_marker(self, topic: str, partition: int, producer_id: int,
+                         producer_epoch: int, *, commit: bool,
+                         coordinator_epoch: int) -> AppendResult:
+        """Append a commit/abort control batch (Kafka's WriteTxnMarkers, done in-process)."""
         ...
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> ListedOffset:

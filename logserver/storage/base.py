@@ -236,12 +236,13 @@ class PartitionedStorage:
         return result
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
-             min_one: bool, fetch_version: int) -> ReadResult:
+             min_one: bool, fetch_version: int, upper_bound: int | None = None) -> ReadResult:
         found = self._partition(topic, partition)
         if found is None:
             return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _NO_RECORDS, 0, -1, -1)
         part = found[1]
-        error, records = part.fetch(offset, max_bytes, min_one=min_one, api_version=fetch_version)
+        error, records = part.fetch(offset, max_bytes, min_one=min_one, api_version=fetch_version,
+                                    upper_bound=upper_bound)
         size = len(records) if isinstance(records, (bytes, bytearray, memoryview)) else records.length
         return ReadResult(error, records, size, part.high_watermark, part.log_start_offset)
 
@@ -263,6 +264,46 @@ class PartitionedStorage:
         if hit is None:
             return ListedOffset(ErrorCode.NONE, -1, -1)
         return ListedOffset(ErrorCode.NONE, hit[0], hit[1])
+
+    def last_stable_offset(self, topic: str, partition: int, *,
+                           fetch_offset: int | None = None) -> int | None:
+        found = self._partition(topic, partition)
+        if found is None:
+            return None
+        if fetch_offset is None:
+            return found[1].last_stable_offset
+        return found[1].stable_offset_for_fetch(fetch_offset)
+
+    def aborted_transactions(self, topic: str, partition: int, start: int,
+                             end: int) -> list[tuple[int, int]]:
+        found = self._partition(topic, partition)
+        if found is None:
+            return []
+        part = found[1]
+        txns = part.txns
+        txns.forget_below(part.log_start_offset)  # retention moved past them
+        return [(a.producer_id, a.first_offset) for a in txns.aborted_between(start, end)]
+
+    def active_producers(self, topic: str, partition: int) -> list[tuple[int, int, int, int, int]] | None:
+        found = self._partition(topic, partition)
+        return None if found is None else found[1].active_producers()
+
+    def write_txn_marker(self, topic: str, partition: int, producer_id: int,
+                         producer_epoch: int, *, commit: bool,
+                         coordinator_epoch: int) -> AppendResult:
+        found = self._partition(topic, partition)
+        if found is None:
+            return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                message=f"no partition {partition} of topic {topic!r}")
+        state, part = found
+        try:
+            result = part.append_marker(producer_id, producer_epoch, commit=commit,
+                                        coordinator_epoch=coordinator_epoch)
+        except OSError as exc:
+            log.error("marker append to %s-%d failed: %s", topic, partition, exc)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"write failed: {exc.strerror}")
+        result.wait = self._after_append(state, partition)
+        return result
 
     def high_watermark(self, topic: str, partition: int) -> int | None:
         found = self._partition(topic, partition)

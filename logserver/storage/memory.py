@@ -16,11 +16,12 @@ import bisect
 import struct
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from kafkaproto.batch import (
+    BATCH_HEADER_SIZE,
     MAX_TIMESTAMP_OFFSET,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
@@ -38,6 +39,7 @@ from logserver.log.errors import (
     UnknownTopicOrPartitionError,
 )
 from logserver.log.producer_state import Decision, ProducerStateManager
+from logserver.log.txn_index import COMMIT, CONTROL_KEY_SIZE, control_type
 from logserver.partition import LEADER_EPOCH, Partition
 from logserver.storage.api import LogDirInfo, PartitionDirInfo, Records
 from logserver.storage.base import PartitionedStorage, TopicState
@@ -71,6 +73,10 @@ class MemoryLog:
     def log_end_offset(self) -> int:
         return self._end
 
+    @property
+    def size_bytes(self) -> int:
+        return sum(len(b) for b in self._batches)
+
     def check_producer(self, header: BatchHeader) -> Decision:
         return self.producer_state.check(header)
 
@@ -86,13 +92,27 @@ class MemoryLog:
             self.producer_state.update(header, base, _now_ms())
         return base
 
+    def active_producers(self) -> list[tuple[int, int, int, int]]:
+        return [(pid, e.epoch, e.last_seq, e.last_timestamp)
+                for pid, e in self.producer_state.producers.items()]
+
+    def txn_batches(self) -> Iterator[tuple[BatchHeader, bool | None]]:
+        for batch in self._batches:
+            header = parse_header(batch)
+            if header.is_transactional:
+                commit = (control_type(batch[BATCH_HEADER_SIZE:BATCH_HEADER_SIZE + CONTROL_KEY_SIZE]) == COMMIT
+                          if header.is_control else None)
+                yield header, commit
+
     def _first_batch(self, offset: int) -> int:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
-    def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> Records | None:
+    def read(self, offset: int, max_bytes: int, *, min_one: bool = True,
+             upper_bound: int | None = None) -> Records | None:
         if offset < self._start or offset > self._end:
             raise OffsetOutOfRangeError(offset, self._start, self._end)
-        if offset == self._end:
+        upper = self._end if upper_bound is None else min(upper_bound, self._end)
+        if offset >= upper:
             return None
         first = self._first_batch(offset)
         # Like the segment log, a read never crosses a segment boundary.
@@ -101,7 +121,7 @@ class MemoryLog:
         out: list[bytes] = []
         size = 0
         for i in range(first, len(self._batches)):
-            if stop is not None and self._bases[i] >= stop:
+            if (stop is not None and self._bases[i] >= stop) or self._bases[i] >= upper:
                 break
             batch = self._batches[i]
             if size + len(batch) > max_bytes and (out or not min_one):
@@ -136,10 +156,6 @@ class MemoryLog:
             if record.timestamp >= timestamp:
                 return record.offset, record.timestamp
         return header.base_offset, header.max_timestamp
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(len(batch) for batch in self._batches)
 
     def delete_records(self, offset: int) -> int:
         """Make ``offset`` the log start offset; batches wholly below it go."""

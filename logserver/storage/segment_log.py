@@ -48,7 +48,8 @@ def _region_bytes(region: SegmentSlice) -> bytes:
 class SegmentPartitionLog:
     """A partition Log as the shared Partition sees it (``logserver.partition.PartitionLog``)."""
 
-    __slots__ = ("_log", "append", "check_producer", "max_timestamp_offset", "offset_for_timestamp")
+    __slots__ = ("_log", "append", "check_producer", "max_timestamp_offset", "offset_for_timestamp",
+                 "txn_batches")
 
     def __init__(self, log_: Log) -> None:
         self._log = log_
@@ -56,6 +57,7 @@ class SegmentPartitionLog:
         self.check_producer = log_.check_producer
         self.offset_for_timestamp = log_.offset_for_timestamp
         self.max_timestamp_offset = log_.max_timestamp_offset
+        self.txn_batches = log_.txn_batches
 
     @property
     def log_start_offset(self) -> int:
@@ -65,9 +67,18 @@ class SegmentPartitionLog:
     def log_end_offset(self) -> int:
         return self._log.log_end_offset
 
-    def read(self, offset: int, max_bytes: int, *, min_one: bool) -> Records | None:
-        region = self._log.read(offset, max_bytes, min_one=min_one)
+    @property
+    def size_bytes(self) -> int:
+        return self._log.size_bytes
+
+    def read(self, offset: int, max_bytes: int, *, min_one: bool,
+             upper_bound: int | None = None) -> Records | None:
+        region = self._log.read(offset, max_bytes, upper_bound, min_one=min_one)
         return region  # a pinned SegmentSlice: the network layer releases it once sent
+
+    def active_producers(self) -> list[tuple[int, int, int, int]]:
+        return [(pid, e.epoch, e.last_seq, e.last_timestamp)
+                for pid, e in self._log.producer_state.producers.items()]
 
     def has_zstd(self, records: Records) -> bool:
         """Only old fetchers pay for this look at the batch headers."""

@@ -1,0 +1,25 @@
+"""AddOffsetsToTxn (v0-3): a consumer group's offsets join the producer's transaction
+(sendOffsetsToTransaction, before TxnOffsetCommit)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode, RequestHeader
+from kafkaproto.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+FENCED_MIN_VERSION = 2
+
+
+async def handle(broker: Broker, header: RequestHeader,
+                 request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    if not request.group_id:
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
+    error = await broker.transactions.add_offsets(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.group_id)
+    if error == ErrorCode.PRODUCER_FENCED and header.api_version < FENCED_MIN_VERSION:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=error)

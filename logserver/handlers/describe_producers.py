@@ -1,0 +1,40 @@
+"""DescribeProducers (v0): the idempotent and transactional producers each partition
+tracks, with the first offset of a producer's open transaction (kafka-transactions.sh
+find-hanging)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode, RequestHeader
+from kafkaproto.messages import DescribeProducersRequest, DescribeProducersResponse
+from logserver.transactions.coordinator import COORDINATOR_EPOCH
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+Topic = DescribeProducersResponse.TopicResponse
+Partition = DescribeProducersResponse.PartitionResponse
+Producer = DescribeProducersResponse.ProducerState
+
+
+def handle(broker: Broker, header: RequestHeader,
+           request: DescribeProducersRequest) -> DescribeProducersResponse:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for index in topic.partition_indexes:
+            producers = broker.storage.active_producers(topic.name, index)
+            if producers is None:
+                partitions.append(Partition(partition_index=index,
+                                            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                            active_producers=[]))
+                continue
+            partitions.append(Partition(partition_index=index, error_code=ErrorCode.NONE,
+                                        active_producers=[
+                Producer(producer_id=pid, producer_epoch=epoch, last_sequence=seq,
+                         last_timestamp=ts, coordinator_epoch=COORDINATOR_EPOCH,
+                         current_txn_start_offset=start)
+                for pid, epoch, seq, ts, start in producers]))
+        topics.append(Topic(name=topic.name, partitions=partitions))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

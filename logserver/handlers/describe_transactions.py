@@ -1,0 +1,40 @@
+"""DescribeTransactions (v0): state, producer, timeout and partitions of transactional ids."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode, RequestHeader
+from kafkaproto.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
+from logserver.transactions.metadata import STATE_NAMES
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+State = DescribeTransactionsResponse.TransactionState
+TopicData = DescribeTransactionsResponse.TopicData
+
+
+def handle(broker: Broker, header: RequestHeader,
+           request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
+    coordinator = broker.transactions
+    states = []
+    for txn_id in request.transactional_ids:
+        meta = None if coordinator.loading else coordinator.describe(txn_id)
+        if meta is None:
+            error = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coordinator.loading
+                     else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+            states.append(State(error_code=error, transactional_id=txn_id, transaction_state="",
+                                transaction_timeout_ms=0, transaction_start_time_ms=-1,
+                                producer_id=-1, producer_epoch=-1, topics=[]))
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(meta.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        states.append(State(
+            error_code=ErrorCode.NONE, transactional_id=txn_id,
+            transaction_state=STATE_NAMES[meta.state], transaction_timeout_ms=meta.timeout_ms,
+            transaction_start_time_ms=meta.start_ms, producer_id=meta.producer_id,
+            producer_epoch=meta.producer_epoch,
+            topics=[TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()]))
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)

@@ -1,0 +1,22 @@
+"""EndTxn (v0-3): commit or abort the producer's transaction; answered once the markers
+are written to every partition and the offsets of a commit are visible."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode, RequestHeader
+from kafkaproto.messages import EndTxnRequest, EndTxnResponse
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+FENCED_MIN_VERSION = 2
+
+
+async def handle(broker: Broker, header: RequestHeader, request: EndTxnRequest) -> EndTxnResponse:
+    error = await broker.transactions.end_txn(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.committed)
+    if error == ErrorCode.PRODUCER_FENCED and header.api_version < FENCED_MIN_VERSION:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    return EndTxnResponse(throttle_time_ms=0, error_code=error)

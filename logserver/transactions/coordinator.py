@@ -1,0 +1,303 @@
+"""The transaction coordinator: the glue that carries out ``machine.py``'s steps.
+
+Every request for one transactional id runs under that id's lock, so steps never
+interleave. A step's prepare record is durable in ``__transaction_state`` before any
+marker is written; markers go to every partition of the transaction through the storage
+engine (Kafka's WriteTxnMarkers, done in-process since this node leads every partition),
+a committed transaction's offsets go to the group coordinator, and the complete record
+follows. The client's EndTxn is answered once all of that is done (Kafka answers after
+the prepare record and makes the next request wait with CONCURRENT_TRANSACTIONS).
+
+Start-up replays ``__transaction_state``; transactions found prepared are completed
+before anything is served; transactions found ongoing stay open for their producer, and
+the timeout sweep aborts them if it never comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode
+from logserver.groups.group import CommittedOffset
+from logserver.groups.store import INTERNAL_TOPICS, OFFSETS_TOPIC
+from logserver.transactions.machine import Markers, Step, TxnMachine
+from logserver.transactions.metadata import PendingOffset, TopicPartition, TxnMetadata, TxnState
+from logserver.transactions.store import TXN_STATE_TOPIC, StoreError, TxnStateStore
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+log = logging.getLogger(__name__)
+
+COORDINATOR_EPOCH = 0  # one node, never re-elected
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TransactionCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self.store = TxnStateStore(broker)
+        self.machine = TxnMachine(broker.config["transaction.max.timeout.ms"])
+        self._sweep_ms: int = broker.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+        self._id_expiration_ms: int = broker.config["transactional.id.expiration.ms"]
+        self.transactions: dict[str, TxnMetadata] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.loading = True
+        self.active = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.active = True
+        self._tasks = [loop.create_task(self._load()), loop.create_task(self._sweep())]
+
+    async def close(self) -> None:
+        self.active = False
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _load(self) -> None:
+        started = time.monotonic()
+        try:
+            self.transactions = self.store.replay()
+            for meta in list(self.transactions.values()):
+                step = self.machine.recover(meta, _now_ms())
+                if step is not None:
+                    log.info("completing transaction %s left %s by the last run",
+                             meta.transactional_id, meta.state.name)
+                    await self._apply(meta.transactional_id, step)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("loading %s failed; serving what was loaded", TXN_STATE_TOPIC)
+        self.loading = False
+        log.info("loaded %d transactional ids from %s in %.3f s", len(self.transactions),
+                 TXN_STATE_TOPIC, time.monotonic() - started)
+
+    async def _sweep(self) -> None:
+        """Abort transactions open longer than their transaction.timeout.ms."""
+        while True:
+            await asyncio.sleep(self._sweep_ms / 1000)
+            if self.loading:
+                continue
+            try:
+                await self._sweep_once()
+            except Exception:  # a bug here must not stop future sweeps
+                log.exception("transaction sweep failed")
+
+    async def _sweep_once(self) -> None:
+        for txn_id, meta in list(self.transactions.items()):
+            now = _now_ms()
+            if meta.in_prepare:  # markers that failed to be written: try again
+                await self._retry_completion(txn_id)
+            elif self.machine.id_expired(meta, now, self._id_expiration_ms):
+                await self._forget(txn_id)
+            elif self.machine.expire(meta, now) is not None:
+                await self._abort_timed_out(txn_id)
+
+    async def _abort_timed_out(self, txn_id: str) -> None:
+        async with self._lock(txn_id):
+            current = self.transactions.get(txn_id)
+            step = None if current is None else self.machine.expire(current, _now_ms())
+            if current is None or step is None:
+                return
+            log.info("aborting transaction %s: open longer than %d ms", txn_id, current.timeout_ms)
+            try:
+                await self._apply(txn_id, step)
+            except Exception:
+                log.exception("aborting timed-out transaction %s failed", txn_id)
+
+    async def _retry_completion(self, txn_id: str) -> None:
+        async with self._lock(txn_id):
+            meta = self.transactions.get(txn_id)
+            step = None if meta is None else self.machine.recover(meta, _now_ms())
+            if step is None:
+                return
+            try:
+                await self._apply(txn_id, step)
+            except Exception:
+                log.exception("completing transaction %s failed; retrying", txn_id)
+
+    async def _forget(self, txn_id: str) -> None:
+        async with self._lock(txn_id):
+            meta = self.transactions.get(txn_id)
+            if meta is None or not self.machine.id_expired(meta, _now_ms(), self._id_expiration_ms):
+                return
+            try:
+                await self.store.delete(txn_id)
+            except StoreError as exc:
+                log.error("expiring transactional id %s: %s", txn_id, exc)
+                return
+            self.transactions.pop(txn_id, None)
+            log.info("transactional id %s expired (idle longer than %d ms)", txn_id,
+                     self._id_expiration_ms)
+
+    # -- the glue -----------------------------------------------------------------------
+
+    def _lock(self, txn_id: str) -> asyncio.Lock:
+        lock = self._locks.get(txn_id)
+        if lock is None:
+            lock = self._locks[txn_id] = asyncio.Lock()
+        return lock
+
+    def _status(self) -> int | None:
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return None
+
+    async def _apply(self, txn_id: str, step: Step) -> None:
+        if step.prepare is not None:
+            await self.store.write(step.prepare)
+            self.transactions[txn_id] = step.prepare
+        if step.markers is not None:
+            await self._write_markers(step.markers)
+        if step.complete is not None:
+            await self.store.write(step.complete)
+            self.transactions[txn_id] = step.complete
+
+    async def _write_markers(self, markers: Markers) -> None:
+        storage = self._broker.storage
+        waits = []
+        for topic, partition in sorted(markers.partitions):
+            if topic in INTERNAL_TOPICS:  # offsets partitions: their offsets go below
+                continue
+            result = storage.write_txn_marker(topic, partition, markers.producer_id,
+                                              markers.producer_epoch, commit=markers.commit,
+                                              coordinator_epoch=COORDINATOR_EPOCH)
+            if result.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                log.info("no marker for deleted partition %s-%d", topic, partition)
+            elif result.error != ErrorCode.NONE:
+                raise StoreError(f"marker for {topic}-{partition}: {result.message}")
+            elif result.wait is not None:
+                waits.append(result.wait)
+        if waits:
+            await asyncio.gather(*waits)
+        now = _now_ms()
+        for group, offsets in markers.offsets.items():
+            if not offsets:
+                continue
+            committed = {tp: CommittedOffset(offset, leader_epoch, metadata, now, -1)
+                         for tp, (offset, leader_epoch, metadata) in offsets.items()}
+            errors = await self._broker.groups.commit_txn_offsets(group, committed)
+            failed = {tp: e for tp, e in errors.items() if e != ErrorCode.NONE}
+            if failed:
+                raise StoreError(f"offsets of group {group} not stored: {failed}")
+
+    async def _run(self, txn_id: str, decide: Callable[[TxnMetadata | None], Step]) -> Step:
+        """Decide under the id's lock and carry the step out; errors become codes."""
+        async with self._lock(txn_id):
+            step = decide(self.transactions.get(txn_id))
+            if step.error != ErrorCode.NONE:
+                return step
+            try:
+                await self._apply(txn_id, step)
+            except StoreError as exc:
+                log.error("transaction %s: %s", txn_id, exc)
+                return Step(error=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return step
+
+    # -- requests -------------------------------------------------------------------------
+
+    async def find_coordinator(self) -> tuple[int, str | None]:
+        error = self._status()
+        if error is not None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is loading"
+        if not await self.store.ensure_topic():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {TXN_STATE_TOPIC}"
+        return ErrorCode.NONE, None
+
+    async def init_producer_id(self, txn_id: str, timeout_ms: int, producer_id: int,
+                               producer_epoch: int) -> tuple[int, int, int]:
+        """(error, producer id, epoch)."""
+        error = self._status()
+        if error is not None:
+            return error, -1, -1
+        async with self._lock(txn_id):
+            meta = self.transactions.get(txn_id)
+            new_id = None
+            if self.machine.needs_new_producer_id(meta):
+                new_id = await self._broker.storage.allocate_producer_id()
+            step = self.machine.init_producer(
+                meta, transactional_id=txn_id, timeout_ms=timeout_ms, producer_id=producer_id,
+                producer_epoch=producer_epoch, new_producer_id=new_id, now=_now_ms())
+            if step.error != ErrorCode.NONE:
+                return step.error, -1, -1
+            try:
+                await self._apply(txn_id, step)
+            except StoreError as exc:
+                log.error("transaction %s: %s", txn_id, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
+        return ErrorCode.NONE, step.producer_id, step.producer_epoch
+
+    async def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
+                             partitions: set[TopicPartition]) -> int:
+        error = self._status()
+        if error is not None:
+            return error
+        step = await self._run(txn_id, lambda meta: self.machine.add_partitions(
+            meta, producer_id, producer_epoch, partitions, _now_ms()))
+        return step.error
+
+    async def add_offsets(self, txn_id: str, producer_id: int, producer_epoch: int,
+                          group_id: str) -> int:
+        error = self._status()
+        if error is not None:
+            return error
+        offsets_partition = (OFFSETS_TOPIC, self._broker.groups.store.partition_for(group_id))
+        step = await self._run(txn_id, lambda meta: self.machine.add_partitions(
+            meta, producer_id, producer_epoch, {offsets_partition}, _now_ms(), group=group_id))
+        return step.error
+
+    async def txn_offset_commit(self, txn_id: str, producer_id: int, producer_epoch: int,
+                                group_id: str, offsets: dict[TopicPartition, PendingOffset]) -> int:
+        error = self._status()
+        if error is not None:
+            return error
+        step = await self._run(txn_id, lambda meta: self.machine.txn_offset_commit(
+            meta, producer_id, producer_epoch, group_id, offsets, _now_ms()))
+        return step.error
+
+    async def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int,
+                      commit: bool) -> int:
+        error = self._status()
+        if error is not None:
+            return error
+        step = await self._run(txn_id, lambda meta: self.machine.end_txn(
+            meta, producer_id, producer_epoch, commit, _now_ms()))
+        return step.error
+
+    def check_produce(self, txn_id: str, producer_id: int, producer_epoch: int,
+                      topic: str, partition: int) -> int:
+        if self.loading or not self.active:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER  # retriable: the producer tries again
+        return self.machine.check_produce(self.transactions.get(txn_id), producer_id,
+                                          producer_epoch, (topic, partition))
+
+    def pending_offset_partitions(self, group_id: str) -> set[TopicPartition]:
+        """Partitions whose offsets for ``group_id`` wait in an open transaction."""
+        pending: set[TopicPartition] = set()
+        for meta in self.transactions.values():
+            if meta.state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT):
+                pending.update(meta.pending_offsets.get(group_id, ()))
+        return pending
+
+    def describe(self, txn_id: str) -> TxnMetadata | None:
+        meta = self.transactions.get(txn_id)
+        return None if meta is None else meta.copy()
+
+    def all_transactions(self) -> list[TxnMetadata]:
+        return [m.copy() for m in self.transactions.values()]

@@ -1,0 +1,32 @@
+"""Produce of transactional batches: only into partitions of the producer's open
+transaction, with its current producer id and epoch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkaproto import ErrorCode
+from kafkaproto.batch import BATCH_HEADER_SIZE, TRANSACTIONAL_MASK
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+_ATTRIBUTES = 21
+_PRODUCER_ID = 43
+_PRODUCER_EPOCH = 51
+
+
+def transactional_produce_error(broker: Broker, transactional_id: str | None, topic: str,
+                                partition: int, records: memoryview | None) -> int:
+    """An error code for a transactional batch that may not be appended, else NONE (0).
+
+    Malformed batches are left to the partition's validation (CORRUPT_MESSAGE)."""
+    if records is None or len(records) < BATCH_HEADER_SIZE:
+        return ErrorCode.NONE
+    if not records[_ATTRIBUTES + 1] & TRANSACTIONAL_MASK:
+        return ErrorCode.NONE
+    if transactional_id is None:
+        return ErrorCode.INVALID_TXN_STATE  # a transactional batch needs its transactional id
+    producer_id = int.from_bytes(records[_PRODUCER_ID:_PRODUCER_ID + 8], "big", signed=True)
+    epoch = int.from_bytes(records[_PRODUCER_EPOCH:_PRODUCER_EPOCH + 2], "big", signed=True)
+    return broker.transactions.check_produce(transactional_id, producer_id, epoch, topic, partition)
