@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from kafkaproto import FileRegion, RequestHeader, encode_response
 from logserver.framing import ServerFraming, Slot
+from logserver.latency import RequestMetrics
 
 if TYPE_CHECKING:
     from logserver.dispatch import Dispatcher
@@ -107,6 +108,7 @@ class ConnectionStats:
         self.sendfile_calls = 0
         self.sendfile_bytes = 0
         self.protocol_errors = 0
+        self.request_metrics = RequestMetrics()  # per API: count and latency (admin /metrics)
         self.limiter: ConnectionLimiter | None = None  # set by the server (logserver.limits)
 
     @property
@@ -226,6 +228,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _handle_frame(self, frame: bytearray) -> None:
         self._stats.requests += 1
+        started = time.perf_counter()
         try:
             outcome = self._dispatcher.dispatch(frame, self.peer)
         except Exception as exc:  # a bug in a handler must not kill the other clients
@@ -241,15 +244,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if isinstance(result, Awaitable):
             future = asyncio.ensure_future(result)
             self._futures.add(future)
-            future.add_done_callback(
-                functools.partial(self._on_response_ready, self._framing.reserve(), header))
+            future.add_done_callback(functools.partial(
+                self._on_response_ready, self._framing.reserve(), header, started))
             self._update_reading()
         else:
             self._framing.respond(_encode(header, result))
+            self._stats.request_metrics.observe(header.api_key, time.perf_counter() - started)
 
     def _on_response_ready(self, slot: Slot[bytes | FileRegion], header: RequestHeader,
-                           future: asyncio.Future[Any]) -> None:
+                           started: float, future: asyncio.Future[Any]) -> None:
         self._futures.discard(future)
+        self._stats.request_metrics.observe(header.api_key, time.perf_counter() - started)
         if future.cancelled():
             return
         if self._closed:

@@ -71,7 +71,7 @@ class PartitionLog(Protocol):
 
 class Partition:
     __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
-                 "max_message_bytes")
+                 "max_message_bytes", "bytes_in", "messages_in", "bytes_out")
 
     def __init__(self, topic: str, index: int, log_: PartitionLog, config: TopicConfig) -> None:
         self.topic = topic
@@ -81,6 +81,11 @@ class Partition:
         self._waiters: list[asyncio.Future[None]] = []
         self.log_append_time = config.log_append_time
         self.max_message_bytes = config.max_message_bytes
+        # Kafka's BrokerTopicMetrics, counted per batch (admin /metrics sums them per topic):
+        # bytes of appended batches, records in them, and record bytes handed to fetchers.
+        self.bytes_in = 0
+        self.messages_in = 0
+        self.bytes_out = 0
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -131,6 +136,8 @@ class Partition:
             append_time = int(time.time() * 1000)
             set_log_append_time(records, 0, append_time)
         base_offset = self.log.append(records, header)
+        self.bytes_in += len(records)
+        self.messages_in += header.record_count
         self.wake_waiters()
         return AppendResult(ErrorCode.NONE, base_offset, append_time, self.log.log_start_offset)
 
@@ -157,6 +164,7 @@ class Partition:
             if isinstance(records, FileRegion):
                 records.release()  # a pinned slice that will not be sent
             return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
+        self.bytes_out += records.length if isinstance(records, FileRegion) else len(records)
         return ErrorCode.NONE, records
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:

@@ -7,8 +7,11 @@ import gc
 import logging
 import signal
 import sys
+import time
 
 from kafkaproto import precompile
+from logserver.admin.http import AdminServer
+from logserver.admin.state import AdminState
 from logserver.bridge_process import BridgeSupervisor
 from logserver.broker import Broker
 from logserver.config import Config
@@ -25,15 +28,24 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 async def run_server(config: Config, ready: asyncio.Event | None = None,
                      stop: asyncio.Event | None = None, mqtt_bridge: str | None = None) -> None:
     loop = asyncio.get_running_loop()
-    precompile_served_versions()
-    broker = Broker(config)
-    broker.open()
+    stats = ConnectionStats()
+    admin_state = AdminState(stats, started_at=time.monotonic())
+    admin = AdminServer(admin_state, config["admin.listeners"])
+    await admin.start()  # /v1/status/ready says false while the data directory recovers
+    try:
+        precompile_served_versions()
+        broker = Broker(config)
+        # Recovery off the loop, so the admin listener answers meanwhile.
+        await loop.run_in_executor(None, broker.open)
+    except BaseException:
+        await admin.close()
+        raise
+    admin_state.broker = broker
     # What start-up created lives as long as the process: keep it out of the cyclic
     # GC's full collections, which otherwise stop every thread to scan it.
     gc.freeze()
     # Let the loop take the GIL back from a busy storage worker within 1 ms, not 5.
     sys.setswitchinterval(0.001)
-    stats = ConnectionStats()
     stats.limiter = ConnectionLimiter(config)
     background: list[asyncio.Task[None]] = []
     factory = connection_factory(Dispatcher(broker), stats)
@@ -63,11 +75,13 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
             bridge_task.add_done_callback(lambda _: stop.set())  # it only ends by giving up
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        admin_state.serving = True
         if ready is not None:
             ready.set()
         await stop.wait()
         log.info("shutting down: no new connections, finishing in-flight requests")
     finally:
+        admin_state.stopping = True
         bridge_failure = None
         if bridge is not None and bridge_task is not None:
             await bridge.stop()
@@ -80,6 +94,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         await _wait_for_in_flight(stats)
         stats.close_all()
         await broker.close()
+        await admin.close()
         log.info("served %d requests; %d connections closed for protocol errors; "
                  "sendfile: %d calls, %d bytes", stats.requests, stats.protocol_errors,
                  stats.sendfile_calls, stats.sendfile_bytes)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from kafkaproto import FileRegion
+from logserver.latency import LatencyHistogram
 from logserver.log.errors import InvalidTopicError, TopicExistsError, UnknownTopicOrPartitionError
 from logserver.topic_config import InvalidConfigError, TopicConfig
 
@@ -30,6 +31,7 @@ __all__ = [
     "InvalidConfigError",
     "InvalidTopicError",
     "ListedOffset",
+    "PartitionStats",
     "ReadResult",
     "Records",
     "Storage",
@@ -68,6 +70,20 @@ class ListedOffset(NamedTuple):
     error: int
     offset: int  # -1 when no record qualifies
     timestamp: int
+
+
+class PartitionStats(NamedTuple):
+    """One partition as the admin API and /metrics show it (in-memory state only)."""
+
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    segment_count: int
+    size_bytes: int  # of its segment files
+    bytes_in: int  # appended batch bytes since start-up
+    messages_in: int  # appended records since start-up
+    bytes_out: int  # record bytes handed to fetchers since start-up
 
 
 class Storage(Protocol):
@@ -146,6 +162,16 @@ class Storage(Protocol):
     def high_watermark(self, topic: str, partition: int) -> int | None: ...
 
     def log_start_offset(self, topic: str, partition: int) -> int | None: ...
+
+    def partition_stats(self, topic: str) -> list[PartitionStats] | None:
+        """Every partition's offsets, size and traffic counters; None for an unknown topic.
+        Read-only and from memory: safe to call from the event loop at any rate."""
+        ...
+
+    @property
+    def fsync_latency(self) -> LatencyHistogram | None:
+        """Durations of the flush rounds (fsyncs); None when the engine never fsyncs."""
+        ...
 
     async def wait_for_append(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
         """Return when one of ``partitions`` gets an append, or after ``timeout_s``."""

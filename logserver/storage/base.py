@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkaproto import ErrorCode
+from logserver.latency import LatencyHistogram
 from logserver.partition import Partition
 from logserver.storage.api import (
     EARLIEST,
@@ -25,6 +26,7 @@ from logserver.storage.api import (
     AppendResult,
     InvalidTopicError,
     ListedOffset,
+    PartitionStats,
     ReadResult,
     TopicExistsError,
 )
@@ -178,6 +180,27 @@ class PartitionedStorage:
         if hit is None:
             return ListedOffset(ErrorCode.NONE, -1, -1)
         return ListedOffset(ErrorCode.NONE, hit[0], hit[1])
+
+    def partition_stats(self, topic: str) -> list[PartitionStats] | None:
+        state = self._topics.get(topic)
+        if state is None:
+            return None
+        stats = []
+        for partition, log_ in zip(state.partitions, state.logs, strict=True):
+            segments, size = self._footprint(log_)
+            stats.append(PartitionStats(
+                partition.index, partition.log_start_offset, partition.log.log_end_offset,
+                partition.high_watermark, segments, size, partition.bytes_in,
+                partition.messages_in, partition.bytes_out))
+        return stats
+
+    def _footprint(self, log_: Any) -> tuple[int, int]:
+        """(segments, bytes) of the engine's log of one partition."""
+        return 0, 0
+
+    @property
+    def fsync_latency(self) -> LatencyHistogram | None:
+        return None
 
     def high_watermark(self, topic: str, partition: int) -> int | None:
         found = self._partition(topic, partition)

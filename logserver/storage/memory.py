@@ -136,6 +136,10 @@ class MemoryLog:
                 return record.offset, record.timestamp
         return header.base_offset, header.max_timestamp
 
+    def footprint(self) -> tuple[int, int]:
+        """(segments, bytes held) for the admin API."""
+        return len(self._boundaries), sum(map(len, self._batches))
+
     def roll(self) -> int:
         if self._boundaries[-1] != self._end:
             self._boundaries.append(self._end)
@@ -218,6 +222,10 @@ class MemoryStorage(PartitionedStorage):
             state.logs + logs)
 
     # -- partition maintenance --------------------------------------------------------------
+
+    def _footprint(self, log_: Any) -> tuple[int, int]:
+        memory_log: MemoryLog = log_
+        return memory_log.footprint()
 
     def _log(self, topic: str, partition: int) -> MemoryLog:
         state = self._topics.get(topic)

@@ -19,6 +19,7 @@ from kafkaproto.batch import Compression, parse_header
 from logserver.cluster_meta import load_or_create_cluster_id
 from logserver.config import Config
 from logserver.durability import Durability
+from logserver.latency import LatencyHistogram
 from logserver.log.errors import UnknownTopicOrPartitionError
 from logserver.log.log import Log
 from logserver.log.manager import LogManager, TopicInfo
@@ -220,6 +221,14 @@ class SegmentLogStorage(PartitionedStorage):
         self._publish(info, self._topics.get(name))
 
     # -- partition maintenance --------------------------------------------------------------
+
+    def _footprint(self, log_: Any) -> tuple[int, int]:
+        segment_log: Log = log_
+        return len(segment_log.segments), segment_log.size_bytes
+
+    @property
+    def fsync_latency(self) -> LatencyHistogram | None:
+        return self._durability.flush_latency
 
     def _log(self, topic: str, partition: int) -> Log:
         state = self._topics.get(topic)
