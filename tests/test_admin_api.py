@@ -13,11 +13,11 @@ import urllib.request
 
 import pytest
 import schemathesis
+from clienthelpers import create_topic, kp_close, kp_consumer, kp_producer
+from faults import faulty_server
 from hypothesis import HealthCheck, settings
 from prometheus_client.parser import text_string_to_metric_families
-
-from tests.clienthelpers import create_topic, kp_close, kp_consumer, kp_producer
-from tests.serverproc import ServerProcess
+from serverproc import ServerProcess
 
 N = 40
 VALUE = b"v" * 100
@@ -28,6 +28,7 @@ BATCH_BYTES = 61 + 109
 
 
 def get(url: str) -> tuple[int, dict]:
+    """(status, JSON body); ConnectionError while nothing listens yet."""
     try:
         with urllib.request.urlopen(url, timeout=10) as response:
             return response.status, json.loads(response.read())
@@ -175,3 +176,38 @@ def test_metrics_move_by_exactly_what_was_produced_and_fetched(server: ServerPro
     lagging = scrape(server)
     assert value(lagging, "kafka_consumergroup_lag", group="metered-readers", topic="metered",
                  partition="0") == 15
+
+
+def wait_for(condition, what: str, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = condition()
+        except OSError:  # the listener is not up yet
+            result = None
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_not_ready_while_the_data_directory_recovers(server_factory, tmp_path) -> None:
+    """Recovery runs off the loop: live answers, ready says 503, data endpoints 503."""
+    hold = tmp_path / "hold-recovery"
+    hold.touch()
+    server = server_factory(start=False,
+                            launcher=faulty_server.launcher(hold_recovery_flag=hold))
+    server.start(wait=False)
+    base = server.admin_url
+    status, live = wait_for(lambda: get(base + "/v1/status/live"), "the admin listener")
+    assert status == 200 and live["recovering"] is True and live["ready"] is False
+    status, ready = get(base + "/v1/status/ready")
+    assert status == 503 and ready["ready"] is False
+    status, body = get(base + "/v1/topics")
+    assert status == 503 and "recovering" in body["error"]
+    assert value(scrape(server), "logserver_ready") == 0
+    hold.unlink()
+    wait_for(lambda: get(base + "/v1/status/ready")[0] == 200, "readiness after recovery")
+    server.wait_ready()
+    assert value(scrape(server), "logserver_ready") == 1
