@@ -52,6 +52,8 @@ class BridgeConfig:
     session_commit_interval_s: float = 1.0
     # operations
     stats_interval_s: float = 30.0
+    admin_host: str = "127.0.0.1"
+    admin_port: int | None = None  # /metrics and /v1/status; None: no admin listener
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> BridgeConfig:
