@@ -182,6 +182,11 @@ class Partition:
         with contextlib.suppress(ValueError):
             self._waiters.remove(future)
 
+    @property
+    def waiting_fetches(self) -> int:
+        """Long-poll fetches parked on this partition (Kafka's fetch purgatory)."""
+        return len(self._waiters)
+
     def wake_waiters(self) -> None:
         if self._waiters:
             waiters, self._waiters = self._waiters, []

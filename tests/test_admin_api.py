@@ -154,7 +154,7 @@ def test_metrics_move_by_exactly_what_was_produced_and_fetched(server: ServerPro
     assert delta("kafka_network_requestmetrics_total_time_seconds_bucket",
                  request="Produce", le="+Inf") == N
 
-    consumer = kp_consumer(server.bootstrap)
+    consumer = kp_consumer(server.bootstrap, fetch_max_wait_ms=3000)
     try:
         from kafka import TopicPartition
 
@@ -167,6 +167,12 @@ def test_metrics_move_by_exactly_what_was_produced_and_fetched(server: ServerPro
         assert got == N
         fetched = scrape(server)
         assert value(fetched, "kafka_server_socketservermetrics_connection_count") >= 1
+
+        def parked() -> bool:  # the consumer's next fetch waits at the log end
+            consumer.poll(timeout_ms=100)
+            return value(scrape(server), "kafka_server_delayedoperationpurgatory_purgatory_size",
+                         delayed_operation="Fetch") == 1
+        wait_for(parked, "a parked fetch")
     finally:
         consumer.close()
     assert value(fetched, "kafka_server_brokertopicmetrics_bytes_out_total",

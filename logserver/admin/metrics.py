@@ -87,10 +87,12 @@ def _topic_metrics(state: AdminState) -> Iterator[Metric]:
                              labels=["topic", "partition"])
     segments = GaugeMetricFamily("kafka_log_log_num_log_segments", "Segments of a partition.",
                                  labels=["topic", "partition"])
+    waiting = 0
     for topic in broker.storage.topic_names():
         stats = broker.storage.partition_stats(topic)
         if stats is None:
             continue
+        waiting += sum(s.waiting_fetches for s in stats)
         bytes_in.add_metric([topic], sum(s.bytes_in for s in stats))
         bytes_out.add_metric([topic], sum(s.bytes_out for s in stats))
         messages_in.add_metric([topic], sum(s.messages_in for s in stats))
@@ -100,7 +102,12 @@ def _topic_metrics(state: AdminState) -> Iterator[Metric]:
             start.add_metric(labels, s.log_start_offset)
             size.add_metric(labels, s.size_bytes)
             segments.add_metric(labels, s.segment_count)
-    yield from (bytes_in, bytes_out, messages_in, end, start, size, segments)
+    purgatory = GaugeMetricFamily(
+        "kafka_server_delayedoperationpurgatory_purgatory_size",
+        "Long-poll fetches parked until data arrives or max.wait.ms passes (one per "
+        "partition watched).", labels=["delayed_operation"])
+    purgatory.add_metric(["Fetch"], waiting)
+    yield from (bytes_in, bytes_out, messages_in, end, start, size, segments, purgatory)
 
 
 def _group_metrics(state: AdminState) -> Iterator[Metric]:

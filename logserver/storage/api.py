@@ -84,6 +84,7 @@ class PartitionStats(NamedTuple):
     bytes_in: int  # appended batch bytes since start-up
     messages_in: int  # appended records since start-up
     bytes_out: int  # record bytes handed to fetchers since start-up
+    waiting_fetches: int  # long-poll fetches parked on it now
 
 
 class Storage(Protocol):

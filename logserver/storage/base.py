@@ -191,7 +191,7 @@ class PartitionedStorage:
             stats.append(PartitionStats(
                 partition.index, partition.log_start_offset, partition.log.log_end_offset,
                 partition.high_watermark, segments, size, partition.bytes_in,
-                partition.messages_in, partition.bytes_out))
+                partition.messages_in, partition.bytes_out, partition.waiting_fetches))
         return stats
 
     def _footprint(self, log_: Any) -> tuple[int, int]:
