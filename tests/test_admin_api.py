@@ -217,3 +217,16 @@ def test_not_ready_while_the_data_directory_recovers(server_factory, tmp_path) -
     wait_for(lambda: get(base + "/v1/status/ready")[0] == 200, "readiness after recovery")
     server.wait_ready()
     assert value(scrape(server), "logserver_ready") == 1
+
+
+def test_fsync_histogram_counts_every_flush_round(server_factory) -> None:
+    """log.flush.interval.messages=1: each acknowledged append waited for one flush round."""
+    server = server_factory(settings={"log.flush.interval.messages": 1})
+    create_topic(server.bootstrap, "synced", partitions=1)
+    before = scrape(server)
+    produce(server.bootstrap, "synced", 10)
+    after = scrape(server)
+    name = "kafka_log_logflushstats_log_flush_time_seconds"
+    assert value(after, name + "_count") - value(before, name + "_count") == 10
+    assert value(after, name + "_sum") > value(before, name + "_sum")
+    assert value(after, name + "_bucket", le="+Inf") == value(after, name + "_count")
