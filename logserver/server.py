@@ -66,6 +66,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
             reap_idle_connections(stats.connections, config["connections.max.idle.ms"])))
         for listener in broker.config["listeners"]:
             log.info("listening on %s:%d (%s)", listener.host, listener.port, listener.name)
+        admin.log_addresses()  # not before: a start-up that fails says one line only
         log.info("data in %s; durability: %s; event loop: %s", config.data_dir.resolve(),
                  broker.storage.durability_mode, type(loop).__module__.split(".")[0])
         if mqtt_bridge is not None:

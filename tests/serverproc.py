@@ -30,8 +30,12 @@ class ServerStartError(ChildStartError):
 
 
 def _server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Ours without any ``LOGSERVER_*`` setting, this tree on PYTHONPATH, then ``extra``."""
+    """Ours without any ``LOGSERVER_*`` setting but a free admin port, this tree on
+    PYTHONPATH, then ``extra``."""
     env = {k: v for k, v in python_path_env().items() if not k.startswith("LOGSERVER_")}
+    # Test servers run side by side: never Redpanda's default admin port 9644 (a free
+    # one instead; a --admin.listeners flag, as ServerProcess passes, takes precedence).
+    env["LOGSERVER_ADMIN_LISTENERS"] = f"http://{HOST}:0"
     env.update(extra or {})
     return env
 

@@ -102,6 +102,8 @@ class AdminServer:
                           listener.host, listener.port, exc)
                 continue
         self.addresses = [(a[0], a[1]) for a in self._runner.addresses]
+
+    def log_addresses(self) -> None:
         for host, port in self.addresses:
             log.info("admin API on http://%s:%d (metrics at /metrics)", host, port)
 
