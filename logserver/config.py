@@ -84,6 +84,18 @@ def parse_listeners(text: str) -> list[Listener]:
     return listeners
 
 
+def parse_admin_listeners(text: str) -> list[Listener]:
+    """``http://host:port`` list for the admin HTTP API; empty turns it off."""
+    if not text.strip():
+        return []
+    listeners = parse_listeners(text)
+    for listener in listeners:
+        if listener.name != "HTTP":
+            raise ValueError(f"the admin API speaks plain HTTP: expected http://host:port, "
+                             f"got {listener}")
+    return listeners
+
+
 def _parse_bool(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("true", "yes", "1", "on"):
@@ -147,6 +159,9 @@ SETTINGS: dict[str, Setting] = {
                 "Addresses to listen on, NAME://host:port, comma separated."),
         Setting("advertised.listeners", None, parse_listeners,
                 "Addresses given to clients in Metadata; defaults to listeners."),
+        Setting("admin.listeners", "http://127.0.0.1:9644", parse_admin_listeners,
+                "Admin HTTP API and Prometheus /metrics (http://host:port, comma separated; "
+                "empty: off). 9644 is Redpanda's admin port."),
         Setting("node.id", "1", _int_in(0, 2**31 - 1), "This broker's id."),
         Setting("log.dirs", "./data", str, "Data directory (one directory)."),
         Setting("num.partitions", "1", _int_in(1, 100_000),

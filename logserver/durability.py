@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
+
+from logserver.latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +37,7 @@ class Durability:
         self._round: asyncio.Task[None] | None = None
         self._timer: asyncio.Task[None] | None = None
         self.fsync_rounds = 0
+        self.flush_latency = LatencyHistogram()  # per flush round (admin /metrics)
 
     @property
     def mode(self) -> str:
@@ -72,6 +76,7 @@ class Durability:
             while self._dirty:
                 logs, self._dirty = list(self._dirty), {}
                 waiters, self._waiters = self._waiters, []
+                started = time.perf_counter()
                 try:
                     await loop.run_in_executor(self._executor, _flush_all, logs)
                 except Exception as exc:
@@ -81,6 +86,7 @@ class Durability:
                             waiter.set_exception(exc)
                     continue
                 self.fsync_rounds += 1
+                self.flush_latency.observe(time.perf_counter() - started)
                 if self._on_flushed is not None:
                     self._on_flushed(logs)
                 for waiter in waiters:

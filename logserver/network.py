@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from kafkaproto import FileRegion, RequestHeader, encode_response
 from logserver.framing import ServerFraming, Slot
+from logserver.latency import RequestMetrics
 from logserver.request_budget import RequestBudget
 from logserver.security.session import RAW_TOKEN, ConnectionSecurity
 from logserver.security.tls import subject_dn
@@ -125,6 +126,7 @@ class ConnectionStats:
         self.sendfile_calls = 0
         self.sendfile_bytes = 0
         self.protocol_errors = 0
+        self.request_metrics = RequestMetrics()  # per API: count and latency (admin /metrics)
         self.limiter: ConnectionLimiter | None = None  # set by the server (logserver.limits)
         self.budget = RequestBudget(None)  # queued.max.request.bytes; set by the server
 
@@ -300,6 +302,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _handle_frame(self, frame: bytearray) -> None:
         self._stats.requests += 1
         size = len(frame)  # reserved in queued.max.request.bytes until answered
+        started = time.perf_counter()
         try:
             outcome = self._dispatcher.dispatch(frame, self.peer, self.security)
         except Exception as exc:  # a bug in a handler must not kill the other clients
@@ -318,16 +321,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if isinstance(result, Awaitable):
             future = asyncio.ensure_future(result)
             self._futures.add(future)
-            future.add_done_callback(
-                functools.partial(self._on_response_ready, self._framing.reserve(), header, size))
+            future.add_done_callback(functools.partial(
+                self._on_response_ready, self._framing.reserve(), header, size, started))
+            self._update_reading()
         else:
-            self._framing.respond(_encode(header, result))
+            try:
+                encoded = _encode(header, result)
+            except Exception as exc:  # a response a handler built wrong: this client only
+                self._stats.budget.release(size)
+                log.exception("encoding the response to %s from %s failed", header, self.peer)
+                self._protocol_error(f"internal error: {exc!r}")
+                return
+            self._framing.respond(encoded)
             self._stats.budget.release(size)
+            self._stats.request_metrics.observe(header.api_key, time.perf_counter() - started)
 
     def _on_response_ready(self, slot: Slot[bytes | FileRegion], header: RequestHeader,
-                           size: int, future: asyncio.Future[Any]) -> None:
+                           size: int, started: float, future: asyncio.Future[Any]) -> None:
         self._stats.budget.release(size)
         self._futures.discard(future)
+        self._stats.request_metrics.observe(header.api_key, time.perf_counter() - started)
         if future.cancelled():
             return
         if self._closed:
@@ -340,7 +353,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._protocol_error(f"internal error: {error!r}")
             return
         result = future.result()
-        self._framing.complete(slot, None if result is None else _encode(header, result))
+        try:
+            encoded = None if result is None else _encode(header, result)
+        except Exception as exc:  # a response a handler built wrong: this client only
+            log.exception("encoding the response to %s from %s failed", header, self.peer)
+            self._protocol_error(f"internal error: {exc!r}")
+            return
+        self._framing.complete(slot, encoded)
         if self._framing.has_output and not self._flush_scheduled:
             # Responses completed in this loop turn leave together, in one write.
             self._flush_scheduled = True

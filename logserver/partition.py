@@ -93,7 +93,7 @@ class PartitionLog(Protocol):
 class Partition:
     __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
                  "max_message_bytes", "_before_max_ms", "_after_max_ms", "_offload", "_tail",
-                 "_retired", "_txns", "_txn_pending")
+                 "_retired", "_txns", "_txn_pending", "bytes_in", "messages_in", "bytes_out")
 
     def __init__(self, topic: str, index: int, log_: PartitionLog, config: TopicConfig,
                  *, offload: ValidationOffload | None = None) -> None:
@@ -115,6 +115,11 @@ class Partition:
         self._txns: PartitionTxns | None = None  # built on first use (txn_index.py)
         # while a background build runs: transactional batches appended since it started
         self._txn_pending: list[tuple[BatchHeader, int, bool | None]] | None = None
+        # Kafka's BrokerTopicMetrics, counted per batch (admin /metrics sums them per topic):
+        # bytes of appended batches, records in them, and record bytes handed to fetchers.
+        self.bytes_in = 0
+        self.messages_in = 0
+        self.bytes_out = 0
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -227,6 +232,8 @@ class Partition:
             append_time = int(time.time() * 1000)
             set_log_append_time(records, 0, append_time)
         base_offset = self.log.append(records, header)
+        self.bytes_in += len(records)
+        self.messages_in += header.record_count
         if header.is_transactional:
             self._txn_seen(header, base_offset, None)
         self.wake_waiters()
@@ -352,6 +359,7 @@ class Partition:
             if isinstance(records, FileRegion):
                 records.release()  # a pinned slice that will not be sent
             return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
+        self.bytes_out += records.length if isinstance(records, FileRegion) else len(records)
         return ErrorCode.NONE, records
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -368,6 +376,11 @@ class Partition:
     def remove_waiter(self, future: asyncio.Future[None]) -> None:
         with contextlib.suppress(ValueError):
             self._waiters.remove(future)
+
+    @property
+    def waiting_fetches(self) -> int:
+        """Long-poll fetches parked on this partition (Kafka's fetch purgatory)."""
+        return len(self._waiters)
 
     def wake_waiters(self) -> None:
         if self._waiters:

@@ -7,9 +7,12 @@ import gc
 import logging
 import signal
 import sys
+import time
 from collections.abc import Sequence
 
 from kafkaproto import precompile
+from logserver.admin.http import AdminServer
+from logserver.admin.state import AdminState
 from logserver.bridge_process import BridgeSupervisor
 from logserver.broker import Broker
 from logserver.config import Config, ConfigError
@@ -34,10 +37,20 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     loop = asyncio.get_running_loop()
     security = listener_security(config)  # ConfigError before anything is opened
     bridge_target = _bridge_listener(config, security) if mqtt_bridge is not None else None
-    precompile_served_versions()
     config = _within_descriptor_limit(config)
-    broker = Broker(config)
-    broker.open()
+    stats = ConnectionStats()
+    admin_state = AdminState(stats, started_at=time.monotonic())
+    admin = AdminServer(admin_state, config["admin.listeners"])
+    await admin.start()  # /v1/status/ready says false while the data directory recovers
+    try:
+        precompile_served_versions()
+        broker = Broker(config)
+        # Recovery off the loop, so the admin listener answers meanwhile.
+        await loop.run_in_executor(None, broker.open)
+    except BaseException:
+        await admin.close()
+        raise
+    admin_state.broker = broker
     held = sum(broker.storage.partition_count(name) or 0 for name in broker.storage.topic_names())
     if held > config["max.partitions"]:
         log.warning("the data directory holds %d partitions, more than max.partitions %d "
@@ -48,7 +61,6 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     gc.freeze()
     # Let the loop take the GIL back from a busy storage worker within 1 ms, not 5.
     sys.setswitchinterval(0.001)
-    stats = ConnectionStats()
     stats.limiter = ConnectionLimiter(config)
     stats.budget = RequestBudget(config["queued.max.request.bytes"])
     background: list[asyncio.Task[None]] = []
@@ -74,6 +86,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         for listener in broker.config["listeners"]:
             log.info("listening on %s:%d (%s, %s)", listener.host, listener.port, listener.name,
                      security[listener.name].protocol)
+        admin.log_addresses()  # not before: a start-up that fails says one line only
         log.info("data in %s; durability: %s; event loop: %s", config.data_dir.resolve(),
                  broker.storage.durability_mode, type(loop).__module__.split(".")[0])
         if mqtt_bridge is not None:
@@ -84,11 +97,13 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
             bridge_task.add_done_callback(lambda _: stop.set())  # it only ends by giving up
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        admin_state.serving = True
         if ready is not None:
             ready.set()
         await stop.wait()
         log.info("shutting down: no new connections, finishing in-flight requests")
     finally:
+        admin_state.stopping = True
         bridge_failure = None
         if bridge is not None and bridge_task is not None:
             await bridge.stop()
@@ -101,6 +116,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         await _wait_for_in_flight(stats)
         stats.close_all()
         await broker.close()
+        await admin.close()
         log.info("served %d requests; %d connections closed for protocol errors; "
                  "sendfile: %d calls, %d bytes", stats.requests, stats.protocol_errors,
                  stats.sendfile_calls, stats.sendfile_bytes)

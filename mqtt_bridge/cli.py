@@ -12,12 +12,15 @@ import sys
 import tomllib
 from collections.abc import Callable, Coroutine
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import logs
 from .auth import hash_password
 from .config import BridgeConfig
 from .mapping import DEFAULT_DOWNLINK, DEFAULT_UPLINK, Mapping, RuleError
+
+if TYPE_CHECKING:
+    from .bridge import Bridge
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--group-prefix", metavar="PREFIX", help=f"group id prefix of the group store (default {d.group_prefix})")
     o = p.add_argument_group("operations")
     o.add_argument("--stats-interval-s", type=float, metavar="S", help=f"throughput counters log interval, 0 = off (default {d.stats_interval_s})")
+    o.add_argument("--admin-listen", metavar="HOST:PORT",
+                   help="admin HTTP listener: Prometheus /metrics and /v1/status (default off)")
     o.add_argument("--log-level", default="INFO", choices=logs.LEVELS)
     o.add_argument("--log-format", default=logs.DEFAULT_FORMAT, choices=logs.FORMATS,
                    help=f"log lines on stderr: text or JSON objects (default {logs.DEFAULT_FORMAT}; "
@@ -109,6 +114,10 @@ def config_from_args(args: argparse.Namespace) -> BridgeConfig:
         host, _, port = args.listen.rpartition(":")
         values["host"] = host or "127.0.0.1"
         values["port"] = int(port)
+    if args.admin_listen:
+        host, _, port = args.admin_listen.rpartition(":")
+        values["admin_host"] = host or "127.0.0.1"
+        values["admin_port"] = int(port)
     if args.no_anonymous:
         values["allow_anonymous"] = False
     if args.tls_listen:
@@ -123,7 +132,7 @@ def config_from_args(args: argparse.Namespace) -> BridgeConfig:
 
 
 async def _serve(cfg: BridgeConfig) -> None:
-    from .bridge import Bridge
+    from .bridge import Bridge, CannotListen
 
     bridge = Bridge(cfg)
     loop = asyncio.get_running_loop()
@@ -131,6 +140,25 @@ async def _serve(cfg: BridgeConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, bridge.log_connections)
+    admin = None
+    if cfg.admin_port is not None:  # up first: it reports while the bridge waits for the log
+        from .admin import AdminListener
+
+        admin = AdminListener(bridge.snapshot, cfg.admin_host, cfg.admin_port)
+        try:
+            await admin.start()
+        except OSError as exc:
+            raise CannotListen(f"cannot listen on {cfg.admin_host}:{cfg.admin_port} "
+                               f"(admin): {exc.strerror or exc}") from exc
+    try:
+        await _run_until_stopped(bridge, stop)
+    finally:
+        if admin is not None:
+            await admin.close()
+
+
+async def _run_until_stopped(bridge: Bridge, stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
     start = loop.create_task(bridge.start())
     stopper = loop.create_task(stop.wait())
     await asyncio.wait({start, stopper}, return_when=asyncio.FIRST_COMPLETED)

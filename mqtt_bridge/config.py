@@ -56,6 +56,8 @@ class BridgeConfig:
     retained_topic: str = "__mqtt_bridge_retained"  # compacted; key = MQTT topic
     # operations
     stats_interval_s: float = 30.0
+    admin_host: str = "127.0.0.1"
+    admin_port: int | None = None  # /metrics and /v1/status; None: no admin listener
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> BridgeConfig:

@@ -30,8 +30,12 @@ class ServerStartError(ChildStartError):
 
 
 def _server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Ours without any ``LOGSERVER_*`` setting, this tree on PYTHONPATH, then ``extra``."""
+    """Ours without any ``LOGSERVER_*`` setting but a free admin port, this tree on
+    PYTHONPATH, then ``extra``."""
     env = {k: v for k, v in python_path_env().items() if not k.startswith("LOGSERVER_")}
+    # Test servers run side by side: never Redpanda's default admin port 9644 (a free
+    # one instead; a --admin.listeners flag, as ServerProcess passes, takes precedence).
+    env["LOGSERVER_ADMIN_LISTENERS"] = f"http://{HOST}:0"
     env.update(extra or {})
     return env
 
@@ -77,6 +81,8 @@ class ServerProcess(ListeningChild):
         self.startup_timeout = startup_timeout
         self.extra_args = list(extra_args)
         self.launcher = list(launcher)
+        # Never the default 9644: test servers run side by side.
+        self.admin_port = free_port()
         self.starts = 0
         self.exit_codes: list[int] = []
 
@@ -90,6 +96,11 @@ class ServerProcess(ListeningChild):
         """``127.0.0.1:PORT``, the bootstrap string for every client."""
         return self.address
 
+    @property
+    def admin_url(self) -> str:
+        """Base URL of the admin HTTP API (``admin.listeners``) of this server."""
+        return f"http://{HOST}:{self.admin_port}"
+
     # ---- command line ----------------------------------------------------------
     def command(self) -> list[str]:
         cmd = [sys.executable, *self.launcher]
@@ -99,6 +110,8 @@ class ServerProcess(ListeningChild):
             if self.data_dir is not None:
                 cmd += ["--log.dirs", str(self.data_dir)]
             cmd += ["--listeners", f"PLAINTEXT://{HOST}:{self.port}"]
+            if "admin.listeners" not in self.settings:
+                cmd += ["--admin.listeners", f"http://{HOST}:{self.admin_port}"]
         for name, value in self.settings.items():
             cmd += [f"--{name}", _setting_str(value)]
         cmd += self.extra_args

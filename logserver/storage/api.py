@@ -20,6 +20,7 @@ from typing import NamedTuple, Protocol
 
 from kafkaproto import FileRegion
 from logserver.broker_overrides import BrokerOverrides
+from logserver.latency import LatencyHistogram
 from logserver.log.errors import InvalidTopicError, TopicExistsError, UnknownTopicOrPartitionError
 from logserver.topic_config import InvalidConfigError, TopicConfig
 
@@ -34,6 +35,7 @@ __all__ = [
     "InvalidConfigError",
     "InvalidTopicError",
     "ListedOffset",
+    "PartitionStats",
     "ReadResult",
     "Records",
     "Storage",
@@ -94,6 +96,19 @@ class LogDirInfo(NamedTuple):
     total_bytes: int  # of the file system; -1 when unknown (the in-memory engine)
     usable_bytes: int
     partitions: list[PartitionDirInfo]
+class PartitionStats(NamedTuple):
+    """One partition as the admin API and /metrics show it (in-memory state only)."""
+
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    segment_count: int
+    size_bytes: int  # of its segment files
+    bytes_in: int  # appended batch bytes since start-up
+    messages_in: int  # appended records since start-up
+    bytes_out: int  # record bytes handed to fetchers since start-up
+    waiting_fetches: int  # long-poll fetches parked on it now
 
 
 class Storage(Protocol):
@@ -225,6 +240,16 @@ class Storage(Protocol):
     def high_watermark(self, topic: str, partition: int) -> int | None: ...
 
     def log_start_offset(self, topic: str, partition: int) -> int | None: ...
+
+    def partition_stats(self, topic: str) -> list[PartitionStats] | None:
+        """Every partition's offsets, size and traffic counters; None for an unknown topic.
+        Read-only and from memory: safe to call from the event loop at any rate."""
+        ...
+
+    @property
+    def fsync_latency(self) -> LatencyHistogram | None:
+        """Durations of the flush rounds (fsyncs); None when the engine never fsyncs."""
+        ...
 
     async def wait_for_append(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
         """Return when one of ``partitions`` gets an append, or after ``timeout_s``."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from kafkaproto import ErrorCode
 from logserver.broker_overrides import BrokerOverrides
+from logserver.latency import LatencyHistogram
 from logserver.partition import Partition
 from logserver.storage.api import (
     EARLIEST,
@@ -27,6 +28,7 @@ from logserver.storage.api import (
     DeletedRecords,
     InvalidTopicError,
     ListedOffset,
+    PartitionStats,
     ReadResult,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -304,6 +306,26 @@ class PartitionedStorage:
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"write failed: {exc.strerror}")
         result.wait = self._after_append(state, partition)
         return result
+    def partition_stats(self, topic: str) -> list[PartitionStats] | None:
+        state = self._topics.get(topic)
+        if state is None:
+            return None
+        stats = []
+        for partition, log_ in zip(state.partitions, state.logs, strict=True):
+            segments, size = self._footprint(log_)
+            stats.append(PartitionStats(
+                partition.index, partition.log_start_offset, partition.log.log_end_offset,
+                partition.high_watermark, segments, size, partition.bytes_in,
+                partition.messages_in, partition.bytes_out, partition.waiting_fetches))
+        return stats
+
+    def _footprint(self, log_: Any) -> tuple[int, int]:
+        """(segments, bytes) of the engine's log of one partition."""
+        return 0, 0
+
+    @property
+    def fsync_latency(self) -> LatencyHistogram | None:
+        return None
 
     def high_watermark(self, topic: str, partition: int) -> int | None:
         found = self._partition(topic, partition)

@@ -173,6 +173,10 @@ class MemoryLog:
         self._boundaries = [first] + [b for b in self._boundaries if b > first]
         return self._start
 
+    def footprint(self) -> tuple[int, int]:
+        """(segments, bytes held) for the admin API."""
+        return len(self._boundaries), sum(map(len, self._batches))
+
     def roll(self) -> int:
         if self._boundaries[-1] != self._end:
             self._boundaries.append(self._end)
@@ -276,6 +280,10 @@ class MemoryStorage(PartitionedStorage):
         return [LogDirInfo("memory", -1, -1, partitions)]
 
     # -- partition maintenance --------------------------------------------------------------
+
+    def _footprint(self, log_: Any) -> tuple[int, int]:
+        memory_log: MemoryLog = log_
+        return memory_log.footprint()
 
     def _log(self, topic: str, partition: int) -> MemoryLog:
         state = self._topics.get(topic)

@@ -22,6 +22,7 @@ from logserver.broker_overrides import BrokerOverrides
 from logserver.cluster_meta import load_or_create_cluster_id
 from logserver.config import Config
 from logserver.durability import Durability
+from logserver.latency import LatencyHistogram
 from logserver.log.errors import UnknownTopicOrPartitionError
 from logserver.log.log import Log
 from logserver.log.manager import LogManager, TopicInfo
@@ -285,6 +286,14 @@ class SegmentLogStorage(PartitionedStorage):
         return [LogDirInfo(str(data_dir.resolve()), total, usable, partitions)]
 
     # -- partition maintenance --------------------------------------------------------------
+
+    def _footprint(self, log_: Any) -> tuple[int, int]:
+        segment_log: Log = log_
+        return len(segment_log.segments), segment_log.size_bytes
+
+    @property
+    def fsync_latency(self) -> LatencyHistogram | None:
+        return self._durability.flush_latency
 
     def _log(self, topic: str, partition: int) -> Log:
         state = self._topics.get(topic)

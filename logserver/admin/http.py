@@ -1,0 +1,111 @@
+"""aiohttp glue for the admin listener: routes to ``views``, /metrics, /openapi.json.
+
+Runs in the broker's event loop; every handler reads in-memory state (``views``) and
+does no disk work. Endpoints that need the broker answer 503 until recovery is done.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from logserver.admin import metrics, views
+from logserver.admin.openapi import DOCUMENT
+from logserver.admin.state import AdminState
+from logserver.broker import Broker
+from logserver.config import Listener
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def build_app(state: AdminState) -> web.Application:
+    registry = metrics.registry(state)
+    app = web.Application()
+
+    def with_broker(view: Callable[[Broker, web.Request], Any]) -> Handler:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            broker = state.broker
+            if broker is None:
+                return web.json_response({"error": "recovering the data directory"}, status=503)
+            result = view(broker, request)
+            if isinstance(result, web.StreamResponse):
+                return result
+            return web.json_response(result)
+        return handle
+
+    def topic(broker: Broker, request: web.Request) -> Any:
+        name = request.match_info["name"]
+        found = views.topic(broker, name)
+        if found is None:
+            return web.json_response({"error": f"unknown topic {name!r}"}, status=404)
+        return found
+
+    async def connections(_: web.Request) -> web.Response:
+        return web.json_response(views.connections(state))
+
+    async def requests(_: web.Request) -> web.Response:
+        return web.json_response(views.requests(state))
+
+    async def live(_: web.Request) -> web.Response:
+        return web.json_response(views.status(state))
+
+    async def ready(_: web.Request) -> web.Response:
+        body = views.status(state)
+        return web.json_response(body, status=200 if body["ready"] else 503)
+
+    async def openapi(_: web.Request) -> web.Response:
+        return web.json_response(DOCUMENT)
+
+    async def scrape(_: web.Request) -> web.Response:
+        response = web.Response(body=generate_latest(registry))
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
+
+    app.router.add_get("/v1/cluster", with_broker(lambda b, _: views.cluster(b)))
+    app.router.add_get("/v1/topics", with_broker(lambda b, _: views.topics(b)))
+    app.router.add_get("/v1/topics/{name}", with_broker(topic))
+    app.router.add_get("/v1/groups", with_broker(lambda b, _: {"groups": views.group_lags(b)}))
+    app.router.add_get("/v1/connections", connections)
+    app.router.add_get("/v1/requests", requests)
+    app.router.add_get("/v1/status/live", live)
+    app.router.add_get("/v1/status/ready", ready)
+    app.router.add_get("/openapi.json", openapi)
+    app.router.add_get("/metrics", scrape)
+    return app
+
+
+class AdminServer:
+    """The admin listeners of one broker; a port already in use is logged, not fatal
+    (the Kafka listeners matter more than the view of them)."""
+
+    def __init__(self, state: AdminState, listeners: list[Listener]) -> None:
+        self._runner = web.AppRunner(build_app(state), access_log=None, handle_signals=False)
+        self._listeners = listeners
+        self.addresses: list[tuple[str, int]] = []
+
+    async def start(self) -> None:
+        if not self._listeners:
+            return
+        await self._runner.setup()
+        for listener in self._listeners:
+            site = web.TCPSite(self._runner, listener.host, listener.port, reuse_address=True)
+            try:
+                await site.start()
+            except OSError as exc:
+                log.error("admin API not served on %s:%d: %s (set admin.listeners)",
+                          listener.host, listener.port, exc)
+                continue
+        self.addresses = [(a[0], a[1]) for a in self._runner.addresses]
+
+    def log_addresses(self) -> None:
+        for host, port in self.addresses:
+            log.info("admin API on http://%s:%d (metrics at /metrics)", host, port)
+
+    async def close(self) -> None:
+        await self._runner.cleanup()

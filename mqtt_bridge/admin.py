@@ -1,0 +1,90 @@
+"""The bridge's admin listener (``--admin-listen``): Prometheus /metrics and a JSON status.
+
+Runs in the bridge's event loop and reads only the counters the bridge already keeps
+(``Bridge.snapshot``); the metrics come from a scrape-time collector in a registry of
+the bridge's own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+log = logging.getLogger(__name__)
+
+Snapshot = Callable[[], dict[str, Any]]
+
+# snapshot key -> (metric name, help); gauges are current values, counters since start-up
+GAUGES = {
+    "connections": ("mqtt_connected_devices", "MQTT clients connected now."),
+    "sessions": ("mqtt_sessions", "Sessions held (connected or persistent)."),
+    "subscriptions": ("mqtt_subscriptions", "Subscriptions over all sessions."),
+}
+COUNTERS = {
+    "msgs_in": ("mqtt_publishes_in", "PUBLISH packets received from clients."),
+    "msgs_out": ("mqtt_publishes_out", "PUBLISH packets sent to clients."),
+    "bytes_in": ("mqtt_bytes_in", "Bytes received from clients."),
+    "bytes_out": ("mqtt_bytes_out", "Bytes sent to clients."),
+    "connections_total": ("mqtt_connections", "Connections accepted."),
+    "refused": ("mqtt_connections_refused", "Connections refused by the limits."),
+    "protocol_errors": ("mqtt_protocol_errors", "Connections closed for protocol errors."),
+    "uplink_records": ("mqtt_uplink_records", "Records handed to the log producer."),
+    "uplink_acked": ("mqtt_uplink_records_acked", "Uplink records the log acknowledged."),
+    "downlink_records": ("mqtt_downlink_records", "Records fetched from the log for devices."),
+    "denied_publish": ("mqtt_publishes_denied", "PUBLISH packets the ACL refused."),
+}
+
+
+class BridgeCollector(Collector):
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        current = self._snapshot()
+        for key, (name, documentation) in GAUGES.items():
+            yield GaugeMetricFamily(name, documentation, value=current[key])
+        for key, (name, documentation) in COUNTERS.items():
+            yield CounterMetricFamily(name, documentation, value=current[key])
+
+
+def build_app(snapshot: Snapshot) -> web.Application:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BridgeCollector(snapshot))
+
+    async def scrape(_: web.Request) -> web.Response:
+        response = web.Response(body=generate_latest(registry))
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
+
+    async def status(_: web.Request) -> web.Response:
+        return web.json_response(snapshot())
+
+    app = web.Application()
+    app.router.add_get("/metrics", scrape)
+    app.router.add_get("/v1/status", status)
+    return app
+
+
+class AdminListener:
+    """Serves ``build_app`` on host:port; ``port`` is the bound one (0 picks a free one)."""
+
+    def __init__(self, snapshot: Snapshot, host: str, port: int) -> None:
+        self._runner = web.AppRunner(build_app(snapshot), access_log=None, handle_signals=False)
+        self.host = host
+        self.port = port
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port, reuse_address=True).start()
+        self.port = self._runner.addresses[0][1]
+        log.info("mqtt-bridge admin API on http://%s:%d (metrics at /metrics)", self.host,
+                 self.port, extra={"event": "admin_listening", "port": self.port})
+
+    async def close(self) -> None:
+        await self._runner.cleanup()

@@ -1,0 +1,69 @@
+"""The MQTT bridge's admin listener (``--admin-listen``): /metrics and /v1/status with
+real paho-mqtt devices publishing through a real bridge into a real logserver."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+import uuid
+
+import paho.mqtt.client as paho
+from prometheus_client.parser import text_string_to_metric_families
+from serverproc import free_port
+from support.mqtt_procs import HOST, BridgeProcess
+
+DEVICES = 5
+PER_DEVICE = 4
+
+
+def scrape(url: str) -> dict[str, float]:
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {s.name: s.value for family in text_string_to_metric_families(text)
+            for s in family.samples}
+
+
+def wait_for(condition, what: str, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+    return result
+
+
+def test_metrics_count_connected_devices_and_publishes(request, module_server, tmp_path) -> None:
+    admin_port = free_port()
+    bridge = BridgeProcess(module_server.bootstrap, tmp_path / "bridge.log", "--log-format", "text",
+                           "--uplink-topic", "telemetry*", "--admin-listen", f"{HOST}:{admin_port}")
+    request.addfinalizer(bridge.stop)
+    bridge.start()
+    url = f"http://{HOST}:{admin_port}"
+    before = scrape(url)
+    assert before["mqtt_connected_devices"] == 0
+    stream = "telemetry" + uuid.uuid4().hex[:6]
+    clients = []
+    try:
+        for i in range(DEVICES):
+            client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"meter-{i}")
+            client.connect(HOST, bridge.port, keepalive=30)
+            client.loop_start()
+            clients.append(client)
+        wait_for(lambda: scrape(url)["mqtt_connected_devices"] == DEVICES, "devices connected")
+        for i, client in enumerate(clients):
+            for n in range(PER_DEVICE):
+                client.publish(f"devices/meter-{i}/{stream}", f"{n}", qos=1).wait_for_publish(10)
+        after = wait_for(lambda: (s := scrape(url))["mqtt_uplink_records_acked_total"]
+                         - before["mqtt_uplink_records_acked_total"] >= DEVICES * PER_DEVICE and s,
+                         "uplink acknowledged")
+        assert after["mqtt_publishes_in_total"] - before["mqtt_publishes_in_total"] == DEVICES * PER_DEVICE
+        assert after["mqtt_uplink_records_total"] - before["mqtt_uplink_records_total"] == DEVICES * PER_DEVICE
+        with urllib.request.urlopen(url + "/v1/status", timeout=10) as response:
+            status = json.loads(response.read())
+        assert status["connections"] == DEVICES
+    finally:
+        for client in clients:
+            client.disconnect()
+            client.loop_stop()
+    wait_for(lambda: scrape(url)["mqtt_connected_devices"] == 0, "devices gone")
