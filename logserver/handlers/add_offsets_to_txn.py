@@ -1,5 +1,6 @@
 """AddOffsetsToTxn (v0-3): a consumer group's offsets join the producer's transaction
-(sendOffsetsToTransaction, before TxnOffsetCommit)."""
+(sendOffsetsToTransaction, before TxnOffsetCommit). Needs WRITE on the transactional id
+and READ on the group, as in Kafka."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -16,6 +18,10 @@ FENCED_MIN_VERSION = 2
 
 async def handle(broker: Broker, header: RequestHeader,
                  request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    refused = (checks.denied(broker, checks.TRANSACTIONAL_ID_WRITE, request.transactional_id)
+               or checks.denied(broker, checks.TXN_OFFSET_COMMIT_GROUP, request.group_id))
+    if refused:
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=refused)
     if not request.group_id:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
     error = await broker.transactions.add_offsets(

@@ -1,6 +1,6 @@
 """DescribeProducers (v0): the idempotent and transactional producers each partition
 tracks, with the first offset of a producer's open transaction (kafka-transactions.sh
-find-hanging)."""
+find-hanging). Needs READ on each topic (TOPIC_AUTHORIZATION_FAILED), as in Kafka."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import DescribeProducersRequest, DescribeProducersResponse
+from logserver.security import checks
 from logserver.transactions.coordinator import COORDINATOR_EPOCH
 
 if TYPE_CHECKING:
@@ -23,11 +24,12 @@ def handle(broker: Broker, header: RequestHeader,
     topics = []
     for topic in request.topics:
         partitions = []
+        refused = checks.denied(broker, checks.DESCRIBE_PRODUCERS, topic.name)
         for index in topic.partition_indexes:
-            producers = broker.storage.active_producers(topic.name, index)
+            producers = None if refused else broker.storage.active_producers(topic.name, index)
             if producers is None:
                 partitions.append(Partition(partition_index=index,
-                                            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                            error_code=refused or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                             active_producers=[]))
                 continue
             partitions.append(Partition(partition_index=index, error_code=ErrorCode.NONE,

@@ -1,4 +1,9 @@
-"""DescribeTransactions (v0): state, producer, timeout and partitions of transactional ids."""
+"""DescribeTransactions (v0): state, producer, timeout and partitions of transactional ids.
+
+As in Kafka, each id needs DESCRIBE on it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and
+the answer lists only the partitions of topics the principal may DESCRIBE: the others are
+left out without an error.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
+from logserver.security import checks
 from logserver.transactions.metadata import STATE_NAMES
 
 if TYPE_CHECKING:
@@ -20,10 +26,11 @@ def handle(broker: Broker, header: RequestHeader,
     coordinator = broker.transactions
     states = []
     for txn_id in request.transactional_ids:
-        meta = None if coordinator.loading else coordinator.describe(txn_id)
+        refused = checks.denied(broker, checks.DESCRIBE_TRANSACTIONS, txn_id)
+        meta = None if refused or coordinator.loading else coordinator.describe(txn_id)
         if meta is None:
-            error = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coordinator.loading
-                     else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+            error = (refused or (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coordinator.loading
+                                 else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND))
             states.append(State(error_code=error, transactional_id=txn_id, transaction_state="",
                                 transaction_timeout_ms=0, transaction_start_time_ms=-1,
                                 producer_id=-1, producer_epoch=-1, topics=[]))
@@ -31,6 +38,8 @@ def handle(broker: Broker, header: RequestHeader,
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(meta.partitions):
             by_topic.setdefault(topic, []).append(partition)
+        by_topic = {topic: partitions for topic, partitions in by_topic.items()
+                    if checks.allowed(broker, checks.DESCRIBE_TRANSACTIONS_TOPIC, topic)}
         states.append(State(
             error_code=ErrorCode.NONE, transactional_id=txn_id,
             transaction_state=STATE_NAMES[meta.state], transaction_timeout_ms=meta.timeout_ms,

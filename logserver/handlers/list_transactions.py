@@ -1,5 +1,6 @@
 """ListTransactions (v0-1): transactional ids filtered by state names, producer ids and
-(v1) how long their transaction has been open."""
+(v1) how long their transaction has been open. Only ids the principal may DESCRIBE are
+listed, as in Kafka."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import ListTransactionsRequest, ListTransactionsResponse
+from logserver.security import checks
 from logserver.transactions.metadata import STATE_NAMES
 
 if TYPE_CHECKING:
@@ -36,6 +38,8 @@ def handle(broker: Broker, header: RequestHeader,
         if wanted_ids and meta.producer_id not in wanted_ids:
             continue
         if duration >= 0 and (meta.start_ms < 0 or now - meta.start_ms < duration):
+            continue
+        if not checks.allowed(broker, checks.LIST_TRANSACTIONS, meta.transactional_id):
             continue
         states.append(State(transactional_id=meta.transactional_id, producer_id=meta.producer_id,
                             transaction_state=STATE_NAMES[meta.state]))

@@ -15,7 +15,7 @@ from kafkaproto.messages import ProduceRequest, ProduceResponse
 from logserver.groups import INTERNAL_TOPICS
 from logserver.security import checks
 from logserver.storage.api import AppendResult
-from logserver.transactions.produce_check import transactional_produce_error
+from logserver.transactions.produce_check import is_transactional, transactional_produce_error
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -26,10 +26,11 @@ PartitionResponse = ProduceResponse.PartitionProduceResponse
 def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
         ProduceResponse | Awaitable[ProduceResponse] | None):
     acks = request.acks
-    error = ErrorCode.INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else ErrorCode.NONE
+    error: int = ErrorCode.INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else ErrorCode.NONE
     waits: list[Awaitable[None]] = []
     deferred: list[tuple[PartitionResponse, Awaitable[AppendResult]]] = []
     topics = []
+    error = error or _transactional_id_denied(broker, request)
     for topic in request.topic_data:
         partitions = []
         refused = error or checks.denied(broker, checks.PRODUCE, topic.name)
@@ -65,6 +66,19 @@ def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
     if not waits:
         return response
     return _after_fsync(response, waits)
+
+
+def _transactional_id_denied(broker: Broker, request: ProduceRequest) -> int:
+    """Kafka's first check of a transactional Produce: WRITE on its transactional id, else
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition. (A transactional batch
+    without a transactional id is refused per partition by the transaction check.)"""
+    txn_id = request.transactional_id
+    if txn_id is None or broker.authorizer is None:
+        return ErrorCode.NONE
+    if not any(is_transactional(cast("memoryview | None", data.records))
+               for topic in request.topic_data for data in topic.partition_data):
+        return ErrorCode.NONE
+    return checks.denied(broker, checks.TRANSACTIONAL_ID_WRITE, txn_id)
 
 
 def _partition_response(index: int, result: AppendResult) -> PartitionResponse:

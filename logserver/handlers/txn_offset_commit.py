@@ -1,6 +1,8 @@
 """TxnOffsetCommit (v0-3): offsets consumed in a transaction, visible only once it
 commits. The group's checks (generation, member; v3+) are the group coordinator's; the
-offsets wait in the transaction coordinator until EndTxn."""
+offsets wait in the transaction coordinator until EndTxn. As in Kafka, it needs WRITE on
+the transactional id, then READ on the group (else every partition fails), then READ on
+each topic (else that topic's partitions fail)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from logserver.security import checks
 from logserver.transactions.metadata import PendingOffset, TopicPartition
 
 if TYPE_CHECKING:
@@ -23,17 +26,23 @@ async def handle(broker: Broker, header: RequestHeader,
     version = header.api_version
     errors: dict[TopicPartition, int] = {}
     offsets: dict[TopicPartition, PendingOffset] = {}
+    refused = (checks.denied(broker, checks.TRANSACTIONAL_ID_WRITE, request.transactional_id)
+               or checks.denied(broker, checks.TXN_OFFSET_COMMIT_GROUP, request.group_id))
     for topic in request.topics:
         count = broker.storage.partition_count(topic.name)
+        topic_refused = refused or checks.denied(broker, checks.TXN_OFFSET_COMMIT_TOPIC, topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
+            if topic_refused:
+                errors[tp] = topic_refused
+                continue
             if count is None or not 0 <= p.partition_index < count:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             offsets[tp] = (p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
                            p.committed_metadata or "")
     error: int = ErrorCode.NONE
-    if version >= 3:
+    if version >= 3 and offsets:
         error = broker.groups.check_txn_offset_commit(
             group_id=request.group_id, member_id=request.member_id,
             group_instance_id=request.group_instance_id, generation_id=request.generation_id)

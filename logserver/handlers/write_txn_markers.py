@@ -4,7 +4,9 @@ The transaction coordinator writes its markers in-process; over the wire this se
 admin abort of a hanging transaction (Kafka's ``kafka-transactions.sh abort``, the admin
 clients' ``abortTransaction``): an abort marker for a producer whose transaction a
 partition still holds open. A marker older than the producer's current epoch at the
-partition is refused (INVALID_PRODUCER_EPOCH), as Kafka's leader does.
+partition is refused (INVALID_PRODUCER_EPOCH), as Kafka's leader does. Only principals with CLUSTER_ACTION on
+the cluster (brokers, admins) may write markers; everyone else gets
+CLUSTER_AUTHORIZATION_FAILED for every partition.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from logserver.groups import INTERNAL_TOPICS
+from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -42,10 +45,11 @@ def _write(broker: Broker, marker: WriteTxnMarkersRequest.WritableTxnMarker, top
 
 def handle(broker: Broker, header: RequestHeader,
            request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    refused = checks.denied(broker, checks.WRITE_TXN_MARKERS)
     return WriteTxnMarkersResponse(markers=[
         Result(producer_id=marker.producer_id, topics=[
             TopicResult(name=topic.name, partitions=[
-                PartitionResult(partition_index=p, error_code=_write(broker, marker, topic.name, p))
+                PartitionResult(partition_index=p, error_code=refused or _write(broker, marker, topic.name, p))
                 for p in topic.partition_indexes])
             for topic in marker.topics])
         for marker in request.markers])

@@ -87,9 +87,16 @@ ALTER_BROKER_CONFIGS = Rule(_C, _Op.ALTER_CONFIGS, _CLUSTER_FAILED)
 DESCRIBE_CLUSTER = DESCRIBE_LOG_DIRS = Rule(_C, _Op.DESCRIBE, _CLUSTER_FAILED)
 DESCRIBE_USER_SCRAM_CREDENTIALS = Rule(_C, _Op.DESCRIBE, _CLUSTER_FAILED)
 ALTER_USER_SCRAM_CREDENTIALS = Rule(_C, _Op.ALTER, _CLUSTER_FAILED)
+# Transactions: every call of a transactional producer (Produce of transactional batches,
+# AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit) first needs
+# TRANSACTIONAL_ID_WRITE; the producer id is implied by it.
 TXN_ADD_PARTITIONS = Rule(_T, _Op.WRITE, _TOPIC_FAILED)  # + TRANSACTIONAL_ID_WRITE
 TXN_OFFSET_COMMIT_GROUP = Rule(_G, _Op.READ, _GROUP_FAILED)  # AddOffsetsToTxn, TxnOffsetCommit
+TXN_OFFSET_COMMIT_TOPIC = Rule(_T, _Op.READ, _TOPIC_FAILED)  # TxnOffsetCommit, per topic
+WRITE_TXN_MARKERS = Rule(_C, _Op.CLUSTER_ACTION, _CLUSTER_FAILED)  # inter-broker (and admin abort)
 DESCRIBE_TRANSACTIONS = Rule(_X, _Op.DESCRIBE, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+DESCRIBE_TRANSACTIONS_TOPIC = Rule(_T, _Op.DESCRIBE, _TOPIC_FAILED)  # others left out, no error
+LIST_TRANSACTIONS = DESCRIBE_TRANSACTIONS  # ids the principal may not describe are left out
 DESCRIBE_PRODUCERS = Rule(_T, _Op.READ, _TOPIC_FAILED)
 
 

@@ -16,15 +16,21 @@ _PRODUCER_ID = 43
 _PRODUCER_EPOCH = 51
 
 
+def is_transactional(records: memoryview | None) -> bool:
+    """Does this partition's data start with a transactional batch (Kafka looks at the first
+    batch of each partition to decide whether a Produce is transactional)?"""
+    return (records is not None and len(records) >= BATCH_HEADER_SIZE
+            and bool(records[_ATTRIBUTES + 1] & TRANSACTIONAL_MASK))
+
+
 def transactional_produce_error(broker: Broker, transactional_id: str | None, topic: str,
                                 partition: int, records: memoryview | None) -> int:
     """An error code for a transactional batch that may not be appended, else NONE (0).
 
     Malformed batches are left to the partition's validation (CORRUPT_MESSAGE)."""
-    if records is None or len(records) < BATCH_HEADER_SIZE:
+    if not is_transactional(records):
         return ErrorCode.NONE
-    if not records[_ATTRIBUTES + 1] & TRANSACTIONAL_MASK:
-        return ErrorCode.NONE
+    assert records is not None
     if transactional_id is None:
         return ErrorCode.INVALID_TXN_STATE  # a transactional batch needs its transactional id
     producer_id = int.from_bytes(records[_PRODUCER_ID:_PRODUCER_ID + 8], "big", signed=True)
