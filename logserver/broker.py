@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from logserver.config import Config
 from logserver.groups import GroupCoordinator
@@ -33,6 +34,11 @@ class Broker:
         self.storage: Storage = storage
         self._creating: dict[str, int] = {}  # topic -> partitions, while being created
         self.groups = GroupCoordinator(self)  # consumer groups (logserver/groups)
+        self.cluster: Any = None  # cluster mode only: logserver.cluster.node.ClusterNode
+        if config["cluster.etcd.endpoints"]:
+            from logserver.cluster.node import ClusterNode
+
+            self.cluster = ClusterNode(self)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -42,8 +48,12 @@ class Broker:
     async def start(self) -> None:
         await self.storage.start()
         self.groups.start()
+        if self.cluster is not None:
+            await self.cluster.start()
 
     async def close(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.close()
         await self.groups.close()
         await self.storage.close()
 

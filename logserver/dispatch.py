@@ -62,10 +62,19 @@ class Dispatcher:
         except ProtocolError as exc:
             return None, f"malformed {name} v{header.api_version} request from {header.client_id!r}: {exc}"
         set_peer(peer)
-        result: Any | Awaitable[Any] | None = handler.handle(self.broker, header, body)
+        handle = handler.handle
+        if self.broker.cluster is not None:  # cluster mode serves some APIs its own way
+            handle = cluster_handlers().get(header.api_key, handle)
+        result: Any | Awaitable[Any] | None = handle(self.broker, header, body)
         if result is None:
             return None
         return header, result
+
+
+def cluster_handlers() -> dict[int, Any]:
+    from logserver.cluster.handlers import HANDLERS as CLUSTER_HANDLERS
+
+    return CLUSTER_HANDLERS
 
 
 def _api_versions_downgrade(header: RequestHeader) -> Outcome:

@@ -23,6 +23,7 @@ from kafkaproto.batch import (
     Compression,
     CorruptBatchError,
     InvalidRecordError,
+    iter_batches,
     set_log_append_time,
 )
 from kafkaproto.validate import validate_batch
@@ -58,8 +59,10 @@ class PartitionLog(Protocol):
 
     def append(self, batch: memoryview, header: BatchHeader) -> int: ...
 
-    def read(self, offset: int, max_bytes: int, *, min_one: bool) -> Records | None:
-        """Raises OffsetOutOfRangeError outside [log start, log end]."""
+    def read(self, offset: int, max_bytes: int, *, min_one: bool,
+             upper_bound: int | None = None) -> Records | None:
+        """Raises OffsetOutOfRangeError outside [log start, log end]; nothing at or
+        after ``upper_bound`` (the replicated high watermark) when it is given."""
         ...
 
     def has_zstd(self, records: Records) -> bool: ...
@@ -71,7 +74,7 @@ class PartitionLog(Protocol):
 
 class Partition:
     __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
-                 "max_message_bytes")
+                 "max_message_bytes", "replicated_hw")
 
     def __init__(self, topic: str, index: int, log_: PartitionLog, config: TopicConfig) -> None:
         self.topic = topic
@@ -81,6 +84,9 @@ class Partition:
         self._waiters: list[asyncio.Future[None]] = []
         self.log_append_time = config.log_append_time
         self.max_message_bytes = config.max_message_bytes
+        # Cluster mode: the high watermark the replicas agreed on; None on a single node,
+        # where the high watermark is the log end offset.
+        self.replicated_hw: int | None = None
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -91,6 +97,11 @@ class Partition:
 
     @property
     def high_watermark(self) -> int:
+        hw = self.replicated_hw
+        return self.log.log_end_offset if hw is None else min(hw, self.log.log_end_offset)
+
+    @property
+    def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
     @property
@@ -146,9 +157,12 @@ class Partition:
     # -- fetch --------------------------------------------------------------------------
 
     def fetch(self, offset: int, max_bytes: int, *, min_one: bool,
-              api_version: int) -> tuple[int, Records]:
+              api_version: int, replica: bool = False) -> tuple[int, Records]:
+        """Consumers read below the high watermark, follower replicas (``replica``) to
+        the log end."""
+        upper = None if replica or self.replicated_hw is None else self.high_watermark
         try:
-            records = self.log.read(offset, max_bytes, min_one=min_one)
+            records = self.log.read(offset, max_bytes, min_one=min_one, upper_bound=upper)
         except OffsetOutOfRangeError:
             return ErrorCode.OFFSET_OUT_OF_RANGE, b""
         if records is None:
@@ -158,6 +172,21 @@ class Partition:
                 records.release()  # a pinned slice that will not be sent
             return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
         return ErrorCode.NONE, records
+
+    # -- replication (cluster mode) --------------------------------------------------------
+
+    def append_replica(self, records: memoryview) -> int:
+        """A follower's append of batches fetched from the leader, offsets kept as the
+        leader gave them; batches already held are skipped. Returns the log end offset."""
+        for position, header in iter_batches(records):
+            leo = self.log.log_end_offset
+            if header.base_offset + header.last_offset_delta < leo:
+                continue
+            if header.base_offset != leo:
+                raise ValueError(f"{self}: fetched batch at {header.base_offset}, log ends at {leo}")
+            self.log.append(records[position:position + header.size], header)
+        self.wake_waiters()
+        return self.log.log_end_offset
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         return self.log.offset_for_timestamp(timestamp)

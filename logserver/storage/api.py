@@ -135,8 +135,9 @@ class Storage(Protocol):
         ...
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
-             min_one: bool, fetch_version: int) -> ReadResult:
-        """Whole batches from the one holding ``offset`` (KIP-74 with ``min_one``)."""
+             min_one: bool, fetch_version: int, replica: bool = False) -> ReadResult:
+        """Whole batches from the one holding ``offset`` (KIP-74 with ``min_one``); below
+        the high watermark, except for a follower replica (``replica``)."""
         ...
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> ListedOffset:
@@ -149,6 +150,25 @@ class Storage(Protocol):
 
     async def wait_for_append(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
         """Return when one of ``partitions`` gets an append, or after ``timeout_s``."""
+        ...
+
+    # -- replication (cluster mode, logserver/cluster) ---------------------------------------
+
+    def log_end_offset(self, topic: str, partition: int) -> int | None: ...
+
+    def set_high_watermark(self, topic: str, partition: int, offset: int | None) -> None:
+        """The replicated high watermark (None: the log end offset, as on a single node);
+        reads by consumers stop there."""
+        ...
+
+    def append_replica(self, topic: str, partition: int, records: memoryview) -> int:
+        """A follower appends batches fetched from its leader, keeping their offsets;
+        returns the new log end offset. Raises KeyError for an unknown partition and
+        ValueError when the batches do not continue the log."""
+        ...
+
+    async def truncate_to(self, topic: str, partition: int, offset: int) -> int:
+        """Drop the batch holding ``offset`` and everything after it; the new log end."""
         ...
 
     # -- maintenance of one partition (the offsets store's compaction) ---------------------

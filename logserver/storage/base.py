@@ -151,12 +151,13 @@ class PartitionedStorage:
         return result
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
-             min_one: bool, fetch_version: int) -> ReadResult:
+             min_one: bool, fetch_version: int, replica: bool = False) -> ReadResult:
         found = self._partition(topic, partition)
         if found is None:
             return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _NO_RECORDS, 0, -1, -1)
         part = found[1]
-        error, records = part.fetch(offset, max_bytes, min_one=min_one, api_version=fetch_version)
+        error, records = part.fetch(offset, max_bytes, min_one=min_one, api_version=fetch_version,
+                                    replica=replica)
         size = len(records) if isinstance(records, (bytes, bytearray, memoryview)) else records.length
         return ReadResult(error, records, size, part.high_watermark, part.log_start_offset)
 
@@ -186,6 +187,26 @@ class PartitionedStorage:
     def log_start_offset(self, topic: str, partition: int) -> int | None:
         found = self._partition(topic, partition)
         return None if found is None else found[1].log_start_offset
+
+    # -- replication (cluster mode) --------------------------------------------------------
+
+    def log_end_offset(self, topic: str, partition: int) -> int | None:
+        found = self._partition(topic, partition)
+        return None if found is None else found[1].log_end_offset
+
+    def set_high_watermark(self, topic: str, partition: int, offset: int | None) -> None:
+        found = self._partition(topic, partition)
+        if found is not None:
+            part = found[1]
+            if part.replicated_hw != offset:
+                part.replicated_hw = offset
+                part.wake_waiters()  # consumers long-polling for what is now committed
+
+    def append_replica(self, topic: str, partition: int, records: memoryview) -> int:
+        found = self._partition(topic, partition)
+        if found is None:
+            raise KeyError(f"no partition {partition} of topic {topic!r}")
+        return found[1].append_replica(records)
 
     async def wait_for_append(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
         loop = asyncio.get_running_loop()

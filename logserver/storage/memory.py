@@ -88,10 +88,11 @@ class MemoryLog:
     def _first_batch(self, offset: int) -> int:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
-    def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> Records | None:
+    def read(self, offset: int, max_bytes: int, *, min_one: bool = True,
+             upper_bound: int | None = None) -> Records | None:
         if offset < self._start or offset > self._end:
             raise OffsetOutOfRangeError(offset, self._start, self._end)
-        if offset == self._end:
+        if offset >= (self._end if upper_bound is None else min(upper_bound, self._end)):
             return None
         first = self._first_batch(offset)
         # Like the segment log, a read never crosses a segment boundary.
@@ -102,12 +103,24 @@ class MemoryLog:
         for i in range(first, len(self._batches)):
             if stop is not None and self._bases[i] >= stop:
                 break
+            if upper_bound is not None and self._bases[i] >= upper_bound:
+                break
             batch = self._batches[i]
             if size + len(batch) > max_bytes and (out or not min_one):
                 break
             out.append(batch)
             size += len(batch)
         return b"".join(out) if out else None
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch holding ``offset`` and every later one (batch granularity)."""
+        if offset >= self._end:
+            return self._end
+        first = self._first_batch(offset)
+        del self._batches[first:], self._max_ts[first:]
+        self._end = self._bases[first] if first < len(self._bases) else self._end
+        del self._bases[first:]
+        return self._end
 
     def has_zstd(self, records: Records) -> bool:
         data = records if isinstance(records, bytes) else b""
@@ -233,6 +246,9 @@ class MemoryStorage(PartitionedStorage):
 
     def roll(self, topic: str, partition: int) -> int:
         return self._log(topic, partition).roll()
+
+    async def truncate_to(self, topic: str, partition: int, offset: int) -> int:
+        return self._log(topic, partition).truncate_to(offset)
 
     async def flush(self, topic: str, partition: int) -> None:
         self._log(topic, partition)

@@ -61,8 +61,9 @@ class SegmentPartitionLog:
     def log_end_offset(self) -> int:
         return self._log.log_end_offset
 
-    def read(self, offset: int, max_bytes: int, *, min_one: bool) -> Records | None:
-        region = self._log.read(offset, max_bytes, min_one=min_one)
+    def read(self, offset: int, max_bytes: int, *, min_one: bool,
+             upper_bound: int | None = None) -> Records | None:
+        region = self._log.read(offset, max_bytes, upper_bound, min_one=min_one)
         return region  # a pinned SegmentSlice: the network layer releases it once sent
 
     def has_zstd(self, records: Records) -> bool:
@@ -236,6 +237,9 @@ class SegmentLogStorage(PartitionedStorage):
         log_ = self._log(topic, partition)
         log_.roll()
         return log_.log_end_offset
+
+    async def truncate_to(self, topic: str, partition: int, offset: int) -> int:
+        return int(await self._worker.run(self._log(topic, partition).truncate_to, offset))
 
     async def flush(self, topic: str, partition: int) -> None:
         await self._worker.run(self._log(topic, partition).flush)

@@ -1,0 +1,364 @@
+"""One broker's part in the cluster: its registration, the controller (when elected),
+and the leader and follower duties for the partitions it holds.
+
+Everything is driven by the etcd watch: each event updates the ClusterModel, then
+``_reconcile`` makes this broker's state match it (create local logs, lead or follow,
+elect leaders when it is the controller). Decisions are written back only with
+compare-and-swap transactions (logserver.cluster.etcd).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kafkaproto import ErrorCode
+from logserver.cluster.etcd import EtcdStore, parse_endpoints
+from logserver.cluster.fetcher import ReplicaFetcher
+from logserver.cluster.model import (
+    NO_LEADER,
+    BrokerInfo,
+    ClusterModel,
+    Keys,
+    PartitionState,
+    TopicRecord,
+    assign_replicas,
+    elect_leader,
+    initial_state,
+    with_isr,
+)
+from logserver.cluster.replication import LeaderReplica
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+log = logging.getLogger(__name__)
+
+CHECK_INTERVAL_S = 0.5
+CHECKPOINT_FILE = "replication-offset-checkpoint"
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
+
+
+class TopicCreationError(Exception):
+    def __init__(self, error: int, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+class ClusterNode:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        self.node_id: int = config["node.id"]
+        self.keys = Keys(config["cluster.etcd.prefix"])
+        self.model = ClusterModel(self.keys)
+        self.store = EtcdStore(parse_endpoints(config["cluster.etcd.endpoints"]))
+        self.session_ttl_s = max(2, round(config["broker.session.timeout.ms"] / 1000))
+        self.min_isr: int = config["min.insync.replicas"]
+        self.lag_max_ms: int = config["replica.lag.time.max.ms"]
+        self.unclean: bool = config["unclean.leader.election.enable"]
+        self.leaders: dict[tuple[str, int], LeaderReplica] = {}
+        self.fetchers: dict[tuple[str, int], tuple[int, asyncio.Task[None]]] = {}
+        self._proposing: set[tuple[str, int]] = set()
+        self._creating: dict[str, asyncio.Task[None]] = {}
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._dirty = asyncio.Event()
+        self._checkpoint = Path(config.data_dir) / CHECKPOINT_FILE
+        self._saved_hw: dict[tuple[str, int], int] = self._load_checkpoint()
+        self.ready = asyncio.Event()
+
+    @property
+    def storage(self) -> Any:
+        return self.broker.storage
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.store.connect()
+        await self.store.grant_lease(self.session_ttl_s)
+        await self._register()
+        # The first broker's cluster id becomes the cluster's (clients check it is one).
+        await self.store.create([(self.keys.cluster_id, self.broker.cluster_id.encode())])
+        revision, entries = await self.store.snapshot(self.keys.root)
+        for key, value, mod in entries:
+            self.model.apply(key, value, mod)
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._watch(revision + 1)),
+            loop.create_task(self.store.keep_alive(self.session_ttl_s, self._session_lost)),
+            loop.create_task(self._reconcile_loop()),
+            loop.create_task(self._periodic()),
+        ]
+        self._dirty.set()
+        log.info("node %d joined the cluster at %s (etcd %s), %d live brokers", self.node_id,
+                 self.keys.prefix, self.store.endpoints, len(self.model.brokers))
+
+    async def close(self) -> None:
+        for task in [*self._tasks, *(t for _, t in self.fetchers.values()), *self._creating.values()]:
+            task.cancel()
+        for task in [*self._tasks, *(t for _, t in self.fetchers.values())]:
+            with contextlib.suppress(BaseException):
+                await task
+        for leader in self.leaders.values():
+            leader.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._save_checkpoint()
+        with contextlib.suppress(Exception):
+            await self.store.revoke()  # leave now: leaderships move at once, not after the TTL
+        await self.store.close()
+
+    def _session_lost(self) -> None:
+        """Our lease is gone: another broker may lead our partitions now. Stop
+        acknowledging until the process is restarted (as a fenced Kafka broker)."""
+        for leader in self.leaders.values():
+            leader.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self.leaders.clear()
+        self.model.brokers.pop(self.node_id, None)
+
+    async def _register(self) -> None:
+        host, port = self.broker.advertised_address
+        info = BrokerInfo(self.node_id, host, port, self.broker.config["broker.rack"])
+        deadline = time.monotonic() + 3 * self.session_ttl_s
+        while not await self.store.create([(self.keys.broker(self.node_id), info.encode())],
+                                          leased=True):
+            # Our previous incarnation's lease (kill -9) has not expired yet.
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node.id {self.node_id} is registered by another live broker")
+            await asyncio.sleep(0.5)
+
+    # -- the watch --------------------------------------------------------------------------
+
+    async def _watch(self, start_revision: int) -> None:
+        while True:
+            try:
+                async for key, value, mod in self.store.watch(self.keys.root, start_revision):
+                    self.model.apply(key, value, mod)
+                    start_revision = mod + 1
+                    self._dirty.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("etcd watch broke (%s); resuming from revision %d", exc, start_revision)
+                await asyncio.sleep(0.5)
+
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                await self._reconcile()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("reconciling with the cluster state failed; retrying")
+                await asyncio.sleep(0.5)
+                self._dirty.set()
+
+    async def _periodic(self) -> None:
+        while True:
+            await asyncio.sleep(CHECK_INTERVAL_S)
+            now = _now_ms()
+            for where, leader in list(self.leaders.items()):
+                gone = leader.to_remove(now, self.lag_max_ms)
+                if gone:
+                    await self._propose_isr(where, leader, [r for r in leader.state.isr if r not in gone])
+            self._save_checkpoint()
+
+    async def _reconcile(self) -> None:
+        model = self.model
+        if (model.controller_id is None and self.node_id in model.brokers
+                and await self.store.create([(self.keys.controller, json.dumps(
+                    {"node_id": self.node_id}).encode())], leased=True)):
+            log.info("node %d is the controller", self.node_id)
+        if model.controller_id == self.node_id:
+            await self._controller_pass()
+        for (topic, index), versioned in list(model.partitions.items()):
+            state = versioned.state
+            if self.node_id in state.replicas:
+                await self._hold(topic, index, state)
+        for where in [w for w in self.fetchers if w not in model.partitions]:
+            self._stop_fetcher(where)
+        if not self.ready.is_set():
+            self.ready.set()
+
+    # -- controller -----------------------------------------------------------------------
+
+    async def _controller_pass(self) -> None:
+        live = set(self.model.brokers)
+        for (topic, index), versioned in list(self.model.partitions.items()):
+            new = elect_leader(versioned.state, live, unclean=self.unclean)
+            if new is None:
+                continue
+            if await self.store.swap(self.keys.partition(topic, index), new.encode(),
+                                     versioned.mod_revision):
+                log.info("controller: %s-%d leader %d -> %d (epoch %d), isr %s", topic, index,
+                         versioned.state.leader, new.leader, new.leader_epoch, list(new.isr))
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int,
+                           configs: Mapping[str, str]) -> TopicRecord:
+        """Topic and partition states in one etcd transaction that fails if the topic
+        exists: creation is decided once, whichever broker took the request."""
+        brokers = list(self.model.brokers.values())
+        try:
+            assignment = assign_replicas(brokers, partitions, replication_factor,
+                                         start=hash(name) % max(1, len(brokers)))
+        except ValueError as exc:
+            raise TopicCreationError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from None
+        record = TopicRecord(name, uuid.uuid4().bytes, partitions, dict(configs))
+        puts = [(self.keys.topic(name), record.encode())]
+        puts += [(self.keys.partition(name, i), initial_state(replicas).encode())
+                 for i, replicas in enumerate(assignment)]
+        if not await self.store.create(puts):
+            raise TopicCreationError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        log.info("created topic %s: %d partitions, replicas %s", name, partitions, assignment)
+        return record
+
+    # -- holding a replica ------------------------------------------------------------------
+
+    async def _hold(self, topic: str, index: int, state: PartitionState) -> None:
+        where = (topic, index)
+        if self.storage.partition_count(topic) is None:
+            self._create_locally(topic)
+            return  # reconciled again once the local log exists
+        if state.leader == self.node_id:
+            self._stop_fetcher(where)
+            self._lead(where, state)
+        else:
+            self._resign(where)
+            await self._follow(where, state)
+
+    def _create_locally(self, topic: str) -> None:
+        if topic in self._creating or topic not in self.model.topics:
+            return
+        record = self.model.topics[topic]
+
+        async def create() -> None:
+            try:
+                await self.broker.create_topic(topic, record.partitions, record.configs)
+            except Exception as exc:
+                log.error("creating the local log of %s failed: %s", topic, exc)
+                await asyncio.sleep(1)
+            finally:
+                self._creating.pop(topic, None)
+                self._dirty.set()
+
+        self._creating[topic] = asyncio.get_running_loop().create_task(create())
+
+    def _lead(self, where: tuple[str, int], state: PartitionState) -> None:
+        current = self.leaders.get(where)
+        if current is not None and current.state.leader_epoch == state.leader_epoch:
+            current.update_state(state)
+        else:
+            hw = self._saved_hw.get(where, 0) if current is None else current.hw
+            hw = min(max(hw, self.storage.high_watermark(*where) or 0),
+                     self.storage.log_end_offset(*where) or 0)
+            current = LeaderReplica(self.node_id, state, hw, _now_ms())
+            self.leaders[where] = current
+            log.info("%s-%d: leader at epoch %d, isr %s, high watermark %d", *where,
+                     state.leader_epoch, list(state.isr), hw)
+        self.storage.set_high_watermark(*where, current.hw)
+        self.advance(where)
+
+    def _resign(self, where: tuple[str, int]) -> None:
+        leader = self.leaders.pop(where, None)
+        if leader is not None:
+            leader.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            log.info("%s-%d: no longer leader", *where)
+
+    async def _follow(self, where: tuple[str, int], state: PartitionState) -> None:
+        running = self.fetchers.get(where)
+        if running is not None and running[0] == state.leader_epoch:
+            return
+        self._stop_fetcher(where)
+        if running is None:
+            # Becoming a follower (start-up or after leading): what is above our high
+            # watermark may never have been committed; the leader has what was.
+            hw = self.storage.high_watermark(*where)
+            known = self._saved_hw.get(where) if self.storage.log_end_offset(*where) == hw else hw
+            if known is not None and known < (self.storage.log_end_offset(*where) or 0):
+                await self.storage.truncate_to(*where, known)
+            self.storage.set_high_watermark(*where, known or 0)
+        leader = self.model.brokers.get(state.leader)
+        if state.leader == NO_LEADER or leader is None:
+            return
+        fetcher = ReplicaFetcher(self.storage, self.node_id, where[0], where[1],
+                                 state.leader_epoch, (leader.host, leader.port))
+        self.fetchers[where] = (state.leader_epoch, asyncio.get_running_loop().create_task(fetcher.run()))
+
+    def _stop_fetcher(self, where: tuple[str, int]) -> None:
+        running = self.fetchers.pop(where, None)
+        if running is not None:
+            running[1].cancel()
+
+    # -- leader duties (called by the handlers) ----------------------------------------------
+
+    def advance(self, where: tuple[str, int]) -> None:
+        leader = self.leaders.get(where)
+        if leader is None:
+            return
+        leo = self.storage.log_end_offset(*where) or 0
+        if leader.advance(leo):
+            self.storage.set_high_watermark(*where, leader.hw)
+
+    def follower_fetched(self, where: tuple[str, int], replica: int, fetch_offset: int) -> None:
+        leader = self.leaders.get(where)
+        if leader is None:
+            return
+        leo = self.storage.log_end_offset(*where) or 0
+        leader.follower_fetched(replica, fetch_offset, leo, _now_ms())
+        self.advance(where)
+        joining = leader.to_add()
+        if joining and where not in self._proposing:
+            asyncio.get_running_loop().create_task(
+                self._propose_isr(where, leader, [*leader.state.isr, *joining]))
+
+    async def _propose_isr(self, where: tuple[str, int], leader: LeaderReplica,
+                           isr: list[int]) -> None:
+        """Kafka's AlterPartition, as a compare-and-swap on the partition's key: it fails
+        if anyone (the controller, a newer leader) changed the partition since."""
+        versioned = self.model.partitions.get(where)
+        if versioned is None or versioned.state != leader.state or where in self._proposing:
+            return
+        self._proposing.add(where)
+        try:
+            new = with_isr(leader.state, isr)
+            if await self.store.swap(self.keys.partition(*where), new.encode(), versioned.mod_revision):
+                log.info("%s-%d: isr %s -> %s", *where, list(leader.state.isr), list(new.isr))
+        except Exception as exc:
+            log.warning("%s-%d: ISR change failed: %s", *where, exc)
+        finally:
+            self._proposing.discard(where)
+
+    # -- high watermark checkpoint ------------------------------------------------------------
+
+    def _load_checkpoint(self) -> dict[tuple[str, int], int]:
+        try:
+            raw = json.loads(self._checkpoint.read_text())
+        except (OSError, ValueError):
+            return {}
+        return {(t, int(p)): int(hw) for t, p, hw in raw}
+
+    def _save_checkpoint(self) -> None:
+        """Kafka's replication-offset-checkpoint: the high watermarks, so a restarted
+        follower knows below which offset its log is committed."""
+        current = dict(self._saved_hw)
+        for where in {*self.leaders, *self.fetchers}:  # partitions with a replicated hw
+            hw = self.storage.high_watermark(*where)
+            if hw is not None:
+                current[where] = hw
+        if current == self._saved_hw:
+            return
+        tmp = self._checkpoint.with_suffix(".tmp")
+        tmp.write_text(json.dumps([[t, p, hw] for (t, p), hw in sorted(current.items())]))
+        os.replace(tmp, self._checkpoint)
+        self._saved_hw = current
