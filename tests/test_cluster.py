@@ -4,8 +4,12 @@ the raw protocol checks). Everything on 127.0.0.1, stopped by pid."""
 
 from __future__ import annotations
 
+import signal
+import time
+
 import pytest
 from clusterprocs import Cluster, EtcdProcess, wait_until
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kafkaclient import BlockingClient
 
@@ -50,6 +54,18 @@ def produce_request(topic: str, partition: int, values: list[bytes], acks: int =
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.PartitionProduceData(
                 index=partition, records=record_batch([(None, v) for v in values]))])])
+
+
+def produce_to_leader(client: BlockingClient, request: ProduceRequest) -> int:
+    """The error code of a produce, retried while the new leader is still opening its log
+    (NOT_LEADER_OR_FOLLOWER is retriable; clients retry it the same way)."""
+    deadline = time.monotonic() + 20
+    while True:
+        response = client.call(ApiKey.PRODUCE, 7, request)
+        error = response.responses[0].partition_responses[0].error_code
+        if error != ErrorCode.NOT_LEADER_OR_FOLLOWER or time.monotonic() > deadline:
+            return int(error)
+        time.sleep(0.1)
 
 
 def fetch_request(topic: str, partition: int, offset: int, epoch: int = -1) -> FetchRequest:
@@ -107,13 +123,109 @@ def test_non_leader_and_stale_epoch_are_refused(cluster):
         client.close()
     client = BlockingClient(cluster.brokers[part.leader].port)
     try:
-        produced = client.call(ApiKey.PRODUCE, 7, produce_request("route", 0, [b"a", b"b"]))
-        assert produced.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        assert produce_to_leader(client, produce_request("route", 0, [b"a", b"b"])) == ErrorCode.NONE
         # Metadata reports leader epoch 0 for a new partition; an older one is fenced,
         # a newer one unknown, the current one served.
         current = client.call(ApiKey.FETCH, 11, fetch_request("route", 0, 0, epoch=0))
         assert current.responses[0].partitions[0].error_code == ErrorCode.NONE
         ahead = client.call(ApiKey.FETCH, 11, fetch_request("route", 0, 0, epoch=5))
         assert ahead.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+    finally:
+        client.close()
+
+
+def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 30) -> list[tuple[int, bytes]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic()}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        out: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while len(out) < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                out.append((message.offset(), message.value()))
+        return out
+    finally:
+        consumer.close()
+
+
+def test_acks_all_waits_for_the_isr_and_consumers_see_only_committed(cluster):
+    create(cluster, "repl", partitions=1, rf=3)
+    leader = cluster.partition("repl", 0).leader
+    followers = [n for n in (1, 2, 3) if n != leader]
+    client = BlockingClient(cluster.brokers[leader].port)
+    try:
+        assert produce_to_leader(client, produce_request("repl", 0, [b"one", b"two"])) == ErrorCode.NONE
+        # Both followers fetched the batch before acks=all was answered: the high
+        # watermark covers it.
+        fetched = client.call(ApiKey.FETCH, 11, fetch_request("repl", 0, 0))
+        assert fetched.responses[0].partitions[0].high_watermark == 2
+        # One follower paused: the ISR shrinks after replica.lag.time.max.ms (5 s) and
+        # acks=all goes on with 2 of 3 (min.insync.replicas=2).
+        cluster.brokers[followers[0]].proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_until(lambda: len(cluster.partition("repl", 0).isrs) == 2, 30, "the ISR to shrink")
+            acked = client.call(ApiKey.PRODUCE, 7, produce_request("repl", 0, [b"three"]))
+            assert acked.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+            # Both other followers paused too: fewer in sync than min.insync.replicas.
+            cluster.brokers[followers[1]].proc.send_signal(signal.SIGSTOP)
+            try:
+                wait_until(lambda: len(cluster.partition("repl", 0).isrs) == 1, 30,
+                           "the ISR to shrink to the leader")
+                refused = client.call(ApiKey.PRODUCE, 7, produce_request("repl", 0, [b"four"]))
+                assert refused.responses[0].partition_responses[0].error_code == \
+                    ErrorCode.NOT_ENOUGH_REPLICAS
+            finally:
+                cluster.brokers[followers[1]].proc.send_signal(signal.SIGCONT)
+        finally:
+            cluster.brokers[followers[0]].proc.send_signal(signal.SIGCONT)
+        # Resumed followers catch up and join the ISR again.
+        wait_until(lambda: len(cluster.partition("repl", 0).isrs) == 3, 30, "the ISR to grow back")
+    finally:
+        client.close()
+    assert [v for _, v in consume_all(cluster.bootstrap, "repl", 3)] == [b"one", b"two", b"three"]
+
+
+def test_leader_kill9_loses_no_acknowledged_record(cluster):
+    create(cluster, "failover", partitions=1, rf=3)
+    old = cluster.partition("failover", 0)
+    acked: list[bytes] = []
+    failed: list[str] = []
+
+    def delivered(err, message):
+        if err is None:
+            acked.append(message.value())
+        else:
+            failed.append(str(err))
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5,
+                         "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
+    total = 400
+    for i in range(total):
+        producer.produce("failover", value=f"r{i:05d}".encode(), partition=0, on_delivery=delivered)
+        producer.poll(0)
+        if i == total // 2:
+            producer.flush(30)
+            assert len(acked) == i + 1
+            cluster.brokers[old.leader].kill9()
+        time.sleep(0.002)
+    assert producer.flush(90) == 0, "records still undelivered"
+    assert not failed, failed[:5]
+    new = wait_until(lambda: (p := cluster.partition("failover", 0)) is not None
+                     and p.leader not in (-1, old.leader) and p, 30, "a new leader")
+    assert new.leader in old.isrs
+    records = consume_all(cluster.bootstrap, "failover", len(acked))
+    offsets = [offset for offset, _ in records]
+    assert offsets == list(range(len(records)))  # dense
+    values = [value for _, value in records]
+    assert sorted(values) == sorted(acked) and len(set(values)) == len(values)  # exactly once
+    assert values == sorted(values)  # in order
+    # The old epoch is fenced on the new leader.
+    client = BlockingClient(cluster.brokers[new.leader].port)
+    try:
+        stale = client.call(ApiKey.FETCH, 11, fetch_request("failover", 0, 0, epoch=0))
+        assert stale.responses[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
     finally:
         client.close()
