@@ -8,6 +8,7 @@ joined through it. Every process is stopped by its own pid (logserver.childproc)
 from __future__ import annotations
 
 import shutil
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -56,15 +57,33 @@ class Cluster:
     def __init__(self, root: Path, etcd: EtcdProcess, nodes: int, **settings: object) -> None:
         self.etcd = etcd
         self.brokers: dict[int, ServerProcess] = {}
+        self.paused = set()
         for node in range(1, nodes + 1):
             self.brokers[node] = ServerProcess(root / f"node{node}", settings={
                 "node.id": node, "cluster.etcd.endpoints": etcd.address,
                 "cluster.etcd.prefix": f"/test-{root.name}",
                 "broker.session.timeout.ms": 3000, **settings})
 
+    #: brokers paused with SIGSTOP: left out of the bootstrap list (they accept
+    #: connections and never answer)
+    paused: set[int]
+
     @property
     def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers.values() if b.running)
+        return ",".join(b.bootstrap for n, b in self.brokers.items()
+                        if b.running and n not in self.paused)
+
+    def pause(self, node: int) -> None:
+        proc = self.brokers[node].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGSTOP)
+        self.paused.add(node)
+
+    def resume(self, node: int) -> None:
+        proc = self.brokers[node].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGCONT)
+        self.paused.discard(node)
 
     def start(self) -> Cluster:
         for broker in self.brokers.values():
@@ -73,6 +92,8 @@ class Cluster:
         return self
 
     def stop(self) -> None:
+        for node in list(self.paused):
+            self.resume(node)
         for broker in self.brokers.values():
             broker.stop()
 

@@ -4,7 +4,6 @@ the raw protocol checks). Everything on 127.0.0.1, stopped by pid."""
 
 from __future__ import annotations
 
-import signal
 import time
 
 import pytest
@@ -49,8 +48,9 @@ def create(cluster: Cluster, topic: str, partitions: int = 3, rf: int = 3) -> No
                            for i in range(partitions)), 20, f"{topic} to have its replicas in sync")
 
 
-def produce_request(topic: str, partition: int, values: list[bytes], acks: int = -1) -> ProduceRequest:
-    return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=10000, topic_data=[
+def produce_request(topic: str, partition: int, values: list[bytes], acks: int = -1,
+                    timeout_ms: int = 10000) -> ProduceRequest:
+    return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.PartitionProduceData(
                 index=partition, records=record_batch([(None, v) for v in values]))])])
@@ -163,13 +163,13 @@ def test_acks_all_waits_for_the_isr_and_consumers_see_only_committed(cluster):
         assert fetched.responses[0].partitions[0].high_watermark == 2
         # One follower paused: the ISR shrinks after replica.lag.time.max.ms (5 s) and
         # acks=all goes on with 2 of 3 (min.insync.replicas=2).
-        cluster.brokers[followers[0]].proc.send_signal(signal.SIGSTOP)
+        cluster.pause(followers[0])
         try:
             wait_until(lambda: len(cluster.partition("repl", 0).isrs) == 2, 30, "the ISR to shrink")
             acked = client.call(ApiKey.PRODUCE, 7, produce_request("repl", 0, [b"three"]))
             assert acked.responses[0].partition_responses[0].error_code == ErrorCode.NONE
             # Both other followers paused too: fewer in sync than min.insync.replicas.
-            cluster.brokers[followers[1]].proc.send_signal(signal.SIGSTOP)
+            cluster.pause(followers[1])
             try:
                 wait_until(lambda: len(cluster.partition("repl", 0).isrs) == 1, 30,
                            "the ISR to shrink to the leader")
@@ -177,9 +177,9 @@ def test_acks_all_waits_for_the_isr_and_consumers_see_only_committed(cluster):
                 assert refused.responses[0].partition_responses[0].error_code == \
                     ErrorCode.NOT_ENOUGH_REPLICAS
             finally:
-                cluster.brokers[followers[1]].proc.send_signal(signal.SIGCONT)
+                cluster.resume(followers[1])
         finally:
-            cluster.brokers[followers[0]].proc.send_signal(signal.SIGCONT)
+            cluster.resume(followers[0])
         # Resumed followers catch up and join the ISR again.
         wait_until(lambda: len(cluster.partition("repl", 0).isrs) == 3, 30, "the ISR to grow back")
     finally:
@@ -229,3 +229,34 @@ def test_leader_kill9_loses_no_acknowledged_record(cluster):
         assert stale.responses[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
     finally:
         client.close()
+
+
+def test_paused_leader_acknowledges_nothing_and_rejoins_as_follower(cluster):
+    create(cluster, "paused", partitions=1, rf=3)
+    old = cluster.partition("paused", 0)
+    client = BlockingClient(cluster.brokers[old.leader].port)
+    try:
+        assert produce_to_leader(client, produce_request("paused", 0, [b"a"])) == ErrorCode.NONE
+        cluster.pause(old.leader)
+        # Sent while it is stopped: read when it resumes, after another broker took over.
+        client.send(ApiKey.PRODUCE, 7, produce_request("paused", 0, [b"lost"], timeout_ms=3000))
+        new = wait_until(lambda: (p := cluster.partition("paused", 0)) is not None
+                         and p.leader not in (-1, old.leader) and p, 30, "a new leader")
+        other = BlockingClient(cluster.brokers[new.leader].port)
+        try:
+            assert produce_to_leader(other, produce_request("paused", 0, [b"b"])) == ErrorCode.NONE
+        finally:
+            other.close()
+        cluster.resume(old.leader)
+        answer = client.recv()
+        assert answer.responses[0].partition_responses[0].error_code != ErrorCode.NONE
+    finally:
+        client.close()
+    # It registers again, truncates what it alone had, and catches up into the ISR.
+    cluster.wait_for_brokers({1, 2, 3})
+    wait_until(lambda: len(cluster.partition("paused", 0).isrs) == 3, 30, "the old leader in the ISR")
+    assert [v for _, v in consume_all(cluster.bootstrap, "paused", 2)] == [b"a", b"b"]
+    # Every replica holds the same bytes.
+    logs = {n: b"".join(f.read_bytes() for f in b.segment_files("paused", 0))
+            for n, b in cluster.brokers.items()}
+    assert len(set(logs.values())) == 1, {n: len(v) for n, v in logs.items()}

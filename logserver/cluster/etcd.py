@@ -106,6 +106,10 @@ class EtcdStore:
 
     # -- reads ----------------------------------------------------------------------------
 
+    async def mod_revision(self, key: bytes) -> int:
+        found = await self.client.get(key)
+        return 0 if found is None else int(found.mod_revision)
+
     async def snapshot(self, prefix: bytes) -> tuple[int, list[Entry]]:
         result = await self.client.get_prefix(prefix)
         return int(result.header.revision), [(kv.key, kv.value, int(kv.mod_revision)) for kv in result]

@@ -77,6 +77,9 @@ class ClusterNode:
         self._checkpoint = Path(config.data_dir) / CHECKPOINT_FILE
         self._saved_hw: dict[tuple[str, int], int] = self._load_checkpoint()
         self.ready = asyncio.Event()
+        # Lead nothing until the model has caught up to this etcd revision (a broker
+        # whose session expired must first see what was decided without it).
+        self._fenced_below = 0
 
     @property
     def storage(self) -> Any:
@@ -96,7 +99,7 @@ class ClusterNode:
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._watch(revision + 1)),
-            loop.create_task(self.store.keep_alive(self.session_ttl_s, self._session_lost)),
+            loop.create_task(self._session()),
             loop.create_task(self._reconcile_loop()),
             loop.create_task(self._periodic()),
         ]
@@ -117,13 +120,34 @@ class ClusterNode:
             await self.store.revoke()  # leave now: leaderships move at once, not after the TTL
         await self.store.close()
 
+    async def _session(self) -> None:
+        """Keep the lease alive; when it is lost (paused or cut off past the session
+        timeout), stop leading at once, then register again under a new lease and lead
+        only what the controller gives us once the watch has caught up."""
+        while True:
+            await self.store.keep_alive(self.session_ttl_s, self._session_lost)
+            while True:
+                try:
+                    await self.store.grant_lease(self.session_ttl_s)
+                    await self._register()
+                    self._fenced_below = await self.store.mod_revision(self.keys.broker(self.node_id))
+                    break
+                except Exception as exc:
+                    log.warning("registering again failed (%s); retrying", exc)
+                    await asyncio.sleep(1)
+            log.info("node %d registered again (session %x)", self.node_id, self.store.lease_id)
+            self._dirty.set()
+
+    @property
+    def fenced(self) -> bool:
+        return self.model.revision < self._fenced_below
+
     def _session_lost(self) -> None:
-        """Our lease is gone: another broker may lead our partitions now. Stop
-        acknowledging until the process is restarted (as a fenced Kafka broker)."""
-        for leader in self.leaders.values():
-            leader.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        self.leaders.clear()
-        self.model.brokers.pop(self.node_id, None)
+        """Our lease is gone: another broker may lead our partitions now, so stop
+        acknowledging anything (Kafka's fenced broker)."""
+        self._fenced_below = 2**63 - 1
+        for where in list(self.leaders):
+            self._resign(where)
 
     async def _register(self) -> None:
         host, port = self.broker.advertised_address
@@ -176,6 +200,10 @@ class ClusterNode:
 
     async def _reconcile(self) -> None:
         model = self.model
+        if self.fenced:
+            for where in list(self.leaders):
+                self._resign(where)
+            return
         if (model.controller_id is None and self.node_id in model.brokers
                 and await self.store.create([(self.keys.controller, json.dumps(
                     {"node_id": self.node_id}).encode())], leased=True)):
