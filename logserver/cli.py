@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="logserver",
         allow_abbrev=False,  # --listen must not silently mean --listeners
         usage="%(prog)s [-c FILE] [--mqtt-bridge [HOST:PORT]] [--SETTING VALUE ...] "
-        "| check DIR | repair DIR",
+        "| check DIR | repair DIR | cluster up [--nodes N]",
         description="A Kafka-protocol-compatible log server. Unmodified Kafka clients "
         "(Java, kafka-python, aiokafka, librdkafka/kcat) produce to and consume from it.",
         epilog="Every setting can also be given as an environment variable "
@@ -104,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         from logserver.log.check import main as check_main
 
         return check_main(args_list)
+    if args_list and args_list[0] == "cluster":
+        from logserver.cluster.local import main as cluster_main
+
+        return cluster_main(args_list[1:])
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
