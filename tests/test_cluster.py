@@ -4,12 +4,15 @@ the raw protocol checks). Everything on 127.0.0.1, stopped by pid."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 
 import pytest
 from clusterprocs import Cluster, EtcdProcess, wait_until
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from kafka import KafkaProducer
 from kafkaclient import BlockingClient
 
 from kafkaproto import ApiKey, ErrorCode
@@ -260,3 +263,101 @@ def test_paused_leader_acknowledges_nothing_and_rejoins_as_follower(cluster):
     logs = {n: b"".join(f.read_bytes() for f in b.segment_files("paused", 0))
             for n, b in cluster.brokers.items()}
     assert len(set(logs.values())) == 1, {n: len(v) for n, v in logs.items()}
+
+
+class ContinuousProducer:
+    """A producer thread writing numbered records until stopped; what was acknowledged."""
+
+    def __init__(self, kind: str, bootstrap: str, topic: str) -> None:
+        self.kind, self.bootstrap, self.topic = kind, bootstrap, topic
+        self.acked: list[bytes] = []
+        self.failed: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"producer-{kind}", daemon=True)
+
+    def _delivered(self, err, message) -> None:
+        if err is None:
+            self.acked.append(message.value())
+        else:
+            self.failed.append(str(err))
+
+    def _run(self) -> None:
+        if self.kind == "confluent-kafka":
+            producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
+                                 "enable.idempotence": True, "linger.ms": 5,
+                                 "message.timeout.ms": 120000})
+            i = 0
+            while not self.stop.is_set():
+                producer.produce(self.topic, value=f"{i:07d}".encode(), partition=0,
+                                 on_delivery=self._delivered)
+                producer.poll(0.005)
+                i += 1
+            assert producer.flush(120) == 0
+        else:
+            kp = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all",
+                               enable_idempotence=True, linger_ms=5, retries=2**31 - 1,
+                               delivery_timeout_ms=120000, request_timeout_ms=10000)
+            i = 0
+            while not self.stop.is_set():
+                value = f"{i:07d}".encode()
+                future = kp.send(self.topic, value=value, partition=0)
+                future.add_callback(lambda _, v=value: self.acked.append(v))
+                future.add_errback(lambda exc: self.failed.append(repr(exc)))
+                time.sleep(0.005)
+                i += 1
+            kp.flush(120)
+            kp.close(10)
+
+    def __enter__(self) -> ContinuousProducer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(150)
+
+
+def test_repeated_leader_kills_lose_and_duplicate_nothing(cluster):
+    topics = {"confluent-kafka": "kills-ck", "kafka-python": "kills-kp"}
+    for topic in topics.values():
+        create(cluster, topic, partitions=1, rf=3)
+    cycles = int(os.environ.get("CLUSTER_KILL_CYCLES", "3"))
+    producers = [ContinuousProducer(kind, cluster.bootstrap, topic) for kind, topic in topics.items()]
+    with producers[0], producers[1]:
+        for cycle in range(cycles):
+            topic = list(topics.values())[cycle % 2]
+            _wait_for_progress(producers)
+            leader = cluster.partition(topic, 0).leader
+            cluster.brokers[leader].kill9()
+            _wait_for_new_leader(cluster, topic, leader)
+            cluster.brokers[leader].start()
+            wait_until(lambda: all(len(cluster.partition(t, 0).isrs) == 3 for t in topics.values()),
+                       60, "the restarted broker back in every ISR")
+        _wait_for_progress(producers)
+    for producer in producers:
+        assert not producer.failed, (producer.kind, producer.failed[:5])
+        records = consume_all(cluster.bootstrap, producer.topic, len(producer.acked), timeout=60)
+        values = [value for _, value in records]
+        assert [offset for offset, _ in records] == list(range(len(records)))  # dense
+        assert len(set(values)) == len(values), f"{producer.kind}: duplicates"
+        assert set(producer.acked) <= set(values), f"{producer.kind}: acknowledged records lost"
+        assert values == sorted(values), f"{producer.kind}: order"
+    # Quiesced and all in sync: every replica holds the same bytes.
+    for topic in topics.values():
+        wait_until(lambda t=topic: len({_log_bytes(b, t) for b in cluster.brokers.values()}) == 1,
+                   30, f"identical replicas of {topic}")
+
+
+def _log_bytes(broker, topic: str) -> bytes:
+    return b"".join(f.read_bytes() for f in broker.segment_files(topic, 0))
+
+
+def _wait_for_progress(producers: list[ContinuousProducer]) -> None:
+    before = [len(p.acked) for p in producers]
+    wait_until(lambda: all(len(p.acked) > n + 20 for p, n in zip(producers, before, strict=True)),
+               60, "every producer to have more records acknowledged")
+
+
+def _wait_for_new_leader(cluster: Cluster, topic: str, old: int) -> None:
+    wait_until(lambda: (p := cluster.partition(topic, 0)) is not None
+               and p.leader not in (-1, old), 30, f"a new leader of {topic}")
