@@ -47,6 +47,8 @@ class Dispatcher:
         except ProtocolError as exc:
             return None, f"malformed request header: {exc}"
         handler = HANDLERS.get(header.api_key)
+        if handler is None and self.broker.cluster is not None:
+            handler = cluster_extra_handlers().get(header.api_key)
         if handler is None:
             return None, (f"unsupported API key {header.api_key} "
                           f"(client {header.client_id!r}, correlation id {header.correlation_id})")
@@ -75,6 +77,12 @@ def cluster_handlers() -> dict[int, Any]:
     from logserver.cluster.handlers import HANDLERS as CLUSTER_HANDLERS
 
     return CLUSTER_HANDLERS
+
+
+def cluster_extra_handlers() -> dict[int, Any]:
+    from logserver.cluster.handlers import EXTRA_HANDLERS
+
+    return EXTRA_HANDLERS
 
 
 def _api_versions_downgrade(header: RequestHeader) -> Outcome:

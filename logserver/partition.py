@@ -57,7 +57,10 @@ class PartitionLog(Protocol):
 
     def check_producer(self, header: BatchHeader) -> Decision: ...
 
-    def append(self, batch: memoryview, header: BatchHeader) -> int: ...
+    def append(self, batch: memoryview, header: BatchHeader, *,
+               leader_epoch: int | None = LEADER_EPOCH) -> int:
+        """``leader_epoch`` is stamped on the batch; None keeps the batch's own."""
+        ...
 
     def read(self, offset: int, max_bytes: int, *, min_one: bool,
              upper_bound: int | None = None) -> Records | None:
@@ -74,7 +77,7 @@ class PartitionLog(Protocol):
 
 class Partition:
     __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
-                 "max_message_bytes", "replicated_hw")
+                 "max_message_bytes", "replicated_hw", "leader_epoch")
 
     def __init__(self, topic: str, index: int, log_: PartitionLog, config: TopicConfig) -> None:
         self.topic = topic
@@ -87,13 +90,12 @@ class Partition:
         # Cluster mode: the high watermark the replicas agreed on; None on a single node,
         # where the high watermark is the log end offset.
         self.replicated_hw: int | None = None
+        # Stamped on every appended batch: constant 0 on a single node, the partition's
+        # leader epoch in cluster mode.
+        self.leader_epoch = LEADER_EPOCH
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
-
-    @property
-    def leader_epoch(self) -> int:
-        return LEADER_EPOCH
 
     @property
     def high_watermark(self) -> int:
@@ -141,7 +143,7 @@ class Partition:
         if self.log_append_time:
             append_time = int(time.time() * 1000)
             set_log_append_time(records, 0, append_time)
-        base_offset = self.log.append(records, header)
+        base_offset = self.log.append(records, header, leader_epoch=self.leader_epoch)
         self.wake_waiters()
         return AppendResult(ErrorCode.NONE, base_offset, append_time, self.log.log_start_offset)
 
@@ -184,7 +186,7 @@ class Partition:
                 continue
             if header.base_offset != leo:
                 raise ValueError(f"{self}: fetched batch at {header.base_offset}, log ends at {leo}")
-            self.log.append(records[position:position + header.size], header)
+            self.log.append(records[position:position + header.size], header, leader_epoch=None)
         self.wake_waiters()
         return self.log.log_end_offset
 

@@ -16,6 +16,7 @@ from kafka import KafkaProducer
 from kafkaclient import BlockingClient
 
 from kafkaproto import ApiKey, ErrorCode
+from kafkaproto.batch import iter_batches
 from kafkaproto.messages import FetchRequest, ProduceRequest
 from tests.rawwire import record_batch
 
@@ -263,6 +264,9 @@ def test_paused_leader_acknowledges_nothing_and_rejoins_as_follower(cluster):
     logs = {n: b"".join(f.read_bytes() for f in b.segment_files("paused", 0))
             for n, b in cluster.brokers.items()}
     assert len(set(logs.values())) == 1, {n: len(v) for n, v in logs.items()}
+    # Each batch carries the epoch of the leader that appended it.
+    epochs = [h.partition_leader_epoch for _, h in iter_batches(logs[1])]
+    assert epochs[0] == 0 and epochs[-1] >= 1 and epochs == sorted(epochs), epochs
 
 
 class ContinuousProducer:

@@ -22,11 +22,15 @@ from kafkaproto.messages import (
     FetchResponse,
     MetadataRequest,
     MetadataResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
     ProduceRequest,
     ProduceResponse,
 )
+from logserver.cluster.epochs import UNDEFINED, end_offset_for_epoch
 from logserver.cluster.node import TopicCreationError
 from logserver.groups import INTERNAL_TOPICS
+from logserver.handlers import Handler
 from logserver.storage.api import InvalidConfigError
 from logserver.topic_config import validate_overrides
 from logserver.topic_names import topic_name_error
@@ -344,6 +348,39 @@ async def _create_one(broker: Broker, node: ClusterNode, topic: CreateTopicsRequ
         return _result(name, ErrorCode.REQUEST_TIMED_OUT, f"cluster metadata store: {exc}")
     return _result(name, ErrorCode.NONE, None, partitions, rf, node.model.topics[name].topic_id)
 
+
+# -- OffsetForLeaderEpoch (internal: followers ask it before fetching) ------------------------
+
+def offset_for_leader_epoch(broker: Broker, header: RequestHeader,
+                            request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+    node = _node(broker)
+    topics = []
+    for topic in request.topics:
+        results = []
+        for wanted in topic.partitions:
+            error = _epoch_error(node, topic.topic, wanted.partition, wanted.current_leader_epoch)
+            epoch, end = UNDEFINED
+            if not error:
+                state = node.model.partition(topic.topic, wanted.partition)
+                assert state is not None
+                if wanted.leader_epoch == state.leader_epoch:
+                    epoch = state.leader_epoch
+                    end = node.storage.log_end_offset(topic.topic, wanted.partition) or 0
+                elif wanted.leader_epoch < state.leader_epoch:
+                    epoch, end = end_offset_for_epoch(node.storage, topic.topic, wanted.partition,
+                                                      wanted.leader_epoch)
+            results.append(OffsetForLeaderEpochResponse.EpochEndOffset(
+                error_code=error, partition=wanted.partition, leader_epoch=epoch, end_offset=end))
+        topics.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(
+            topic=topic.topic, partitions=results))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+
+
+# APIs only the cluster serves (not advertised in ApiVersions: brokers use them among
+# themselves, clients skip the validation they would do with them).
+EXTRA_HANDLERS: dict[int, Any] = {
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Handler("OffsetForLeaderEpoch", 3, 4, offset_for_leader_epoch),
+}
 
 HANDLERS: dict[int, Any] = {
     ApiKey.PRODUCE: produce,

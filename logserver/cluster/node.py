@@ -294,6 +294,7 @@ class ClusterNode:
             self.leaders[where] = current
             log.info("%s-%d: leader at epoch %d, isr %s, high watermark %d", *where,
                      state.leader_epoch, list(state.isr), hw)
+        self.storage.set_leader_epoch(*where, state.leader_epoch)
         self.storage.set_high_watermark(*where, current.hw)
         self.advance(where)
 
@@ -309,12 +310,11 @@ class ClusterNode:
             return
         self._stop_fetcher(where)
         if running is None:
-            # Becoming a follower (start-up or after leading): what is above our high
-            # watermark may never have been committed; the leader has what was.
+            # Becoming a follower (start-up or after leading): consumers of this replica
+            # see no more than the high watermark we knew; the fetcher truncates a
+            # divergent tail with OffsetForLeaderEpoch before fetching.
             hw = self.storage.high_watermark(*where)
             known = self._saved_hw.get(where) if self.storage.log_end_offset(*where) == hw else hw
-            if known is not None and known < (self.storage.log_end_offset(*where) or 0):
-                await self.storage.truncate_to(*where, known)
             self.storage.set_high_watermark(*where, known or 0)
         leader = self.model.brokers.get(state.leader)
         if state.leader == NO_LEADER or leader is None:

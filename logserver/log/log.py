@@ -197,12 +197,14 @@ class Log:
         return self.producer_state.check(header)
 
     def append(
-        self, batch: bytearray | memoryview, header: BatchHeader, *, now_ms: int | None = None
+        self, batch: bytearray | memoryview, header: BatchHeader, *, now_ms: int | None = None,
+        leader_epoch: int | None = LEADER_EPOCH,
     ) -> int:
         """Assign offsets to one validated batch and write it; returns its base offset.
 
         Patches base offset and partition leader epoch in place in ``batch`` (a writable
-        buffer holding exactly one batch; both fields lie outside the CRC). The max
+        buffer holding exactly one batch; both fields lie outside the CRC; a follower's
+        copy of the leader's batch keeps its epoch, ``leader_epoch=None``). The max
         timestamp is re-read from the bytes, so a header parsed before the broker
         applied LogAppendTime is fine. Producer state is updated here; call
         ``check_producer`` first.
@@ -219,7 +221,8 @@ class Log:
             if seg.should_roll(len(batch), max_ts, next_offset - 1, now):
                 seg = self._roll_locked(now)
             set_base_offset(batch, 0, base)
-            set_partition_leader_epoch(batch, 0, LEADER_EPOCH)
+            if leader_epoch is not None:
+                set_partition_leader_epoch(batch, 0, leader_epoch)
             self._unflushed[seg] = None
             local.append(batch, base, max_ts, next_offset)
         if header.producer_id >= 0:

@@ -161,6 +161,10 @@ class Storage(Protocol):
         reads by consumers stop there."""
         ...
 
+    def set_leader_epoch(self, topic: str, partition: int, epoch: int) -> None:
+        """The leader epoch stamped on the batches appended from now on."""
+        ...
+
     def append_replica(self, topic: str, partition: int, records: memoryview) -> int:
         """A follower appends batches fetched from its leader, keeping their offsets;
         returns the new log end offset. Raises KeyError for an unknown partition and

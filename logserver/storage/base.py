@@ -202,6 +202,11 @@ class PartitionedStorage:
                 part.replicated_hw = offset
                 part.wake_waiters()  # consumers long-polling for what is now committed
 
+    def set_leader_epoch(self, topic: str, partition: int, epoch: int) -> None:
+        found = self._partition(topic, partition)
+        if found is not None:
+            found[1].leader_epoch = epoch
+
     def append_replica(self, topic: str, partition: int, records: memoryview) -> int:
         found = self._partition(topic, partition)
         if found is None:

@@ -73,10 +73,12 @@ class MemoryLog:
     def check_producer(self, header: BatchHeader) -> Decision:
         return self.producer_state.check(header)
 
-    def append(self, batch: memoryview, header: BatchHeader) -> int:
+    def append(self, batch: memoryview, header: BatchHeader, *,
+               leader_epoch: int | None = LEADER_EPOCH) -> int:
         base = self._end
         set_base_offset(batch, 0, base)
-        set_partition_leader_epoch(batch, 0, LEADER_EPOCH)
+        if leader_epoch is not None:
+            set_partition_leader_epoch(batch, 0, leader_epoch)
         self._batches.append(bytes(batch))
         self._bases.append(base)
         self._max_ts.append(_I64.unpack_from(batch, MAX_TIMESTAMP_OFFSET)[0])
