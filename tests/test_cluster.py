@@ -17,7 +17,7 @@ from kafkaclient import BlockingClient
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.batch import iter_batches
-from kafkaproto.messages import FetchRequest, ProduceRequest
+from kafkaproto.messages import FetchRequest, InitProducerIdRequest, ProduceRequest
 from tests.rawwire import record_batch
 
 pytestmark = pytest.mark.slow
@@ -365,3 +365,25 @@ def _wait_for_progress(producers: list[ContinuousProducer]) -> None:
 def _wait_for_new_leader(cluster: Cluster, topic: str, old: int) -> None:
     wait_until(lambda: (p := cluster.partition(topic, 0)) is not None
                and p.leader not in (-1, old), 30, f"a new leader of {topic}")
+
+
+def test_producer_ids_are_unique_across_brokers(cluster):
+    """Every broker hands out ids from its own block reserved in etcd: no two producers
+    get one id, whichever broker they ask."""
+    seen = []
+    for node, broker in cluster.brokers.items():
+        client = BlockingClient(broker.port)
+        try:
+            for _ in range(3):
+                answer = client.call(ApiKey.INIT_PRODUCER_ID, 1, InitProducerIdRequest(
+                    transactional_id=None, transaction_timeout_ms=60000))
+                assert answer.error_code == ErrorCode.NONE and answer.producer_epoch == 0
+                seen.append((node, answer.producer_id))
+        finally:
+            client.close()
+    ids = [pid for _, pid in seen]
+    assert len(set(ids)) == len(ids), seen
+    # One block per broker, consecutive ids inside each.
+    for node in cluster.brokers:
+        mine = [pid for n, pid in seen if n == node]
+        assert mine == list(range(mine[0], mine[0] + 3)) and mine[0] % 1000 == 0, seen

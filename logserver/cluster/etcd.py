@@ -106,6 +106,11 @@ class EtcdStore:
 
     # -- reads ----------------------------------------------------------------------------
 
+    async def get(self, key: bytes) -> tuple[bytes, int] | None:
+        """The value and mod revision of ``key``, None if it does not exist."""
+        found = await self.client.get(key)
+        return None if found is None else (found.value, int(found.mod_revision))
+
     async def mod_revision(self, key: bytes) -> int:
         found = await self.client.get(key)
         return 0 if found is None else int(found.mod_revision)

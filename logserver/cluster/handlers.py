@@ -20,6 +20,8 @@ from kafkaproto.messages import (
     CreateTopicsResponse,
     FetchRequest,
     FetchResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
     MetadataRequest,
     MetadataResponse,
     OffsetForLeaderEpochRequest,
@@ -31,6 +33,7 @@ from logserver.cluster.epochs import UNDEFINED, end_offset_for_epoch
 from logserver.cluster.node import TopicCreationError
 from logserver.groups import INTERNAL_TOPICS
 from logserver.handlers import Handler
+from logserver.handlers import init_producer_id as single_node_init_producer_id
 from logserver.storage.api import InvalidConfigError
 from logserver.topic_config import validate_overrides
 from logserver.topic_names import topic_name_error
@@ -376,6 +379,31 @@ def offset_for_leader_epoch(broker: Broker, header: RequestHeader,
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
 
 
+# -- InitProducerId ---------------------------------------------------------------------------
+
+def init_producer_id(broker: Broker, header: RequestHeader, request: InitProducerIdRequest) -> (
+        InitProducerIdResponse | Awaitable[InitProducerIdResponse]):
+    """As on a single node, except that new ids come from cluster-wide blocks, so that
+    two brokers never give one id to two producers (their state follows the partition
+    from leader to leader through the replicated log)."""
+    bump = header.api_version >= 3 and request.producer_id >= 0 \
+        and 0 <= request.producer_epoch < single_node_init_producer_id.MAX_EPOCH - 1
+    if request.transactional_id is not None or bump:  # no new id involved
+        return single_node_init_producer_id.handle(broker, header, request)
+    return _new_producer_id(_node(broker))
+
+
+async def _new_producer_id(node: ClusterNode) -> InitProducerIdResponse:
+    try:
+        producer_id = await node.allocate_producer_id()
+    except Exception as exc:  # etcd unreachable: the client retries
+        log.warning("allocating a producer id failed: %s", exc)
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                      producer_id=-1, producer_epoch=-1)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                  producer_id=producer_id, producer_epoch=0)
+
+
 # APIs only the cluster serves (not advertised in ApiVersions: brokers use them among
 # themselves, clients skip the validation they would do with them).
 EXTRA_HANDLERS: dict[int, Any] = {
@@ -387,4 +415,5 @@ HANDLERS: dict[int, Any] = {
     ApiKey.FETCH: fetch,
     ApiKey.METADATA: metadata,
     ApiKey.CREATE_TOPICS: create_topics,
+    ApiKey.INIT_PRODUCER_ID: init_producer_id,
 }

@@ -105,6 +105,10 @@ class Keys:
         return f"{self.prefix}/cluster_id".encode()
 
     @property
+    def producer_id_block(self) -> bytes:
+        return f"{self.prefix}/producer_id_block".encode()
+
+    @property
     def controller(self) -> bytes:
         return f"{self.prefix}/controller".encode()
 

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 CHECK_INTERVAL_S = 0.5
 CHECKPOINT_FILE = "replication-offset-checkpoint"
+PRODUCER_ID_BLOCK = 1000
 
 
 def _now_ms() -> float:
@@ -80,6 +81,8 @@ class ClusterNode:
         # Lead nothing until the model has caught up to this etcd revision (a broker
         # whose session expired must first see what was decided without it).
         self._fenced_below = 0
+        self._pid_lock = asyncio.Lock()
+        self._pid_next = self._pid_end = 0
 
     @property
     def storage(self) -> Any:
@@ -366,6 +369,30 @@ class ClusterNode:
             log.warning("%s-%d: ISR change failed: %s", *where, exc)
         finally:
             self._proposing.discard(where)
+
+    # -- producer ids -------------------------------------------------------------------------
+
+    async def allocate_producer_id(self) -> int:
+        """Ids unique cluster-wide (KIP-730's blocks): a broker reserves a block by a
+        compare-and-swap of the next free id in etcd, then hands ids out from memory."""
+        async with self._pid_lock:
+            if self._pid_next >= self._pid_end:
+                key = self.keys.producer_id_block
+                while True:
+                    found = await self.store.get(key)
+                    if found is None:
+                        start = 0
+                        if await self.store.create([(key, str(PRODUCER_ID_BLOCK).encode())]):
+                            break
+                        continue
+                    start = int(found[0])
+                    if await self.store.swap(key, str(start + PRODUCER_ID_BLOCK).encode(), found[1]):
+                        break
+                self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
+                log.info("reserved producer ids %d..%d", start, start + PRODUCER_ID_BLOCK - 1)
+            producer_id = self._pid_next
+            self._pid_next += 1
+            return producer_id
 
     # -- high watermark checkpoint ------------------------------------------------------------
 
