@@ -387,3 +387,30 @@ def test_producer_ids_are_unique_across_brokers(cluster):
     for node in cluster.brokers:
         mine = [pid for n, pid in seen if n == node]
         assert mine == list(range(mine[0], mine[0] + 3)) and mine[0] % 1000 == 0, seen
+
+
+def test_brokers_keep_serving_while_etcd_is_down(cluster, etcd):
+    create(cluster, "etcd-down", partitions=1, rf=3)
+    leader = cluster.partition("etcd-down", 0).leader
+    client = BlockingClient(cluster.brokers[leader].port)
+    try:
+        assert produce_to_leader(client, produce_request("etcd-down", 0, [b"before"])) == ErrorCode.NONE
+        etcd.stop()
+        # For four seconds without etcd (longer than the session timeout): the last known
+        # leadership and ISR hold, acks=all writes go on.
+        written = 0
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            answer = client.call(ApiKey.PRODUCE, 7, produce_request("etcd-down", 0, [b"during"]))
+            assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+            written += 1
+        etcd.start()
+        fetched = client.call(ApiKey.FETCH, 11, fetch_request("etcd-down", 0, 0))
+        assert fetched.responses[0].partitions[0].high_watermark == 1 + written
+    finally:
+        client.close()
+    # etcd is back: sessions, watches and the controller carry on.
+    cluster.wait_for_brokers({1, 2, 3})
+    assert cluster.partition("etcd-down", 0).leader == leader
+    create(cluster, "etcd-back", partitions=1, rf=3)
+    assert len(consume_all(cluster.bootstrap, "etcd-down", 1 + written)) == 1 + written

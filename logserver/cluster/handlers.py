@@ -305,8 +305,9 @@ async def create_topics(broker: Broker, header: RequestHeader,
                         request: CreateTopicsRequest) -> CreateTopicsResponse:
     node = _node(broker)
     results = []
+    deadline = asyncio.get_running_loop().time() + max(request.timeout_ms, 0) / 1000
     for topic in request.topics:
-        results.append(await _create_one(broker, node, topic, request.validate_only))
+        results.append(await _create_one(broker, node, topic, request.validate_only, deadline))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
@@ -318,7 +319,7 @@ def _result(name: str, error: int, message: str | None, partitions: int = -1,
 
 
 async def _create_one(broker: Broker, node: ClusterNode, topic: CreateTopicsRequest.CreatableTopic,
-                      validate_only: bool) -> Any:
+                      validate_only: bool, deadline: float) -> Any:
     name = topic.name
     invalid = topic_name_error(name)
     if invalid is not None:
@@ -342,13 +343,18 @@ async def _create_one(broker: Broker, node: ClusterNode, topic: CreateTopicsRequ
         return _result(name, ErrorCode.INVALID_CONFIG, str(exc))
     if validate_only:
         return _result(name, ErrorCode.NONE, None, partitions, rf)
-    try:
-        await create_and_wait(node, name, partitions, rf, overrides)
-    except TopicCreationError as exc:
-        return _result(name, exc.error, str(exc))
-    except Exception as exc:  # etcd unreachable
-        log.error("creating topic %s in etcd failed: %s", name, exc)
-        return _result(name, ErrorCode.REQUEST_TIMED_OUT, f"cluster metadata store: {exc}")
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            await create_and_wait(node, name, partitions, rf, overrides)
+            break
+        except TopicCreationError as exc:
+            return _result(name, exc.error, str(exc))
+        except Exception as exc:  # etcd unreachable: try again within the request's timeout
+            if loop.time() >= deadline:
+                log.error("creating topic %s in etcd failed: %s", name, exc)
+                return _result(name, ErrorCode.REQUEST_TIMED_OUT, f"cluster metadata store: {exc}")
+            await asyncio.sleep(0.2)
     return _result(name, ErrorCode.NONE, None, partitions, rf, node.model.topics[name].topic_id)
 
 

@@ -348,7 +348,9 @@ class ClusterNode:
         leo = self.storage.log_end_offset(*where) or 0
         leader.follower_fetched(replica, fetch_offset, leo, _now_ms())
         self.advance(where)
-        joining = leader.to_add()
+        # Only live brokers join (a stopping broker's last fetches must not flap the ISR
+        # against the controller, which drops brokers without a session).
+        joining = [r for r in leader.to_add() if r in self.model.brokers]
         if joining and where not in self._proposing:
             asyncio.get_running_loop().create_task(
                 self._propose_isr(where, leader, [*leader.state.isr, *joining]))
