@@ -414,3 +414,17 @@ def test_brokers_keep_serving_while_etcd_is_down(cluster, etcd):
     assert cluster.partition("etcd-down", 0).leader == leader
     create(cluster, "etcd-back", partitions=1, rf=3)
     assert len(consume_all(cluster.bootstrap, "etcd-down", 1 + written)) == 1 + written
+
+
+def test_topic_deletion_goes_through_etcd_to_every_broker(cluster):
+    create(cluster, "doomed", partitions=2, rf=3)
+    assert all(b.partition_dir("doomed", 0).is_dir() for b in cluster.brokers.values())
+    admin = cluster.admin()
+    admin.delete_topics(["doomed"])["doomed"].result(timeout=20)
+    wait_until(lambda: "doomed" not in cluster.metadata().topics, 20, "the topic to disappear")
+    wait_until(lambda: not any(b.partition_dir("doomed", p).exists()
+                               for b in cluster.brokers.values() for p in (0, 1)),
+               30, "every broker to delete its replicas")
+    with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PART"):
+        admin.delete_topics(["doomed"])["doomed"].result(timeout=20)
+    create(cluster, "doomed", partitions=1, rf=3)  # the name can be used again

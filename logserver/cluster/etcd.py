@@ -128,6 +128,14 @@ class EtcdStore:
             compare=[tx.mod(key) == mod_revision], success=[tx.put(key, value)], failure=[]))
         return bool(ok)
 
+    async def delete_existing(self, keys: Sequence[bytes]) -> bool:
+        """Delete every key, all or none, only if the first one exists."""
+        tx = self.client.transactions
+        ok, _ = await self._call(lambda c: c.transaction(
+            compare=[tx.version(keys[0]) > 0], success=[tx.delete(key) for key in keys],
+            failure=[]))
+        return bool(ok)
+
     async def delete(self, key: bytes) -> None:
         await self._call(lambda c: c.delete(key))
 

@@ -18,6 +18,8 @@ from kafkaproto.batch import parse_header
 from kafkaproto.messages import (
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
     FetchRequest,
     FetchResponse,
     InitProducerIdRequest,
@@ -385,6 +387,48 @@ def offset_for_leader_epoch(broker: Broker, header: RequestHeader,
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
 
 
+# -- DeleteTopics -----------------------------------------------------------------------------
+
+async def delete_topics(broker: Broker, header: RequestHeader,
+                        request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    node = _node(broker)
+    if header.api_version >= 6:
+        wanted = [(t.name if t.name is not None else _name_for_id(node, t.topic_id), t.topic_id)
+                  for t in request.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        record = node.model.topics.get(name) if name is not None else None
+        if record is None or name is None:
+            error = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            results.append(DeleteTopicsResponse.DeletableTopicResult(
+                name=name, topic_id=topic_id, error_code=error, error_message="no such topic"))
+            continue
+        if not broker.config["delete.topic.enable"] or name in INTERNAL_TOPICS:
+            results.append(DeleteTopicsResponse.DeletableTopicResult(
+                name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_DELETION_DISABLED,
+                error_message="delete.topic.enable is false"))
+            continue
+        try:
+            deleted = await node.delete_topic(name)
+        except Exception as exc:  # etcd unreachable
+            log.error("deleting topic %s in etcd failed: %s", name, exc)
+            results.append(DeleteTopicsResponse.DeletableTopicResult(
+                name=name, topic_id=topic_id, error_code=ErrorCode.REQUEST_TIMED_OUT,
+                error_message=f"cluster metadata store: {exc}"))
+            continue
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CREATE_VISIBLE_TIMEOUT_S
+        while name in node.model.topics and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        results.append(DeleteTopicsResponse.DeletableTopicResult(
+            name=name, topic_id=record.topic_id,
+            error_code=ErrorCode.NONE if deleted else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            error_message=None))
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
 # -- InitProducerId ---------------------------------------------------------------------------
 
 def init_producer_id(broker: Broker, header: RequestHeader, request: InitProducerIdRequest) -> (
@@ -422,4 +466,5 @@ HANDLERS: dict[int, Any] = {
     ApiKey.METADATA: metadata,
     ApiKey.CREATE_TOPICS: create_topics,
     ApiKey.INIT_PRODUCER_ID: init_producer_id,
+    ApiKey.DELETE_TOPICS: delete_topics,
 }

@@ -36,6 +36,7 @@ from logserver.cluster.model import (
     with_isr,
 )
 from logserver.cluster.replication import LeaderReplica
+from logserver.groups import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -73,6 +74,8 @@ class ClusterNode:
         self.fetchers: dict[tuple[str, int], tuple[int, asyncio.Task[None]]] = {}
         self._proposing: set[tuple[str, int]] = set()
         self._creating: dict[str, asyncio.Task[None]] = {}
+        self._deleting: dict[str, asyncio.Task[None]] = {}
+        self._seen_topics: set[str] = set()
         self._tasks: list[asyncio.Task[Any]] = []
         self._dirty = asyncio.Event()
         self._checkpoint = Path(config.data_dir) / CHECKPOINT_FILE
@@ -219,6 +222,7 @@ class ClusterNode:
                 await self._hold(topic, index, state)
         for where in [w for w in self.fetchers if w not in model.partitions]:
             self._stop_fetcher(where)
+        self._drop_deleted_topics()
         if not self.ready.is_set():
             self.ready.set()
 
@@ -253,6 +257,39 @@ class ClusterNode:
             raise TopicCreationError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         log.info("created topic %s: %d partitions, replicas %s", name, partitions, assignment)
         return record
+
+    async def delete_topic(self, name: str) -> bool:
+        """The topic and its partition states in one transaction; every broker deletes
+        its local log when its watch sees the topic go. False if it did not exist."""
+        record = self.model.topics.get(name)
+        if record is None:
+            return False
+        keys = [self.keys.topic(name)] + [self.keys.partition(name, i) for i in range(record.partitions)]
+        return await self.store.delete_existing(keys)
+
+    def _drop_deleted_topics(self) -> None:
+        """Local logs of topics deleted in etcd since we saw them. A log etcd never
+        showed us (deleted while we were down, or a wrong prefix) is kept: removing data
+        on the word of an empty etcd is not a risk worth taking in a preview."""
+        self._seen_topics.update(self.model.topics)
+        for name in self.storage.topic_names():
+            if name in self.model.topics or name not in self._seen_topics \
+                    or name in INTERNAL_TOPICS or name in self._creating or name in self._deleting:
+                continue
+            self._seen_topics.discard(name)
+            for where in [w for w in {*self.leaders, *self.fetchers} if w[0] == name]:
+                self._resign(where)
+                self._stop_fetcher(where)
+
+            async def delete(topic: str = name) -> None:
+                try:
+                    await self.broker.delete_topic(topic)
+                except Exception as exc:
+                    log.warning("deleting the local log of %s failed: %s", topic, exc)
+                finally:
+                    self._deleting.pop(topic, None)
+
+            self._deleting[name] = asyncio.get_running_loop().create_task(delete())
 
     # -- holding a replica ------------------------------------------------------------------
 
