@@ -428,3 +428,25 @@ def test_topic_deletion_goes_through_etcd_to_every_broker(cluster):
     with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PART"):
         admin.delete_topics(["doomed"])["doomed"].result(timeout=20)
     create(cluster, "doomed", partitions=1, rf=3)  # the name can be used again
+
+
+def test_one_coordinator_for_a_group_whichever_broker_its_members_ask(cluster):
+    create(cluster, "grouped", partitions=2, rf=3)
+    consumers = [Consumer({"bootstrap.servers": cluster.brokers[node].bootstrap,
+                           "group.id": "split-check", "session.timeout.ms": 6000,
+                           "auto.offset.reset": "earliest"}) for node in (1, 2)]
+    try:
+        for consumer in consumers:
+            consumer.subscribe(["grouped"])
+
+        def balanced() -> bool:
+            for consumer in consumers:
+                consumer.poll(0.1)
+            return all(len(c.assignment()) == 1 for c in consumers)
+
+        wait_until(balanced, 60, "the two members to share the two partitions")
+        owned = {p.partition for c in consumers for p in c.assignment()}
+        assert owned == {0, 1}  # split between them, not each taking both
+    finally:
+        for consumer in consumers:
+            consumer.close()

@@ -22,6 +22,8 @@ from kafkaproto.messages import (
     DeleteTopicsResponse,
     FetchRequest,
     FetchResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     MetadataRequest,
@@ -35,6 +37,7 @@ from logserver.cluster.epochs import UNDEFINED, end_offset_for_epoch
 from logserver.cluster.node import TopicCreationError
 from logserver.groups import INTERNAL_TOPICS
 from logserver.handlers import Handler
+from logserver.handlers import find_coordinator as single_node_find_coordinator
 from logserver.handlers import init_producer_id as single_node_init_producer_id
 from logserver.storage.api import InvalidConfigError
 from logserver.topic_config import validate_overrides
@@ -429,6 +432,29 @@ async def delete_topics(broker: Broker, header: RequestHeader,
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
+# -- FindCoordinator --------------------------------------------------------------------------
+
+def find_coordinator(broker: Broker, header: RequestHeader, request: FindCoordinatorRequest) -> (
+        FindCoordinatorResponse | Awaitable[FindCoordinatorResponse]):
+    """Every group is coordinated by the controller (its offsets are not replicated yet):
+    one coordinator for the whole cluster, so a group's members never split between
+    brokers, whichever broker they ask."""
+    node = _node(broker)
+    controller = node.model.controller_id
+    if controller == node.node_id:
+        return single_node_find_coordinator.handle(broker, header, request)
+    info = node.model.brokers.get(controller) if controller is not None else None
+    error = ErrorCode.NONE if info is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
+    node_id, host, port = (info.node_id, info.host, info.port) if info is not None else (-1, "", -1)
+    if header.api_version >= 4:
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+            FindCoordinatorResponse.Coordinator(key=key, node_id=node_id, host=host, port=port,
+                                                error_code=error, error_message=None)
+            for key in request.coordinator_keys])
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=None,
+                                   node_id=node_id, host=host, port=port)
+
+
 # -- InitProducerId ---------------------------------------------------------------------------
 
 def init_producer_id(broker: Broker, header: RequestHeader, request: InitProducerIdRequest) -> (
@@ -467,4 +493,5 @@ HANDLERS: dict[int, Any] = {
     ApiKey.CREATE_TOPICS: create_topics,
     ApiKey.INIT_PRODUCER_ID: init_producer_id,
     ApiKey.DELETE_TOPICS: delete_topics,
+    ApiKey.FIND_COORDINATOR: find_coordinator,
 }

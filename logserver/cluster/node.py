@@ -76,6 +76,7 @@ class ClusterNode:
         self._creating: dict[str, asyncio.Task[None]] = {}
         self._deleting: dict[str, asyncio.Task[None]] = {}
         self._seen_topics: set[str] = set()
+        self._coordinating = False
         self._tasks: list[asyncio.Task[Any]] = []
         self._dirty = asyncio.Event()
         self._checkpoint = Path(config.data_dir) / CHECKPOINT_FILE
@@ -216,6 +217,11 @@ class ClusterNode:
             log.info("node %d is the controller", self.node_id)
         if model.controller_id == self.node_id:
             await self._controller_pass()
+            if not self._coordinating:
+                # The controller coordinates every group: its offsets topic is ready
+                # before the first member, sent here by another broker, arrives.
+                self._coordinating = True
+                await self.broker.groups.find_coordinator(0)
         for (topic, index), versioned in list(model.partitions.items()):
             state = versioned.state
             if self.node_id in state.replicas:
