@@ -17,7 +17,12 @@ from kafkaclient import BlockingClient
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.batch import iter_batches
-from kafkaproto.messages import FetchRequest, InitProducerIdRequest, ProduceRequest
+from kafkaproto.messages import (
+    FetchRequest,
+    InitProducerIdRequest,
+    ListOffsetsRequest,
+    ProduceRequest,
+)
 from tests.rawwire import record_batch
 
 pytestmark = pytest.mark.slow
@@ -72,6 +77,14 @@ def produce_to_leader(client: BlockingClient, request: ProduceRequest) -> int:
         time.sleep(0.1)
 
 
+def list_offsets_request(topic: str, partition: int, timestamp: int = -1) -> ListOffsetsRequest:
+    return ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+        ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
+            ListOffsetsRequest.ListOffsetsPartition(partition_index=partition,
+                                                    current_leader_epoch=-1,
+                                                    timestamp=timestamp)])])
+
+
 def fetch_request(topic: str, partition: int, offset: int, epoch: int = -1) -> FetchRequest:
     return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
                         isolation_level=0, session_id=0, session_epoch=-1, topics=[
@@ -123,6 +136,8 @@ def test_non_leader_and_stale_epoch_are_refused(cluster):
         assert produced.responses[0].partition_responses[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
         fetched = client.call(ApiKey.FETCH, 11, fetch_request("route", 0, 0))
         assert fetched.responses[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        listed = client.call(ApiKey.LIST_OFFSETS, 4, list_offsets_request("route", 0))
+        assert listed.topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     finally:
         client.close()
     client = BlockingClient(cluster.brokers[part.leader].port)
@@ -134,6 +149,8 @@ def test_non_leader_and_stale_epoch_are_refused(cluster):
         assert current.responses[0].partitions[0].error_code == ErrorCode.NONE
         ahead = client.call(ApiKey.FETCH, 11, fetch_request("route", 0, 0, epoch=5))
         assert ahead.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+        latest = client.call(ApiKey.LIST_OFFSETS, 4, list_offsets_request("route", 0)).topics[0].partitions[0]
+        assert (latest.error_code, latest.offset, latest.leader_epoch) == (ErrorCode.NONE, 2, 0)
     finally:
         client.close()
 

@@ -26,6 +26,8 @@ from kafkaproto.messages import (
     FindCoordinatorResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
     OffsetForLeaderEpochRequest,
@@ -39,7 +41,7 @@ from logserver.groups import INTERNAL_TOPICS
 from logserver.handlers import Handler
 from logserver.handlers import find_coordinator as single_node_find_coordinator
 from logserver.handlers import init_producer_id as single_node_init_producer_id
-from logserver.storage.api import InvalidConfigError
+from logserver.storage.api import MAX_TIMESTAMP, InvalidConfigError
 from logserver.topic_config import validate_overrides
 from logserver.topic_names import topic_name_error
 
@@ -219,6 +221,41 @@ def _build(node: ClusterNode, request: FetchRequest, version: int) -> (
         topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, partitions=results))
     return (FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics),
             total, waitable)
+
+
+# -- ListOffsets ------------------------------------------------------------------------------
+
+def list_offsets(broker: Broker, header: RequestHeader,
+                 request: ListOffsetsRequest) -> ListOffsetsResponse:
+    """Answered by the partition's leader only, and never beyond the high watermark."""
+    node = _node(broker)
+    topics = []
+    for topic in request.topics:
+        results = []
+        for wanted in topic.partitions:
+            where = (topic.name, wanted.partition_index)
+            error = _epoch_error(node, *where, wanted.current_leader_epoch)
+            timestamp = wanted.timestamp
+            if timestamp == MAX_TIMESTAMP and header.api_version < 7:
+                timestamp = -4  # not a special value before v7: refused like any negative
+            listed = None if error else node.storage.list_offset(*where, timestamp)
+            if listed is None or listed.error != ErrorCode.NONE:
+                results.append(ListOffsetsResponse.ListOffsetsPartitionResponse(
+                    partition_index=wanted.partition_index,
+                    error_code=error or (listed.error if listed else ErrorCode.UNKNOWN_SERVER_ERROR),
+                    timestamp=-1, offset=-1))
+                continue
+            hw = node.storage.high_watermark(*where)
+            offset, stamp = listed.offset, listed.timestamp
+            if hw is not None and offset > hw:
+                offset, stamp = -1, -1
+            state = node.model.partition(*where)
+            results.append(ListOffsetsResponse.ListOffsetsPartitionResponse(
+                partition_index=wanted.partition_index, error_code=ErrorCode.NONE,
+                timestamp=stamp, offset=offset,
+                leader_epoch=state.leader_epoch if state is not None else -1))
+        topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=results))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
 # -- Metadata ---------------------------------------------------------------------------------
@@ -494,4 +531,5 @@ HANDLERS: dict[int, Any] = {
     ApiKey.INIT_PRODUCER_ID: init_producer_id,
     ApiKey.DELETE_TOPICS: delete_topics,
     ApiKey.FIND_COORDINATOR: find_coordinator,
+    ApiKey.LIST_OFFSETS: list_offsets,
 }
