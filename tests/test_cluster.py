@@ -467,3 +467,28 @@ def test_one_coordinator_for_a_group_whichever_broker_its_members_ask(cluster):
     finally:
         for consumer in consumers:
             consumer.close()
+
+
+def test_rolling_restart_under_producers_loses_nothing(cluster):
+    """Each broker in turn stopped cleanly (SIGTERM: it leaves the cluster at once, its
+    leaderships move) and started again, while two idempotent acks=all producers write."""
+    topics = {"confluent-kafka": "rolling-ck", "kafka-python": "rolling-kp"}
+    for topic in topics.values():
+        create(cluster, topic, partitions=1, rf=3)
+    producers = [ContinuousProducer(kind, cluster.bootstrap, topic) for kind, topic in topics.items()]
+    with producers[0], producers[1]:
+        for node, broker in cluster.brokers.items():
+            _wait_for_progress(producers)
+            assert broker.stop() == 0
+            cluster.wait_for_brokers(set(cluster.brokers) - {node})
+            broker.start()
+            wait_until(lambda: all(len(cluster.partition(t, 0).isrs) == 3 for t in topics.values()),
+                       60, f"broker {node} back in every ISR")
+        _wait_for_progress(producers)
+    for producer in producers:
+        assert not producer.failed, (producer.kind, producer.failed[:5])
+        records = consume_all(cluster.bootstrap, producer.topic, len(producer.acked), timeout=60)
+        values = [value for _, value in records]
+        assert [offset for offset, _ in records] == list(range(len(records)))
+        assert len(set(values)) == len(values) and set(producer.acked) <= set(values)
+        assert values == sorted(values)
