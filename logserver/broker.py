@@ -47,8 +47,9 @@ class Broker:
 
     async def start(self) -> None:
         await self.storage.start()
-        self.groups.start()
-        if self.cluster is not None:
+        if self.cluster is None:
+            self.groups.start()
+        else:  # the cluster starts the coordinator where it leads __consumer_offsets
             await self.cluster.start()
 
     async def close(self) -> None:

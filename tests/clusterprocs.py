@@ -103,9 +103,14 @@ class Cluster:
     def metadata(self) -> Any:
         return self.admin().list_topics(timeout=10)
 
-    def wait_for_brokers(self, nodes: set[int], timeout: float = 30) -> None:
-        wait_until(lambda: set(self.metadata().brokers) == nodes, timeout,
-                   f"Metadata to list brokers {sorted(nodes)}")
+    def wait_for_brokers(self, nodes: set[int], timeout: float = 60) -> None:
+        try:
+            wait_until(lambda: set(self.metadata().brokers) == nodes, timeout,
+                       f"Metadata to list brokers {sorted(nodes)}")
+        except AssertionError as exc:
+            tails = "\n".join(f"--- node {n} ---\n{b.output_tail(3000)}"
+                              for n, b in self.brokers.items())
+            raise AssertionError(f"{exc}\n{tails}") from None
 
     def partition(self, topic: str, index: int) -> Any:
         topic_meta = self.metadata().topics.get(topic)

@@ -492,3 +492,46 @@ def test_rolling_restart_under_producers_loses_nothing(cluster):
         assert [offset for offset, _ in records] == list(range(len(records)))
         assert len(set(values)) == len(values) and set(producer.acked) <= set(values)
         assert values == sorted(values)
+
+
+def test_committed_offsets_survive_the_coordinator_kill9(cluster):
+    """The coordinator is the leader of the replicated __consumer_offsets: when it dies,
+    the new leader replays the log and answers with the group's committed offsets."""
+    create(cluster, "gdata", partitions=1, rf=3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(10):
+        producer.produce("gdata", value=b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "survivors",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe(["gdata"])
+        seen = []
+        wait_until(lambda: (m := consumer.poll(0.2)) is not None and m.error() is None
+                   and seen.append(m.offset()) is None and len(seen) == 10, 60, "ten records")
+        consumer.commit(offsets=[TopicPartition("gdata", 0, 7)], asynchronous=False)
+    finally:
+        consumer.close()
+    coordinator = cluster.partition("__consumer_offsets", 0).leader
+    # The commit is replicated: every replica of __consumer_offsets holds the same log.
+    wait_until(lambda: len({_log_bytes(b, "__consumer_offsets")
+                            for b in cluster.brokers.values()}) == 1, 30,
+               "the commit on every replica of __consumer_offsets")
+    cluster.brokers[coordinator].kill9()
+    _wait_for_new_leader(cluster, "__consumer_offsets", coordinator)
+    survivor = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "survivors",
+                         "enable.auto.commit": False})
+    try:
+        committed = wait_until(
+            lambda: _committed(survivor, "gdata"), 60, "the committed offset from the new coordinator")
+        assert committed == 7
+    finally:
+        survivor.close()
+
+
+def _committed(consumer: Consumer, topic: str) -> int | None:
+    try:
+        found = consumer.committed([TopicPartition(topic, 0)], timeout=5)
+    except Exception:  # the coordinator is moving: ask again
+        return None
+    return found[0].offset if found[0].offset >= 0 else None

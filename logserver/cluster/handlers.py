@@ -37,7 +37,7 @@ from kafkaproto.messages import (
 )
 from logserver.cluster.epochs import UNDEFINED, end_offset_for_epoch
 from logserver.cluster.node import TopicCreationError
-from logserver.groups import INTERNAL_TOPICS
+from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
 from logserver.handlers import Handler
 from logserver.handlers import find_coordinator as single_node_find_coordinator
 from logserver.handlers import init_producer_id as single_node_init_producer_id
@@ -471,16 +471,22 @@ async def delete_topics(broker: Broker, header: RequestHeader,
 
 # -- FindCoordinator --------------------------------------------------------------------------
 
-def find_coordinator(broker: Broker, header: RequestHeader, request: FindCoordinatorRequest) -> (
-        FindCoordinatorResponse | Awaitable[FindCoordinatorResponse]):
-    """Every group is coordinated by the controller (its offsets are not replicated yet):
-    one coordinator for the whole cluster, so a group's members never split between
-    brokers, whichever broker they ask."""
+async def find_coordinator(broker: Broker, header: RequestHeader,
+                           request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    """Every group is coordinated by the leader of ``__consumer_offsets`` (one partition
+    in cluster mode), whichever broker is asked, so a group's members never split between
+    brokers and a new leader has the replicated offsets."""
     node = _node(broker)
-    controller = node.model.controller_id
-    if controller == node.node_id:
-        return single_node_find_coordinator.handle(broker, header, request)
-    info = node.model.brokers.get(controller) if controller is not None else None
+    state = node.model.partition(OFFSETS_TOPIC, 0)
+    if state is None:
+        try:
+            await node.ensure_offsets_topic()
+        except Exception as exc:  # etcd unreachable: clients retry
+            log.warning("creating %s failed: %s", OFFSETS_TOPIC, exc)
+    elif state.leader == node.node_id:
+        return await single_node_find_coordinator.handle(broker, header, request)
+    coordinator = state.leader if state is not None else None
+    info = node.model.brokers.get(coordinator) if coordinator is not None else None
     error = ErrorCode.NONE if info is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
     node_id, host, port = (info.node_id, info.host, info.port) if info is not None else (-1, "", -1)
     if header.api_version >= 4:

@@ -36,7 +36,7 @@ from logserver.cluster.model import (
     with_isr,
 )
 from logserver.cluster.replication import LeaderReplica
-from logserver.groups import INTERNAL_TOPICS
+from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC, GroupCoordinator
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -76,7 +76,8 @@ class ClusterNode:
         self._creating: dict[str, asyncio.Task[None]] = {}
         self._deleting: dict[str, asyncio.Task[None]] = {}
         self._seen_topics: set[str] = set()
-        self._coordinating = False
+        self._coordinator_active = False
+        self._coordinator_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[Any]] = []
         self._dirty = asyncio.Event()
         self._checkpoint = Path(config.data_dir) / CHECKPOINT_FILE
@@ -210,6 +211,7 @@ class ClusterNode:
         if self.fenced:
             for where in list(self.leaders):
                 self._resign(where)
+            await self._coordinate(False)
             return
         if (model.controller_id is None and self.node_id in model.brokers
                 and await self.store.create([(self.keys.controller, json.dumps(
@@ -217,11 +219,6 @@ class ClusterNode:
             log.info("node %d is the controller", self.node_id)
         if model.controller_id == self.node_id:
             await self._controller_pass()
-            if not self._coordinating:
-                # The controller coordinates every group: its offsets topic is ready
-                # before the first member, sent here by another broker, arrives.
-                self._coordinating = True
-                await self.broker.groups.find_coordinator(0)
         for (topic, index), versioned in list(model.partitions.items()):
             state = versioned.state
             if self.node_id in state.replicas:
@@ -273,6 +270,16 @@ class ClusterNode:
         keys = [self.keys.topic(name)] + [self.keys.partition(name, i) for i in range(record.partitions)]
         return await self.store.delete_existing(keys)
 
+    async def ensure_offsets_topic(self) -> None:
+        """``__consumer_offsets`` as a replicated cluster topic (Kafka creates it on the
+        first FindCoordinator, with up to 3 replicas as the cluster allows)."""
+        if OFFSETS_TOPIC in self.model.topics:
+            return
+        configs = {"cleanup.policy": "compact",
+                   "segment.bytes": str(self.broker.config["offsets.topic.segment.bytes"])}
+        with contextlib.suppress(TopicCreationError):
+            await self.create_topic(OFFSETS_TOPIC, 1, min(3, len(self.model.brokers)), configs)
+
     def _drop_deleted_topics(self) -> None:
         """Local logs of topics deleted in etcd since we saw them. A log etcd never
         showed us (deleted while we were down, or a wrong prefix) is kept: removing data
@@ -310,6 +317,8 @@ class ClusterNode:
         else:
             self._resign(where)
             await self._follow(where, state)
+        if where == (OFFSETS_TOPIC, 0):
+            await self._coordinate(state.leader == self.node_id)
 
     def _create_locally(self, topic: str) -> None:
         if topic in self._creating or topic not in self.model.topics:
@@ -373,6 +382,24 @@ class ClusterNode:
         running = self.fetchers.pop(where, None)
         if running is not None:
             running[1].cancel()
+
+    async def _coordinate(self, active: bool) -> None:
+        """The group coordinator runs on the leader of ``__consumer_offsets`` (one
+        partition in cluster mode): a new leader replays the replicated log and so has
+        every group's committed offsets; elsewhere group requests get
+        COORDINATOR_NOT_AVAILABLE and clients look the coordinator up again."""
+        async with self._coordinator_lock:
+            if active == self._coordinator_active:
+                return
+            self._coordinator_active = active
+            old = self.broker.groups
+            new = GroupCoordinator(self.broker)
+            self.broker.groups = new  # requests from now on see the new one
+            await old.close()
+            if active:
+                new.start()
+            log.info("group coordinator %s", "started (leader of __consumer_offsets)"
+                     if active else "stopped (not the leader of __consumer_offsets)")
 
     # -- leader duties (called by the handlers) ----------------------------------------------
 
