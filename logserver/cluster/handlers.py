@@ -310,10 +310,14 @@ def _metadata_response(broker: Broker, node: ClusterNode, wanted: list[str | Non
             topics.append(MetadataResponse.MetadataResponseTopic(
                 error_code=error, name=name, topic_id=ZERO_UUID, partitions=[]))
             continue
+        # As Kafka's metadata cache: a leader that is not among the live brokers listed is
+        # no leader (clients look the node id up in the broker list; kafka-python's
+        # sender fails on one it cannot find).
         partitions = [
             MetadataResponse.MetadataResponsePartition(
-                error_code=ErrorCode.LEADER_NOT_AVAILABLE if state.leader < 0 else ErrorCode.NONE,
-                partition_index=index, leader_id=state.leader, leader_epoch=state.leader_epoch,
+                error_code=ErrorCode.NONE if state.leader in live else ErrorCode.LEADER_NOT_AVAILABLE,
+                partition_index=index, leader_id=state.leader if state.leader in live else -1,
+                leader_epoch=state.leader_epoch,
                 replica_nodes=list(state.replicas), isr_nodes=list(state.isr),
                 offline_replicas=state.offline_replicas(live))
             for index, state in model.topic_partitions(name)]
