@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 CHECK_INTERVAL_S = 0.5
 CHECKPOINT_FILE = "replication-offset-checkpoint"
 PRODUCER_ID_BLOCK = 1000
+CONNECT_TIMEOUT_S = 30.0
 
 
 def _now_ms() -> float:
@@ -96,7 +97,18 @@ class ClusterNode:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self.store.connect()
+        # As Kafka waits zookeeper.connection.timeout.ms for ZooKeeper: etcd may be
+        # starting too (its port open before it answers).
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while True:
+            try:
+                await self.store.connect()
+                break
+            except ConnectionError as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("%s; retrying", exc)
+                await asyncio.sleep(0.5)
         await self.store.grant_lease(self.session_ttl_s)
         await self._register()
         # The first broker's cluster id becomes the cluster's (clients check it is one).
@@ -430,7 +442,8 @@ class ClusterNode:
         """Kafka's AlterPartition, as a compare-and-swap on the partition's key: it fails
         if anyone (the controller, a newer leader) changed the partition since."""
         versioned = self.model.partitions.get(where)
-        if versioned is None or versioned.state != leader.state or where in self._proposing:
+        if versioned is None or versioned.state != leader.state or where in self._proposing \
+                or set(isr) == set(leader.state.isr):
             return
         self._proposing.add(where)
         try:
