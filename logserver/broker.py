@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from logserver.config import Config
 from logserver.groups import GroupCoordinator
 from logserver.limits import topic_limit_error
 from logserver.partition import LEADER_EPOCH
 from logserver.storage.api import Storage
+
+if TYPE_CHECKING:
+    from logserver.cluster.node import ClusterNode
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +37,7 @@ class Broker:
         self.storage: Storage = storage
         self._creating: dict[str, int] = {}  # topic -> partitions, while being created
         self.groups = GroupCoordinator(self)  # consumer groups (logserver/groups)
-        self.cluster: Any = None  # cluster mode only: logserver.cluster.node.ClusterNode
+        self.cluster: ClusterNode | None = None  # cluster mode only (logserver/cluster)
         if config["cluster.etcd.endpoints"]:
             from logserver.cluster.node import ClusterNode
 

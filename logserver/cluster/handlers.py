@@ -59,8 +59,8 @@ CREATE_VISIBLE_TIMEOUT_S = 5.0
 
 def _node(broker: Broker) -> ClusterNode:
     node = broker.cluster
-    assert node is not None
-    return cast("ClusterNode", node)
+    assert node is not None, "cluster handlers serve only in cluster mode"
+    return node
 
 
 def _leader_error(node: ClusterNode, topic: str, index: int) -> int:

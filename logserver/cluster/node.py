@@ -40,6 +40,7 @@ from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC, GroupCoordinator
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
+    from logserver.storage.api import Storage
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class ClusterNode:
         self._pid_next = self._pid_end = 0
 
     @property
-    def storage(self) -> Any:
+    def storage(self) -> Storage:
         return self.broker.storage
 
     # -- lifecycle ------------------------------------------------------------------------
