@@ -16,7 +16,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +112,7 @@ class ClusterNode:
                 await asyncio.sleep(0.5)
         await self.store.grant_lease(self.session_ttl_s)
         await self._register()
+        self.storage.replication_hook = self._replicated_internal_append
         # The first broker's cluster id becomes the cluster's (clients check it is one).
         await self.store.create([(self.keys.cluster_id, self.broker.cluster_id.encode())])
         revision, entries = await self.store.snapshot(self.keys.root)
@@ -456,6 +457,20 @@ class ClusterNode:
         finally:
             self._proposing.discard(where)
 
+    def _replicated_internal_append(self, topic: str, partition: int) -> Awaitable[None] | None:
+        """The group coordinator's writes to ``__consumer_offsets`` count once the ISR
+        has them, as Kafka's coordinator appends with acks=all: a commit acknowledged is
+        a commit the next coordinator replays. Other topics: the Produce handler decides."""
+        if topic not in INTERNAL_TOPICS:
+            return None
+        where = (topic, partition)
+        leader = self.leaders.get(where)
+        if leader is None:
+            return _failed(f"not the leader of {topic}-{partition}")
+        self.advance(where)
+        end = self.storage.log_end_offset(*where) or 0
+        return _raise_unless_none(leader.wait_for(end), topic, partition)
+
     # -- producer ids -------------------------------------------------------------------------
 
     async def allocate_producer_id(self) -> int:
@@ -503,3 +518,13 @@ class ClusterNode:
         tmp.write_text(json.dumps([[t, p, hw] for (t, p), hw in sorted(current.items())]))
         os.replace(tmp, self._checkpoint)
         self._saved_hw = current
+
+
+async def _failed(why: str) -> None:
+    raise OSError(why)
+
+
+async def _raise_unless_none(waiting: asyncio.Future[int], topic: str, partition: int) -> None:
+    error = await waiting
+    if error != ErrorCode.NONE:
+        raise OSError(f"{topic}-{partition} not replicated: {ErrorCode(error).name}")

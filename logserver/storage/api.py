@@ -14,7 +14,7 @@ return Kafka error codes (no exception on the hot path).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -153,6 +153,11 @@ class Storage(Protocol):
         ...
 
     # -- replication (cluster mode, logserver/cluster) ---------------------------------------
+
+    #: Called after each successful append with (topic, partition): an awaitable that the
+    #: append's ``wait`` then also covers (the cluster sets it for internal topics, whose
+    #: writers acknowledge only replicated records); None on a single node.
+    replication_hook: Callable[[str, int], Awaitable[None] | None] | None
 
     def log_end_offset(self, topic: str, partition: int) -> int | None: ...
 

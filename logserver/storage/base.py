@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,8 @@ class PartitionedStorage:
         self._topics: dict[str, TopicState] = {}
         # name -> the creation or deletion of that name still running
         self._pending: dict[str, tuple[str, asyncio.Task[Any]]] = {}
+        # Cluster mode: what an append must also wait for to be replicated (None: nothing)
+        self.replication_hook: Callable[[str, int], Awaitable[None] | None] | None = None
 
     # -- topics ---------------------------------------------------------------------------
 
@@ -146,6 +148,10 @@ class PartitionedStorage:
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"write failed: {exc.strerror}")
         if result.error == ErrorCode.NONE:
             result.wait = self._after_append(state, partition)
+            if self.replication_hook is not None:
+                replicated = self.replication_hook(topic, partition)
+                if replicated is not None:
+                    result.wait = replicated if result.wait is None else _both(result.wait, replicated)
         else:
             log.debug("produce to %s-%d refused: %s", topic, partition, result.message)
         return result
@@ -227,6 +233,11 @@ class PartitionedStorage:
             timer.cancel()
             for part in watched:
                 part.remove_waiter(woken)
+
+
+async def _both(first: Awaitable[None], second: Awaitable[None]) -> None:
+    await first
+    await second
 
 
 def _wake(future: asyncio.Future[None]) -> None:
