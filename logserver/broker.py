@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from logserver.config import Config
 from logserver.groups import GroupCoordinator
@@ -16,6 +17,9 @@ from logserver.security.credentials import CredentialStore
 from logserver.security.store import ACL_FILE, AclStore
 from logserver.storage.api import Storage
 from logserver.transactions import TransactionCoordinator
+
+if TYPE_CHECKING:
+    from logserver.cluster.node import ClusterNode
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,11 @@ class Broker:
             self.authorizer, self.data_dir / ACL_FILE)
         self.scram = CredentialStore(self.data_dir)  # SASL users (logserver/security)
         self.transactions = TransactionCoordinator(self)  # KIP-98 (logserver/transactions)
+        self.cluster: ClusterNode | None = None  # cluster mode only (logserver/cluster)
+        if config["cluster.etcd.endpoints"]:
+            from logserver.cluster.node import ClusterNode
+
+            self.cluster = ClusterNode(self)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -55,11 +64,16 @@ class Broker:
 
     async def start(self) -> None:
         await self.storage.start()
-        self.groups.start()
+        if self.cluster is None:
+            self.groups.start()
+        else:  # the cluster starts the coordinator where it leads __consumer_offsets
+            await self.cluster.start()
         self.transactions.start()
 
     async def close(self) -> None:
         await self.transactions.close()
+        if self.cluster is not None:
+            await self.cluster.close()
         await self.groups.close()
         await self.storage.close()
 

@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,  # --listen must not silently mean --listeners
         usage="%(prog)s [-c FILE] [--mqtt-bridge [HOST:PORT]] [--SETTING VALUE ...] "
         "| check DIR | repair DIR | scram add|delete|list --data-dir DIR "
-        "| topic|group|produce|consume|cluster ... | --version",
+        "| topic|group|produce|consume|cluster ... | cluster up [--nodes N] | --version",
         description="A Kafka-protocol-compatible log server. Unmodified Kafka clients "
         "(Java, kafka-python, aiokafka, librdkafka/kcat) produce to and consume from it.",
         epilog="Every setting can also be given as an environment variable "
@@ -125,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         from logserver.log.check import main as check_main
 
         return check_main(args_list)
+    if args_list[:2] == ["cluster", "up"]:  # a local cluster (logserver/cluster/local.py)
+        from logserver.cluster.local import main as cluster_main
+
+        return cluster_main(args_list[1:])
     if args_list and args_list[0] == "scram":
         from logserver.security.scram_cli import main as scram_main
 

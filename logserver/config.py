@@ -326,6 +326,26 @@ SETTINGS: dict[str, Setting] = {
         Setting("connection.failed.authentication.delay.ms", "100", _int_in(0, 2**31 - 1),
                 "How long the answer to a failed SASL authentication is held back (then the "
                 "connection closes), to slow down password guessing."),
+        # -- cluster mode (logserver/cluster; off unless cluster.etcd.endpoints is set) --
+        Setting("cluster.etcd.endpoints", None, str,
+                "etcd client addresses, host:port comma separated; set, the broker joins a "
+                "cluster (node.id must be unique); unset, it runs alone with no etcd."),
+        Setting("cluster.etcd.prefix", "/logserver", str,
+                "Key prefix of this cluster's state in etcd (several clusters may share one etcd)."),
+        Setting("broker.rack", None, str, "This broker's rack; replicas are spread over racks."),
+        Setting("broker.session.timeout.ms", "9000", _int_in(2000, 2**31 - 1),
+                "TTL of the broker's etcd lease: a broker silent this long is dead and loses "
+                "its leaderships."),
+        Setting("default.replication.factor", "1", _int_in(1, 32767),
+                "Replicas of auto-created topics and of CreateTopics with -1 (cluster mode)."),
+        Setting("min.insync.replicas", "1", _int_in(1, 32767),
+                "acks=all produce needs at least this many in-sync replicas, else "
+                "NOT_ENOUGH_REPLICAS (cluster mode)."),
+        Setting("replica.lag.time.max.ms", "30000", _int_in(1),
+                "A follower not caught up for this long leaves the ISR (cluster mode)."),
+        Setting("unclean.leader.election.enable", "false", _parse_bool,
+                "Let a replica outside the ISR become leader when no ISR member is alive "
+                "(loses acknowledged records; cluster mode)."),
     ]
 }
 

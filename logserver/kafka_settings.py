@@ -46,8 +46,6 @@ IGNORED: dict[str, str] = {
     "offsets.topic.replication.factor": "one node: replication factor 1",
     "transaction.state.log.replication.factor": "one node: replication factor 1",
     "transaction.state.log.min.isr": "one node: no in-sync replica set",
-    "default.replication.factor": "one node: replication factor 1",
-    "min.insync.replicas": "one node: no in-sync replica set",
     "share.coordinator.state.topic.replication.factor": "one node: replication factor 1",
     "share.coordinator.state.topic.min.isr": "one node: no in-sync replica set",
     "zookeeper.connect": "no ZooKeeper: metadata lives in the data directory",

@@ -25,6 +25,7 @@ from kafkaproto.batch import (
     Compression,
     CorruptBatchError,
     InvalidRecordError,
+    iter_batches,
     parse_header,
     set_log_append_time,
 )
@@ -68,11 +69,15 @@ class PartitionLog(Protocol):
 
     def check_producer(self, header: BatchHeader) -> Decision: ...
 
-    def append(self, batch: memoryview, header: BatchHeader) -> int: ...
+    def append(self, batch: memoryview, header: BatchHeader, *,
+               leader_epoch: int | None = LEADER_EPOCH) -> int:
+        """``leader_epoch`` is stamped on the batch; None keeps the batch's own."""
+        ...
 
     def read(self, offset: int, max_bytes: int, *, min_one: bool,
              upper_bound: int | None = None) -> Records | None:
-        """Raises OffsetOutOfRangeError outside [log start, log end]."""
+        """Raises OffsetOutOfRangeError outside [log start, log end]; nothing at or
+        after ``upper_bound`` (the replicated high watermark) when it is given."""
         ...
 
     def has_zstd(self, records: Records) -> bool: ...
@@ -93,7 +98,8 @@ class PartitionLog(Protocol):
 class Partition:
     __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
                  "max_message_bytes", "_before_max_ms", "_after_max_ms", "_offload", "_tail",
-                 "_retired", "_txns", "_txn_pending", "bytes_in", "messages_in", "bytes_out")
+                 "_retired", "_txns", "_txn_pending", "bytes_in", "messages_in", "bytes_out",
+                 "replicated_hw", "leader_epoch")
 
     def __init__(self, topic: str, index: int, log_: PartitionLog, config: TopicConfig,
                  *, offload: ValidationOffload | None = None) -> None:
@@ -120,6 +126,12 @@ class Partition:
         self.bytes_in = 0
         self.messages_in = 0
         self.bytes_out = 0
+        # Cluster mode: the high watermark the replicas agreed on; None on a single node,
+        # where the high watermark is the log end offset.
+        self.replicated_hw: int | None = None
+        # Stamped on every appended batch: constant 0 on a single node, the partition's
+        # leader epoch in cluster mode.
+        self.leader_epoch = LEADER_EPOCH
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -133,11 +145,12 @@ class Partition:
         self._after_max_ms = config.message_timestamp_after_max_ms
 
     @property
-    def leader_epoch(self) -> int:
-        return LEADER_EPOCH
+    def high_watermark(self) -> int:
+        hw = self.replicated_hw
+        return self.log.log_end_offset if hw is None else min(hw, self.log.log_end_offset)
 
     @property
-    def high_watermark(self) -> int:
+    def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
     @property
@@ -231,7 +244,7 @@ class Partition:
         if self.log_append_time:
             append_time = int(time.time() * 1000)
             set_log_append_time(records, 0, append_time)
-        base_offset = self.log.append(records, header)
+        base_offset = self.log.append(records, header, leader_epoch=self.leader_epoch)
         self.bytes_in += len(records)
         self.messages_in += header.record_count
         if header.is_transactional:
@@ -331,7 +344,7 @@ class Partition:
         batch = build_marker(producer_id, producer_epoch, commit=commit,
                              coordinator_epoch=coordinator_epoch, timestamp_ms=now)
         header = parse_header(batch)
-        base_offset = self.log.append(memoryview(batch), header)
+        base_offset = self.log.append(memoryview(batch), header, leader_epoch=self.leader_epoch)
         self._txn_seen(header, base_offset, commit)
         self.wake_waiters()
         return AppendResult(ErrorCode.NONE, base_offset, -1, self.log.log_start_offset)
@@ -348,9 +361,16 @@ class Partition:
     # -- fetch --------------------------------------------------------------------------
 
     def fetch(self, offset: int, max_bytes: int, *, min_one: bool,
-              api_version: int, upper_bound: int | None = None) -> tuple[int, Records]:
+              api_version: int, upper_bound: int | None = None,
+              replica: bool = False) -> tuple[int, Records]:
+        """Consumers read below the high watermark (and read_committed ones below
+        ``upper_bound``, the last stable offset), follower replicas (``replica``) to the
+        log end."""
+        upper = upper_bound
+        if not replica and self.replicated_hw is not None:
+            upper = self.high_watermark if upper is None else min(upper, self.high_watermark)
         try:
-            records = self.log.read(offset, max_bytes, min_one=min_one, upper_bound=upper_bound)
+            records = self.log.read(offset, max_bytes, min_one=min_one, upper_bound=upper)
         except OffsetOutOfRangeError:
             return ErrorCode.OFFSET_OUT_OF_RANGE, b""
         if records is None:
@@ -361,6 +381,21 @@ class Partition:
             return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
         self.bytes_out += records.length if isinstance(records, FileRegion) else len(records)
         return ErrorCode.NONE, records
+
+    # -- replication (cluster mode) --------------------------------------------------------
+
+    def append_replica(self, records: memoryview) -> int:
+        """A follower's append of batches fetched from the leader, offsets kept as the
+        leader gave them; batches already held are skipped. Returns the log end offset."""
+        for position, header in iter_batches(records):
+            leo = self.log.log_end_offset
+            if header.base_offset + header.last_offset_delta < leo:
+                continue
+            if header.base_offset != leo:
+                raise ValueError(f"{self}: fetched batch at {header.base_offset}, log ends at {leo}")
+            self.log.append(records[position:position + header.size], header, leader_epoch=None)
+        self.wake_waiters()
+        return self.log.log_end_offset
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         return self.log.offset_for_timestamp(timestamp)

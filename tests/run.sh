@@ -17,6 +17,7 @@ command -v mosquitto_pub >/dev/null 2>&1 || missing+=(mosquitto-clients)
 command -v mosquitto >/dev/null 2>&1 || missing+=(mosquitto)   # the MQTT benchmark's peer
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)   # PySpark pipelines
 command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)   # the power-loss tests' fsync shim
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)   # cluster mode's coordination service
 if ((${#missing[@]})); then
     command -v apt-get >/dev/null 2>&1 || die "need ${missing[*]} and there is no apt-get"
     SUDO=()
@@ -33,13 +34,14 @@ kcat -V >/dev/null 2>&1 || die "kcat is installed but 'kcat -V' fails"
 command -v mosquitto_pub >/dev/null 2>&1 || die "mosquitto_pub missing after install"
 java -version >/dev/null 2>&1 || die "java is installed but 'java -version' fails"
 command -v gcc >/dev/null 2>&1 || die "gcc missing after install"
+etcd --version >/dev/null 2>&1 || die "etcd (etcd-server) is installed but 'etcd --version' fails"
 
 # --- Python packages: the project and its test extras, in .venv (contrib/venv.sh;
 # Debian's own python3 refuses pip installs outside a virtual environment, PEP 668)
 bash contrib/venv.sh test
 PY=.venv/bin/python
 export PATH="$PWD/.venv/bin:$PATH"   # the console scripts (logserver, mqtt-bridge)
-"$PY" -c 'import kafka, aiokafka, confluent_kafka, pytest, pytest_timeout' \
+"$PY" -c 'import kafka, aiokafka, confluent_kafka, pytest, pytest_timeout, aetcd' \
     || die "test dependencies not importable after pip install"
 
 log "ruff check ."

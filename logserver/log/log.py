@@ -252,12 +252,14 @@ class Log:
         return self._last_write
 
     def append(
-        self, batch: bytearray | memoryview, header: BatchHeader, *, now_ms: int | None = None
+        self, batch: bytearray | memoryview, header: BatchHeader, *, now_ms: int | None = None,
+        leader_epoch: int | None = LEADER_EPOCH,
     ) -> int:
         """Assign offsets to one validated batch and write it; returns its base offset.
 
         Patches base offset and partition leader epoch in place in ``batch`` (a writable
-        buffer holding exactly one batch; both fields lie outside the CRC). The max
+        buffer holding exactly one batch; both fields lie outside the CRC; a follower's
+        copy of the leader's batch keeps its epoch, ``leader_epoch=None``). The max
         timestamp is re-read from the bytes, so a header parsed before the broker
         applied LogAppendTime is fine. Producer state is updated here; call
         ``check_producer`` first. With a writer, a batch of at least its ``min_bytes``
@@ -275,7 +277,8 @@ class Log:
         if writer is not None and (
             self._submitted != self._completed or len(batch) >= writer.min_bytes
         ):
-            base, next_offset = self._append_on_writer(writer, batch, header, max_ts, now)
+            base, next_offset = self._append_on_writer(writer, batch, header, max_ts, now,
+                                                      leader_epoch)
         else:
             local = self._local
             with self._lock:
@@ -285,7 +288,8 @@ class Log:
                 if seg.should_roll(len(batch), max_ts, next_offset - 1, now):
                     seg = self._roll_locked(now)
                 set_base_offset(batch, 0, base)
-                set_partition_leader_epoch(batch, 0, LEADER_EPOCH)
+                if leader_epoch is not None:
+                    set_partition_leader_epoch(batch, 0, leader_epoch)
                 self._unflushed[seg] = None
                 local.append(batch, base, max_ts, next_offset)
         if header.producer_id >= 0:
@@ -302,6 +306,7 @@ class Log:
         header: BatchHeader,
         max_ts: int,
         now: int,
+        leader_epoch: int | None,
     ) -> tuple[int, int]:
         """Assign offsets now and queue the write; returns (base, next offset)."""
         size = len(batch)
@@ -322,7 +327,8 @@ class Log:
             base = seg.next_offset
             next_offset = base + header.last_offset_delta + 1
         set_base_offset(batch, 0, base)
-        set_partition_leader_epoch(batch, 0, LEADER_EPOCH)
+        if leader_epoch is not None:
+            set_partition_leader_epoch(batch, 0, leader_epoch)
         self._assigned_end = next_offset
         self._submitted_bytes += size
         self._submitted += 1

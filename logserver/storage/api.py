@@ -14,7 +14,7 @@ return Kafka error codes (no exception on the hot path).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -203,9 +203,11 @@ class Storage(Protocol):
         ...
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
-             min_one: bool, fetch_version: int, upper_bound: int | None = None) -> ReadResult:
+             min_one: bool, fetch_version: int, upper_bound: int | None = None,
+             replica: bool = False) -> ReadResult:
         """Whole batches from the one holding ``offset`` (KIP-74 with ``min_one``), none
-        at or past ``upper_bound`` (the last stable offset of a read_committed fetch)."""
+        at or past ``upper_bound`` (the last stable offset of a read_committed fetch);
+        below the high watermark, except for a follower replica (``replica``)."""
         ...
 
     # -- transactions (logserver/transactions) --------------------------------------------
@@ -253,6 +255,34 @@ class Storage(Protocol):
 
     async def wait_for_append(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
         """Return when one of ``partitions`` gets an append, or after ``timeout_s``."""
+        ...
+
+    # -- replication (cluster mode, logserver/cluster) ---------------------------------------
+
+    #: Called after each successful append with (topic, partition): an awaitable that the
+    #: append's ``wait`` then also covers (the cluster sets it for internal topics, whose
+    #: writers acknowledge only replicated records); None on a single node.
+    replication_hook: Callable[[str, int], Awaitable[None] | None] | None
+
+    def log_end_offset(self, topic: str, partition: int) -> int | None: ...
+
+    def set_high_watermark(self, topic: str, partition: int, offset: int | None) -> None:
+        """The replicated high watermark (None: the log end offset, as on a single node);
+        reads by consumers stop there."""
+        ...
+
+    def set_leader_epoch(self, topic: str, partition: int, epoch: int) -> None:
+        """The leader epoch stamped on the batches appended from now on."""
+        ...
+
+    def append_replica(self, topic: str, partition: int, records: memoryview) -> int:
+        """A follower appends batches fetched from its leader, keeping their offsets;
+        returns the new log end offset. Raises KeyError for an unknown partition and
+        ValueError when the batches do not continue the log."""
+        ...
+
+    async def truncate_to(self, topic: str, partition: int, offset: int) -> int:
+        """Drop the batch holding ``offset`` and everything after it; the new log end."""
         ...
 
     # -- maintenance of one partition (the offsets store's compaction) ---------------------

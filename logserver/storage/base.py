@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +61,8 @@ class PartitionedStorage:
         self._ids: dict[bytes, str] = {}  # topic id -> name (see topic_for_id)
         # name -> the creation or deletion of that name still running
         self._pending: dict[str, tuple[str, asyncio.Task[Any]]] = {}
+        # Cluster mode: what an append must also wait for to be replicated (None: nothing)
+        self.replication_hook: Callable[[str, int], Awaitable[None] | None] | None = None
 
     # -- topics ---------------------------------------------------------------------------
 
@@ -233,18 +235,23 @@ class PartitionedStorage:
                   partition: int) -> AppendResult:
         if result.error == ErrorCode.NONE:
             result.wait = self._after_append(state, partition)
+            if self.replication_hook is not None:
+                replicated = self.replication_hook(topic, partition)
+                if replicated is not None:
+                    result.wait = replicated if result.wait is None else _both(result.wait, replicated)
         else:
             log.debug("produce to %s-%d refused: %s", topic, partition, result.message)
         return result
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
-             min_one: bool, fetch_version: int, upper_bound: int | None = None) -> ReadResult:
+             min_one: bool, fetch_version: int, upper_bound: int | None = None,
+             replica: bool = False) -> ReadResult:
         found = self._partition(topic, partition)
         if found is None:
             return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _NO_RECORDS, 0, -1, -1)
         part = found[1]
         error, records = part.fetch(offset, max_bytes, min_one=min_one, api_version=fetch_version,
-                                    upper_bound=upper_bound)
+                                    upper_bound=upper_bound, replica=replica)
         size = len(records) if isinstance(records, (bytes, bytearray, memoryview)) else records.length
         return ReadResult(error, records, size, part.high_watermark, part.log_start_offset)
 
@@ -335,6 +342,31 @@ class PartitionedStorage:
         found = self._partition(topic, partition)
         return None if found is None else found[1].log_start_offset
 
+    # -- replication (cluster mode) --------------------------------------------------------
+
+    def log_end_offset(self, topic: str, partition: int) -> int | None:
+        found = self._partition(topic, partition)
+        return None if found is None else found[1].log_end_offset
+
+    def set_high_watermark(self, topic: str, partition: int, offset: int | None) -> None:
+        found = self._partition(topic, partition)
+        if found is not None:
+            part = found[1]
+            if part.replicated_hw != offset:
+                part.replicated_hw = offset
+                part.wake_waiters()  # consumers long-polling for what is now committed
+
+    def set_leader_epoch(self, topic: str, partition: int, epoch: int) -> None:
+        found = self._partition(topic, partition)
+        if found is not None:
+            found[1].leader_epoch = epoch
+
+    def append_replica(self, topic: str, partition: int, records: memoryview) -> int:
+        found = self._partition(topic, partition)
+        if found is None:
+            raise KeyError(f"no partition {partition} of topic {topic!r}")
+        return found[1].append_replica(records)
+
     async def wait_for_append(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
         loop = asyncio.get_running_loop()
         woken: asyncio.Future[None] = loop.create_future()
@@ -349,6 +381,11 @@ class PartitionedStorage:
             timer.cancel()
             for part in watched:
                 part.remove_waiter(woken)
+
+
+async def _both(first: Awaitable[None], second: Awaitable[None]) -> None:
+    await first
+    await second
 
 
 def _wake(future: asyncio.Future[None]) -> None:

@@ -80,10 +80,12 @@ class MemoryLog:
     def check_producer(self, header: BatchHeader) -> Decision:
         return self.producer_state.check(header)
 
-    def append(self, batch: memoryview, header: BatchHeader) -> int:
+    def append(self, batch: memoryview, header: BatchHeader, *,
+               leader_epoch: int | None = LEADER_EPOCH) -> int:
         base = self._end
         set_base_offset(batch, 0, base)
-        set_partition_leader_epoch(batch, 0, LEADER_EPOCH)
+        if leader_epoch is not None:
+            set_partition_leader_epoch(batch, 0, leader_epoch)
         self._batches.append(bytes(batch))
         self._bases.append(base)
         self._max_ts.append(_I64.unpack_from(batch, MAX_TIMESTAMP_OFFSET)[0])
@@ -123,12 +125,24 @@ class MemoryLog:
         for i in range(first, len(self._batches)):
             if (stop is not None and self._bases[i] >= stop) or self._bases[i] >= upper:
                 break
+            if upper_bound is not None and self._bases[i] >= upper_bound:
+                break
             batch = self._batches[i]
             if size + len(batch) > max_bytes and (out or not min_one):
                 break
             out.append(batch)
             size += len(batch)
         return b"".join(out) if out else None
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch holding ``offset`` and every later one (batch granularity)."""
+        if offset >= self._end:
+            return self._end
+        first = self._first_batch(offset)
+        del self._batches[first:], self._max_ts[first:]
+        self._end = self._bases[first] if first < len(self._bases) else self._end
+        del self._bases[first:]
+        return self._end
 
     def has_zstd(self, records: Records) -> bool:
         data = records if isinstance(records, bytes) else b""
@@ -299,6 +313,9 @@ class MemoryStorage(PartitionedStorage):
 
     def roll(self, topic: str, partition: int) -> int:
         return self._log(topic, partition).roll()
+
+    async def truncate_to(self, topic: str, partition: int, offset: int) -> int:
+        return self._log(topic, partition).truncate_to(offset)
 
     async def flush(self, topic: str, partition: int) -> None:
         self._log(topic, partition)

@@ -311,6 +311,9 @@ class SegmentLogStorage(PartitionedStorage):
         log_.roll()
         return log_.log_end_offset
 
+    async def truncate_to(self, topic: str, partition: int, offset: int) -> int:
+        return int(await self._worker.run(self._log(topic, partition).truncate_to, offset))
+
     async def flush(self, topic: str, partition: int) -> None:
         await self._worker.run(self._log(topic, partition).flush)
 

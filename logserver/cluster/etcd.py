@@ -1,0 +1,164 @@
+"""Thin glue over the aetcd client: a lease kept alive, compare-and-swap puts, a watch.
+
+Everything the cluster decides is one of three etcd transactions: create a key that
+must not exist (registration, controller election, topic creation), replace a key
+only if its mod revision is the one we read (partition state), or plain reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import aetcd
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# gRPC backs reconnection off for up to two minutes, in a subchannel pool shared by every
+# channel of the process: a broker must be back on etcd within a second of its return.
+GRPC_OPTIONS = {
+    "grpc.use_local_subchannel_pool": 1,
+    "grpc.initial_reconnect_backoff_ms": 100,
+    "grpc.min_reconnect_backoff_ms": 100,
+    "grpc.max_reconnect_backoff_ms": 1000,
+}
+Entry = tuple[bytes, bytes | None, int]  # key, value (None: deleted), mod revision
+
+
+def parse_endpoints(text: str) -> list[tuple[str, int]]:
+    out = []
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        item = item.removeprefix("http://")
+        host, _, port = item.rpartition(":")
+        out.append((host or "127.0.0.1", int(port)))
+    if not out:
+        raise ValueError("cluster.etcd.endpoints names no endpoint")
+    return out
+
+
+class EtcdStore:
+    """One etcd client session; the lease is this broker's liveness."""
+
+    def __init__(self, endpoints: Sequence[tuple[str, int]]) -> None:
+        self.endpoints = list(endpoints)
+        self.client: Any = None
+        self.lease_id = 0
+
+    async def connect(self) -> None:
+        last: Exception | None = None
+        for host, port in self.endpoints:
+            client = aetcd.Client(host=host, port=port, timeout=5, options=GRPC_OPTIONS)
+            try:
+                await client.connect()
+                await client.status()
+            except Exception as exc:  # try the next endpoint
+                last = exc
+                await client.close()
+                continue
+            self.client = client
+            return
+        raise ConnectionError(f"no etcd endpoint answered: {last}")
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+
+    async def reconnect(self) -> None:
+        """A new channel: gRPC's own reconnection backs off for up to minutes after etcd
+        was down, far longer than a broker session."""
+        old = self.client
+        await self.connect()
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.close()
+
+    async def _call(self, operation: Callable[[Any], Awaitable[T]]) -> T:
+        """``operation(client)``, once more on a fresh channel if etcd was unreachable."""
+        try:
+            return await operation(self.client)
+        except aetcd.ConnectionFailedError:
+            await self.reconnect()
+            return await operation(self.client)
+
+    # -- lease ----------------------------------------------------------------------------
+
+    async def grant_lease(self, ttl_s: int) -> int:
+        lease = await self._call(lambda c: c.lease(ttl_s))
+        self.lease_id = int(lease.id)
+        return self.lease_id
+
+    async def keep_alive(self, ttl_s: float, on_lost: Any) -> None:
+        """Refresh the lease a few times per TTL; ``on_lost()`` once it has expired."""
+        while True:
+            await asyncio.sleep(ttl_s / 4)
+            try:
+                reply = await self._call(lambda c: c.refresh_lease(self.lease_id))
+            except Exception as exc:
+                log.warning("refreshing etcd lease %x failed: %s", self.lease_id, exc)
+                continue
+            if reply is None or reply.TTL <= 0:
+                log.error("etcd lease %x expired: this broker's session is lost", self.lease_id)
+                on_lost()
+                return
+
+    async def revoke(self) -> None:
+        if self.lease_id:
+            await self._call(lambda c: c.revoke_lease(self.lease_id))
+            self.lease_id = 0
+
+    # -- transactions ---------------------------------------------------------------------
+
+    async def create(self, puts: Sequence[tuple[bytes, bytes]], *, leased: bool = False) -> bool:
+        """Put every key, all or none, only if none of them exists yet."""
+        tx = self.client.transactions
+        lease = self.lease_id if leased else None
+        ok, _ = await self._call(lambda c: c.transaction(
+            compare=[tx.create(key) == 0 for key, _ in puts],
+            success=[tx.put(key, value, lease=lease) for key, value in puts], failure=[]))
+        return bool(ok)
+
+    async def swap(self, key: bytes, value: bytes, mod_revision: int) -> bool:
+        """Replace ``key`` only if nobody changed it since ``mod_revision``."""
+        tx = self.client.transactions
+        ok, _ = await self._call(lambda c: c.transaction(
+            compare=[tx.mod(key) == mod_revision], success=[tx.put(key, value)], failure=[]))
+        return bool(ok)
+
+    async def delete_existing(self, keys: Sequence[bytes]) -> bool:
+        """Delete every key, all or none, only if the first one exists."""
+        tx = self.client.transactions
+        ok, _ = await self._call(lambda c: c.transaction(
+            compare=[tx.version(keys[0]) > 0], success=[tx.delete(key) for key in keys],
+            failure=[]))
+        return bool(ok)
+
+    async def delete(self, key: bytes) -> None:
+        await self._call(lambda c: c.delete(key))
+
+    # -- reads ----------------------------------------------------------------------------
+
+    async def get(self, key: bytes) -> tuple[bytes, int] | None:
+        """The value and mod revision of ``key``, None if it does not exist."""
+        found = await self._call(lambda c: c.get(key))
+        return None if found is None else (found.value, int(found.mod_revision))
+
+    async def mod_revision(self, key: bytes) -> int:
+        found = await self._call(lambda c: c.get(key))
+        return 0 if found is None else int(found.mod_revision)
+
+    async def snapshot(self, prefix: bytes) -> tuple[int, list[Entry]]:
+        result = await self._call(lambda c: c.get_prefix(prefix))
+        return int(result.header.revision), [(kv.key, kv.value, int(kv.mod_revision)) for kv in result]
+
+    async def watch(self, prefix: bytes, start_revision: int) -> AsyncIterator[Entry]:
+        watch = await self._call(lambda c: c.watch_prefix(prefix, start_revision=start_revision))
+        try:
+            async for event in watch:
+                deleted = event.kind == "DELETE"
+                yield event.kv.key, None if deleted else event.kv.value, int(event.kv.mod_revision)
+        finally:
+            await watch.cancel()

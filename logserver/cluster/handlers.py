@@ -1,0 +1,27 @@
+"""The APIs a cluster member serves its own way; the dispatcher uses these instead of
+logserver/handlers/ in cluster mode (EXTRA_HANDLERS: APIs only brokers use, not advertised)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkaproto import ApiKey
+from logserver.cluster import data_path, services, topics
+from logserver.handlers import Handler
+
+# Not advertised in ApiVersions: brokers use them among themselves, and clients skip the
+# validation they would do with them.
+EXTRA_HANDLERS: dict[int, Any] = {
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Handler("OffsetForLeaderEpoch", 3, 4, data_path.offset_for_leader_epoch),
+}
+
+HANDLERS: dict[int, Any] = {
+    ApiKey.PRODUCE: data_path.produce,
+    ApiKey.FETCH: data_path.fetch,
+    ApiKey.METADATA: topics.metadata,
+    ApiKey.CREATE_TOPICS: topics.create_topics,
+    ApiKey.INIT_PRODUCER_ID: services.init_producer_id,
+    ApiKey.DELETE_TOPICS: topics.delete_topics,
+    ApiKey.FIND_COORDINATOR: services.find_coordinator,
+    ApiKey.LIST_OFFSETS: data_path.list_offsets,
+}

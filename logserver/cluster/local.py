@@ -1,0 +1,117 @@
+"""``logserver cluster up``: N brokers and a local etcd on one machine, as one cluster.
+
+The one-machine, many-core deployment: each broker is its own process (its own core),
+all on 127.0.0.1 with consecutive ports, data under one directory; etcd is Debian's
+``etcd`` binary with its data there too, unless ``--etcd-endpoints`` names a running
+one. Runs in the foreground until SIGTERM or Ctrl-C, then stops the brokers (each
+leaves the cluster cleanly) and etcd last, each by its pid (logserver.childproc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from logserver.childproc import HOST, ChildStartError, ListeningChild, python_path_env
+
+log = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="logserver cluster up",
+        description="Start N broker processes and a local etcd as one cluster on this host.")
+    parser.add_argument("--nodes", type=int, default=3, help="broker processes (default 3)")
+    parser.add_argument("--dir", type=Path, default=Path("./cluster-data"),
+                        help="data directory; node N uses DIR/nodeN, etcd DIR/etcd")
+    parser.add_argument("--base-port", type=int, default=9092,
+                        help="broker N listens on 127.0.0.1:BASE+N-1 (default 9092)")
+    parser.add_argument("--etcd-port", type=int, default=2379, help="local etcd client port")
+    parser.add_argument("--etcd-endpoints", default=None,
+                        help="use this running etcd (host:port,...) instead of starting one")
+    parser.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for every broker (repeatable), e.g. "
+                        "min.insync.replicas=2")
+    return parser
+
+
+def broker_command(node: int, port: int, data: Path, etcd: str, nodes: int,
+                   overrides: list[str]) -> list[str]:
+    settings = {"node.id": str(node), "listeners": f"PLAINTEXT://{HOST}:{port}",
+                "log.dirs": str(data), "cluster.etcd.endpoints": etcd,
+                "default.replication.factor": str(min(3, nodes)),
+                "min.insync.replicas": str(2 if nodes >= 3 else 1)}
+    for item in overrides:
+        name, _, value = item.partition("=")
+        settings[name.strip()] = value
+    command = [sys.executable, "-m", "logserver"]
+    for name, value in settings.items():
+        command += [f"--{name}", value]
+    return command
+
+
+def up(args: argparse.Namespace) -> int:
+    root = args.dir.resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    children: list[ListeningChild] = []
+    etcd_endpoints = args.etcd_endpoints
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        if etcd_endpoints is None:
+            binary = shutil.which("etcd")
+            if binary is None:
+                log.error("no etcd binary on PATH (Debian: apt-get install etcd-server)")
+                return 1
+            client = f"http://{HOST}:{args.etcd_port}"
+            peer = f"http://{HOST}:{args.etcd_port + 1}"
+            etcd = ListeningChild(root / "etcd.log", args.etcd_port, name="etcd", argv=[
+                binary, "--name", "local", "--data-dir", str(root / "etcd"),
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                "--initial-cluster", f"local={peer}"])
+            children.append(etcd)
+            etcd.start()
+            etcd_endpoints = f"{HOST}:{args.etcd_port}"
+        for node in range(1, args.nodes + 1):
+            port = args.base_port + node - 1
+            broker = ListeningChild(root / f"node{node}.log", port, name=f"logserver node {node}",
+                                    env=python_path_env(), argv=broker_command(
+                                        node, port, root / f"node{node}", etcd_endpoints,
+                                        args.nodes, args.override))
+            children.append(broker)
+            broker.start()
+        bootstrap = ",".join(f"{HOST}:{args.base_port + i}" for i in range(args.nodes))
+        log.info("cluster up: %d brokers, bootstrap.servers=%s, etcd %s; logs in %s; "
+                 "Ctrl-C or SIGTERM stops it", args.nodes, bootstrap, etcd_endpoints, root)
+        while not stop.wait(0.5):
+            dead = [c for c in children if not c.running]
+            if dead:
+                log.error("%s exited (code %s); stopping the cluster", dead[0].name,
+                          dead[0].returncode)
+                return 1
+        return 0
+    except ChildStartError as exc:
+        log.error("cannot start the cluster: %s", exc)
+        return 1
+    finally:
+        for child in reversed(children):  # brokers first, etcd last
+            child.stop()
+        log.info("cluster stopped")
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] != "up":
+        print("usage: logserver cluster up [--nodes N] [--dir DIR] [--base-port PORT] "
+              "[--etcd-port PORT | --etcd-endpoints HOST:PORT] [--override NAME=VALUE ...]",
+              file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    return up(build_parser().parse_args(argv[1:]))

@@ -1,0 +1,530 @@
+"""One broker's part in the cluster: its registration, the controller (when elected),
+and the leader and follower duties for the partitions it holds.
+
+Everything is driven by the etcd watch: each event updates the ClusterModel, then
+``_reconcile`` makes this broker's state match it (create local logs, lead or follow,
+elect leaders when it is the controller). Decisions are written back only with
+compare-and-swap transactions (logserver.cluster.etcd).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kafkaproto import ErrorCode
+from logserver.cluster.etcd import EtcdStore, parse_endpoints
+from logserver.cluster.fetcher import ReplicaFetcher
+from logserver.cluster.model import (
+    NO_LEADER,
+    BrokerInfo,
+    ClusterModel,
+    Keys,
+    PartitionState,
+    TopicRecord,
+    assign_replicas,
+    elect_leader,
+    initial_state,
+    with_isr,
+)
+from logserver.cluster.replication import LeaderReplica
+from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC, GroupCoordinator
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+    from logserver.storage.api import Storage
+
+log = logging.getLogger(__name__)
+
+CHECK_INTERVAL_S = 0.5
+CHECKPOINT_FILE = "replication-offset-checkpoint"
+PRODUCER_ID_BLOCK = 1000
+CONNECT_TIMEOUT_S = 30.0
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
+
+
+class TopicCreationError(Exception):
+    def __init__(self, error: int, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+class ClusterNode:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        self.node_id: int = config["node.id"]
+        self.keys = Keys(config["cluster.etcd.prefix"])
+        self.model = ClusterModel(self.keys)
+        self.store = EtcdStore(parse_endpoints(config["cluster.etcd.endpoints"]))
+        self.session_ttl_s = max(2, round(config["broker.session.timeout.ms"] / 1000))
+        self.min_isr: int = config["min.insync.replicas"]
+        self.lag_max_ms: int = config["replica.lag.time.max.ms"]
+        self.unclean: bool = config["unclean.leader.election.enable"]
+        self.leaders: dict[tuple[str, int], LeaderReplica] = {}
+        self.fetchers: dict[tuple[str, int], tuple[int, asyncio.Task[None]]] = {}
+        self._proposing: set[tuple[str, int]] = set()
+        self._creating: dict[str, asyncio.Task[None]] = {}
+        self._deleting: dict[str, asyncio.Task[None]] = {}
+        self._seen_topics: set[str] = set()
+        self._coordinator_active = False
+        self._coordinator_lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._dirty = asyncio.Event()
+        self._checkpoint = Path(config.data_dir) / CHECKPOINT_FILE
+        self._saved_hw: dict[tuple[str, int], int] = self._load_checkpoint()
+        self.ready = asyncio.Event()
+        # Lead nothing until the model has caught up to this etcd revision (a broker
+        # whose session expired must first see what was decided without it).
+        self._fenced_below = 0
+        self._pid_lock = asyncio.Lock()
+        self._pid_next = self._pid_end = 0
+
+    @property
+    def storage(self) -> Storage:
+        return self.broker.storage
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        # As Kafka waits zookeeper.connection.timeout.ms for ZooKeeper: etcd may be
+        # starting too (its port open before it answers).
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while True:
+            try:
+                await self.store.connect()
+                break
+            except ConnectionError as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("%s; retrying", exc)
+                await asyncio.sleep(0.5)
+        await self.store.grant_lease(self.session_ttl_s)
+        await self._register()
+        self.storage.replication_hook = self._replicated_internal_append
+        # The first broker's cluster id becomes the cluster's (clients check it is one).
+        await self.store.create([(self.keys.cluster_id, self.broker.cluster_id.encode())])
+        revision, entries = await self.store.snapshot(self.keys.root)
+        for key, value, mod in entries:
+            self.model.apply(key, value, mod)
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._watch(revision + 1)),
+            loop.create_task(self._session()),
+            loop.create_task(self._reconcile_loop()),
+            loop.create_task(self._periodic()),
+        ]
+        self._dirty.set()
+        log.info("node %d joined the cluster at %s (etcd %s), %d live brokers", self.node_id,
+                 self.keys.prefix, self.store.endpoints, len(self.model.brokers))
+
+    async def close(self) -> None:
+        for task in [*self._tasks, *(t for _, t in self.fetchers.values()), *self._creating.values()]:
+            task.cancel()
+        for task in [*self._tasks, *(t for _, t in self.fetchers.values())]:
+            with contextlib.suppress(BaseException):
+                await task
+        for leader in self.leaders.values():
+            leader.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._save_checkpoint()
+        with contextlib.suppress(Exception):
+            await self.store.revoke()  # leave now: leaderships move at once, not after the TTL
+        await self.store.close()
+
+    async def _session(self) -> None:
+        """Keep the lease alive; when it is lost (paused or cut off past the session
+        timeout), stop leading at once, then register again under a new lease and lead
+        only what the controller gives us once the watch has caught up."""
+        while True:
+            await self.store.keep_alive(self.session_ttl_s, self._session_lost)
+            while True:
+                try:
+                    await self.store.grant_lease(self.session_ttl_s)
+                    await self._register()
+                    self._fenced_below = await self.store.mod_revision(self.keys.broker(self.node_id))
+                    break
+                except Exception as exc:
+                    log.warning("registering again failed (%s); retrying", exc)
+                    await asyncio.sleep(1)
+            log.info("node %d registered again (session %x)", self.node_id, self.store.lease_id)
+            self._dirty.set()
+
+    @property
+    def fenced(self) -> bool:
+        return self.model.revision < self._fenced_below
+
+    def _session_lost(self) -> None:
+        """Our lease is gone: another broker may lead our partitions now, so stop
+        acknowledging anything (Kafka's fenced broker)."""
+        self._fenced_below = 2**63 - 1
+        for where in list(self.leaders):
+            self._resign(where)
+
+    async def _register(self) -> None:
+        host, port = self.broker.advertised_address
+        info = BrokerInfo(self.node_id, host, port, self.broker.config["broker.rack"])
+        deadline = time.monotonic() + 3 * self.session_ttl_s
+        while not await self.store.create([(self.keys.broker(self.node_id), info.encode())],
+                                          leased=True):
+            # Our previous incarnation's lease (kill -9) has not expired yet.
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node.id {self.node_id} is registered by another live broker")
+            await asyncio.sleep(0.5)
+
+    # -- the watch --------------------------------------------------------------------------
+
+    async def _watch(self, start_revision: int) -> None:
+        while True:
+            try:
+                async for key, value, mod in self.store.watch(self.keys.root, start_revision):
+                    self.model.apply(key, value, mod)
+                    start_revision = mod + 1
+                    self._dirty.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("etcd watch broke (%s); resuming from revision %d", exc, start_revision)
+                await asyncio.sleep(0.5)
+
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                await self._reconcile()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("reconciling with the cluster state failed; retrying")
+                await asyncio.sleep(0.5)
+                self._dirty.set()
+
+    async def _periodic(self) -> None:
+        while True:
+            await asyncio.sleep(CHECK_INTERVAL_S)
+            now = _now_ms()
+            for where, leader in list(self.leaders.items()):
+                gone = leader.to_remove(now, self.lag_max_ms)
+                if gone:
+                    await self._propose_isr(where, leader, [r for r in leader.state.isr if r not in gone])
+            self._save_checkpoint()
+
+    async def _reconcile(self) -> None:
+        model = self.model
+        if self.fenced:
+            for where in list(self.leaders):
+                self._resign(where)
+            await self._coordinate(False)
+            return
+        if (model.controller_id is None and self.node_id in model.brokers
+                and await self.store.create([(self.keys.controller, json.dumps(
+                    {"node_id": self.node_id}).encode())], leased=True)):
+            log.info("node %d is the controller", self.node_id)
+        if model.controller_id == self.node_id:
+            await self._controller_pass()
+        for (topic, index), versioned in list(model.partitions.items()):
+            state = versioned.state
+            if self.node_id in state.replicas:
+                await self._hold(topic, index, state)
+        for where in [w for w in self.fetchers if w not in model.partitions]:
+            self._stop_fetcher(where)
+        self._drop_deleted_topics()
+        if not self.ready.is_set():
+            self.ready.set()
+
+    # -- controller -----------------------------------------------------------------------
+
+    async def _controller_pass(self) -> None:
+        live = set(self.model.brokers)
+        for (topic, index), versioned in list(self.model.partitions.items()):
+            new = elect_leader(versioned.state, live, unclean=self.unclean)
+            if new is None:
+                continue
+            if await self.store.swap(self.keys.partition(topic, index), new.encode(),
+                                     versioned.mod_revision):
+                log.info("controller: %s-%d leader %d -> %d (epoch %d), isr %s", topic, index,
+                         versioned.state.leader, new.leader, new.leader_epoch, list(new.isr))
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int,
+                           configs: Mapping[str, str]) -> TopicRecord:
+        """Topic and partition states in one etcd transaction that fails if the topic
+        exists: creation is decided once, whichever broker took the request."""
+        brokers = list(self.model.brokers.values())
+        try:
+            assignment = assign_replicas(brokers, partitions, replication_factor,
+                                         start=hash(name) % max(1, len(brokers)))
+        except ValueError as exc:
+            raise TopicCreationError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from None
+        record = TopicRecord(name, uuid.uuid4().bytes, partitions, dict(configs))
+        puts = [(self.keys.topic(name), record.encode())]
+        puts += [(self.keys.partition(name, i), initial_state(replicas).encode())
+                 for i, replicas in enumerate(assignment)]
+        if not await self.store.create(puts):
+            raise TopicCreationError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        log.info("created topic %s: %d partitions, replicas %s", name, partitions, assignment)
+        return record
+
+    async def delete_topic(self, name: str) -> bool:
+        """The topic and its partition states in one transaction; every broker deletes
+        its local log when its watch sees the topic go. False if it did not exist."""
+        record = self.model.topics.get(name)
+        if record is None:
+            return False
+        keys = [self.keys.topic(name)] + [self.keys.partition(name, i) for i in range(record.partitions)]
+        return await self.store.delete_existing(keys)
+
+    async def ensure_offsets_topic(self) -> None:
+        """``__consumer_offsets`` as a replicated cluster topic (Kafka creates it on the
+        first FindCoordinator, with up to 3 replicas as the cluster allows)."""
+        if OFFSETS_TOPIC in self.model.topics:
+            return
+        configs = {"cleanup.policy": "compact",
+                   "segment.bytes": str(self.broker.config["offsets.topic.segment.bytes"])}
+        with contextlib.suppress(TopicCreationError):
+            await self.create_topic(OFFSETS_TOPIC, 1, min(3, len(self.model.brokers)), configs)
+
+    def _drop_deleted_topics(self) -> None:
+        """Local logs of topics deleted in etcd since we saw them. A log etcd never
+        showed us (deleted while we were down, or a wrong prefix) is kept: removing data
+        on the word of an empty etcd is not a risk worth taking in a preview."""
+        self._seen_topics.update(self.model.topics)
+        for name in self.storage.topic_names():
+            if name in self.model.topics or name not in self._seen_topics \
+                    or name in INTERNAL_TOPICS or name in self._creating or name in self._deleting:
+                continue
+            self._seen_topics.discard(name)
+            for where in [w for w in {*self.leaders, *self.fetchers} if w[0] == name]:
+                self._resign(where)
+                self._stop_fetcher(where)
+
+            async def delete(topic: str = name) -> None:
+                try:
+                    await self.broker.delete_topic(topic)
+                except Exception as exc:
+                    log.warning("deleting the local log of %s failed: %s", topic, exc)
+                finally:
+                    self._deleting.pop(topic, None)
+
+            self._deleting[name] = asyncio.get_running_loop().create_task(delete())
+
+    # -- holding a replica ------------------------------------------------------------------
+
+    async def _hold(self, topic: str, index: int, state: PartitionState) -> None:
+        where = (topic, index)
+        if self.storage.partition_count(topic) is None:
+            self._create_locally(topic)
+            return  # reconciled again once the local log exists
+        if state.leader == self.node_id:
+            self._stop_fetcher(where)
+            self._lead(where, state)
+        else:
+            self._resign(where)
+            await self._follow(where, state)
+        if where == (OFFSETS_TOPIC, 0):
+            await self._coordinate(state.leader == self.node_id)
+
+    def _create_locally(self, topic: str) -> None:
+        if topic in self._creating or topic not in self.model.topics:
+            return
+        record = self.model.topics[topic]
+
+        async def create() -> None:
+            try:
+                await self.broker.create_topic(topic, record.partitions, record.configs)
+            except Exception as exc:
+                log.error("creating the local log of %s failed: %s", topic, exc)
+                await asyncio.sleep(1)
+            finally:
+                self._creating.pop(topic, None)
+                self._dirty.set()
+
+        self._creating[topic] = asyncio.get_running_loop().create_task(create())
+
+    def _lead(self, where: tuple[str, int], state: PartitionState) -> None:
+        current = self.leaders.get(where)
+        if current is not None and current.state.leader_epoch == state.leader_epoch:
+            current.update_state(state)
+        else:
+            hw = self._saved_hw.get(where, 0) if current is None else current.hw
+            hw = min(max(hw, self.storage.high_watermark(*where) or 0),
+                     self.storage.log_end_offset(*where) or 0)
+            current = LeaderReplica(self.node_id, state, hw, _now_ms())
+            self.leaders[where] = current
+            log.info("%s-%d: leader at epoch %d, isr %s, high watermark %d", *where,
+                     state.leader_epoch, list(state.isr), hw)
+        self.storage.set_leader_epoch(*where, state.leader_epoch)
+        self.storage.set_high_watermark(*where, current.hw)
+        self.advance(where)
+
+    def _resign(self, where: tuple[str, int]) -> None:
+        leader = self.leaders.pop(where, None)
+        if leader is not None:
+            leader.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            log.info("%s-%d: no longer leader", *where)
+
+    async def _follow(self, where: tuple[str, int], state: PartitionState) -> None:
+        running = self.fetchers.get(where)
+        if running is not None and running[0] == state.leader_epoch:
+            return
+        self._stop_fetcher(where)
+        if running is None:
+            # Becoming a follower (start-up or after leading): consumers of this replica
+            # see no more than the high watermark we knew; the fetcher truncates a
+            # divergent tail with OffsetForLeaderEpoch before fetching.
+            hw = self.storage.high_watermark(*where)
+            known = self._saved_hw.get(where) if self.storage.log_end_offset(*where) == hw else hw
+            self.storage.set_high_watermark(*where, known or 0)
+        leader = self.model.brokers.get(state.leader)
+        if state.leader == NO_LEADER or leader is None:
+            return
+        fetcher = ReplicaFetcher(self.storage, self.node_id, where[0], where[1],
+                                 state.leader_epoch, (leader.host, leader.port))
+        self.fetchers[where] = (state.leader_epoch, asyncio.get_running_loop().create_task(fetcher.run()))
+
+    def _stop_fetcher(self, where: tuple[str, int]) -> None:
+        running = self.fetchers.pop(where, None)
+        if running is not None:
+            running[1].cancel()
+
+    async def _coordinate(self, active: bool) -> None:
+        """The group coordinator runs on the leader of ``__consumer_offsets`` (one
+        partition in cluster mode): a new leader replays the replicated log and so has
+        every group's committed offsets; elsewhere group requests get
+        COORDINATOR_NOT_AVAILABLE and clients look the coordinator up again."""
+        async with self._coordinator_lock:
+            if active == self._coordinator_active:
+                return
+            self._coordinator_active = active
+            old = self.broker.groups
+            new = GroupCoordinator(self.broker)
+            self.broker.groups = new  # requests from now on see the new one
+            await old.close()
+            if active:
+                new.start()
+            log.info("group coordinator %s", "started (leader of __consumer_offsets)"
+                     if active else "stopped (not the leader of __consumer_offsets)")
+
+    # -- leader duties (called by the handlers) ----------------------------------------------
+
+    def advance(self, where: tuple[str, int]) -> None:
+        leader = self.leaders.get(where)
+        if leader is None:
+            return
+        leo = self.storage.log_end_offset(*where) or 0
+        if leader.advance(leo):
+            self.storage.set_high_watermark(*where, leader.hw)
+
+    def follower_fetched(self, where: tuple[str, int], replica: int, fetch_offset: int) -> None:
+        leader = self.leaders.get(where)
+        if leader is None:
+            return
+        leo = self.storage.log_end_offset(*where) or 0
+        leader.follower_fetched(replica, fetch_offset, leo, _now_ms())
+        self.advance(where)
+        # Only live brokers join (a stopping broker's last fetches must not flap the ISR
+        # against the controller, which drops brokers without a session).
+        joining = [r for r in leader.to_add() if r in self.model.brokers]
+        if joining and where not in self._proposing:
+            asyncio.get_running_loop().create_task(
+                self._propose_isr(where, leader, [*leader.state.isr, *joining]))
+
+    async def _propose_isr(self, where: tuple[str, int], leader: LeaderReplica,
+                           isr: list[int]) -> None:
+        """Kafka's AlterPartition, as a compare-and-swap on the partition's key: it fails
+        if anyone (the controller, a newer leader) changed the partition since."""
+        versioned = self.model.partitions.get(where)
+        if versioned is None or versioned.state != leader.state or where in self._proposing \
+                or set(isr) == set(leader.state.isr):
+            return
+        self._proposing.add(where)
+        try:
+            new = with_isr(leader.state, isr)
+            if await self.store.swap(self.keys.partition(*where), new.encode(), versioned.mod_revision):
+                log.info("%s-%d: isr %s -> %s", *where, list(leader.state.isr), list(new.isr))
+        except Exception as exc:
+            log.warning("%s-%d: ISR change failed: %s", *where, exc)
+        finally:
+            self._proposing.discard(where)
+
+    def _replicated_internal_append(self, topic: str, partition: int) -> Awaitable[None] | None:
+        """The group coordinator's writes to ``__consumer_offsets`` count once the ISR
+        has them, as Kafka's coordinator appends with acks=all: a commit acknowledged is
+        a commit the next coordinator replays. Other topics: the Produce handler decides."""
+        if topic not in INTERNAL_TOPICS:
+            return None
+        where = (topic, partition)
+        leader = self.leaders.get(where)
+        if leader is None:
+            return _failed(f"not the leader of {topic}-{partition}")
+        self.advance(where)
+        end = self.storage.log_end_offset(*where) or 0
+        return _raise_unless_none(leader.wait_for(end), topic, partition)
+
+    # -- producer ids -------------------------------------------------------------------------
+
+    async def allocate_producer_id(self) -> int:
+        """Ids unique cluster-wide (KIP-730's blocks): a broker reserves a block by a
+        compare-and-swap of the next free id in etcd, then hands ids out from memory."""
+        async with self._pid_lock:
+            if self._pid_next >= self._pid_end:
+                key = self.keys.producer_id_block
+                while True:
+                    found = await self.store.get(key)
+                    if found is None:
+                        start = 0
+                        if await self.store.create([(key, str(PRODUCER_ID_BLOCK).encode())]):
+                            break
+                        continue
+                    start = int(found[0])
+                    if await self.store.swap(key, str(start + PRODUCER_ID_BLOCK).encode(), found[1]):
+                        break
+                self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
+                log.info("reserved producer ids %d..%d", start, start + PRODUCER_ID_BLOCK - 1)
+            producer_id = self._pid_next
+            self._pid_next += 1
+            return producer_id
+
+    # -- high watermark checkpoint ------------------------------------------------------------
+
+    def _load_checkpoint(self) -> dict[tuple[str, int], int]:
+        try:
+            raw = json.loads(self._checkpoint.read_text())
+        except (OSError, ValueError):
+            return {}
+        return {(t, int(p)): int(hw) for t, p, hw in raw}
+
+    def _save_checkpoint(self) -> None:
+        """Kafka's replication-offset-checkpoint: the high watermarks, so a restarted
+        follower knows below which offset its log is committed."""
+        current = dict(self._saved_hw)
+        for where in {*self.leaders, *self.fetchers}:  # partitions with a replicated hw
+            hw = self.storage.high_watermark(*where)
+            if hw is not None:
+                current[where] = hw
+        if current == self._saved_hw:
+            return
+        tmp = self._checkpoint.with_suffix(".tmp")
+        tmp.write_text(json.dumps([[t, p, hw] for (t, p), hw in sorted(current.items())]))
+        os.replace(tmp, self._checkpoint)
+        self._saved_hw = current
+
+
+async def _failed(why: str) -> None:
+    raise OSError(why)
+
+
+async def _raise_unless_none(waiting: asyncio.Future[int], topic: str, partition: int) -> None:
+    error = await waiting
+    if error != ErrorCode.NONE:
+        raise OSError(f"{topic}-{partition} not replicated: {ErrorCode(error).name}")

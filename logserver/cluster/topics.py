@@ -1,0 +1,227 @@
+"""Metadata, CreateTopics and DeleteTopics from and to the cluster state in etcd.
+
+Metadata lists the live brokers and each partition's leader, epoch, replicas and ISR from
+the ClusterModel; creating and deleting topics are etcd transactions, answered once this
+broker's own watch has seen the change."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from kafkaproto import ErrorCode, RequestHeader
+from kafkaproto.messages import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from logserver.cluster.node import TopicCreationError
+from logserver.cluster.routing import node_of
+from logserver.groups import INTERNAL_TOPICS
+from logserver.storage.api import InvalidConfigError
+from logserver.topic_config import validate_overrides
+from logserver.topic_names import topic_name_error
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+    from logserver.cluster.node import ClusterNode
+
+
+log = logging.getLogger(__name__)
+
+
+ZERO_UUID = bytes(16)
+CREATE_VISIBLE_TIMEOUT_S = 5.0
+
+
+# -- Metadata ---------------------------------------------------------------------------------
+
+def metadata(broker: Broker, header: RequestHeader, request: MetadataRequest) -> (
+        MetadataResponse | Awaitable[MetadataResponse]):
+    node = node_of(broker)
+    version = header.api_version
+    if request.topics is None or (version == 0 and not request.topics):
+        wanted: list[str | None] = list(sorted(node.model.topics))
+    else:
+        wanted = [t.name if t.name is not None else _name_for_id(node, t.topic_id)
+                  for t in request.topics]
+    allow = (request.allow_auto_topic_creation if version >= 4 else True) \
+        and broker.config["auto.create.topics.enable"]
+    missing = [n for n in wanted if n is not None and n not in node.model.topics
+               and topic_name_error(n) is None and n not in INTERNAL_TOPICS]
+    if allow and missing:
+        return _after_creating(broker, node, wanted, missing)
+    return _metadata_response(broker, node, wanted, {})
+
+
+def _name_for_id(node: ClusterNode, topic_id: bytes | None) -> str | None:
+    return next((n for n, r in node.model.topics.items() if r.topic_id == topic_id), None)
+
+
+async def _after_creating(broker: Broker, node: ClusterNode, wanted: list[str | None],
+                          missing: list[str]) -> MetadataResponse:
+    errors: dict[str, int] = {}
+    for name in dict.fromkeys(missing):
+        try:
+            await create_and_wait(node, name, broker.config["num.partitions"],
+                                  broker.config["default.replication.factor"], {})
+            errors[name] = ErrorCode.LEADER_NOT_AVAILABLE  # clients ask again shortly
+        except TopicCreationError as exc:
+            errors[name] = (ErrorCode.LEADER_NOT_AVAILABLE
+                            if exc.error == ErrorCode.TOPIC_ALREADY_EXISTS else exc.error)
+    return _metadata_response(broker, node, wanted, errors)
+
+
+def _metadata_response(broker: Broker, node: ClusterNode, wanted: list[str | None],
+                       errors: dict[str, int]) -> MetadataResponse:
+    model = node.model
+    live = set(model.brokers)
+    topics = []
+    for name in wanted:
+        record = model.topics.get(name) if name is not None else None
+        if name is None or record is None:
+            error = ErrorCode.UNKNOWN_TOPIC_ID if name is None else errors.get(
+                name, ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_error(name)
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            topics.append(MetadataResponse.MetadataResponseTopic(
+                error_code=error, name=name, topic_id=ZERO_UUID, partitions=[]))
+            continue
+        # As Kafka's metadata cache: a leader that is not among the live brokers listed is
+        # no leader (clients look the node id up in the broker list; kafka-python's
+        # sender fails on one it cannot find).
+        partitions = [
+            MetadataResponse.MetadataResponsePartition(
+                error_code=ErrorCode.NONE if state.leader in live else ErrorCode.LEADER_NOT_AVAILABLE,
+                partition_index=index, leader_id=state.leader if state.leader in live else -1,
+                leader_epoch=state.leader_epoch,
+                replica_nodes=list(state.replicas), isr_nodes=list(state.isr),
+                offline_replicas=state.offline_replicas(live))
+            for index, state in model.topic_partitions(name)]
+        topics.append(MetadataResponse.MetadataResponseTopic(
+            error_code=ErrorCode.NONE, name=name, topic_id=record.topic_id,
+            is_internal=name in INTERNAL_TOPICS, partitions=partitions))
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host,
+                                                         port=b.port, rack=b.rack)
+                 for b in sorted(model.brokers.values(), key=lambda b: b.node_id)],
+        cluster_id=model.cluster_id or broker.cluster_id,
+        controller_id=model.controller_id if model.controller_id is not None else node.node_id,
+        topics=topics)
+
+
+# -- CreateTopics -----------------------------------------------------------------------------
+
+async def create_and_wait(node: ClusterNode, name: str, partitions: int, replication_factor: int,
+                          configs: dict[str, str]) -> None:
+    """Create through etcd, then wait (bounded) until our own watch has seen it, so the
+    client's next Metadata to this broker finds the topic."""
+    await node.create_topic(name, partitions, replication_factor, configs)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CREATE_VISIBLE_TIMEOUT_S
+    while name not in node.model.topics and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+
+
+async def create_topics(broker: Broker, header: RequestHeader,
+                        request: CreateTopicsRequest) -> CreateTopicsResponse:
+    node = node_of(broker)
+    results = []
+    deadline = asyncio.get_running_loop().time() + max(request.timeout_ms, 0) / 1000
+    for topic in request.topics:
+        results.append(await _create_one(broker, node, topic, request.validate_only, deadline))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _result(name: str, error: int, message: str | None, partitions: int = -1,
+            replication_factor: int = -1, topic_id: bytes = ZERO_UUID) -> Any:
+    return CreateTopicsResponse.CreatableTopicResult(
+        name=name, topic_id=topic_id, error_code=error, error_message=message,
+        num_partitions=partitions, replication_factor=replication_factor, configs=None)
+
+
+async def _create_one(broker: Broker, node: ClusterNode, topic: CreateTopicsRequest.CreatableTopic,
+                      validate_only: bool, deadline: float) -> Any:
+    name = topic.name
+    invalid = topic_name_error(name)
+    if invalid is not None:
+        return _result(name, ErrorCode.INVALID_TOPIC_EXCEPTION, invalid)
+    if name in node.model.topics:
+        return _result(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+    if topic.assignments:
+        return _result(name, ErrorCode.INVALID_REQUEST,
+                       "manual replica assignments are not supported in cluster mode yet")
+    partitions = broker.config["num.partitions"] if topic.num_partitions == -1 else topic.num_partitions
+    rf = (broker.config["default.replication.factor"] if topic.replication_factor == -1
+          else topic.replication_factor)
+    if partitions < 1:
+        return _result(name, ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
+    if not 1 <= rf <= len(node.model.brokers):
+        return _result(name, ErrorCode.INVALID_REPLICATION_FACTOR,
+                       f"replication factor {rf} is larger than the {len(node.model.brokers)} live brokers")
+    try:
+        overrides = validate_overrides({c.name: c.value for c in topic.configs})
+    except InvalidConfigError as exc:
+        return _result(name, ErrorCode.INVALID_CONFIG, str(exc))
+    if validate_only:
+        return _result(name, ErrorCode.NONE, None, partitions, rf)
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            await create_and_wait(node, name, partitions, rf, overrides)
+            break
+        except TopicCreationError as exc:
+            return _result(name, exc.error, str(exc))
+        except Exception as exc:  # etcd unreachable: try again within the request's timeout
+            if loop.time() >= deadline:
+                log.error("creating topic %s in etcd failed: %s", name, exc)
+                return _result(name, ErrorCode.REQUEST_TIMED_OUT, f"cluster metadata store: {exc}")
+            await asyncio.sleep(0.2)
+    return _result(name, ErrorCode.NONE, None, partitions, rf, node.model.topics[name].topic_id)
+
+
+# -- DeleteTopics -----------------------------------------------------------------------------
+
+async def delete_topics(broker: Broker, header: RequestHeader,
+                        request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    node = node_of(broker)
+    if header.api_version >= 6:
+        wanted = [(t.name if t.name is not None else _name_for_id(node, t.topic_id), t.topic_id)
+                  for t in request.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        record = node.model.topics.get(name) if name is not None else None
+        if record is None or name is None:
+            error = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            results.append(DeleteTopicsResponse.DeletableTopicResult(
+                name=name, topic_id=topic_id, error_code=error, error_message="no such topic"))
+            continue
+        if not broker.config["delete.topic.enable"] or name in INTERNAL_TOPICS:
+            results.append(DeleteTopicsResponse.DeletableTopicResult(
+                name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_DELETION_DISABLED,
+                error_message="delete.topic.enable is false"))
+            continue
+        try:
+            deleted = await node.delete_topic(name)
+        except Exception as exc:  # etcd unreachable
+            log.error("deleting topic %s in etcd failed: %s", name, exc)
+            results.append(DeleteTopicsResponse.DeletableTopicResult(
+                name=name, topic_id=topic_id, error_code=ErrorCode.REQUEST_TIMED_OUT,
+                error_message=f"cluster metadata store: {exc}"))
+            continue
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CREATE_VISIBLE_TIMEOUT_S
+        while name in node.model.topics and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        results.append(DeleteTopicsResponse.DeletableTopicResult(
+            name=name, topic_id=record.topic_id,
+            error_code=ErrorCode.NONE if deleted else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            error_message=None))
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -1,0 +1,119 @@
+"""Real etcd and real broker processes for the cluster tests, all on 127.0.0.1.
+
+``EtcdProcess`` runs Debian's ``/usr/bin/etcd`` (tests/run.sh installs etcd-server) on
+free ports with its own data directory; ``Cluster`` starts N ``logserver`` processes
+joined through it. Every process is stopped by its own pid (logserver.childproc).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+from serverproc import ServerProcess
+
+from logserver.childproc import HOST, ListeningChild, free_port
+
+ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+
+
+class EtcdProcess(ListeningChild):
+    name = "etcd"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.peer_port = free_port()
+        super().__init__(data_dir.parent / "etcd.log", free_port())
+
+    def command(self) -> list[str]:
+        client = f"http://{HOST}:{self.port}"
+        peer = f"http://{HOST}:{self.peer_port}"
+        return [ETCD, "--name", "test", "--data-dir", str(self.data_dir),
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                "--initial-cluster", f"test={peer}"]
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.05)
+
+
+class Cluster:
+    """N brokers (node ids 1..N) sharing one etcd and one key prefix."""
+
+    def __init__(self, root: Path, etcd: EtcdProcess, nodes: int, **settings: object) -> None:
+        self.etcd = etcd
+        self.brokers: dict[int, ServerProcess] = {}
+        self.paused = set()
+        for node in range(1, nodes + 1):
+            self.brokers[node] = ServerProcess(root / f"node{node}", settings={
+                "node.id": node, "cluster.etcd.endpoints": etcd.address,
+                "cluster.etcd.prefix": f"/test-{root.name}",
+                "broker.session.timeout.ms": 3000, **settings})
+
+    #: brokers paused with SIGSTOP: left out of the bootstrap list (they accept
+    #: connections and never answer)
+    paused: set[int]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for n, b in self.brokers.items()
+                        if b.running and n not in self.paused)
+
+    def pause(self, node: int) -> None:
+        proc = self.brokers[node].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGSTOP)
+        self.paused.add(node)
+
+    def resume(self, node: int) -> None:
+        proc = self.brokers[node].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGCONT)
+        self.paused.discard(node)
+
+    def start(self) -> Cluster:
+        for broker in self.brokers.values():
+            broker.start()
+        self.wait_for_brokers(set(self.brokers))
+        return self
+
+    def stop(self) -> None:
+        for node in list(self.paused):
+            self.resume(node)
+        for broker in self.brokers.values():
+            broker.stop()
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def metadata(self) -> Any:
+        return self.admin().list_topics(timeout=10)
+
+    def wait_for_brokers(self, nodes: set[int], timeout: float = 60) -> None:
+        try:
+            wait_until(lambda: set(self.metadata().brokers) == nodes, timeout,
+                       f"Metadata to list brokers {sorted(nodes)}")
+        except AssertionError as exc:
+            tails = "\n".join(f"--- node {n} ---\n{b.output_tail(3000)}"
+                              for n, b in self.brokers.items())
+            raise AssertionError(f"{exc}\n{tails}") from None
+
+    def partition(self, topic: str, index: int) -> Any:
+        topic_meta = self.metadata().topics.get(topic)
+        if topic_meta is None or topic_meta.error is not None:
+            return None
+        return topic_meta.partitions.get(index)

@@ -1,0 +1,66 @@
+"""``logserver cluster up``: three brokers and a local etcd from one command, used by a
+real client (confluent-kafka), and all stopped by one SIGTERM."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import pytest
+from clusterprocs import wait_until
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from serverproc import HOST, can_connect, free_port
+
+from logserver.childproc import ChildProcess, python_path_env
+
+pytestmark = pytest.mark.slow
+
+
+def _free_run(count: int) -> int:
+    """The first of ``count`` consecutive free ports."""
+    for _ in range(100):
+        base = free_port()
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as sock:
+                    sock.bind((HOST, port))
+        except OSError:
+            continue
+        return base
+    raise AssertionError("no run of free ports")
+
+
+def test_cluster_up_starts_three_brokers_and_stops_them(tmp_path):
+    base, etcd_port = _free_run(3), _free_run(2)
+    launcher = ChildProcess(tmp_path / "cluster-up.log", env=python_path_env(), argv=[
+        sys.executable, "-m", "logserver", "cluster", "up", "--nodes", "3",
+        "--dir", str(tmp_path / "data"), "--base-port", str(base),
+        "--etcd-port", str(etcd_port), "--override", "broker.session.timeout.ms=3000"])
+    launcher.start()
+    try:
+        bootstrap = ",".join(f"{HOST}:{base + i}" for i in range(3))
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60,
+                   f"three brokers in Metadata\n{launcher.tail()}")
+        admin.create_topics([NewTopic("up", 1, 3)])["up"].result(timeout=20)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(10):
+            producer.produce("up", value=b"v%d" % i, partition=0)
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "up-check",
+                             "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition("up", 0, 0)])
+            got: list[bytes] = []
+            wait_until(lambda: (m := consumer.poll(0.2)) is not None and m.error() is None
+                       and got.append(m.value()) is None and len(got) == 10, 30, "ten records")
+            assert got == [b"v%d" % i for i in range(10)]
+        finally:
+            consumer.close()
+    finally:
+        code = launcher.stop(timeout=60)
+    assert code == 0, launcher.tail()
+    assert not any(can_connect(port) for port in (base, base + 1, base + 2, etcd_port))
+    for node in (1, 2, 3):
+        assert "stopped cleanly" in (tmp_path / "data" / f"node{node}.log").read_text()
