@@ -37,6 +37,7 @@ from .session import OutMessage, Qos2In, Session
 from .session_store import PERMANENT_ERRORS, SessionStore, StoredSession, choose_store
 from .subscriptions import RetainedStore, SubscriptionIndex
 from .tls import certificate_cn, server_context
+from .websocket import WebSocketListener
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,7 @@ class Bridge:
         self.tls_server: asyncio.AbstractServer | None = None
         self.port = 0
         self.tls_port = 0
+        self.ws_listeners: list[WebSocketListener] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._tokens = float(config.max_connection_rate)
         self._tokens_at = time.monotonic()
@@ -180,6 +182,17 @@ class Bridge:
                     lambda: Connection(self), cfg.host, cfg.port, backlog=4096, reuse_address=True
                 )
                 self.port = self.server.sockets[0].getsockname()[1]
+            for ws_host, ws_port, ctx in ((cfg.ws_host, cfg.ws_port, None),
+                                          (cfg.wss_host, cfg.wss_port, self.ssl_context)):
+                if ws_port is None:
+                    continue
+                host, port = ws_host or cfg.host, ws_port
+                listener = WebSocketListener(self, ssl_context=ctx)
+                self.ws_listeners.append(listener)
+                await listener.start(host, port)
+                log.info("mqtt-bridge WebSocket%s listener on %s:%d (subprotocol mqtt, /mqtt and /)",
+                         " TLS" if ctx else "", host, listener.port,
+                         extra={"event": "listening_wss" if ctx else "listening_ws", "port": listener.port})
         except OSError as exc:
             raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
         for coro in (self._housekeeping(), self._commit_loop(), self._stats_loop()):
@@ -227,6 +240,9 @@ class Bridge:
         await asyncio.sleep(0)
         for conn in list(self.connections):
             self.detach(conn, abnormal=False)
+        for listener in self.ws_listeners:
+            with contextlib.suppress(Exception):
+                await listener.stop()
         await self._save_sessions(all_persistent=True)
         with contextlib.suppress(Exception):
             await self.producer.close(timeout=5)

@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--use-identity-as-username", action="store_true", default=None,
                    help="the client certificate's CN is the client's identity (no password asked on TLS)")
     t.add_argument("--no-plaintext", action="store_true", help="no plain listener (TLS only)")
+    w = p.add_argument_group("MQTT over WebSockets (browsers; subprotocol mqtt, paths /mqtt and /)")
+    w.add_argument("--ws-listen", metavar="HOST:PORT", help="WebSocket listen address (default: off)")
+    w.add_argument("--wss-listen", metavar="HOST:PORT",
+                   help="WebSocket over TLS listen address (default: off); uses --tls-certfile/--tls-keyfile/--tls-cafile")
     k = p.add_argument_group("log side")
     k.add_argument("--linger-ms", type=float, metavar="MS", help=f"producer linger (default {d.linger_ms})")
     k.add_argument("--batch-bytes", type=int, metavar="N", help=f"producer batch size per partition (default {d.batch_bytes})")
@@ -115,6 +119,11 @@ def config_from_args(args: argparse.Namespace) -> BridgeConfig:
         host, _, port = args.tls_listen.rpartition(":")
         values["tls_host"] = host or None
         values["tls_port"] = int(port)
+    for flag, prefix in ((args.ws_listen, "ws"), (args.wss_listen, "wss")):
+        if flag:
+            host, _, port = flag.rpartition(":")
+            values[prefix + "_host"] = host or None
+            values[prefix + "_port"] = int(port)
     if args.no_plaintext:
         values["plaintext"] = False
     cfg = BridgeConfig.from_mapping(values)

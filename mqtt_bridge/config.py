@@ -41,6 +41,11 @@ class BridgeConfig:
     tls_cafile: str | None = None  # CA of client certificates
     require_certificate: bool = False
     use_identity_as_username: bool = False  # the certificate's CN is the identity
+    # MQTT over WebSockets (subprotocol mqtt, paths /mqtt and /); off unless a port is set
+    ws_host: str | None = None  # default: host
+    ws_port: int | None = None
+    wss_host: str | None = None  # the same over TLS (the TLS listener's certificate)
+    wss_port: int | None = None
     # log side
     linger_ms: float = 5.0
     batch_bytes: int = 1 << 20
@@ -72,5 +77,7 @@ class BridgeConfig:
             raise ValueError("use_identity_as_username needs the TLS listener with require_certificate")
         if self.require_certificate and not self.tls_cafile:
             raise ValueError("require_certificate needs tls_cafile")
+        if self.wss_port is not None and not self.tls_certfile:
+            raise ValueError("the WebSocket TLS listener (wss) needs tls_certfile")
         if not self.plaintext and not self.tls_certfile:
             raise ValueError("no listener: the plain one is off and no TLS certificate is given")
