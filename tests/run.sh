@@ -17,6 +17,7 @@ command -v mosquitto_pub >/dev/null 2>&1 || missing+=(mosquitto-clients)
 command -v mosquitto >/dev/null 2>&1 || missing+=(mosquitto)   # the MQTT benchmark's peer
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)   # PySpark pipelines
 command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)   # the power-loss tests' fsync shim
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)   # MQTT over WebSockets in a real browser (Playwright)
 if ((${#missing[@]})); then
     command -v apt-get >/dev/null 2>&1 || die "need ${missing[*]} and there is no apt-get"
     SUDO=()
@@ -33,6 +34,7 @@ kcat -V >/dev/null 2>&1 || die "kcat is installed but 'kcat -V' fails"
 command -v mosquitto_pub >/dev/null 2>&1 || die "mosquitto_pub missing after install"
 java -version >/dev/null 2>&1 || die "java is installed but 'java -version' fails"
 command -v gcc >/dev/null 2>&1 || die "gcc missing after install"
+command -v chromium >/dev/null 2>&1 || die "chromium missing after install"
 
 # --- Python packages: the project and its test extras, in .venv (contrib/venv.sh;
 # Debian's own python3 refuses pip installs outside a virtual environment, PEP 668)

@@ -1,5 +1,5 @@
-"""MQTT over WebSockets with real clients: paho-mqtt's websocket transport (3.1.1 and 5)
-publishing telemetry that kafka-python reads from the log and receiving commands written
+"""MQTT over WebSockets with real clients: paho-mqtt's websocket transport (3.1.1 and 5) and
+headless Debian chromium (Playwright) running a hand-written client page, publishing telemetry that kafka-python reads from the log and receiving commands written
 with kafka-python; aiohttp's WebSocket client for the refusals (wrong subprotocol, text
 messages). One logserver and one bridge (``--ws-listen``, ``--wss-listen``) per module,
 stopped by pid in the finalizers.
@@ -8,14 +8,20 @@ stopped by pid in the finalizers.
 from __future__ import annotations
 
 import asyncio
+import functools
+import http.server
 import queue
+import threading
 import time
+import urllib.parse
 import uuid
+from pathlib import Path
 
 import aiohttp
 import paho.mqtt.client as paho
 import pytest
 from kafka import KafkaProducer
+from playwright.sync_api import sync_playwright
 from test_mqtt_bridge import read_topic
 from tlscerts import CertAuthority
 
@@ -169,3 +175,54 @@ def test_wss_refuses_plain_http(bridge) -> None:
                     pass
 
     asyncio.run(attempt())
+
+
+@pytest.fixture
+def page_server():
+    """The hand-written browser client (tests/mqtt_ws_page.html) over HTTP on 127.0.0.1."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(Path(__file__).parent))
+    handler.log_message = lambda *a, **k: None  # type: ignore[attr-defined]
+    server = http.server.ThreadingHTTPServer((HOST, 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{HOST}:{server.server_address[1]}/mqtt_ws_page.html"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_headless_chromium_publishes_and_receives(bridge, module_server, page_server) -> None:
+    """Debian's chromium (Playwright) runs a minimal MQTT client over a browser WebSocket."""
+    cid = "browser-" + uuid.uuid4().hex[:6]
+    stream = "telemetry" + uuid.uuid4().hex[:6]
+    url = f"ws://{HOST}:{bridge.ws_port}/mqtt"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium")
+        try:
+            page = browser.new_page()
+            page.goto(f"{page_server}?{urllib.parse.urlencode({'url': url, 'cid': cid, 'stream': stream, 'n': 5})}")
+            page.wait_for_function("window.mqtt.pubacks.length === 5 || window.mqtt.closed !== null",
+                                   timeout=20_000)
+            state = page.evaluate("window.mqtt")
+            assert state["protocol"] == "mqtt", state
+            assert state["connack"] == 0 and state["suback"] == 1, state
+            assert sorted(state["pubacks"]) == [100, 101, 102, 103, 104], state
+            records = read_topic(module_server.bootstrap, stream, 5)
+            assert sorted(r.value for r in records) == [f"browser {k}".encode() for k in range(5)]
+            assert {r.key for r in records} == {cid.encode()}
+
+            producer = KafkaProducer(bootstrap_servers=module_server.bootstrap)
+            for k in range(3):
+                producer.send("commands", key=cid.encode(), value=f"open valve {k}".encode())
+            producer.flush()
+            producer.close()
+            page.wait_for_function("window.mqtt.messages.length >= 3 || window.mqtt.closed !== null",
+                                   timeout=20_000)
+            state = page.evaluate("window.mqtt")
+            assert state["messages"] == [[f"devices/{cid}/commands", f"open valve {k}", 1]
+                                         for k in range(3)], state
+            assert state["closed"] is None and state["error"] is None, state
+        finally:
+            browser.close()
