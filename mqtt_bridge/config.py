@@ -24,6 +24,9 @@ class BridgeConfig:
     max_client_id_bytes: int = 256
     max_inflight: int = 32  # outgoing QoS 1 window per connection (capped by receive maximum)
     max_queued: int = 1_000  # outgoing messages waiting per session
+    max_sessions: int = 200_000  # sessions in memory, online and offline; new ones refused above
+    max_retained_messages: int = 100_000  # retained messages kept (0 = no limit)
+    max_retained_bytes: int = 256 << 20  # their topics + payloads, bytes (0 = no limit)
     receive_maximum: int = 1_000  # incoming unacknowledged QoS 1/2 per v5 connection
     topic_alias_maximum: int = 32
     connect_timeout_s: float = 10.0
