@@ -11,6 +11,8 @@ import asyncio
 import functools
 import http.server
 import queue
+import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -42,7 +44,7 @@ def wait_port(port: int, bridge: BridgeProcess, timeout: float = 20.0) -> None:
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> dict:
     ca = CertAuthority(tmp_path_factory.mktemp("ws-pki"))
-    return {"ca": ca.pem.cert, "server": ca.issue(HOST, server=True)}
+    return {"ca": ca.pem.cert, "server": ca.issue(HOST, server=True), "dev-w": ca.issue("dev-w")}
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +66,13 @@ def bridge(request, module_server, tmp_path_factory, pki) -> BridgeProcess:
     return b
 
 
-def ws_client(cid: str, version: int, path: str, tls_ca: str | None = None) -> paho.Client:
+def ws_client(cid: str, version: int, path: str, tls_ca: str | None = None, cert=None) -> paho.Client:
     c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=cid, transport="websockets",
                     protocol=paho.MQTTv5 if version == 5 else paho.MQTTv311)
     c.ws_set_options(path=path)
     if tls_ca is not None:
-        c.tls_set(ca_certs=tls_ca)
+        c.tls_set(ca_certs=tls_ca, certfile=str(cert.cert) if cert else None,
+                  keyfile=str(cert.key) if cert else None)
     return c
 
 
@@ -119,6 +122,55 @@ def test_paho_websocket_telemetry_and_commands(bridge, module_server, version, p
 
 def test_paho_secure_websocket(bridge, module_server, pki) -> None:
     round_trip(bridge, module_server.bootstrap, 5, "/mqtt", bridge.wss_port, tls_ca=str(pki["ca"]))
+
+
+UPGRADE = (b"GET /mqtt HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+           b"Sec-WebSocket-Protocol: mqtt\r\n\r\n")
+
+
+def test_wss_client_certificate_is_the_identity(request, module_server, tmp_path, pki) -> None:
+    """--wss-listen shares the TLS options: a required client certificate whose CN is the
+    device's identity (--use-identity-as-username), as on the MQTT TLS listener."""
+    wss_port = free_port()
+    b = BridgeProcess(module_server.bootstrap, tmp_path / "bridge.log", "--log-format", "text",
+                      "--uplink-topic", "telemetry*", "--wss-listen", f"{HOST}:{wss_port}",
+                      "--tls-listen", f"{HOST}:{free_port()}",
+                      "--tls-certfile", str(pki["server"].cert), "--tls-keyfile", str(pki["server"].key),
+                      "--tls-cafile", str(pki["ca"]), "--require-certificate",
+                      "--use-identity-as-username")
+    request.addfinalizer(b.stop)
+    b.start()
+    wait_port(wss_port, b)
+    stream = "telemetry" + uuid.uuid4().hex[:6]
+    c = ws_client("dev-w", 5, "/mqtt", str(pki["ca"]), pki["dev-w"])
+    c.connect(HOST, wss_port)
+    c.loop_start()
+    try:
+        info = c.publish(f"devices/dev-w/{stream}", b"signed", qos=1)
+        info.wait_for_publish(timeout=20)
+        assert info.is_published()
+    finally:
+        c.disconnect()
+        c.loop_stop()
+    assert [r.value for r in read_topic(module_server.bootstrap, stream, 1)] == [b"signed"]
+    assert "client dev-w connected" in b.output()
+    # without a client certificate the TLS handshake is refused: no HTTP answer (with a
+    # certificate the same request gets "HTTP/1.1 101 Switching Protocols")
+    ctx = ssl.create_default_context(cafile=str(pki["ca"]))
+    with socket.create_connection((HOST, wss_port), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname=HOST) as tls:
+        try:
+            tls.sendall(UPGRADE)
+            answer = tls.recv(100)
+        except (ssl.SSLError, ConnectionError):
+            answer = b""
+    assert answer == b""
+    ctx.load_cert_chain(str(pki["dev-w"].cert), str(pki["dev-w"].key))
+    with socket.create_connection((HOST, wss_port), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname=HOST) as tls:
+        tls.sendall(UPGRADE)
+        assert tls.recv(100).startswith(b"HTTP/1.1 101")
 
 
 @pytest.mark.parametrize("protocols", [("foo",), (), ("mqttv3.1",)])
