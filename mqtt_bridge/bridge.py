@@ -73,6 +73,7 @@ class Stats:
     refused_sessions: int = 0  # CONNECTs refused: max_sessions reached
     retained_refused: int = 0  # retained messages not kept: max_retained_messages/_bytes
     queued_dropped: int = 0  # outgoing messages dropped from full queues (of ended sessions)
+    topic_levels_refused: int = 0  # PUBLISH topics / SUBSCRIBE filters over max_topic_levels
 
 
 def _pack_opts(o: SubOptions) -> int:
@@ -969,6 +970,7 @@ class Bridge:
             "retained_messages": len(self.retained.messages),
             "retained_bytes": self.retained.bytes,
             "retained_refused": s.retained_refused,
+            "topic_levels_refused": s.topic_levels_refused,
             "queued_dropped": s.queued_dropped + sum(x.dropped for x in self.sessions.values()),
         }
 

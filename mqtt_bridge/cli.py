@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("max_sessions", "sessions (online and offline) in memory; further new sessions are refused"),
         ("max_retained_messages", "retained messages kept, 0 = no limit"),
         ("max_retained_bytes", "bytes of retained topics + payloads kept, 0 = no limit"),
+        ("max_topic_levels", "levels of a topic name (PUBLISH) or filter (SUBSCRIBE)"),
         ("receive_maximum", "incoming unacknowledged QoS 1/2 PUBLISHes per v5 client"),
         ("max_session_bytes", "largest saved session state; subscriptions beyond it are refused"),
         ("persistent_client_expiration_s", "3.1.1 persistent sessions end this many seconds after the client left, 0 = never"),

@@ -349,6 +349,10 @@ class Connection(asyncio.Protocol):
             validate_topic(topic)
         except TopicError as exc:
             raise MqttError(Reason.TOPIC_NAME_INVALID, str(exc)) from None
+        if topic.count("/") >= self.bridge.config.max_topic_levels:
+            self.bridge.stats.topic_levels_refused += 1
+            raise MqttError(Reason.TOPIC_NAME_INVALID,
+                            f"topic name has more than {self.bridge.config.max_topic_levels} levels")
         qos = p.qos
         session = self.session
         assert session is not None
@@ -436,6 +440,13 @@ class Connection(asyncio.Protocol):
             try:
                 validate_filter(topic_filter)
             except TopicError:
+                reasons.append(Reason.TOPIC_FILTER_INVALID if self.version == MQTT_5 else 0x80)
+                continue
+            if topic_filter.count("/") >= self.bridge.config.max_topic_levels:
+                self.bridge.stats.topic_levels_refused += 1
+                log.warning("client %s: filter with more than %d levels refused", self.client_id,
+                            self.bridge.config.max_topic_levels,
+                            extra={"event": "topic_levels_refused", "client_id": self.client_id})
                 reasons.append(Reason.TOPIC_FILTER_INVALID if self.version == MQTT_5 else 0x80)
                 continue
             if topic_filter.startswith("$share/") and opts.no_local and self.version == MQTT_5:

@@ -205,3 +205,25 @@ def test_queue_limit_drops_are_counted(make_bridge, module_server) -> None:
 
     asyncio.run(run())
     assert "queue full (5)" in bridge.output()
+
+
+def test_topic_levels_limit(make_bridge) -> None:
+    bridge = make_bridge("--max-topic-levels", "4")
+
+    async def run() -> None:
+        c = await client(bridge, "levels-v5")
+        assert await c.subscribe("site/a/b/c", "site/a/b/c/d", "site/+/+/+/#", qos=1) == [
+            1, int(Reason.TOPIC_FILTER_INVALID), int(Reason.TOPIC_FILTER_INVALID)]
+        old = await client(bridge, "levels-v3", version=4)
+        assert await old.subscribe("site/a/b/c/d", qos=1) == [0x80]
+        await old.disconnect()
+        assert await puback(c, "site/a/b/c", b"4 levels", retain=False) == 0
+        c.publish("site/a/b/c/d", b"5 levels", qos=1)
+        assert c.closed is not None
+        await asyncio.wait_for(c.closed, 10)
+        assert c.disconnect_packet is not None
+        assert c.disconnect_packet.reason == Reason.TOPIC_NAME_INVALID
+
+    asyncio.run(run())
+    wait_for_counters(bridge, {"topic_levels_refused": 4})
+    assert "topic name has more than 4 levels" in bridge.output()
