@@ -73,6 +73,7 @@ class Stats:
     refused_sessions: int = 0  # CONNECTs refused: max_sessions reached
     retained_refused: int = 0  # retained messages not kept: max_retained_messages/_bytes
     queued_dropped: int = 0  # outgoing messages dropped from full queues (of ended sessions)
+    early_overflows: int = 0  # connections closed: over max_packets_before_connack
     topic_levels_refused: int = 0  # PUBLISH topics / SUBSCRIBE filters over max_topic_levels
 
 
@@ -971,6 +972,7 @@ class Bridge:
             "retained_bytes": self.retained.bytes,
             "retained_refused": s.retained_refused,
             "topic_levels_refused": s.topic_levels_refused,
+            "early_overflows": s.early_overflows,
             "queued_dropped": s.queued_dropped + sum(x.dropped for x in self.sessions.values()),
         }
 

@@ -27,6 +27,8 @@ class BridgeConfig:
     max_sessions: int = 200_000  # sessions in memory, online and offline; new ones refused above
     max_retained_messages: int = 100_000  # retained messages kept (0 = no limit)
     max_retained_bytes: int = 256 << 20  # their topics + payloads, bytes (0 = no limit)
+    #: packets a client may send after CONNECT before its CONNACK (read, held, then handled)
+    max_packets_before_connack: int = 1_000
     max_topic_levels: int = 128  # levels of a topic name or filter (EMQX's name and default)
     receive_maximum: int = 1_000  # incoming unacknowledged QoS 1/2 per v5 connection
     topic_alias_maximum: int = 32

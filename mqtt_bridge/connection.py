@@ -119,6 +119,9 @@ class Connection(asyncio.Protocol):
                 if self.closing:
                     return
                 if self.state == "connecting":
+                    if len(self._early) >= self.bridge.config.max_packets_before_connack:
+                        self._early_overflow()
+                        return
                     self._early.append(p)
                 else:
                     self._handle(p)
@@ -131,6 +134,17 @@ class Connection(asyncio.Protocol):
                     self.transport.pause_reading()
             else:
                 self.protocol_error(exc.reason, str(exc))
+
+    def _early_overflow(self) -> None:
+        """Too many packets before the CONNACK: stop reading; after the CONNACK the
+        connection closes with 0x97 Quota exceeded (v5 reports errors only after it)."""
+        if self.transport is not None:
+            self.transport.pause_reading()
+        if self._early and isinstance(self._early[-1], MqttError):
+            return
+        self.bridge.stats.early_overflows += 1
+        limit = self.bridge.config.max_packets_before_connack
+        self._early.append(MqttError(Reason.QUOTA_EXCEEDED, f"more than {limit} packets before CONNACK"))
 
     def peer_certificate(self) -> dict[str, Any] | None:
         """The client's verified certificate (TLS listener with a CA), else None."""

@@ -10,6 +10,7 @@ stopped by pid in the finalizers.
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,7 @@ from kafka import KafkaProducer
 from test_mqtt_security import wait_for_counters
 
 from logserver.childproc import HOST
-from mqtt_bridge.codec import Reason
+from mqtt_bridge.codec import Connect, PacketReader, PacketType, Pingreq, Publish, Reason, encode
 from tests.support.mqtt_client import MqttClient
 from tests.support.mqtt_procs import BridgeProcess
 
@@ -227,3 +228,36 @@ def test_topic_levels_limit(make_bridge) -> None:
     asyncio.run(run())
     wait_for_counters(bridge, {"topic_levels_refused": 4})
     assert "topic name has more than 4 levels" in bridge.output()
+
+
+@pytest.mark.parametrize("version", [5, 4])
+def test_packets_before_connack_limit(make_bridge, version) -> None:
+    """CONNECT and 30 PUBLISHes in one write, limit 10: CONNACK, then the connection
+    closes (v5: DISCONNECT 0x97); a client within the limit is served normally."""
+    bridge = make_bridge("--max-packets-before-connack", "10")
+
+    def burst(cid: str, n: int) -> list:
+        data = encode(Connect(cid, version, True, 30), version) + b"".join(
+            encode(Publish("site/burst", b"x", 0), version) for _ in range(n))
+        reader = PacketReader(version=version)
+        got: list = []
+        with socket.create_connection((HOST, bridge.port), timeout=10) as s:
+            s.sendall(data + (encode(Pingreq(), version) if n <= 10 else b""))
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    return got
+                got.extend(reader.feed(chunk))
+                if any(p.type == PacketType.PINGRESP for p in got):
+                    return got
+
+    ok = burst(f"within-{version}", 9)  # + the PINGREQ = 10
+    assert [p.type for p in ok] == [PacketType.CONNACK, PacketType.PINGRESP]
+    got = burst(f"burst-{version}", 30)
+    assert got[0].type == PacketType.CONNACK and got[0].reason == 0
+    if version == 5:
+        assert [(p.type, p.reason) for p in got[1:]] == [(PacketType.DISCONNECT, QUOTA)]
+    else:
+        assert got[1:] == []  # 3.1.1: closed without a word
+    wait_for_counters(bridge, {"early_overflows": 1})
+    assert "more than 10 packets before CONNACK" in bridge.output()
