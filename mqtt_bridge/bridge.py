@@ -567,6 +567,9 @@ class Bridge:
             if entry.future is None:  # loaded from the store: look in the log first
                 entry.future = loop.create_task(self._qos2_recover(conn, entry, topic, payload, retain, props))
             return cast("asyncio.Future[Any]", entry.future)
+        if retain and payload and conn.version == MQTT_5 and not self.retained.fits(topic, payload):
+            self._retained_refused(topic)
+            return Reason.QUOTA_EXCEEDED  # PUBREC 0x97 before anything is saved or written
         route = self.mapping.route_up(topic)
         if route is None:
             result = self.publish(conn, topic, payload, 2, retain, props)
