@@ -37,6 +37,7 @@ from .session import OutMessage, Qos2In, Session
 from .session_store import PERMANENT_ERRORS, SessionStore, StoredSession, choose_store
 from .subscriptions import RetainedStore, SubscriptionIndex
 from .tls import certificate_cn, server_context
+from .websocket import WebSocketListener
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,11 @@ class Stats:
     denied_publish: int = 0
     denied_subscribe: int = 0
     session_save_failures: int = 0
+    refused_sessions: int = 0  # CONNECTs refused: max_sessions reached
+    retained_refused: int = 0  # retained messages not kept: max_retained_messages/_bytes
+    queued_dropped: int = 0  # outgoing messages dropped from full queues (of ended sessions)
+    early_overflows: int = 0  # connections closed: over max_packets_before_connack
+    topic_levels_refused: int = 0  # PUBLISH topics / SUBSCRIBE filters over max_topic_levels
 
 
 def _pack_opts(o: SubOptions) -> int:
@@ -121,13 +127,14 @@ class Bridge:
         self.sessions: dict[str, Session] = {}
         self.connections: set[Connection] = set()
         self.index = SubscriptionIndex()
-        self.retained = RetainedStore()
+        self.retained = RetainedStore(config.max_retained_messages, config.max_retained_bytes)
         self.stats = Stats()
         self.uplink_topics: set[str] = set()
         self.server: asyncio.AbstractServer | None = None
         self.tls_server: asyncio.AbstractServer | None = None
         self.port = 0
         self.tls_port = 0
+        self.ws_listeners: list[WebSocketListener] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._tokens = float(config.max_connection_rate)
         self._tokens_at = time.monotonic()
@@ -180,6 +187,17 @@ class Bridge:
                     lambda: Connection(self), cfg.host, cfg.port, backlog=4096, reuse_address=True
                 )
                 self.port = self.server.sockets[0].getsockname()[1]
+            for ws_host, ws_port, ctx in ((cfg.ws_host, cfg.ws_port, None),
+                                          (cfg.wss_host, cfg.wss_port, self.ssl_context)):
+                if ws_port is None:
+                    continue
+                host, port = ws_host or cfg.host, ws_port
+                listener = WebSocketListener(self, ssl_context=ctx)
+                self.ws_listeners.append(listener)
+                await listener.start(host, port)
+                log.info("mqtt-bridge WebSocket%s listener on %s:%d (subprotocol mqtt, /mqtt and /)",
+                         " TLS" if ctx else "", host, listener.port,
+                         extra={"event": "listening_wss" if ctx else "listening_ws", "port": listener.port})
         except OSError as exc:
             raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
         for coro in (self._housekeeping(), self._commit_loop(), self._stats_loop()):
@@ -208,7 +226,24 @@ class Bridge:
         msg = OutMessage(topic, payload, props)
         if msg.expires_at is not None and props and timestamp_ms >= 0:
             msg.expires_at = timestamp_ms / 1000 + props["message_expiry_interval"]
-        self.retained.set(topic, msg)
+        self._keep_retained(topic, msg)
+
+    def _keep_retained(self, topic: str, msg: OutMessage) -> bool:
+        """Store a retained message if the limits allow; else count and log the refusal."""
+        if self.retained.set(topic, msg):
+            return True
+        self._retained_refused(topic)
+        return False
+
+    def _retained_refused(self, topic: str) -> None:
+        self.stats.retained_refused += 1
+        n = self.stats.retained_refused
+        if n <= 5 or n % 1000 == 0:
+            log.warning(
+                "retained message on %r not kept: limit of %d messages / %d bytes reached (%d refused so far)",
+                topic, self.config.max_retained_messages, self.config.max_retained_bytes, n,
+                extra={"event": "retained_refused", "topic": topic},
+            )
 
     def _retain(self, topic: str, payload: bytes, props: dict[str, Any] | None) -> None:
         """A retained PUBLISH from a client: in memory now, in the compacted topic for good."""
@@ -227,6 +262,9 @@ class Bridge:
         await asyncio.sleep(0)
         for conn in list(self.connections):
             self.detach(conn, abnormal=False)
+        for listener in self.ws_listeners:
+            with contextlib.suppress(Exception):
+                await listener.stop()
         await self._save_sessions(all_persistent=True)
         with contextlib.suppress(Exception):
             await self.producer.close(timeout=5)
@@ -332,6 +370,13 @@ class Bridge:
             self.detach(prev, abnormal=True)
             prev.close(Reason.SESSION_TAKEN_OVER, "session taken over")
             old = self.sessions.get(cid)
+        if old is None and len(self.sessions) >= cfg.max_sessions:
+            self.stats.refused_sessions += 1
+            log.warning(
+                "refusing %s (client %r): session limit %d reached", conn.peer, cid, cfg.max_sessions,
+                extra={"event": "refused_session", "client_id": cid},
+            )
+            return Reason.QUOTA_EXCEEDED, {"reason_string": "session limit reached"}, False
         present = False
         assert self.store is not None
         if p.clean_start:
@@ -461,6 +506,11 @@ class Bridge:
         """Route one PUBLISH: to the log (a future for its acknowledgement) or locally."""
         cid = client_id if client_id is not None else (conn.client_id if conn else "") or ""
         fwd = {k: props[k] for k in _FORWARDED if k in props} if props else None
+        if retain and payload and not self.retained.fits(topic, payload):
+            self._retained_refused(topic)
+            if conn is not None and conn.version == MQTT_5:
+                return Reason.QUOTA_EXCEEDED  # v5: PUBACK/PUBREC 0x97, nothing written
+            retain = False  # 3.1.1 (no negative ack) and wills: delivered, not retained
         route = self.mapping.route_up(topic)
         if route is None:
             if retain:
@@ -517,6 +567,9 @@ class Bridge:
             if entry.future is None:  # loaded from the store: look in the log first
                 entry.future = loop.create_task(self._qos2_recover(conn, entry, topic, payload, retain, props))
             return cast("asyncio.Future[Any]", entry.future)
+        if retain and payload and conn.version == MQTT_5 and not self.retained.fits(topic, payload):
+            self._retained_refused(topic)
+            return Reason.QUOTA_EXCEEDED  # PUBREC 0x97 before anything is saved or written
         route = self.mapping.route_up(topic)
         if route is None:
             result = self.publish(conn, topic, payload, 2, retain, props)
@@ -678,7 +731,10 @@ class Bridge:
                 continue
             msg = OutMessage(topic, r.value or b"", _user_props(r), tp, r.offset)
             if rule.retain:
-                self.retained.set(topic, msg if r.value else None)
+                if r.value:
+                    self._keep_retained(topic, msg)
+                else:
+                    self.retained.set(topic, None)
             for session, opts in match(topic).items():
                 if session.conn is None:
                     continue  # offline persistent sessions re-read the log on reconnect
@@ -800,6 +856,8 @@ class Bridge:
         )
 
     def _discard(self, session: Session) -> None:
+        self.stats.queued_dropped += session.dropped
+        session.dropped = 0
         for f in list(session.subs):
             self.index.remove(session, f)
         session.subs.clear()
@@ -912,6 +970,13 @@ class Bridge:
             "denied_publish": s.denied_publish,
             "denied_subscribe": s.denied_subscribe,
             "session_save_failures": s.session_save_failures,
+            "refused_sessions": s.refused_sessions,
+            "retained_messages": len(self.retained.messages),
+            "retained_bytes": self.retained.bytes,
+            "retained_refused": s.retained_refused,
+            "topic_levels_refused": s.topic_levels_refused,
+            "early_overflows": s.early_overflows,
+            "queued_dropped": s.queued_dropped + sum(x.dropped for x in self.sessions.values()),
         }
 
     async def _stats_loop(self) -> None:

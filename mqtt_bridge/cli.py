@@ -60,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
         ("max_topics", "distinct Kafka topics the uplink may write"),
         ("max_inflight", "outgoing QoS 1 messages awaiting PUBACK per connection"),
         ("max_queued", "outgoing messages queued per session"),
+        ("max_sessions", "sessions (online and offline) in memory; further new sessions are refused"),
+        ("max_retained_messages", "retained messages kept, 0 = no limit"),
+        ("max_retained_bytes", "bytes of retained topics + payloads kept, 0 = no limit"),
+        ("max_packets_before_connack", "packets held while a CONNECT is processed; more close the connection (0x97)"),
+        ("max_topic_levels", "levels of a topic name (PUBLISH) or filter (SUBSCRIBE)"),
         ("receive_maximum", "incoming unacknowledged QoS 1/2 PUBLISHes per v5 client"),
         ("max_session_bytes", "largest saved session state; subscriptions beyond it are refused"),
         ("persistent_client_expiration_s", "3.1.1 persistent sessions end this many seconds after the client left, 0 = never"),
@@ -81,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--use-identity-as-username", action="store_true", default=None,
                    help="the client certificate's CN is the client's identity (no password asked on TLS)")
     t.add_argument("--no-plaintext", action="store_true", help="no plain listener (TLS only)")
+    w = p.add_argument_group("MQTT over WebSockets (browsers; subprotocol mqtt, paths /mqtt and /)")
+    w.add_argument("--ws-listen", metavar="HOST:PORT", help="WebSocket listen address (default: off)")
+    w.add_argument("--wss-listen", metavar="HOST:PORT",
+                   help="WebSocket over TLS listen address (default: off); uses --tls-certfile/--tls-keyfile/--tls-cafile")
     k = p.add_argument_group("log side")
     k.add_argument("--linger-ms", type=float, metavar="MS", help=f"producer linger (default {d.linger_ms})")
     k.add_argument("--batch-bytes", type=int, metavar="N", help=f"producer batch size per partition (default {d.batch_bytes})")
@@ -124,6 +133,11 @@ def config_from_args(args: argparse.Namespace) -> BridgeConfig:
         host, _, port = args.tls_listen.rpartition(":")
         values["tls_host"] = host or None
         values["tls_port"] = int(port)
+    for flag, prefix in ((args.ws_listen, "ws"), (args.wss_listen, "wss")):
+        if flag:
+            host, _, port = flag.rpartition(":")
+            values[prefix + "_host"] = host or None
+            values[prefix + "_port"] = int(port)
     if args.no_plaintext:
         values["plaintext"] = False
     cfg = BridgeConfig.from_mapping(values)

@@ -24,6 +24,12 @@ class BridgeConfig:
     max_client_id_bytes: int = 256
     max_inflight: int = 32  # outgoing QoS 1 window per connection (capped by receive maximum)
     max_queued: int = 1_000  # outgoing messages waiting per session
+    max_sessions: int = 200_000  # sessions in memory, online and offline; new ones refused above
+    max_retained_messages: int = 100_000  # retained messages kept (0 = no limit)
+    max_retained_bytes: int = 256 << 20  # their topics + payloads, bytes (0 = no limit)
+    #: packets a client may send after CONNECT before its CONNACK (read, held, then handled)
+    max_packets_before_connack: int = 1_000
+    max_topic_levels: int = 128  # levels of a topic name or filter (EMQX's name and default)
     receive_maximum: int = 1_000  # incoming unacknowledged QoS 1/2 per v5 connection
     topic_alias_maximum: int = 32
     connect_timeout_s: float = 10.0
@@ -41,6 +47,11 @@ class BridgeConfig:
     tls_cafile: str | None = None  # CA of client certificates
     require_certificate: bool = False
     use_identity_as_username: bool = False  # the certificate's CN is the identity
+    # MQTT over WebSockets (subprotocol mqtt, paths /mqtt and /); off unless a port is set
+    ws_host: str | None = None  # default: host
+    ws_port: int | None = None
+    wss_host: str | None = None  # the same over TLS (the TLS listener's certificate)
+    wss_port: int | None = None
     # log side
     linger_ms: float = 5.0
     batch_bytes: int = 1 << 20
@@ -74,5 +85,7 @@ class BridgeConfig:
             raise ValueError("use_identity_as_username needs the TLS listener with require_certificate")
         if self.require_certificate and not self.tls_cafile:
             raise ValueError("require_certificate needs tls_cafile")
+        if self.wss_port is not None and not self.tls_certfile:
+            raise ValueError("the WebSocket TLS listener (wss) needs tls_certfile")
         if not self.plaintext and not self.tls_certfile:
             raise ValueError("no listener: the plain one is off and no TLS certificate is given")

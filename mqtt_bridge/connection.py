@@ -119,6 +119,9 @@ class Connection(asyncio.Protocol):
                 if self.closing:
                     return
                 if self.state == "connecting":
+                    if len(self._early) >= self.bridge.config.max_packets_before_connack:
+                        self._early_overflow()
+                        return
                     self._early.append(p)
                 else:
                     self._handle(p)
@@ -131,6 +134,17 @@ class Connection(asyncio.Protocol):
                     self.transport.pause_reading()
             else:
                 self.protocol_error(exc.reason, str(exc))
+
+    def _early_overflow(self) -> None:
+        """Too many packets before the CONNACK: stop reading; after the CONNACK the
+        connection closes with 0x97 Quota exceeded (v5 reports errors only after it)."""
+        if self.transport is not None:
+            self.transport.pause_reading()
+        if self._early and isinstance(self._early[-1], MqttError):
+            return
+        self.bridge.stats.early_overflows += 1
+        limit = self.bridge.config.max_packets_before_connack
+        self._early.append(MqttError(Reason.QUOTA_EXCEEDED, f"more than {limit} packets before CONNACK"))
 
     def peer_certificate(self) -> dict[str, Any] | None:
         """The client's verified certificate (TLS listener with a CA), else None."""
@@ -349,6 +363,10 @@ class Connection(asyncio.Protocol):
             validate_topic(topic)
         except TopicError as exc:
             raise MqttError(Reason.TOPIC_NAME_INVALID, str(exc)) from None
+        if topic.count("/") >= self.bridge.config.max_topic_levels:
+            self.bridge.stats.topic_levels_refused += 1
+            raise MqttError(Reason.TOPIC_NAME_INVALID,
+                            f"topic name has more than {self.bridge.config.max_topic_levels} levels")
         qos = p.qos
         session = self.session
         assert session is not None
@@ -436,6 +454,13 @@ class Connection(asyncio.Protocol):
             try:
                 validate_filter(topic_filter)
             except TopicError:
+                reasons.append(Reason.TOPIC_FILTER_INVALID if self.version == MQTT_5 else 0x80)
+                continue
+            if topic_filter.count("/") >= self.bridge.config.max_topic_levels:
+                self.bridge.stats.topic_levels_refused += 1
+                log.warning("client %s: filter with more than %d levels refused", self.client_id,
+                            self.bridge.config.max_topic_levels,
+                            extra={"event": "topic_levels_refused", "client_id": self.client_id})
                 reasons.append(Reason.TOPIC_FILTER_INVALID if self.version == MQTT_5 else 0x80)
                 continue
             if topic_filter.startswith("$share/") and opts.no_local and self.version == MQTT_5:

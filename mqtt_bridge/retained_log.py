@@ -66,6 +66,10 @@ class RetainedLog:
         self.apply = apply
         self.max_message_bytes = max_message_bytes
         self._live_keys: set[bytes] = set()
+        #: key -> this bridge's writes not yet read back. Records of such a key are older
+        #: than the value already in memory (ours, written last): they are skipped, so a
+        #: late echo neither reverts a newer value nor counts against the retained limits.
+        self._own: dict[bytes, int] = {}
         self._loaded = False
         self.failures = 0
 
@@ -93,7 +97,17 @@ class RetainedLog:
                 continue
             if not self._loaded:
                 self._live_keys.add(r.key)
+            if r.key in self._own:
+                self._release(r.key)
+                continue
             self._apply_record(r)
+
+    def _release(self, key: bytes) -> None:
+        n = self._own.get(key, 0) - 1
+        if n > 0:
+            self._own[key] = n
+        else:
+            self._own.pop(key, None)
 
     def _apply_record(self, r: Record) -> None:
         assert r.key is not None
@@ -114,14 +128,18 @@ class RetainedLog:
         raw = props_to_header(props)
         if raw is not None:
             headers.append((PROPS_HEADER, raw))
-        fut = self.producer.send(self.topic, topic.encode(), payload or None, headers)
-        fut.add_done_callback(self._written)
+        key = topic.encode()
+        self._own[key] = self._own.get(key, 0) + 1
+        fut = self.producer.send(self.topic, key, payload or None, headers)
+        fut.add_done_callback(lambda f: self._written(f, key))
         return fut
 
-    def _written(self, fut: asyncio.Future[int]) -> None:
+    def _written(self, fut: asyncio.Future[int], key: bytes) -> None:
         if fut.cancelled():
+            self._release(key)
             return
         exc = fut.exception()
         if exc is not None:
+            self._release(key)  # never read back
             self.failures += 1
             log.error("cannot store a retained message in %s: %s", self.topic, exc)

@@ -109,16 +109,48 @@ class SubscriptionIndex:
 
 
 class RetainedStore:
-    """Last retained message per topic (in memory; see the README for durability)."""
+    """Last retained message per topic, bounded in count and bytes (0 = no bound).
 
-    def __init__(self) -> None:
+    Size of one message = its topic's and its payload's bytes; ``fits`` tells whether a
+    message may be stored (a replacement counts only its growth), ``set`` refuses what does
+    not fit and returns False so the caller can count and log the refusal.
+    """
+
+    def __init__(self, max_messages: int = 0, max_bytes: int = 0) -> None:
         self.messages: dict[str, Any] = {}
+        self.sizes: dict[str, int] = {}
+        self.bytes = 0
+        self.max_messages = max_messages
+        self.max_bytes = max_bytes
 
-    def set(self, topic: str, message: Any) -> None:
+    @staticmethod
+    def size_of(topic: str, payload: bytes) -> int:
+        return len(topic.encode()) + len(payload)
+
+    def fits(self, topic: str, payload: bytes) -> bool:
+        old = self.sizes.get(topic)
+        count = len(self.messages) + (old is None)
+        total = self.bytes - (old or 0) + self.size_of(topic, payload)
+        return ((not self.max_messages or count <= self.max_messages)
+                and (not self.max_bytes or total <= self.max_bytes))
+
+    def set(self, topic: str, message: Any) -> bool:
         if message is None:
-            self.messages.pop(topic, None)
-        else:
-            self.messages[topic] = message
+            self._remove(topic)
+            return True
+        payload = getattr(message, "payload", b"")
+        if not self.fits(topic, payload):
+            return False
+        self._remove(topic)
+        size = self.size_of(topic, payload)
+        self.messages[topic] = message
+        self.sizes[topic] = size
+        self.bytes += size
+        return True
+
+    def _remove(self, topic: str) -> None:
+        if self.messages.pop(topic, None) is not None:
+            self.bytes -= self.sizes.pop(topic, 0)
 
     def matching(self, topic_filter: str) -> Iterator[Any]:
         _group, f = split_shared(topic_filter)
@@ -127,6 +159,6 @@ class RetainedStore:
             if topic_matches(f, topic):
                 expires_at = getattr(msg, "expires_at", None)
                 if expires_at is not None and expires_at <= now:
-                    del self.messages[topic]  # a retained message ends with its expiry
+                    self._remove(topic)  # a retained message ends with its expiry
                     continue
                 yield msg

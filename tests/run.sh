@@ -18,6 +18,7 @@ command -v mosquitto >/dev/null 2>&1 || missing+=(mosquitto)   # the MQTT benchm
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)   # PySpark pipelines
 command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)   # the power-loss tests' fsync shim
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)   # cluster mode's coordination service
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)   # MQTT over WebSockets in a real browser (Playwright)
 if ((${#missing[@]})); then
     command -v apt-get >/dev/null 2>&1 || die "need ${missing[*]} and there is no apt-get"
     SUDO=()
@@ -35,6 +36,7 @@ command -v mosquitto_pub >/dev/null 2>&1 || die "mosquitto_pub missing after ins
 java -version >/dev/null 2>&1 || die "java is installed but 'java -version' fails"
 command -v gcc >/dev/null 2>&1 || die "gcc missing after install"
 etcd --version >/dev/null 2>&1 || die "etcd (etcd-server) is installed but 'etcd --version' fails"
+command -v chromium >/dev/null 2>&1 || die "chromium missing after install"
 
 # --- Python packages: the project and its test extras, in .venv (contrib/venv.sh;
 # Debian's own python3 refuses pip installs outside a virtual environment, PEP 668)
