@@ -26,6 +26,7 @@ from kafkaproto.messages import (
 from logserver.cluster.epochs import UNDEFINED, end_offset_for_epoch
 from logserver.cluster.routing import leader_error, node_of
 from logserver.groups import INTERNAL_TOPICS
+from logserver.handlers.fetch import TOPIC_ID_VERSION
 from logserver.storage.api import MAX_TIMESTAMP
 
 if TYPE_CHECKING:
@@ -122,9 +123,11 @@ def fetch(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
     node = node_of(broker)
     if request.replica_id >= 0:
         for topic in request.topics:
+            name = _topic_name(node, topic, header.api_version)
             for wanted in topic.partitions:
-                node.follower_fetched((topic.topic, wanted.partition), request.replica_id,
-                                      wanted.fetch_offset)
+                if name is not None:
+                    node.follower_fetched((name, wanted.partition), request.replica_id,
+                                          wanted.fetch_offset)
     response, size, waitable = _build(node, request, header.api_version)
     if size >= request.min_bytes or request.max_wait_ms <= 0 or not waitable:
         return response
@@ -158,6 +161,14 @@ def _epoch_error(node: ClusterNode, topic: str, index: int, current_epoch: int) 
     return ErrorCode.NONE
 
 
+def _topic_name(node: ClusterNode, topic: FetchRequest.FetchTopic, version: int) -> str | None:
+    """As sent before Fetch v13; from v13 on (KIP-516) the topic the cluster knows by its id."""
+    if version < TOPIC_ID_VERSION:
+        return topic.topic
+    return next((name for name, record in node.model.topics.items()
+                 if record.topic_id == topic.topic_id), None)
+
+
 def _build(node: ClusterNode, request: FetchRequest, version: int) -> (
         tuple[FetchResponse, int, list[tuple[str, int]]]):
     storage = node.storage
@@ -167,26 +178,35 @@ def _build(node: ClusterNode, request: FetchRequest, version: int) -> (
     waitable: list[tuple[str, int]] = []
     topics = []
     for topic in request.topics:
+        name = _topic_name(node, topic, version)
+        if name is None:  # v13+: an id no topic of the cluster has
+            topics.append(FetchResponse.FetchableTopicResponse(
+                topic="", topic_id=topic.topic_id, partitions=[PartitionData(
+                    partition_index=wanted.partition, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                    high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                    aborted_transactions=[], records=b"") for wanted in topic.partitions]))
+            continue
         results = []
         for wanted in topic.partitions:
-            error = _epoch_error(node, topic.topic, wanted.partition, wanted.current_leader_epoch)
+            error = _epoch_error(node, name, wanted.partition, wanted.current_leader_epoch)
             if error:
                 results.append(PartitionData(
                     partition_index=wanted.partition, error_code=error, high_watermark=-1,
                     last_stable_offset=-1, log_start_offset=-1, aborted_transactions=[], records=b""))
                 continue
             limit = max(0, min(wanted.partition_max_bytes, budget - total))
-            read = storage.read(topic.topic, wanted.partition, wanted.fetch_offset, limit,
-                                min_one=total < budget, fetch_version=version, replica=replica)
+            read = storage.read(name, wanted.partition, wanted.fetch_offset, limit,
+                                min_one=total == 0, fetch_version=version, replica=replica)
             if read.error == ErrorCode.NONE:
-                waitable.append((topic.topic, wanted.partition))
+                waitable.append((name, wanted.partition))
             total += read.size
             results.append(PartitionData(
                 partition_index=wanted.partition, error_code=read.error,
                 high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
                 log_start_offset=read.log_start_offset, aborted_transactions=[],
                 preferred_read_replica=-1, records=read.records))
-        topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, partitions=results))
+        topics.append(FetchResponse.FetchableTopicResponse(topic=name, topic_id=topic.topic_id,
+                                                           partitions=results))
     return (FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics),
             total, waitable)
 
