@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -26,6 +27,7 @@ from .acl import AclFile, Authorizer, Identity, IdentityBinding
 from .auth import Credentials
 from .codec import MQTT_5, Connect, Reason, SubOptions, topic_matches
 from .codec.topics import filters_overlap
+from .compacted import ensure_compacted_topic
 from .config import BridgeConfig
 from .connection import Connection
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
@@ -34,7 +36,13 @@ from .kafka_producer import Producer
 from .mapping import Mapping, UplinkTopics, valid_kafka_topic
 from .retained_log import RetainedLog
 from .session import OutMessage, Qos2In, Session
-from .session_store import PERMANENT_ERRORS, SessionStore, StoredSession, choose_store
+from .session_store import (
+    PERMANENT_ERRORS,
+    SessionStore,
+    StoredSession,
+    TopicSessionStore,
+    choose_store,
+)
 from .subscriptions import RetainedStore, SubscriptionIndex
 from .tls import certificate_cn, server_context
 from .websocket import WebSocketListener
@@ -75,6 +83,7 @@ class Stats:
     queued_dropped: int = 0  # outgoing messages dropped from full queues (of ended sessions)
     early_overflows: int = 0  # connections closed: over max_packets_before_connack
     topic_levels_refused: int = 0  # PUBLISH topics / SUBSCRIBE filters over max_topic_levels
+    sessions_taken_over: int = 0  # sessions handed to another bridge that the client moved to
 
 
 def _pack_opts(o: SubOptions) -> int:
@@ -115,8 +124,13 @@ class Bridge:
             buffer_bytes=config.producer_buffer_bytes,
             delivery_timeout_s=config.delivery_timeout_s,
         )
+        #: the topic store's records are followed too, so bridges see each other's sessions
+        self._follow_sessions = config.session_store != "group"
+        self.bridge_id = config.bridge_id or f"{socket.gethostname()}:{config.port}"
         self.fetcher = Fetcher(
-            self.client, [r.kafka_topic for r in self.mapping.downlink] + [config.retained_topic],
+            self.client,
+            [r.kafka_topic for r in self.mapping.downlink] + [config.retained_topic]
+            + ([config.session_topic] if self._follow_sessions else []),
             self.on_records,
         )
         self.retained_log = RetainedLog(
@@ -146,10 +160,14 @@ class Bridge:
         cfg = self.config
         self.producer.start()
         await self._retrying("retained topic", self.retained_log.create)
+        if self._follow_sessions:  # compacted before the fetcher's metadata could auto-create it
+            await self._retrying("session topic", lambda: ensure_compacted_topic(
+                self.client, cfg.session_topic, 8, cfg.max_session_bytes + 65536))
         self.fetcher.start()
         await self.fetcher.ready.wait()
         await self._retrying("retained messages", self.retained_log.load)
-        followed = [tp for tp in self.fetcher.positions if tp[0] != cfg.retained_topic]
+        followed = [tp for tp in self.fetcher.positions
+                    if tp[0] not in (cfg.retained_topic, cfg.session_topic)]
         anchor = min(followed) if followed else ("commands", 0)
         while True:
             try:
@@ -161,7 +179,11 @@ class Bridge:
                     group_prefix=cfg.group_prefix,
                     anchor=anchor,
                     max_bytes=cfg.max_session_bytes,
+                    bridge_id=self.bridge_id,
+                    takeover_timeout_s=cfg.takeover_timeout_s,
                 )
+                if isinstance(self.store, TopicSessionStore):
+                    self.store.on_taken = self._surrender
                 break
             except KafkaError as exc:
                 log.warning("session store not ready (%s); retrying", exc)
@@ -360,6 +382,15 @@ class Bridge:
             )
         else:
             expiry = 0 if p.clean_start else (cfg.persistent_client_expiration_s or NEVER)
+        assert self.store is not None
+        try:
+            if not await self.store.claim(cid, clean=p.clean_start):
+                return Reason.SERVER_BUSY, {"reason_string": "client id taken by another bridge"}, False
+        except KafkaError as exc:
+            log.error("cannot claim session %s: %s", cid, exc)
+            return Reason.SERVER_UNAVAILABLE, {}, False
+        if conn.closing:
+            return Reason.UNSPECIFIED_ERROR, {}, False
         timer = self._will_timers.pop(cid, None)
         if timer is not None:
             timer.cancel()
@@ -378,7 +409,6 @@ class Bridge:
             )
             return Reason.QUOTA_EXCEEDED, {"reason_string": "session limit reached"}, False
         present = False
-        assert self.store is not None
         if p.clean_start:
             if old is not None:
                 self._discard(old)
@@ -720,6 +750,8 @@ class Bridge:
         if rule is None:
             if tp[0] == self.config.retained_topic:
                 self.retained_log.on_records(records)
+            elif tp[0] == self.config.session_topic and isinstance(self.store, TopicSessionStore):
+                self.store.on_records(records)
             return
         self.stats.downlink_records += len(records)
         touched: set[Session] = set()
@@ -870,7 +902,30 @@ class Bridge:
             log.info("session %s expired", session.client_id)
             self._discard(session)
             if self.store is not None:
-                self.track(asyncio.get_running_loop().create_task(self.store.delete(session.client_id)))
+                self.track(asyncio.get_running_loop().create_task(
+                    self.store.delete(session.client_id, release=True)))
+
+    def _surrender(self, cid: str, nonce: str, claimant: str) -> None:
+        """Another bridge claimed ``cid``: close our connection and hand over the final state."""
+        assert self.store is not None
+        session = self.sessions.get(cid)
+        state: StoredSession | None = None
+        if session is not None:
+            if session.conn is not None:
+                prev = session.conn
+                log.info("client %s taken over by bridge %s", cid, claimant,
+                         extra={"event": "session_taken_over", "client_id": cid})
+                self.detach(prev, abnormal=True)
+                prev.close(Reason.SESSION_TAKEN_OVER, "session taken over by another bridge")
+            if session.expiry_handle is not None:
+                session.expiry_handle.cancel()
+                session.expiry_handle = None
+            state = self._state(session) if session.persistent else None
+            self._discard(session)
+            self.stats.sessions_taken_over += 1
+        elif isinstance(self.store, TopicSessionStore):
+            state = self.store.sessions.get(cid)  # held by an earlier run of this bridge
+        self.track(asyncio.get_running_loop().create_task(self.store.release(cid, nonce, claimant, state)))
 
     # ---- durable session state ------------------------------------------------------------
     def _state(self, session: Session) -> StoredSession:
@@ -896,17 +951,17 @@ class Bridge:
     def _save_soon(self, session: Session) -> None:
         self.track(asyncio.get_running_loop().create_task(self._save(session)))
 
-    async def _save(self, session: Session) -> None:
+    async def _save(self, session: Session, *, release: bool = False) -> None:
         """Save one session; a failure is an error in the log and in ``session_save_failures``.
 
         A failure no retry can fix (too large for the store) is not retried until the
         session changes again; others are retried with a growing pause (up to a minute).
         """
-        if self.store is None:
-            return
+        if self.store is None or self.sessions.get(session.client_id) is not session:
+            return  # ended, or handed to another bridge
         session.dirty = False
         try:
-            await self.store.save(session.client_id, self._state(session))
+            await self.store.save(session.client_id, self._state(session), release=release)
             session.save_failures = 0
         except KafkaError as exc:
             self.stats.session_save_failures += 1
@@ -926,7 +981,8 @@ class Bridge:
         todo = [s for s in self.sessions.values() if s.persistent and (
             all_persistent or (s.dirty and s.retry_at <= now))]
         if todo:
-            await asyncio.gather(*(self._save(s) for s in todo), return_exceptions=True)
+            await asyncio.gather(*(self._save(s, release=all_persistent) for s in todo),
+                                 return_exceptions=True)
 
     async def _commit_loop(self) -> None:
         while True:
@@ -975,6 +1031,7 @@ class Bridge:
             "retained_bytes": self.retained.bytes,
             "retained_refused": s.retained_refused,
             "topic_levels_refused": s.topic_levels_refused,
+            "sessions_taken_over": s.sessions_taken_over,
             "early_overflows": s.early_overflows,
             "queued_dropped": s.queued_dropped + sum(x.dropped for x in self.sessions.values()),
         }

@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--session-store", choices=("auto", "group", "topic"), help="where persistent sessions live: topic (compacted topic, the default; auto = topic) or group (OffsetCommit metadata, 4 KB cap)")
     k.add_argument("--session-topic", metavar="TOPIC", help=f"topic of the topic store (default {d.session_topic})")
     k.add_argument("--retained-topic", metavar="TOPIC", help=f"compacted topic of retained messages (default {d.retained_topic})")
+    k.add_argument("--bridge-id", metavar="ID",
+                   help="this bridge's name among several in front of one log, unique per bridge "
+                   "(default host:port); sessions move between bridges by it")
+    k.add_argument("--takeover-timeout-s", type=float, metavar="S",
+                   help="how long a CONNECT waits for the bridge holding its session to hand it over "
+                   f"(default {d.takeover_timeout_s})")
     k.add_argument("--group-prefix", metavar="PREFIX", help=f"group id prefix of the group store (default {d.group_prefix})")
     o = p.add_argument_group("operations")
     o.add_argument("--stats-interval-s", type=float, metavar="S", help=f"throughput counters log interval, 0 = off (default {d.stats_interval_s})")

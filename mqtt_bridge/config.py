@@ -65,6 +65,10 @@ class BridgeConfig:
     #: 3.1.1 persistent sessions (clean session 0) end this long after the client left; 0 = never
     persistent_client_expiration_s: int = 0
     retained_topic: str = "__mqtt_bridge_retained"  # compacted; key = MQTT topic
+    #: this bridge among several in front of one log (default host:port); must be unique
+    bridge_id: str | None = None
+    #: how long a CONNECT waits for the bridge holding the session to hand it over
+    takeover_timeout_s: float = 3.0
     # operations
     stats_interval_s: float = 30.0
     admin_host: str = "127.0.0.1"

@@ -22,9 +22,12 @@ kept for deployments that already use it, and a session it cannot save is an err
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,10 +36,12 @@ from kafkaproto.messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
+from kafkaproto.records import Record
 
-from .compacted import ensure_compacted_topic, read_table
+from .compacted import ensure_compacted_topic, read_records
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .kafka_producer import Producer
+from .session_owners import Marker, SessionOwners, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -92,23 +97,36 @@ class SessionTooLarge(KafkaError):
 PERMANENT_ERRORS = frozenset({10, 17, 18, 12, 24, 40})
 
 
+#: called when another bridge claims a session this one holds: (client id, nonce, claimant)
+TakenCallback = Callable[[str, str, str], None]
+
+
 class SessionStore(Protocol):
     name: str
 
     async def start(self) -> None: ...
     async def load(self, client_id: str) -> StoredSession | None: ...
-    async def save(self, client_id: str, state: StoredSession) -> None: ...
-    async def delete(self, client_id: str) -> None: ...
+    async def save(self, client_id: str, state: StoredSession, *, release: bool = False) -> None: ...
+    async def delete(self, client_id: str, *, release: bool = False) -> None: ...
+    async def claim(self, client_id: str, *, clean: bool = False) -> bool: ...
+    async def release(
+        self, client_id: str, nonce: str, claimant: str, state: StoredSession | None
+    ) -> None: ...
 
 
 class TopicSessionStore:
-    """Sessions as records of one topic, newest record per client id wins."""
+    """Sessions as records of one topic, newest record per client id wins.
+
+    The bridge follows the topic (``on_records``), so several bridges in front of one log
+    see each other's sessions; ``claim`` and ``release`` hand a session from one bridge
+    to another (:mod:`.session_owners`).
+    """
 
     name = "topic"
 
     def __init__(
         self, client: KafkaClient, producer: Producer, topic: str, max_bytes: int = 256 * 1024,
-        partitions: int = 8,
+        partitions: int = 8, *, bridge_id: str = "", takeover_timeout_s: float = 3.0,
     ) -> None:
         self.client = client
         self.producer = producer
@@ -116,31 +134,59 @@ class TopicSessionStore:
         self.max_bytes = max_bytes
         self.partitions = partitions
         self.sessions: dict[str, StoredSession] = {}
+        self.owners = SessionOwners(bridge_id or uuid.uuid4().hex)
+        self.takeover_timeout_s = takeover_timeout_s
+        self.on_taken: TakenCallback | None = None
+        self.takeover_timeouts = 0  # claims that waited in vain for the holder's release
+        self._waiters: dict[str, asyncio.Future[None]] = {}
 
     async def start(self) -> None:
         # room for one state plus the record and batch overhead
         await ensure_compacted_topic(self.client, self.topic, self.partitions, self.max_bytes + 65536)
-        table = await read_table(self.client, self.topic)
+        table = await read_records(self.client, self.topic)
+        for record in sorted(table.values(), key=lambda r: r.offset):
+            self._apply(record, at_start=True)
         now = time.time()
         expired = []
-        for key, value in table.items():
-            cid = key.decode("utf-8", "replace")
-            try:
-                state = StoredSession.from_json(value)
-            except (ValueError, TypeError, KeyError) as exc:
-                log.error("unreadable session record for %r: %s", cid, exc)
-                continue
+        for cid, state in self.sessions.items():
             if state.expires_at is None and state.expiry_interval != 0xFFFFFFFF:
                 # saved while connected: the bridge stopped under it, the clock starts now
                 state.expires_at = now + state.expiry_interval
-            if state.expired:
+            if state.expired and not self.owners.held_elsewhere(cid):
                 expired.append(cid)
-                continue
-            self.sessions[cid] = state
         for cid in expired:
-            await self.producer.send(self.topic, cid.encode(), None)
+            await self.delete(cid, release=True)
         log.info("session store %s: %d persistent sessions (%d expired removed)",
                  self.topic, len(self.sessions), len(expired))
+
+    def on_records(self, records: list[Record]) -> None:
+        """Records of the session topic as the bridge's fetcher follows it."""
+        for record in records:
+            self._apply(record)
+
+    def _apply(self, record: Record, *, at_start: bool = False) -> None:
+        if record.key is None:
+            return
+        cid = record.key.decode("utf-8", "replace")
+        marker = Marker.of(record.headers)
+        verdict = self.owners.observe(cid, marker, record.offset)
+        if verdict is Verdict.TAKEN and not at_start:
+            if self.on_taken is not None and marker.claim is not None and marker.origin is not None:
+                self.on_taken(cid, marker.claim, marker.origin)
+            return
+        if verdict is Verdict.IGNORE and not at_start:
+            return
+        if record.value is None:
+            self.sessions.pop(cid, None)
+        else:
+            try:
+                self.sessions[cid] = StoredSession.from_json(record.value)
+            except (ValueError, TypeError, KeyError) as exc:
+                log.error("unreadable session record for %r: %s", cid, exc)
+        if marker.release is not None:
+            waiter = self._waiters.pop(marker.release, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
 
     async def load(self, client_id: str) -> StoredSession | None:
         s = self.sessions.get(client_id)
@@ -149,18 +195,75 @@ class TopicSessionStore:
             return None
         return s
 
-    async def save(self, client_id: str, state: StoredSession) -> None:
+    async def save(self, client_id: str, state: StoredSession, *, release: bool = False) -> None:
         raw = state.to_json()
         if len(raw) > self.max_bytes:
             raise SessionTooLarge(
                 f"session state of {len(raw)} bytes exceeds the limit of {self.max_bytes}", 10
             )
         self.sessions[client_id] = state
-        await self.producer.send(self.topic, client_id.encode(), raw)
+        marker = self.owners.save_marker(release="" if release else None)
+        if release:
+            self.owners.released(client_id, None)
+        await self.producer.send(self.topic, client_id.encode(), raw, marker.headers())
 
-    async def delete(self, client_id: str) -> None:
-        if self.sessions.pop(client_id, None) is not None:
-            await self.producer.send(self.topic, client_id.encode(), None)
+    async def delete(self, client_id: str, *, release: bool = False) -> None:
+        if self.sessions.pop(client_id, None) is not None or release:
+            marker = self.owners.save_marker(release="" if release else None)
+            if release:
+                self.owners.released(client_id, None)
+            await self.producer.send(self.topic, client_id.encode(), None, marker.headers())
+
+    async def claim(self, client_id: str, *, clean: bool = False) -> bool:
+        """Take the session over from whichever bridge holds it; False if a newer claim won.
+
+        Waits for the holder's release (its final state) up to ``takeover_timeout_s``; a
+        holder that is gone leaves its last saved state. A ``clean`` claim (clean start)
+        is a tombstone: the old state ends with it.
+        """
+        if self.owners.holder(client_id) == self.owners.me:
+            return True
+        previous = self.owners.holder(client_id)
+        nonce = uuid.uuid4().hex
+        waiter: asyncio.Future[None] | None = None
+        if previous is not None:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters[nonce] = waiter
+        try:
+            state = None if clean else self.sessions.get(client_id)
+            offset = await self.producer.send(
+                self.topic, client_id.encode(), state.to_json() if state is not None else None,
+                self.owners.claim_marker(nonce).headers(),
+            )
+            if not self.owners.claimed(client_id, offset):
+                return False
+            if waiter is not None:
+                try:
+                    await asyncio.wait_for(asyncio.shield(waiter), self.takeover_timeout_s)
+                except TimeoutError:
+                    self.takeover_timeouts += 1
+                    log.warning(
+                        "bridge %s did not release session %s within %.1fs; resuming from its "
+                        "last saved state", previous, client_id, self.takeover_timeout_s,
+                        extra={"event": "takeover_timeout", "client_id": client_id},
+                    )
+            return True
+        finally:
+            self._waiters.pop(nonce, None)
+
+    async def release(
+        self, client_id: str, nonce: str, claimant: str, state: StoredSession | None
+    ) -> None:
+        """Hand the session to ``claimant``: our final state (None: none) under its nonce."""
+        self.owners.released(client_id, claimant)
+        raw = state.to_json() if state is not None and len(state.to_json()) <= self.max_bytes else None
+        if raw is None:
+            self.sessions.pop(client_id, None)
+        else:
+            assert state is not None
+            self.sessions[client_id] = state
+        marker = self.owners.save_marker(release=nonce, to=claimant)
+        await self.producer.send(self.topic, client_id.encode(), raw, marker.headers())
 
 
 class GroupOffsetStore:
@@ -198,11 +301,20 @@ class GroupOffsetStore:
                     return None if state.expired else state
         return None
 
-    async def save(self, client_id: str, state: StoredSession) -> None:
+    async def save(self, client_id: str, state: StoredSession, *, release: bool = False) -> None:
         await self._commit(client_id, state, state.to_json().decode())
 
-    async def delete(self, client_id: str) -> None:
+    async def delete(self, client_id: str, *, release: bool = False) -> None:
         await self._commit(client_id, StoredSession(), "")
+
+    async def claim(self, client_id: str, *, clean: bool = False) -> bool:
+        """One group per device has no owner to hand over from: several bridges share it."""
+        return True
+
+    async def release(
+        self, client_id: str, nonce: str, claimant: str, state: StoredSession | None
+    ) -> None:
+        return None
 
     async def _commit(self, client_id: str, state: StoredSession, metadata: str) -> None:
         group = self.prefix + client_id
@@ -254,6 +366,8 @@ async def choose_store(
     group_prefix: str,
     anchor: TopicPartition,
     max_bytes: int = 256 * 1024,
+    bridge_id: str = "",
+    takeover_timeout_s: float = 3.0,
 ) -> SessionStore:
     """``auto`` is the topic store: the only one that can hold every session within the limits."""
     if kind == "auto":
@@ -264,7 +378,8 @@ async def choose_store(
                     "4,096 bytes) or client ids making a group id over 255 characters cannot be saved")
         store = GroupOffsetStore(client, group_prefix, anchor)
     elif kind == "topic":
-        store = TopicSessionStore(client, producer, topic, max_bytes)
+        store = TopicSessionStore(client, producer, topic, max_bytes, bridge_id=bridge_id,
+                                  takeover_timeout_s=takeover_timeout_s)
     else:
         raise ValueError(f"unknown session store {kind!r}")
     await store.start()

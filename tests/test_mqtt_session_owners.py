@@ -1,0 +1,59 @@
+"""Which bridge holds a session, decided from session-topic records alone (no sockets)."""
+
+from __future__ import annotations
+
+from mqtt_bridge.session_owners import Marker, SessionOwners, Verdict
+
+
+def claim(origin: str, nonce: str) -> Marker:
+    return Marker(origin=origin, holder=origin, claim=nonce)
+
+
+def test_markers_round_trip_through_record_headers() -> None:
+    m = Marker(origin="a", holder="b", release="n1")
+    assert Marker.of(m.headers()) == m
+    assert Marker.of([("other", b"x"), ("mqtt.bridge", None)]) == Marker()
+
+
+def test_a_claim_by_another_bridge_takes_the_session_from_its_holder() -> None:
+    a = SessionOwners("a")
+    assert a.claimed("d1", 10)
+    assert a.holder("d1") == "a"
+    assert a.observe("d1", claim("b", "n"), 11) is Verdict.TAKEN
+    assert a.holder("d1") == "b" and a.held_elsewhere("d1")
+
+
+def test_the_newest_claim_wins_whatever_order_the_bridges_learn_of_them() -> None:
+    a, b = SessionOwners("a"), SessionOwners("b")
+    # b's claim lands at 21 after a's at 20; b reads a's claim before its own ack returns
+    assert b.observe("d1", claim("a", "na"), 20) is Verdict.TAKEN
+    assert b.claimed("d1", 21)
+    assert a.claimed("d1", 20)
+    assert a.observe("d1", claim("b", "nb"), 21) is Verdict.TAKEN
+    assert a.holder("d1") == b.holder("d1") == "b"
+    # a claim acknowledged after a newer one was seen has lost
+    c = SessionOwners("c")
+    assert c.observe("d1", claim("b", "nb"), 21) is Verdict.TAKEN
+    assert not c.claimed("d1", 20)
+    assert c.holder("d1") == "b"
+
+
+def test_late_writes_of_a_former_holder_are_ignored_but_its_release_applies() -> None:
+    b = SessionOwners("b")
+    assert b.claimed("d1", 30)
+    assert b.observe("d1", Marker(origin="a", holder="a"), 31) is Verdict.IGNORE  # a's late save
+    assert b.observe("d1", Marker(origin="a", holder="b", release="n"), 32) is Verdict.APPLY
+    assert b.holder("d1") == "b"
+
+
+def test_own_records_and_replays_are_ignored_and_releases_to_nobody_free_the_session() -> None:
+    a = SessionOwners("a")
+    assert a.observe("d1", Marker(origin="a", holder="a"), 5) is Verdict.IGNORE
+    assert a.observe("d1", Marker(origin="x", holder="x"), 6) is Verdict.APPLY
+    assert a.observe("d1", Marker(origin="x", holder="x"), 6) is Verdict.IGNORE  # read twice
+    assert a.held_elsewhere("d1")
+    assert a.observe("d1", Marker(origin="x", release=""), 7) is Verdict.APPLY  # x shut down
+    assert a.holder("d1") is None and not a.held_elsewhere("d1")
+    assert a.claimed("d1", 8)
+    a.released("d1", None)
+    assert a.holder("d1") is None
