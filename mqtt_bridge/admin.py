@@ -38,6 +38,7 @@ COUNTERS = {
     "uplink_acked": ("mqtt_uplink_records_acked", "Uplink records the log acknowledged."),
     "downlink_records": ("mqtt_downlink_records", "Records fetched from the log for devices."),
     "denied_publish": ("mqtt_publishes_denied", "PUBLISH packets the ACL refused."),
+    "sessions_taken_over": ("mqtt_sessions_taken_over", "Sessions handed to another bridge."),
 }
 
 
