@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 
 import paho.mqtt.client as paho
 import pytest
@@ -14,6 +15,8 @@ from kafka import KafkaProducer
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
+from prometheus_client.parser import text_string_to_metric_families
+from serverproc import free_port
 from support.mqtt_procs import HOST, BridgeProcess
 from test_mqtt_sessions import stored_session
 
@@ -80,6 +83,16 @@ class Device:
         self.c.loop_stop()
 
 
+def taken_over(admin_port: int) -> float:
+    with urllib.request.urlopen(f"http://{HOST}:{admin_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "mqtt_sessions_taken_over_total":
+                return sample.value
+    raise AssertionError("no mqtt_sessions_taken_over_total in /metrics")
+
+
 @pytest.fixture
 def commands(server):
     producer = KafkaProducer(bootstrap_servers=server.bootstrap, acks="all")
@@ -94,7 +107,8 @@ def commands(server):
 def test_device_moving_to_another_bridge_takes_its_session_and_closes_the_old_connection(
     request, tmp_path, server, commands
 ) -> None:
-    a = start_bridge(request, tmp_path, server.bootstrap, "a")
+    admin = free_port()
+    a = start_bridge(request, tmp_path, server.bootstrap, "a", "--admin-listen", f"{HOST}:{admin}")
     b = start_bridge(request, tmp_path, server.bootstrap, "b")
     first = Device(request, "mover", a.port)
     assert first.connect() == (False, 0)
@@ -110,6 +124,7 @@ def test_device_moving_to_another_bridge_takes_its_session_and_closes_the_old_co
     assert second.got == [b"c2"], "c1 was delivered and acknowledged on bridge a already"
     assert first.got == [b"c1"]
     assert "client mover taken over by bridge b" in a.output()
+    assert taken_over(admin) == 1
     second.disconnect()
 
 
