@@ -128,6 +128,16 @@ class EtcdStore:
             compare=[tx.mod(key) == mod_revision], success=[tx.put(key, value)], failure=[]))
         return bool(ok)
 
+    async def swap_and_create(self, key: bytes, value: bytes, mod_revision: int,
+                              puts: Sequence[tuple[bytes, bytes]]) -> bool:
+        """Replace ``key`` (unchanged since ``mod_revision``) and create ``puts`` (none of
+        which may exist), all or none."""
+        tx = self.client.transactions
+        ok, _ = await self._call(lambda c: c.transaction(
+            compare=[tx.mod(key) == mod_revision, *(tx.create(k) == 0 for k, _ in puts)],
+            success=[tx.put(key, value), *(tx.put(k, v) for k, v in puts)], failure=[]))
+        return bool(ok)
+
     async def delete_existing(self, keys: Sequence[bytes]) -> bool:
         """Delete every key, all or none, only if the first one exists."""
         tx = self.client.transactions

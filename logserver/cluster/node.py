@@ -275,6 +275,40 @@ class ClusterNode:
         log.info("created topic %s: %d partitions, replicas %s", name, partitions, assignment)
         return record
 
+    async def add_partitions(self, name: str, total: int,
+                             assignment: list[tuple[int, ...]] | None = None) -> TopicRecord:
+        """Grow a topic to ``total`` partitions in one etcd transaction that fails if the
+        topic changed meanwhile; the new partitions get the topic's replication factor,
+        spread as at creation. Existing partitions stay where they are."""
+        found = await self.store.get(self.keys.topic(name))
+        if found is None:
+            raise TopicCreationError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        raw, revision = found
+        record = TopicRecord.decode(name, raw)
+        if total <= record.partitions:
+            raise TopicCreationError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {record.partitions} partitions, which is higher than or "
+                f"equal to the requested {total}.")
+        first = self.model.partition(name, 0)
+        rf = len(first.replicas) if first is not None else 1
+        brokers = list(self.model.brokers.values())
+        if assignment is None:
+            try:
+                assignment = assign_replicas(brokers, total - record.partitions, rf,
+                                             start=(hash(name) + record.partitions) % max(1, len(brokers)))
+            except ValueError as exc:
+                raise TopicCreationError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from None
+        grown = TopicRecord(name, record.topic_id, total, dict(record.configs))
+        puts = [(self.keys.partition(name, record.partitions + i), initial_state(replicas).encode())
+                for i, replicas in enumerate(assignment)]
+        if not await self.store.swap_and_create(self.keys.topic(name), grown.encode(), revision, puts):
+            raise TopicCreationError(ErrorCode.INVALID_PARTITIONS,
+                                     f"topic {name!r} changed meanwhile; try again")
+        log.info("grew topic %s from %d to %d partitions, new replicas %s", name,
+                 record.partitions, total, assignment)
+        return grown
+
     async def delete_topic(self, name: str) -> bool:
         """The topic and its partition states in one transaction; every broker deletes
         its local log when its watch sees the topic go. False if it did not exist."""
@@ -322,8 +356,9 @@ class ClusterNode:
 
     async def _hold(self, topic: str, index: int, state: PartitionState) -> None:
         where = (topic, index)
-        if self.storage.partition_count(topic) is None:
-            self._create_locally(topic)
+        local = self.storage.partition_count(topic)
+        if local is None or local <= index:
+            self._create_locally(topic, grow=local is not None)
             return  # reconciled again once the local log exists
         if state.leader == self.node_id:
             self._stop_fetcher(where)
@@ -334,14 +369,17 @@ class ClusterNode:
         if where == (OFFSETS_TOPIC, 0):
             await self._coordinate(state.leader == self.node_id)
 
-    def _create_locally(self, topic: str) -> None:
+    def _create_locally(self, topic: str, *, grow: bool = False) -> None:
         if topic in self._creating or topic not in self.model.topics:
             return
         record = self.model.topics[topic]
 
         async def create() -> None:
             try:
-                await self.broker.create_topic(topic, record.partitions, record.configs)
+                if grow:  # CreatePartitions: the topic gained partitions in etcd
+                    await self.storage.add_partitions(topic, record.partitions)
+                else:
+                    await self.broker.create_topic(topic, record.partitions, record.configs)
             except Exception as exc:
                 log.error("creating the local log of %s failed: %s", topic, exc)
                 await asyncio.sleep(1)

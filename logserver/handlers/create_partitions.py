@@ -42,16 +42,10 @@ def _error(name: str, code: int, message: str) -> Result:
     return Result(name=name, error_code=code, error_message=message)
 
 
-async def _grow(broker: Broker, topic: CreatePartitionsRequest.CreatePartitionsTopic,
-                validate_only: bool) -> Result:
+def growth_error(topic: CreatePartitionsRequest.CreatePartitionsTopic, current: int) -> Result | None:
+    """Kafka's checks of the requested count (and assignment count) against the current one,
+    the same on one broker and in a cluster."""
     name, count = topic.name, topic.count
-    storage = broker.storage
-    refused = checks.denied(broker, checks.CREATE_PARTITIONS, name)
-    if refused:
-        return _error(name, refused, f"not authorized to alter topic {name!r}")
-    current = storage.partition_count(name)
-    if current is None:
-        return _error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     if name in INTERNAL_TOPICS:  # the group coordinator maps groups to its partitions
         return _error(name, ErrorCode.INVALID_REQUEST,
                       f"the partitions of internal topic {name} cannot be changed")
@@ -64,14 +58,30 @@ async def _grow(broker: Broker, topic: CreatePartitionsRequest.CreatePartitionsT
     if count > MAX_PARTITIONS_PER_TOPIC:
         return _error(name, ErrorCode.INVALID_PARTITIONS,
                       f"number of partitions must be at most {MAX_PARTITIONS_PER_TOPIC}")
-    if topic.assignments is not None:
-        if len(topic.assignments) != count - current:
-            return _error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                          f"Increasing the number of partitions by {count - current} but "
-                          f"{len(topic.assignments)} assignments provided.")
-        if any(a.broker_ids != [broker.node_id] for a in topic.assignments):
-            return _error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                          f"this cluster has one broker, node {broker.node_id}")
+    if topic.assignments is not None and len(topic.assignments) != count - current:
+        return _error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                      f"Increasing the number of partitions by {count - current} but "
+                      f"{len(topic.assignments)} assignments provided.")
+    return None
+
+
+async def _grow(broker: Broker, topic: CreatePartitionsRequest.CreatePartitionsTopic,
+                validate_only: bool) -> Result:
+    name, count = topic.name, topic.count
+    storage = broker.storage
+    refused = checks.denied(broker, checks.CREATE_PARTITIONS, name)
+    if refused:
+        return _error(name, refused, f"not authorized to alter topic {name!r}")
+    current = storage.partition_count(name)
+    if current is None:
+        return _error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+    wrong = growth_error(topic, current)
+    if wrong is not None:
+        return wrong
+    if topic.assignments is not None and any(a.broker_ids != [broker.node_id]
+                                             for a in topic.assignments):
+        return _error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                      f"this cluster has one broker, node {broker.node_id}")
     held = sum(storage.partition_count(n) or 0 for n in storage.topic_names())
     if held + count - current > broker.config["max.partitions"]:
         return _error(name, ErrorCode.POLICY_VIOLATION,
