@@ -8,6 +8,7 @@ the bridge's own.
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,6 +20,7 @@ from prometheus_client.registry import Collector
 log = logging.getLogger(__name__)
 
 Snapshot = Callable[[], dict[str, Any]]
+Devices = Callable[[], list[dict[str, Any]]]
 
 # snapshot key -> (metric name, help); gauges are current values, counters since start-up
 GAUGES = {
@@ -53,7 +55,7 @@ class BridgeCollector(Collector):
             yield CounterMetricFamily(name, documentation, value=current[key])
 
 
-def build_app(snapshot: Snapshot) -> web.Application:
+def build_app(snapshot: Snapshot, devices: Devices = list) -> web.Application:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BridgeCollector(snapshot))
 
@@ -65,24 +67,38 @@ def build_app(snapshot: Snapshot) -> web.Application:
     async def status(_: web.Request) -> web.Response:
         return web.json_response(snapshot())
 
+    async def connected(_: web.Request) -> web.Response:
+        return web.json_response({"devices": devices()})
+
     app = web.Application()
     app.router.add_get("/metrics", scrape)
     app.router.add_get("/v1/status", status)
+    app.router.add_get("/v1/devices", connected)
     return app
 
 
 class AdminListener:
-    """Serves ``build_app`` on host:port; ``port`` is the bound one (0 picks a free one)."""
+    """Serves ``build_app`` on host:port; ``port`` is the bound one (0 picks a free one).
 
-    def __init__(self, snapshot: Snapshot, host: str, port: int) -> None:
-        self._runner = web.AppRunner(build_app(snapshot), access_log=None, handle_signals=False)
+    ``sock``: a listening socket inherited from ``logserver --mqtt-bridge`` instead, so
+    the server knows the address without a race and keeps it over bridge restarts.
+    """
+
+    def __init__(self, snapshot: Snapshot, host: str, port: int, devices: Devices = list,
+                 sock: socket.socket | None = None) -> None:
+        self._runner = web.AppRunner(build_app(snapshot, devices), access_log=None,
+                                     handle_signals=False)
         self.host = host
         self.port = port
+        self._sock = sock
 
     async def start(self) -> None:
         await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port, reuse_address=True).start()
-        self.port = self._runner.addresses[0][1]
+        if self._sock is not None:
+            await web.SockSite(self._runner, self._sock).start()
+        else:
+            await web.TCPSite(self._runner, self.host, self.port, reuse_address=True).start()
+        self.host, self.port = self._runner.addresses[0][:2]
         log.info("mqtt-bridge admin API on http://%s:%d (metrics at /metrics)", self.host,
                  self.port, extra={"event": "admin_listening", "port": self.port})
 

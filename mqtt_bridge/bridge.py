@@ -994,6 +994,11 @@ class Bridge:
             log.info("stats", extra={"event": "stats", **cur, **rates})
             prev = cur
 
+    def devices(self) -> list[dict[str, Any]]:
+        """The connected clients and their counters (the admin API's /v1/devices)."""
+        return sorted((c.counters() for c in list(self.connections) if c.client_id),
+                      key=lambda d: str(d["client_id"]))
+
     def log_connections(self) -> None:
         """Per-connection counters, one log line each (SIGUSR1)."""
         for conn in list(self.connections):

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from logserver.admin import metrics, views
+from logserver.admin import dashboard, metrics, views
 from logserver.admin.openapi import DOCUMENT
 from logserver.admin.state import AdminState
 from logserver.broker import Broker
@@ -77,6 +77,7 @@ def build_app(state: AdminState) -> web.Application:
     app.router.add_get("/v1/status/ready", ready)
     app.router.add_get("/openapi.json", openapi)
     app.router.add_get("/metrics", scrape)
+    dashboard.add_routes(app, dashboard.DashboardFeed(state))
     return app
 
 
