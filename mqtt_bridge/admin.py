@@ -14,8 +14,15 @@ from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+
+from .latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +51,9 @@ COUNTERS = {
 
 
 class BridgeCollector(Collector):
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, puback: LatencyHistogram | None = None) -> None:
         self._snapshot = snapshot
+        self._puback = puback
 
     def collect(self) -> Iterator[Metric]:
         current = self._snapshot()
@@ -53,11 +61,23 @@ class BridgeCollector(Collector):
             yield GaugeMetricFamily(name, documentation, value=current[key])
         for key, (name, documentation) in COUNTERS.items():
             yield CounterMetricFamily(name, documentation, value=current[key])
+        dropped = CounterMetricFamily(
+            "mqtt_messages_dropped", "Outgoing messages dropped: a session's queue was full "
+            "(max_queued) while its client did not acknowledge.", labels=["reason"])
+        dropped.add_metric(["queue_full"], current["queued_dropped"])
+        yield dropped
+        if self._puback is not None:
+            latency = HistogramMetricFamily(
+                "mqtt_puback_latency_seconds", "From a QoS 1/2 PUBLISH received to its PUBACK "
+                "(PUBREC) written: the log write and its acknowledgement in between.")
+            latency.add_metric([], self._puback.cumulative(), self._puback.total)
+            yield latency
 
 
-def build_app(snapshot: Snapshot, devices: Devices = list) -> web.Application:
+def build_app(snapshot: Snapshot, devices: Devices = list,
+              puback: LatencyHistogram | None = None) -> web.Application:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BridgeCollector(snapshot))
+    registry.register(BridgeCollector(snapshot, puback))
 
     async def scrape(_: web.Request) -> web.Response:
         response = web.Response(body=generate_latest(registry))
@@ -85,8 +105,9 @@ class AdminListener:
     """
 
     def __init__(self, snapshot: Snapshot, host: str, port: int, devices: Devices = list,
-                 sock: socket.socket | None = None) -> None:
-        self._runner = web.AppRunner(build_app(snapshot, devices), access_log=None,
+                 sock: socket.socket | None = None,
+                 puback: LatencyHistogram | None = None) -> None:
+        self._runner = web.AppRunner(build_app(snapshot, devices, puback), access_log=None,
                                      handle_signals=False)
         self.host = host
         self.port = port

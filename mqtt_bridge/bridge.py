@@ -31,6 +31,7 @@ from .connection import Connection
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .kafka_fetcher import LATEST, Fetcher
 from .kafka_producer import Producer
+from .latency import LatencyHistogram
 from .mapping import Mapping, UplinkTopics, valid_kafka_topic
 from .retained_log import RetainedLog
 from .session import OutMessage, Qos2In, Session
@@ -129,6 +130,8 @@ class Bridge:
         self.index = SubscriptionIndex()
         self.retained = RetainedStore(config.max_retained_messages, config.max_retained_bytes)
         self.stats = Stats()
+        #: PUBLISH (QoS 1/2) received -> its PUBACK/PUBREC written (the log write between)
+        self.puback_latency = LatencyHistogram()
         self.uplink_topics: set[str] = set()
         self.server: asyncio.AbstractServer | None = None
         self.tls_server: asyncio.AbstractServer | None = None

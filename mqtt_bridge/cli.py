@@ -164,7 +164,7 @@ async def _serve(cfg: BridgeConfig, admin_fd: int | None = None) -> None:
 
         sock = None if admin_fd is None else socket.socket(fileno=admin_fd)
         admin = AdminListener(bridge.snapshot, cfg.admin_host, cfg.admin_port or 0,
-                              bridge.devices, sock)
+                              bridge.devices, sock, bridge.puback_latency)
         try:
             await admin.start()
         except OSError as exc:
