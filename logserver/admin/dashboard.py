@@ -205,19 +205,11 @@ def _partitions(broker: Broker) -> list[dict[str, Any]]:
 
 
 def _cluster(broker: Broker) -> dict[str, Any]:
-    cluster = broker.cluster
-    if cluster is None:
-        summary = views.cluster(broker)
-        return {"cluster_id": summary["cluster_id"], "controller_id": broker.node_id,
-                "mode": "single", "brokers": [
-                    {"node_id": b["node_id"], "host": b["host"], "port": b["port"]}
-                    for b in summary["brokers"]]}
-    model = cluster.model
-    return {"cluster_id": model.cluster_id or broker.cluster_id,
-            "controller_id": -1 if model.controller_id is None else model.controller_id,
-            "mode": "cluster", "brokers": [
-                {"node_id": b.node_id, "host": b.host, "port": b.port}
-                for b in sorted(model.brokers.values(), key=lambda b: b.node_id)]}
+    summary = views.cluster(broker)
+    return {"cluster_id": summary["cluster_id"], "controller_id": summary["controller_id"],
+            "mode": "single" if broker.cluster is None else "cluster",
+            "brokers": [{k: b[k] for k in ("node_id", "host", "port")}
+                        for b in summary["brokers"]]}
 
 
 def _requests(state: AdminState, previous: dict[str, Any], counters: dict[str, Any],

@@ -27,12 +27,25 @@ def api_name(api_key: int) -> str:
 
 
 def cluster(broker: Broker) -> dict[str, Any]:
+    """This broker alone, or in cluster mode every registered broker and the controller
+    (-1 while none is elected), as this broker's view of etcd has them. Listeners are
+    known for this broker only."""
     host, port = broker.advertised_address
+    own = [str(li) for li in broker.config["listeners"]]
+    if broker.cluster is not None:
+        model = broker.cluster.model
+        return {
+            "cluster_id": model.cluster_id or broker.cluster_id,
+            "controller_id": -1 if model.controller_id is None else model.controller_id,
+            "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port,
+                         "listeners": own if b.node_id == broker.node_id else []}
+                        for b in sorted(model.brokers.values(), key=lambda b: b.node_id)],
+        }
     return {
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "brokers": [{"node_id": broker.node_id, "host": host, "port": port,
-                     "listeners": [str(li) for li in broker.config["listeners"]]}],
+                     "listeners": own}],
     }
 
 
