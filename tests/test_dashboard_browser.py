@@ -166,6 +166,11 @@ def test_dashboard_shows_rate_lag_devices_and_leaders(bridged_server, device) ->
                       f"chart: {shown} (median {median})")
                 assert abs(median - producer.rate) <= 0.2 * producer.rate, (shown, producer.rate)
 
+                # The producer's requests showed on the requests table while it ran.
+                produce_rates = [r.get("Produce", 0) for r in page.evaluate(
+                    "samples.map(s => s.requests_per_second)")]
+                assert max(produce_rates) > 0, produce_rates  # (batching may merge records)
+
                 # The topic table and the API agree on the size; the partition's leader.
                 with urllib.request.urlopen(server.admin_url + f"/v1/topics/{TOPIC}") as r:
                     size = json.loads(r.read())["partitions"][0]["size_bytes"]

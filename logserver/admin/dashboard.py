@@ -99,6 +99,9 @@ class DashboardFeed:
 
     async def _run(self) -> None:
         while True:
+            if self.state.stopping:  # the broker closes its storage meanwhile
+                await asyncio.sleep(self.interval)
+                continue
             try:
                 sample = await self.sample()
             except Exception:  # a view that fails must not end the feed

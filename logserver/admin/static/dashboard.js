@@ -35,7 +35,9 @@ function niceMax(value) {
 
 // series: [{name, points: [[time, value], ...]}]
 function drawChart(svg, legend, series) {
-  const W = 800, H = 220, left = 56, right = 8, top = 8, bottom = 22;
+  const W = Math.max(Math.round(svg.getBoundingClientRect().width) || 800, 300);
+  const H = 220, left = 56, right = 12, top = 8, bottom = 22;
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   svg.replaceChildren();
   legend.replaceChildren();
   const latest = samples.length ? samples[samples.length - 1].time : Date.now() / 1000;
@@ -107,6 +109,9 @@ function render() {
     {"data-topic": p.topic, "data-partition": p.partition, "data-leader": p.leader},
     [p.topic, p.partition, p.leader, p.replicas.join(","), p.isr.join(","),
      human(p.size_bytes, "B"), p.log_end_offset === null ? "–" : p.log_end_offset]]));
+  const rates = Object.entries(now.requests_per_second || {}).filter(([, r]) => r > 0);
+  fillTable("requests", rates.sort((a, b) => b[1] - a[1]).map(([api, r]) => [
+    {"data-api": api, "data-rate": r}, [api, human(r)]]));
   const cluster = now.cluster;
   if (cluster) {
     document.getElementById("cluster-id").textContent =
