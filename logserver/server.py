@@ -40,7 +40,8 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     bridge_target = _bridge_listener(config, security) if mqtt_bridge is not None else None
     config = _within_descriptor_limit(config)
     stats = ConnectionStats()
-    admin_state = AdminState(stats, started_at=time.monotonic())
+    admin_state = AdminState(stats, started_at=time.monotonic(),
+                             bridge_admin_url=config["admin.mqtt.bridge.url"])
     admin = AdminServer(admin_state, config["admin.listeners"])
     await admin.start()  # /v1/status/ready says false while the data directory recovers
     try:
