@@ -88,8 +88,9 @@ class DashboardFeed:
 
     async def close(self, _: web.Application | None = None) -> None:
         for queue in list(self.subscribers):
-            with contextlib.suppress(asyncio.QueueFull):
-                queue.put_nowait(None)  # ends that page's stream
+            while queue.full():  # a page behind: it gets the end, not the backlog
+                queue.get_nowait()
+            queue.put_nowait(None)  # ends that page's stream
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -155,7 +156,7 @@ class DashboardFeed:
                 if sample is None:
                     break
                 await response.write(b"data: " + json.dumps(sample).encode() + b"\n\n")
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:  # the page went away
             pass
         finally:
             self.subscribers.discard(queue)
