@@ -60,3 +60,52 @@ def test_page_assets_and_a_standalone_bridges_devices(request, server_factory, t
     finally:
         device.disconnect()
         device.loop_stop()
+
+
+def test_devices_stay_visible_over_a_bridge_restart(server_factory) -> None:
+    """``--mqtt-bridge``: the server holds the child's admin socket, so a restarted bridge
+    answers the dashboard at the same address; the reconnected device shows again."""
+    import os
+    import re
+    import signal
+    import time
+
+    from logserver.childproc import can_connect
+
+    mqtt_port = free_port()
+    server = server_factory(extra_args=["--mqtt-bridge", f"{HOST}:{mqtt_port}"])
+
+    def bridge_pids() -> list[int]:
+        return [int(p) for p in re.findall(r"started mqtt-bridge \(pid (\d+)\)", server.output())]
+
+    def device_shown(newer_than: float | None = None) -> dict:
+        for seen, (name, sample) in enumerate(events(server.admin_url + "/dashboard/events")):
+            assert seen < 40, sample
+            if name == "history":
+                continue
+            devices = sample["devices"]
+            if (devices and devices["reachable"] and devices["connected"] == 1
+                    and (newer_than is None
+                         or devices["clients"][0]["connected_s"] < time.monotonic() - newer_than)):
+                return devices
+        raise AssertionError("the event stream ended")
+
+    deadline = time.monotonic() + 30
+    while not can_connect(mqtt_port):
+        assert time.monotonic() < deadline, "the bridge does not listen"
+        time.sleep(0.05)
+    device = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="keeps-1")
+    device.reconnect_delay_set(min_delay=1, max_delay=1)
+    device.connect(HOST, mqtt_port)
+    device.loop_start()  # reconnects by itself once the bridge is back
+    try:
+        assert [c["client_id"] for c in device_shown()["clients"]] == ["keeps-1"]
+        (first,) = bridge_pids()
+        os.kill(first, signal.SIGKILL)
+        killed = time.monotonic()
+        shown = device_shown(newer_than=killed)
+        assert [c["client_id"] for c in shown["clients"]] == ["keeps-1"]
+        assert len(bridge_pids()) == 2
+    finally:
+        device.disconnect()
+        device.loop_stop()
