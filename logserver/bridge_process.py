@@ -54,8 +54,9 @@ class BridgeSupervisor:
 
     def __init__(self, listen: str, bootstrap: str, extra_args: Sequence[str] = (), *,
                  first_backoff: float = FIRST_BACKOFF_SECONDS,
-                 max_backoff: float = MAX_BACKOFF_SECONDS) -> None:
+                 max_backoff: float = MAX_BACKOFF_SECONDS, pass_fds: Sequence[int] = ()) -> None:
         self.listen = listen
+        self.pass_fds = tuple(pass_fds)
         self.command = bridge_command(listen, bootstrap, *extra_args)
         self.first_backoff = first_backoff
         self.max_backoff = max_backoff
@@ -74,7 +75,7 @@ class BridgeSupervisor:
             if self.restarts:
                 log.info("restarting mqtt-bridge (restart %d)", self.restarts)
             child = ChildProcess(argv=self.command, name="mqtt-bridge", env=os.environ,
-                                 cwd=Path.cwd())
+                                 cwd=Path.cwd(), pass_fds=self.pass_fds)
             self.child = child.spawn()
             started = loop.time()
             assert child.proc is not None

@@ -113,7 +113,8 @@ class ChildProcess:
 
     def __init__(self, log_path: Path | None = None, *, argv: Sequence[str] | None = None,
                  name: str | None = None, env: Mapping[str, str] | None = None,
-                 cwd: Path | None = None, capture_stdout: bool = False) -> None:
+                 cwd: Path | None = None, capture_stdout: bool = False,
+                 pass_fds: Sequence[int] = ()) -> None:
         self.log_path = Path(log_path) if log_path is not None else None
         self.argv = list(argv) if argv is not None else None
         if name is not None:
@@ -121,6 +122,7 @@ class ChildProcess:
         self._env = dict(env) if env is not None else None
         self._cwd = cwd
         self.capture_stdout = capture_stdout
+        self.pass_fds = tuple(pass_fds)  # descriptors the child inherits (listening sockets)
         self.proc: subprocess.Popen[bytes] | None = None
 
     # ---- what to run ----------------------------------------------------------------
@@ -171,6 +173,7 @@ class ChildProcess:
                 stdout=subprocess.PIPE if self.capture_stdout else out,
                 stderr=out,
                 env=self.env(), cwd=str(self.cwd()), start_new_session=True,
+                pass_fds=self.pass_fds,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
         finally:

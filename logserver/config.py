@@ -96,6 +96,21 @@ def parse_admin_listeners(text: str) -> list[Listener]:
     return listeners
 
 
+def _optional_http_url(text: str) -> str | None:
+    """``http://host:port`` (an admin API to read), or empty for none."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "http" or not parts.hostname or port is None:
+        raise ValueError(f"expected http://host:port, got {text!r}")
+    return text.rstrip("/")
+
+
 def _parse_bool(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("true", "yes", "1", "on"):
@@ -162,6 +177,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("admin.listeners", "http://127.0.0.1:9644", parse_admin_listeners,
                 "Admin HTTP API and Prometheus /metrics (http://host:port, comma separated; "
                 "empty: off). 9644 is Redpanda's admin port."),
+        Setting("admin.mqtt.bridge.url", None, _optional_http_url,
+                "Admin API (mqtt-bridge --admin-listen) of an MQTT bridge run on its own, "
+                "whose connected devices the dashboard shows (--mqtt-bridge sets its "
+                "child's itself)."),
         Setting("node.id", "1", _int_in(0, 2**31 - 1), "This broker's id."),
         Setting("log.dirs", "./data", str, "Data directory (one directory)."),
         Setting("num.partitions", "1", _int_in(1, 100_000),

@@ -41,12 +41,20 @@ class LatencyHistogram:
 
 
 class RequestMetrics:
-    """Requests and their latency (arrival to response ready) per Kafka API key."""
+    """Requests and their latency (arrival to response ready) per Kafka API key, and the
+    requests waiting now (delayed: a Produce for its fsync or the ISR, a long-poll Fetch)."""
 
-    __slots__ = ("by_api",)
+    __slots__ = ("by_api", "waiting")
 
     def __init__(self) -> None:
         self.by_api: dict[int, LatencyHistogram] = {}
+        self.waiting: dict[int, int] = {}
+
+    def wait_started(self, api_key: int) -> None:
+        self.waiting[api_key] = self.waiting.get(api_key, 0) + 1
+
+    def wait_ended(self, api_key: int) -> None:
+        self.waiting[api_key] -= 1
 
     def observe(self, api_key: int, seconds: float) -> None:
         histogram = self.by_api.get(api_key)

@@ -321,6 +321,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if isinstance(result, Awaitable):
             future = asyncio.ensure_future(result)
             self._futures.add(future)
+            self._stats.request_metrics.wait_started(header.api_key)
             future.add_done_callback(functools.partial(
                 self._on_response_ready, self._framing.reserve(), header, size, started))
             self._update_reading()
@@ -340,6 +341,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                            size: int, started: float, future: asyncio.Future[Any]) -> None:
         self._stats.budget.release(size)
         self._futures.discard(future)
+        self._stats.request_metrics.wait_ended(header.api_key)
         self._stats.request_metrics.observe(header.api_key, time.perf_counter() - started)
         if future.cancelled():
             return

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import signal
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -39,7 +40,8 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     bridge_target = _bridge_listener(config, security) if mqtt_bridge is not None else None
     config = _within_descriptor_limit(config)
     stats = ConnectionStats()
-    admin_state = AdminState(stats, started_at=time.monotonic())
+    admin_state = AdminState(stats, started_at=time.monotonic(),
+                             bridge_admin_url=config["admin.mqtt.bridge.url"])
     admin = AdminServer(admin_state, config["admin.listeners"])
     await admin.start()  # /v1/status/ready says false while the data directory recovers
     try:
@@ -68,6 +70,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     servers: list[asyncio.Server] = []
     bridge: BridgeSupervisor | None = None
     bridge_task: asyncio.Task[str | None] | None = None
+    admin_sock: socket.socket | None = None
     stop = stop or asyncio.Event()
     try:
         ports = []
@@ -92,7 +95,11 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         if mqtt_bridge is not None:
             target = next(li for li in broker.config.advertised if li.name == bridge_target)
             host, port = target.host, target.port
-            bridge = BridgeSupervisor(mqtt_bridge, f"{host}:{port}", bridge_args)
+            admin_sock = bridge_admin_socket(admin_state) if admin.addresses else None
+            fds = () if admin_sock is None else (admin_sock.fileno(),)
+            extra = () if admin_sock is None else ("--admin-fd", str(admin_sock.fileno()))
+            bridge = BridgeSupervisor(mqtt_bridge, f"{host}:{port}", [*bridge_args, *extra],
+                                      pass_fds=fds)
             bridge_task = loop.create_task(bridge.run())
             bridge_task.add_done_callback(lambda _: stop.set())  # it only ends by giving up
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -108,6 +115,8 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         if bridge is not None and bridge_task is not None:
             await bridge.stop()
             bridge_failure = await bridge_task
+        if admin_sock is not None:
+            admin_sock.close()
         for task in background:
             task.cancel()
         for server in servers:
@@ -134,6 +143,16 @@ def _bridge_listener(config: Config, security: dict[str, ListenerSecurity]) -> s
             return str(listener.name)
     raise ConfigError("--mqtt-bridge needs a PLAINTEXT listener on the loopback address to "
                       "reach the log server (e.g. add PLAINTEXT://127.0.0.1:9092 to listeners)")
+
+
+def bridge_admin_socket(admin_state: AdminState) -> socket.socket:
+    """A loopback listening socket for the bridge child's admin API (``--admin-fd``): the
+    dashboard reads its devices there. Held here, so it survives bridge restarts."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    admin_state.bridge_admin_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    return sock
 
 
 class BridgeFailed(RuntimeError):

@@ -8,17 +8,26 @@ the bridge's own.
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+
+from .latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
 
 Snapshot = Callable[[], dict[str, Any]]
+Devices = Callable[[], list[dict[str, Any]]]
 
 # snapshot key -> (metric name, help); gauges are current values, counters since start-up
 GAUGES = {
@@ -43,8 +52,9 @@ COUNTERS = {
 
 
 class BridgeCollector(Collector):
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, puback: LatencyHistogram | None = None) -> None:
         self._snapshot = snapshot
+        self._puback = puback
 
     def collect(self) -> Iterator[Metric]:
         current = self._snapshot()
@@ -52,11 +62,23 @@ class BridgeCollector(Collector):
             yield GaugeMetricFamily(name, documentation, value=current[key])
         for key, (name, documentation) in COUNTERS.items():
             yield CounterMetricFamily(name, documentation, value=current[key])
+        dropped = CounterMetricFamily(
+            "mqtt_messages_dropped", "Outgoing messages dropped: a session's queue was full "
+            "(max_queued) while its client did not acknowledge.", labels=["reason"])
+        dropped.add_metric(["queue_full"], current["queued_dropped"])
+        yield dropped
+        if self._puback is not None:
+            latency = HistogramMetricFamily(
+                "mqtt_puback_latency_seconds", "From a QoS 1/2 PUBLISH received to its PUBACK "
+                "(PUBREC) written: the log write and its acknowledgement in between.")
+            latency.add_metric([], self._puback.cumulative(), self._puback.total)
+            yield latency
 
 
-def build_app(snapshot: Snapshot) -> web.Application:
+def build_app(snapshot: Snapshot, devices: Devices = list,
+              puback: LatencyHistogram | None = None) -> web.Application:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BridgeCollector(snapshot))
+    registry.register(BridgeCollector(snapshot, puback))
 
     async def scrape(_: web.Request) -> web.Response:
         response = web.Response(body=generate_latest(registry))
@@ -66,24 +88,39 @@ def build_app(snapshot: Snapshot) -> web.Application:
     async def status(_: web.Request) -> web.Response:
         return web.json_response(snapshot())
 
+    async def connected(_: web.Request) -> web.Response:
+        return web.json_response({"devices": devices()})
+
     app = web.Application()
     app.router.add_get("/metrics", scrape)
     app.router.add_get("/v1/status", status)
+    app.router.add_get("/v1/devices", connected)
     return app
 
 
 class AdminListener:
-    """Serves ``build_app`` on host:port; ``port`` is the bound one (0 picks a free one)."""
+    """Serves ``build_app`` on host:port; ``port`` is the bound one (0 picks a free one).
 
-    def __init__(self, snapshot: Snapshot, host: str, port: int) -> None:
-        self._runner = web.AppRunner(build_app(snapshot), access_log=None, handle_signals=False)
+    ``sock``: a listening socket inherited from ``logserver --mqtt-bridge`` instead, so
+    the server knows the address without a race and keeps it over bridge restarts.
+    """
+
+    def __init__(self, snapshot: Snapshot, host: str, port: int, devices: Devices = list,
+                 sock: socket.socket | None = None,
+                 puback: LatencyHistogram | None = None) -> None:
+        self._runner = web.AppRunner(build_app(snapshot, devices, puback), access_log=None,
+                                     handle_signals=False)
         self.host = host
         self.port = port
+        self._sock = sock
 
     async def start(self) -> None:
         await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port, reuse_address=True).start()
-        self.port = self._runner.addresses[0][1]
+        if self._sock is not None:
+            await web.SockSite(self._runner, self._sock).start()
+        else:
+            await web.TCPSite(self._runner, self.host, self.port, reuse_address=True).start()
+        self.host, self.port = self._runner.addresses[0][:2]
         log.info("mqtt-bridge admin API on http://%s:%d (metrics at /metrics)", self.host,
                  self.port, extra={"event": "admin_listening", "port": self.port})
 

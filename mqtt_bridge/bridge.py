@@ -33,6 +33,7 @@ from .connection import Connection
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .kafka_fetcher import LATEST, Fetcher
 from .kafka_producer import Producer
+from .latency import LatencyHistogram
 from .mapping import Mapping, UplinkTopics, valid_kafka_topic
 from .retained_log import RetainedLog
 from .session import OutMessage, Qos2In, Session
@@ -143,6 +144,8 @@ class Bridge:
         self.index = SubscriptionIndex()
         self.retained = RetainedStore(config.max_retained_messages, config.max_retained_bytes)
         self.stats = Stats()
+        #: PUBLISH (QoS 1/2) received -> its PUBACK/PUBREC written (the log write between)
+        self.puback_latency = LatencyHistogram()
         self.uplink_topics: set[str] = set()
         self.server: asyncio.AbstractServer | None = None
         self.tls_server: asyncio.AbstractServer | None = None
@@ -1050,6 +1053,11 @@ class Bridge:
             }
             log.info("stats", extra={"event": "stats", **cur, **rates})
             prev = cur
+
+    def devices(self) -> list[dict[str, Any]]:
+        """The connected clients and their counters (the admin API's /v1/devices)."""
+        return sorted((c.counters() for c in list(self.connections) if c.client_id),
+                      key=lambda d: str(d["client_id"]))
 
     def log_connections(self) -> None:
         """Per-connection counters, one log line each (SIGUSR1)."""

@@ -8,6 +8,7 @@ import contextlib
 import getpass
 import logging
 import signal
+import socket
 import sys
 import tomllib
 from collections.abc import Callable, Coroutine
@@ -108,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--stats-interval-s", type=float, metavar="S", help=f"throughput counters log interval, 0 = off (default {d.stats_interval_s})")
     o.add_argument("--admin-listen", metavar="HOST:PORT",
                    help="admin HTTP listener: Prometheus /metrics and /v1/status (default off)")
+    o.add_argument("--admin-fd", type=int, metavar="FD",
+                   help="serve the admin API on this inherited listening socket "
+                   "(logserver --mqtt-bridge passes one)")
     o.add_argument("--log-level", default="INFO", choices=logs.LEVELS)
     o.add_argument("--log-format", default=logs.DEFAULT_FORMAT, choices=logs.FORMATS,
                    help=f"log lines on stderr: text or JSON objects (default {logs.DEFAULT_FORMAT}; "
@@ -151,7 +155,7 @@ def config_from_args(args: argparse.Namespace) -> BridgeConfig:
     return cfg
 
 
-async def _serve(cfg: BridgeConfig) -> None:
+async def _serve(cfg: BridgeConfig, admin_fd: int | None = None) -> None:
     from .bridge import Bridge, CannotListen
 
     bridge = Bridge(cfg)
@@ -161,10 +165,12 @@ async def _serve(cfg: BridgeConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, bridge.log_connections)
     admin = None
-    if cfg.admin_port is not None:  # up first: it reports while the bridge waits for the log
-        from .admin import AdminListener
+    if cfg.admin_port is not None or admin_fd is not None:  # up first: it reports while
+        from .admin import AdminListener  # the bridge waits for the log
 
-        admin = AdminListener(bridge.snapshot, cfg.admin_host, cfg.admin_port)
+        sock = None if admin_fd is None else socket.socket(fileno=admin_fd)
+        admin = AdminListener(bridge.snapshot, cfg.admin_host, cfg.admin_port or 0,
+                              bridge.devices, sock, bridge.puback_latency)
         try:
             await admin.start()
         except OSError as exc:
@@ -215,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     from .bridge import CannotListen
 
     try:
-        run(_serve(cfg))
+        run(_serve(cfg, args.admin_fd))
     except KeyboardInterrupt:
         pass
     except CannotListen as exc:

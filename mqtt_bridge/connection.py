@@ -86,7 +86,7 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
-        self._acks: deque[list[Any]] = deque()  # [packet_id, qos, future]
+        self._acks: deque[list[Any]] = deque()  # [packet_id, qos, future, reason, received]
         self._reading_paused = False
         # counters
         self.msgs_in = 0
@@ -383,7 +383,7 @@ class Connection(asyncio.Protocol):
         if qos == 0:
             return
         if isinstance(result, asyncio.Future):
-            entry = [p.packet_id, qos, result]
+            entry = [p.packet_id, qos, result, None, time.perf_counter()]
             self._acks.append(entry)
             result.add_done_callback(self._on_logged)
             producer = self.bridge.producer
@@ -392,7 +392,7 @@ class Connection(asyncio.Protocol):
                 self.transport.pause_reading()
                 producer.when_space(self._resume_reading)
         else:
-            self._acks.append([p.packet_id, qos, None, result])
+            self._acks.append([p.packet_id, qos, None, result, time.perf_counter()])
             self._drain_acks()
 
     def _resume_reading(self) -> None:
@@ -437,6 +437,7 @@ class Connection(asyncio.Protocol):
             if qos == 2 and reason >= 0x80 and self.session is not None:
                 self.session.qos2_in.pop(pid, None)  # refused: the exchange ends here
             kind = PacketType.PUBACK if qos == 1 else PacketType.PUBREC
+            self.bridge.puback_latency.observe(time.perf_counter() - entry[4])
             if reason >= 0x80 and self.version == MQTT_5:
                 self.write(encode(Ack(kind, pid, reason, {"reason_string": _why(reason)}), MQTT_5))
             else:

@@ -13,8 +13,9 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from logserver.admin import metrics, views
+from logserver.admin import dashboard, metrics, views
 from logserver.admin.openapi import DOCUMENT
+from logserver.admin.rates import RecentRates
 from logserver.admin.state import AdminState
 from logserver.broker import Broker
 from logserver.config import Listener
@@ -26,7 +27,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def build_app(state: AdminState) -> web.Application:
     registry = metrics.registry(state)
+    recent = RecentRates(lambda: views.request_counts(state))
     app = web.Application()
+    app.on_startup.append(recent.start)
+    app.on_cleanup.append(recent.close)
 
     def with_broker(view: Callable[[Broker, web.Request], Any]) -> Handler:
         async def handle(request: web.Request) -> web.StreamResponse:
@@ -50,7 +54,7 @@ def build_app(state: AdminState) -> web.Application:
         return web.json_response(views.connections(state))
 
     async def requests(_: web.Request) -> web.Response:
-        return web.json_response(views.requests(state))
+        return web.json_response(views.requests(state, recent))
 
     async def live(_: web.Request) -> web.Response:
         return web.json_response(views.status(state))
@@ -77,6 +81,7 @@ def build_app(state: AdminState) -> web.Application:
     app.router.add_get("/v1/status/ready", ready)
     app.router.add_get("/openapi.json", openapi)
     app.router.add_get("/metrics", scrape)
+    dashboard.add_routes(app, dashboard.DashboardFeed(state))
     return app
 
 

@@ -21,6 +21,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from kafkaproto import ApiKey
 from logserver.admin import views
 from logserver.latency import LatencyHistogram
 
@@ -102,12 +103,21 @@ def _topic_metrics(state: AdminState) -> Iterator[Metric]:
             start.add_metric(labels, s.log_start_offset)
             size.add_metric(labels, s.size_bytes)
             segments.add_metric(labels, s.segment_count)
+    waiting_requests = state.stats.request_metrics.waiting
+    produce = waiting_requests.get(ApiKey.PRODUCE, 0)
     purgatory = GaugeMetricFamily(
         "kafka_server_delayedoperationpurgatory_purgatory_size",
-        "Long-poll fetches parked until data arrives or max.wait.ms passes (one per "
-        "partition watched).", labels=["delayed_operation"])
+        "Delayed operations watched: Produce requests waiting for their acks (the fsync, "
+        "or acks=all the ISR); long-poll fetches parked until data arrives or max.wait.ms "
+        "passes (one per partition watched).", labels=["delayed_operation"])
+    purgatory.add_metric(["Produce"], produce)
     purgatory.add_metric(["Fetch"], waiting)
-    yield from (bytes_in, bytes_out, messages_in, end, start, size, segments, purgatory)
+    delayed = GaugeMetricFamily(
+        "kafka_server_delayedoperationpurgatory_num_delayed_operations",
+        "Requests whose response waits now (one per request).", labels=["delayed_operation"])
+    delayed.add_metric(["Produce"], produce)
+    delayed.add_metric(["Fetch"], waiting_requests.get(ApiKey.FETCH, 0))
+    yield from (bytes_in, bytes_out, messages_in, end, start, size, segments, purgatory, delayed)
 
 
 def _group_metrics(state: AdminState) -> Iterator[Metric]:

@@ -23,6 +23,8 @@ class AdminState:
     serving: bool = False  # the Kafka listeners are bound and the broker started
     stopping: bool = False
     started_at: float = field(default=0.0)
+    #: the --mqtt-bridge child's admin API, read by the dashboard for its devices
+    bridge_admin_url: str | None = None
 
     @property
     def ready(self) -> bool:

@@ -13,6 +13,7 @@ from kafkaproto import ApiKey, ErrorCode
 from logserver.storage.api import PartitionStats
 
 if TYPE_CHECKING:
+    from logserver.admin.rates import RecentRates
     from logserver.admin.state import AdminState
     from logserver.broker import Broker
 
@@ -26,12 +27,25 @@ def api_name(api_key: int) -> str:
 
 
 def cluster(broker: Broker) -> dict[str, Any]:
+    """This broker alone, or in cluster mode every registered broker and the controller
+    (-1 while none is elected), as this broker's view of etcd has them. Listeners are
+    known for this broker only."""
     host, port = broker.advertised_address
+    own = [str(li) for li in broker.config["listeners"]]
+    if broker.cluster is not None:
+        model = broker.cluster.model
+        return {
+            "cluster_id": model.cluster_id or broker.cluster_id,
+            "controller_id": -1 if model.controller_id is None else model.controller_id,
+            "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port,
+                         "listeners": own if b.node_id == broker.node_id else []}
+                        for b in sorted(model.brokers.values(), key=lambda b: b.node_id)],
+        }
     return {
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "brokers": [{"node_id": broker.node_id, "host": host, "port": port,
-                     "listeners": [str(li) for li in broker.config["listeners"]]}],
+                     "listeners": own}],
     }
 
 
@@ -122,10 +136,26 @@ def connections(state: AdminState) -> dict[str, Any]:
     return {"open": state.stats.open_connections, "connections": listed}
 
 
-def requests(state: AdminState) -> dict[str, Any]:
+def request_counts(state: AdminState) -> dict[str, int]:
+    """Requests answered so far, by Kafka's API name."""
+    return {api_name(key): h.count for key, h in state.stats.request_metrics.by_api.items()}
+
+
+def requests(state: AdminState, recent: RecentRates | None = None) -> dict[str, Any]:
+    """Totals per API, the requests waiting now (delayed), and the recent rates."""
     stats = state.stats
-    by_api = {api_name(key): {"count": h.count, "total_seconds": h.total}
-              for key, h in sorted(stats.request_metrics.by_api.items())}
+    metrics = stats.request_metrics
+    rates = recent.rates() if recent is not None else {}
+    by_api = {}
+    for key in sorted({*metrics.by_api, *(k for k, n in metrics.waiting.items() if n)}):
+        name = api_name(key)
+        windows = rates.get(name, {})
+        h = metrics.by_api.get(key)
+        by_api[name] = {"count": 0 if h is None else h.count,
+                        "total_seconds": 0.0 if h is None else h.total,
+                        "waiting": metrics.waiting.get(key, 0),
+                        "per_second_10s": windows.get(10, 0.0),
+                        "per_second_1m": windows.get(60, 0.0)}
     return {"total": stats.requests, "protocol_errors": stats.protocol_errors, "apis": by_api}
 
 

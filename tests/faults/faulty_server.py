@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -27,6 +28,8 @@ def main(argv: list[str]) -> int:
                         help="segment writes fail like a full disk while this file exists")
     parser.add_argument("--hold-recovery-flag", type=Path,
                         help="opening the data directory waits while this file exists")
+    parser.add_argument("--hold-fsync-flag", type=Path,
+                        help="every fsync waits while this file exists")
     parser.add_argument("server_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     server_args = args.server_args[1:] if args.server_args[:1] == ["--"] else args.server_args
@@ -34,9 +37,24 @@ def main(argv: list[str]) -> int:
         segment.pwrite = enospc_writer(args.enospc_flag)
     if args.hold_recovery_flag is not None:
         hold_recovery(args.hold_recovery_flag)
+    if args.hold_fsync_flag is not None:
+        hold_fsync(args.hold_fsync_flag)
     print(f"TEST FAULT INJECTION ACTIVE: enospc_flag={args.enospc_flag} "
           f"hold_recovery_flag={args.hold_recovery_flag}", file=sys.stderr)
     return cli.main(server_args)
+
+
+def hold_fsync(flag: Path) -> None:
+    """fsyncs as slow as the test wants: each waits while ``flag`` exists (they run on the
+    durability's worker thread, so requests that wait for one stay delayed meanwhile)."""
+    real_fsync = os.fsync
+
+    def held(fd: int) -> None:
+        while flag.exists():
+            time.sleep(0.02)
+        real_fsync(fd)
+
+    os.fsync = held
 
 
 def hold_recovery(flag: Path) -> None:
@@ -53,13 +71,16 @@ def hold_recovery(flag: Path) -> None:
     segment_log.LogManager = HeldLogManager  # type: ignore[misc]
 
 
-def launcher(*, enospc_flag: Path | None = None, hold_recovery_flag: Path | None = None) -> list[str]:
+def launcher(*, enospc_flag: Path | None = None, hold_recovery_flag: Path | None = None,
+             hold_fsync_flag: Path | None = None) -> list[str]:
     """The ``ServerProcess(launcher=...)`` arguments that start logserver with these faults."""
     args = ["-m", "tests.faults.faulty_server"]
     if enospc_flag is not None:
         args += ["--enospc-flag", str(enospc_flag)]
     if hold_recovery_flag is not None:
         args += ["--hold-recovery-flag", str(hold_recovery_flag)]
+    if hold_fsync_flag is not None:
+        args += ["--hold-fsync-flag", str(hold_fsync_flag)]
     return [*args, "--"]
 
 
