@@ -7,10 +7,11 @@ joined through it. Every process is stopped by its own pid (logserver.childproc)
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +118,16 @@ class Cluster:
         if topic_meta is None or topic_meta.error is not None:
             return None
         return topic_meta.partitions.get(index)
+
+
+@contextlib.contextmanager
+def running_cluster(root: Path, nodes: int = 3, **settings: object) -> Iterator[Cluster]:
+    """A fresh etcd and ``nodes`` brokers under ``root``; all stopped on the way out."""
+    etcd = EtcdProcess(root / "etcd-data")
+    etcd.start()
+    cluster = Cluster(root, etcd, nodes, **settings)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+        etcd.stop()

@@ -8,7 +8,7 @@ import asyncio
 import time
 
 import pytest
-from clusterprocs import Cluster, EtcdProcess, wait_until
+from clusterprocs import running_cluster, wait_until
 from support.mqtt_client import MqttClient, connect_many
 from support.mqtt_procs import HOST, BridgeProcess
 from test_cluster import consume_all, create
@@ -18,15 +18,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def cluster(tmp_path):
-    etcd = EtcdProcess(tmp_path / "etcd-data")
-    etcd.start()
-    nodes = Cluster(tmp_path, etcd, 3, **{"min.insync.replicas": 2,
-                                          "default.replication.factor": 3})
-    try:
-        yield nodes.start()
-    finally:
-        nodes.stop()
-        etcd.stop()
+    with running_cluster(tmp_path, 3, **{"min.insync.replicas": 2,
+                                          "default.replication.factor": 3}) as nodes:
+        yield nodes
 
 
 def test_bridge_loses_no_pubacked_message_through_a_leader_kill(tmp_path, cluster):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from clusterprocs import Cluster, EtcdProcess, wait_until
+from clusterprocs import running_cluster, wait_until
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
 from test_cluster import create
@@ -18,14 +18,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def cluster(tmp_path):
-    etcd = EtcdProcess(tmp_path / "etcd-data")
-    etcd.start()
-    nodes = Cluster(tmp_path, etcd, 3, **{"min.insync.replicas": 2, "default.replication.factor": 3})
-    try:
-        yield nodes.start()
-    finally:
-        nodes.stop()
-        etcd.stop()
+    with running_cluster(tmp_path, 3, **{"min.insync.replicas": 2, "default.replication.factor": 3}) as nodes:
+        yield nodes
 
 
 def produce(bootstrap: str, topic: str, values: list[tuple[int, bytes]]) -> None:

@@ -8,7 +8,7 @@ test_spark_streaming.py).
 from __future__ import annotations
 
 import pytest
-from clusterprocs import Cluster, EtcdProcess, wait_until
+from clusterprocs import running_cluster, wait_until
 from pyspark.sql import SparkSession
 from spark_support import reading, spark_session
 from test_cluster import create
@@ -28,14 +28,8 @@ def spark() -> SparkSession:
 
 @pytest.fixture
 def cluster(tmp_path):
-    etcd = EtcdProcess(tmp_path / "etcd-data")
-    etcd.start()
-    nodes = Cluster(tmp_path, etcd, 3, **{"min.insync.replicas": 2, "default.replication.factor": 3})
-    try:
-        yield nodes.start()
-    finally:
-        nodes.stop()
-        etcd.stop()
+    with running_cluster(tmp_path, 3, **{"min.insync.replicas": 2, "default.replication.factor": 3}) as nodes:
+        yield nodes
 
 
 def test_telemetry_windows_are_exact_through_a_leader_kill(spark, cluster, tmp_path) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from clusterprocs import Cluster, EtcdProcess, wait_until
+from clusterprocs import Cluster, running_cluster, wait_until
 from confluent_kafka.admin import NewTopic
 
 pytestmark = pytest.mark.timeout(180)
@@ -37,14 +37,8 @@ def events(url: str) -> Iterator[tuple[str, Any]]:
 
 @pytest.fixture
 def cluster(tmp_path):
-    etcd = EtcdProcess(tmp_path / "etcd-data")
-    etcd.start()
-    nodes = Cluster(tmp_path, etcd, 3, **{"default.replication.factor": 3})
-    try:
-        yield nodes.start()
-    finally:
-        nodes.stop()
-        etcd.stop()
+    with running_cluster(tmp_path, 3, **{"default.replication.factor": 3}) as nodes:
+        yield nodes
 
 
 def test_stream_shows_brokers_controller_and_leaders(cluster: Cluster) -> None:

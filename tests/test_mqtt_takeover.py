@@ -6,7 +6,6 @@ Real logserver and two or three bridge processes, paho-mqtt 5 devices, kafka-pyt
 from __future__ import annotations
 
 import threading
-import time
 import urllib.request
 
 import paho.mqtt.client as paho
@@ -18,7 +17,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from prometheus_client.parser import text_string_to_metric_families
 from serverproc import free_port
 from support.mqtt_procs import HOST, BridgeProcess
-from test_mqtt_sessions import stored_session
+from test_mqtt_sessions import stored_session, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -31,15 +30,6 @@ def start_bridge(request, tmp_path, bootstrap: str, name: str, *args: str) -> Br
     request.addfinalizer(b.stop)
     b.start()
     return b
-
-
-def wait_until(cond, timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Device:
