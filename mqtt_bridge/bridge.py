@@ -679,10 +679,14 @@ class Bridge:
         elif result >= 0x80:
             raise KafkaError(f"refused: {result!r}")
 
-    def released(self, session: Session, pid: int) -> None:
-        """PUBREL: the client will not send this packet id's message again."""
-        if session.qos2_in.pop(pid, None) is not None and session.persistent:
+    def released(self, session: Session, pid: int) -> bool:
+        """PUBREL: the client will not send this packet id's message again. False if the
+        session held nothing for it."""
+        if session.qos2_in.pop(pid, None) is None:
+            return False
+        if session.persistent:
             session.dirty = True
+        return True
 
     def _route_local(
         self, conn: Connection | None, topic: str, payload: bytes, qos: int, retain: bool,

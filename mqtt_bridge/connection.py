@@ -277,9 +277,10 @@ class Connection(asyncio.Protocol):
             if self.session is not None:
                 self.session.on_puback(p.packet_id)
         elif t == PacketType.PUBREL:
-            if self.session is not None:
-                self.bridge.released(self.session, p.packet_id)
-            self.write(puback(p.packet_id, PacketType.PUBCOMP))
+            known = self.session is not None and self.bridge.released(self.session, p.packet_id)
+            # v5: PUBCOMP 0x92 for a packet id we hold nothing for (MQTT 5 3.7.2.1)
+            self.write(puback(p.packet_id, PacketType.PUBCOMP,
+                              Reason.SUCCESS if known else Reason.PACKET_IDENTIFIER_NOT_FOUND, self.version))
         elif t == PacketType.PUBREC:
             if self.session is not None and p.reason < 0x80 and self.session.on_pubrec(p.packet_id):
                 self.send_pubrel(p.packet_id)
@@ -370,7 +371,9 @@ class Connection(asyncio.Protocol):
         qos = p.qos
         session = self.session
         assert session is not None
-        if qos and self.version == MQTT_5 and len(self._acks) >= self.bridge.config.receive_maximum:
+        if (qos and self.version == MQTT_5
+                and len(self._acks) + len(session.qos2_in) >= self.bridge.config.receive_maximum
+                and self._over_receive_maximum(qos, p.packet_id)):
             raise MqttError(Reason.RECEIVE_MAXIMUM_EXCEEDED, "too many unacknowledged PUBLISHes")
         if not self.bridge.may_publish(self, topic):
             result: Any = Reason.NOT_AUTHORIZED
@@ -394,6 +397,17 @@ class Connection(asyncio.Protocol):
         else:
             self._acks.append([p.packet_id, qos, None, result])
             self._drain_acks()
+
+    def _over_receive_maximum(self, qos: int, pid: int) -> bool:
+        """Would this PUBLISH exceed our Receive Maximum? A QoS 1 PUBLISH counts until its
+        PUBACK, a QoS 2 one until its PUBCOMP (MQTT 5 4.9); a QoS 2 packet id already
+        awaiting PUBREL is the same message again and takes no more room."""
+        session = self.session
+        assert session is not None
+        if qos == 2 and pid in session.qos2_in:
+            return False
+        pending = sum(1 for entry in self._acks if entry[1] == 1) + len(session.qos2_in)
+        return pending >= self.bridge.config.receive_maximum
 
     def _resume_reading(self) -> None:
         self._reading_paused = False

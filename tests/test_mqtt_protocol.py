@@ -272,3 +272,106 @@ def test_request_response_across_the_log_and_between_clients(request, bridge, mo
     assert (asker.got[0].payload, asker.got[0].properties.CorrelationData) == (b"pong", b"c-99")
     for c in (dev, responder, asker):
         c.stop()
+
+
+def _closed_with(r: Raw, reason: int) -> None:
+    """The bridge sends DISCONNECT ``reason`` and closes (anything before it is skipped)."""
+    while True:
+        p = r.packet()
+        if isinstance(p, Disconnect):
+            assert p.reason == reason, p
+            break
+    with pytest.raises(ConnectionError):
+        r.packet()
+    r.close()
+
+
+def test_topic_aliases_from_the_client(bridge) -> None:
+    """MQTT 5 3.3.2.3.4: the CONNACK's Topic Alias Maximum; an alias set with a topic and
+    then used alone; 0 or above the maximum is DISCONNECT 0x94; an unknown alias 0x82."""
+    sub = Raw(bridge.port, MQTT_5)
+    sub.connect("alias-sub", clean=True)
+    assert sub.subscribe("jobs/alias/#", 1) == [1]
+    r = Raw(bridge.port, MQTT_5)
+    maximum = r.connect("alias-pub", clean=True).properties["topic_alias_maximum"]
+    assert maximum >= 1
+    r.send(encode(Publish("jobs/alias/a", b"1", 0, properties={"topic_alias": 1}), MQTT_5))
+    r.send(encode(Publish("", b"2", 0, properties={"topic_alias": 1}), MQTT_5))
+    r.send(encode(Publish("jobs/alias/b", b"3", 0, properties={"topic_alias": 1}), MQTT_5))  # re-mapped
+    r.send(encode(Publish("", b"4", 0, properties={"topic_alias": 1}), MQTT_5))
+    got = [sub.packet() for _ in range(4)]
+    assert [(p.topic, p.payload) for p in got] == [
+        ("jobs/alias/a", b"1"), ("jobs/alias/a", b"2"), ("jobs/alias/b", b"3"), ("jobs/alias/b", b"4")]
+    r.send(encode(Publish("jobs/alias/c", b"x", 0, properties={"topic_alias": maximum + 1}), MQTT_5))
+    _closed_with(r, 0x94)
+    r = Raw(bridge.port, MQTT_5)
+    r.connect("alias-zero", clean=True)
+    r.send(encode(Publish("jobs/alias/c", b"x", 0, properties={"topic_alias": 0}), MQTT_5))
+    _closed_with(r, 0x94)
+    r = Raw(bridge.port, MQTT_5)
+    r.connect("alias-unknown", clean=True)
+    r.send(encode(Publish("", b"x", 0, properties={"topic_alias": 2}), MQTT_5))
+    _closed_with(r, 0x82)
+    sub.close()
+
+
+def test_receive_maximum_counts_qos2_until_pubcomp(request, module_server, tmp_path) -> None:
+    """MQTT 5 4.9: a QoS 2 PUBLISH takes a slot of the bridge's Receive Maximum until the
+    PUBCOMP, not the PUBREC; a PUBREL for an unknown packet id gets PUBCOMP 0x92."""
+    from mqtt_bridge.codec import PacketType, puback
+
+    b = BridgeProcess(module_server.bootstrap, tmp_path / "rm2.log", "--log-format", "text",
+                      "--receive-maximum", "3")
+    request.addfinalizer(b.stop)
+    b.start()
+    r = Raw(b.port, MQTT_5)
+    assert r.connect("rm2-dev", clean=True).properties["receive_maximum"] == 3
+    for pid in (1, 2, 3):
+        r.publish2("devices/rm2-dev/telemetry", b"q%d" % pid, pid)
+        r.expect_ack(PacketType.PUBREC, pid)
+    r.publish2("devices/rm2-dev/telemetry", b"q1", 1, dup=True)  # the same message again: no room taken
+    r.expect_ack(PacketType.PUBREC, 1)
+    r.send(puback(2, PacketType.PUBREL))
+    r.expect_ack(PacketType.PUBCOMP, 2)
+    r.publish2("devices/rm2-dev/telemetry", b"q4", 4)  # a slot is free again
+    r.expect_ack(PacketType.PUBREC, 4)
+    r.send(puback(77, PacketType.PUBREL))
+    assert r.expect_ack(PacketType.PUBCOMP, 77).reason == 0x92
+    r.publish2("devices/rm2-dev/telemetry", b"q5", 5)  # 1, 3, 4 await PUBREL: one too many
+    _closed_with(r, 0x93)
+    assert sorted(rec.value for rec in log_records(module_server.bootstrap, "telemetry")
+                  if rec.key == b"rm2-dev") == [b"q1", b"q2", b"q3", b"q4"]
+
+
+def test_v5_session_expiry(bridge) -> None:
+    """MQTT 5 3.1.2.11: the session ends its interval after the disconnect; DISCONNECT may
+    change the interval (not from 0: DISCONNECT 0x82)."""
+    import time
+
+    props = {"session_expiry_interval": 2}
+    r = Raw(bridge.port, MQTT_5)
+    assert not r.connect("exp-short", clean=False, props=props).session_present
+    assert r.subscribe("devices/exp-short/commands", 1) == [1]
+    r.close()
+    left = time.monotonic()
+    wait_until(lambda: "session exp-short expired" in bridge.output(), 15, "the session to expire")
+    assert time.monotonic() - left >= 1.5
+    r = Raw(bridge.port, MQTT_5)
+    assert not r.connect("exp-short", clean=False, props=props).session_present
+    r.close()
+    # DISCONNECT with a longer interval keeps the session past the CONNECT's 2 s
+    r = Raw(bridge.port, MQTT_5)
+    r.connect("exp-longer", clean=False, props=props)
+    assert r.subscribe("devices/exp-longer/commands", 1) == [1]
+    r.send(encode(Disconnect(0, {"session_expiry_interval": 600}), MQTT_5))
+    r.close()
+    left = time.monotonic()
+    wait_until(lambda: time.monotonic() - left > 3.0, what="the first interval to pass")
+    r = Raw(bridge.port, MQTT_5)
+    assert r.connect("exp-longer", clean=False, props=props).session_present
+    r.close()
+    # 0 on CONNECT, then an interval on DISCONNECT: a protocol error
+    r = Raw(bridge.port, MQTT_5)
+    r.connect("exp-zero", clean=True)
+    r.send(encode(Disconnect(0, {"session_expiry_interval": 60}), MQTT_5))
+    _closed_with(r, 0x82)
