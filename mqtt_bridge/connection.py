@@ -350,6 +350,8 @@ class Connection(asyncio.Protocol):
         topic = p.topic
         props = p.properties
         if self.version == MQTT_5 and props:
+            if "subscription_identifier" in props:  # MQTT 5 3.3.4: only the server sends them
+                raise ProtocolViolation("subscription identifier in a client's PUBLISH")
             alias = props.get("topic_alias")
             if alias is not None:
                 if alias > self.bridge.config.topic_alias_maximum:

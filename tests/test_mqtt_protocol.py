@@ -375,3 +375,21 @@ def test_v5_session_expiry(bridge) -> None:
     r.connect("exp-zero", clean=True)
     r.send(encode(Disconnect(0, {"session_expiry_interval": 60}), MQTT_5))
     _closed_with(r, 0x82)
+
+
+def test_client_maximum_packet_size_and_subscription_identifier_from_a_client(bridge) -> None:
+    """MQTT 5 3.1.2.11.4: a message larger than the client's Maximum Packet Size is not sent
+    to it (the next one is); 3.3.4: a client's PUBLISH with a Subscription Identifier is a
+    protocol error (DISCONNECT 0x82)."""
+    small = Raw(bridge.port, MQTT_5)
+    small.connect("mps-small", clean=True, props={"maximum_packet_size": 64})
+    assert small.subscribe("jobs/mps", 1) == [1]
+    pub = Raw(bridge.port, MQTT_5)
+    pub.connect("mps-pub", clean=True)
+    pub.send(encode(Publish("jobs/mps", b"x" * 100, 0), MQTT_5))
+    pub.send(encode(Publish("jobs/mps", b"fits", 0), MQTT_5))
+    p = small.packet()
+    assert isinstance(p, Publish) and p.payload == b"fits"
+    pub.send(encode(Publish("jobs/mps", b"x", 0, properties={"subscription_identifier": 5}), MQTT_5))
+    _closed_with(pub, 0x82)
+    small.close()
