@@ -699,7 +699,13 @@ class Bridge:
         msg = OutMessage(topic, payload, props)
         sender = conn.session if conn is not None else None
         for session, opts in matches.items():
-            if session.conn is None or (opts.no_local and session is sender):
+            if opts.no_local and session is sender:
+                continue
+            if session.conn is None:
+                if session.persistent and qos and opts.qos:
+                    # an offline persistent session keeps QoS 1/2 messages for its return,
+                    # in memory (up to --max-queued; not across a bridge restart)
+                    session.enqueue(msg, min(qos, opts.qos), retain and opts.retain_as_published)
                 continue
             session.enqueue(msg, min(qos, opts.qos), retain and opts.retain_as_published)
             session.pump()

@@ -393,3 +393,48 @@ def test_client_maximum_packet_size_and_subscription_identifier_from_a_client(br
     pub.send(encode(Publish("jobs/mps", b"x", 0, properties={"subscription_identifier": 5}), MQTT_5))
     _closed_with(pub, 0x82)
     small.close()
+
+
+@pytest.mark.parametrize("version", [paho.MQTTv311, paho.MQTTv5])
+def test_offline_persistent_session_gets_locally_routed_messages(request, bridge, version: int) -> None:
+    """QoS 1/2 messages on an unmapped topic wait for an offline persistent session (as in
+    mosquitto); QoS 0 ones do not."""
+    cid = f"offline-{version}"
+    kw = {"clean_session": False} if version == paho.MQTTv311 else {}
+    got: list[paho.MQTTMessage] = []
+    ev = threading.Event()
+    c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=cid, protocol=version, **kw)
+    c.on_message = lambda cl, u, m: got.append(m)
+    c.on_connect = lambda *a: ev.set()
+    c.on_subscribe = lambda *a: ev.set()
+    request.addfinalizer(c.loop_stop)
+    props = None
+    if version == paho.MQTTv5:
+        props = Properties(PacketTypes.CONNECT)
+        props.SessionExpiryInterval = 300
+
+    def connect() -> None:
+        ev.clear()
+        if version == paho.MQTTv5:
+            c.connect(HOST, bridge.port, clean_start=False, properties=props)
+        else:
+            c.connect(HOST, bridge.port)
+        c.loop_start()
+        assert ev.wait(10)
+
+    connect()
+    ev.clear()
+    c.subscribe(f"jobs/off/{version}", qos=2)
+    assert ev.wait(10)
+    c.disconnect()
+    c.loop_stop()
+    wait_until(lambda: f"client {cid} disconnected" in bridge.output(), what="the disconnect")
+    for i, qos in enumerate((1, 2, 0, 1)):
+        mosquitto_pub(bridge.port, "-t", f"jobs/off/{version}", "-m", f"o{i}", "-q", str(qos))
+    connect()
+    mosquitto_pub(bridge.port, "-t", f"jobs/off/{version}", "-m", "live", "-q", "1")
+    wait_until(lambda: any(m.payload == b"live" for m in got), what="the live message")
+    wait_until(lambda: len(got) >= 4, what="the QoS 2 message (paho hands it over at PUBREL)")
+    c.disconnect()
+    c.loop_stop()
+    assert sorted((m.payload, m.qos) for m in got) == [(b"live", 1), (b"o0", 1), (b"o1", 2), (b"o3", 1)]
