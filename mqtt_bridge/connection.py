@@ -79,6 +79,9 @@ class Connection(asyncio.Protocol):
         self.will: Any = None
         self.clean_disconnect = False
         self.topic_aliases: dict[int, str] = {}
+        #: v5 Request Problem Information: 0 = reason strings only on CONNACK and DISCONNECT
+        #: (MQTT 5 3.1.2.11.7)
+        self.problem_information = True
         #: outbound topic aliases (v5): the client's Topic Alias Maximum, topic -> alias
         self.alias_max = 0
         self.out_aliases: dict[str, int] = {}
@@ -310,6 +313,8 @@ class Connection(asyncio.Protocol):
 
     def _on_connect(self, p: Connect) -> None:
         self.version = p.protocol_level
+        if p.properties.get("request_problem_information") == 0:
+            self.problem_information = False
         self.state = "connecting"
         task = asyncio.get_running_loop().create_task(self._connect(p))
         self.bridge.track(task)
@@ -454,7 +459,8 @@ class Connection(asyncio.Protocol):
                 self.session.qos2_in.pop(pid, None)  # refused: the exchange ends here
             kind = PacketType.PUBACK if qos == 1 else PacketType.PUBREC
             if reason >= 0x80 and self.version == MQTT_5:
-                self.write(encode(Ack(kind, pid, reason, {"reason_string": _why(reason)}), MQTT_5))
+                props = {"reason_string": _why(reason)} if self.problem_information else {}
+                self.write(encode(Ack(kind, pid, reason, props), MQTT_5))
             else:
                 self.write(puback(pid, kind, reason, self.version))
 
@@ -502,7 +508,7 @@ class Connection(asyncio.Protocol):
             granted_new.append((topic_filter, opts, existed))
         props: dict[str, Any] = {}
         refused = sorted({r for r in reasons if r >= 0x80})
-        if refused and self.version == MQTT_5:
+        if refused and self.version == MQTT_5 and self.problem_information:
             props["reason_string"] = "; ".join(_why(r) for r in refused)
         self.write(encode(Suback(p.packet_id, reasons, props), self.version))
         self.bridge.after_subscribe(session, granted_new)

@@ -444,3 +444,26 @@ def test_offline_persistent_session_gets_locally_routed_messages(request, bridge
     c.disconnect()
     c.loop_stop()
     assert sorted((m.payload, m.qos) for m in got) == [(b"live", 1), (b"o0", 1), (b"o1", 2), (b"o3", 1)]
+
+
+def test_reason_strings_follow_request_problem_information(bridge) -> None:
+    """Refusals carry a reason string, except where the client asked for none (Request
+    Problem Information 0: only CONNACK and DISCONNECT may have one, MQTT 5 3.1.2.11.7)."""
+    from mqtt_bridge.codec import Ack, Unsubscribe
+
+    for asked, expect in ((None, "not authorized"), (0, None)):
+        r = Raw(bridge.port, MQTT_5)
+        r.connect(f"rpi-{asked}", clean=True, props={} if asked is None else {"request_problem_information": 0})
+        r.send(encode(Publish("elsewhere/x", b"x", 1, packet_id=3), MQTT_5))
+        ack = r.packet()
+        assert isinstance(ack, Ack) and ack.packet_id == 3 and ack.reason == 0x87
+        assert ack.properties.get("reason_string") == expect
+        r.send(encode(Subscribe(4, [("elsewhere/#", SubOptions(1))]), MQTT_5))
+        sa = r.packet()
+        assert isinstance(sa, Suback) and sa.reasons == [0x87]
+        assert sa.properties.get("reason_string") == expect
+        r.send(encode(Subscribe(5, [("$share/u/jobs/u", SubOptions(1))]), MQTT_5))
+        assert r.packet().reasons == [1]
+        r.send(encode(Unsubscribe(6, ["$share/u/jobs/u", "jobs/never"]), MQTT_5))
+        assert r.packet().reasons == [0, 0x11]  # a shared subscription unsubscribes as any other
+        r.close()
