@@ -155,6 +155,8 @@ class Bridge:
         self._will_timers: dict[str, asyncio.TimerHandle] = {}
         self._stopping = False
         self._log_down_warned = 0.0
+        #: persistent sessions -> outbound QoS 2 packet ids whose PUBREL waits for a save
+        self._pubrel_wait: dict[Session, list[int]] = {}
 
     # ---- life cycle -----------------------------------------------------------------
     async def start(self) -> None:
@@ -959,6 +961,42 @@ class Bridge:
             return True
         size = len(self._state(session).to_json()) + len(topic_filter.encode()) * 2 + 16
         return size <= self.config.max_session_bytes
+
+    def release_after_save(self, conn: Connection, session: Session, pid: int) -> None:
+        """Outbound QoS 2 of a persistent session: PUBREL ``pid`` once a save of the session
+        (its resume offset past the message, ``pid`` among the released) is in the log.
+
+        Without it a bridge killed after PUBREL/PUBCOMP but before the periodic save
+        re-sent the completed message as a DUP PUBLISH, which the client took as new.
+        PUBRECs that arrive during a save wait for the next one (one save per round).
+        """
+        waiting = self._pubrel_wait.get(session)
+        if waiting is not None:
+            waiting.append(pid)
+            return
+        self._pubrel_wait[session] = [pid]
+        self.track(asyncio.get_running_loop().create_task(self._save_then_release(conn, session)))
+
+    async def _save_then_release(self, conn: Connection, session: Session) -> None:
+        try:
+            while True:
+                pids = self._pubrel_wait.get(session)
+                if not pids:
+                    return
+                self._pubrel_wait[session] = []
+                try:
+                    if self.store is not None:
+                        await self.store.save(session.client_id, self._state(session))
+                except KafkaError as exc:
+                    self.stats.session_save_failures += 1
+                    log.error("cannot save session %s before PUBREL (%s): after a crash these QoS 2 "
+                              "messages may come again", session.client_id, exc,
+                              extra={"event": "session_save_failed", "client_id": session.client_id})
+                for pid in pids:
+                    if pid in session.released and session.conn is conn:
+                        conn.send_pubrel(pid)
+        finally:
+            self._pubrel_wait.pop(session, None)
 
     def _save_soon(self, session: Session) -> None:
         self.track(asyncio.get_running_loop().create_task(self._save(session)))

@@ -285,7 +285,13 @@ class Connection(asyncio.Protocol):
             self.write(puback(p.packet_id, PacketType.PUBCOMP,
                               Reason.SUCCESS if known else Reason.PACKET_IDENTIFIER_NOT_FOUND, self.version))
         elif t == PacketType.PUBREC:
-            if self.session is not None and p.reason < 0x80 and self.session.on_pubrec(p.packet_id):
+            s = self.session
+            if s is not None and p.reason < 0x80 and (p.packet_id in s.inflight) and s.persistent:
+                s.on_pubrec(p.packet_id)
+                # the PUBREL waits until the session says so in the log: after a crash
+                # the bridge re-sends this PUBREL, never the PUBLISH (exactly once)
+                self.bridge.release_after_save(self, s, p.packet_id)
+            elif s is not None and p.reason < 0x80 and s.on_pubrec(p.packet_id):
                 self.send_pubrel(p.packet_id)
             elif self.session is not None and p.reason >= 0x80:
                 self.session.inflight.pop(p.packet_id, None)  # refused: the exchange ends

@@ -177,3 +177,48 @@ def test_bridge_kill9_mid_qos1_and_qos2_flows(request, tmp_path, server) -> None
     for d in publishers:
         d.c.disconnect()
         d.c.loop_stop()
+
+
+def test_bridge_kill9_after_outbound_qos2_completed_does_not_send_it_again(request, tmp_path, server) -> None:
+    """Outbound QoS 2 to a persistent session: the PUBREL goes only once the session (its
+    resume offset past the message) is saved, so a bridge killed right after PUBCOMP
+    re-sends at most that PUBREL, never the PUBLISH (which the client would take as new)."""
+    from test_mqtt_qos2 import Raw, _produce
+
+    from mqtt_bridge.codec import MQTT_5, Ack, PacketType, Publish, puback
+
+    bridge = BridgeProcess(server.bootstrap, tmp_path / "bridge.log", "--log-format", "text",
+                           "--downlink", "commands=devices/{key}/commands,qos=2",
+                           "--session-commit-interval-s", "600")  # no periodic save in this test
+    request.addfinalizer(bridge.stop)
+    bridge.start()
+    props = {"session_expiry_interval": 600}
+    c = Raw(bridge.port, MQTT_5)
+    c.connect("q2down", clean=False, props=props)
+    assert c.subscribe("devices/q2down/commands", 2) == [2]
+    c.close()  # the disconnect saves the session with its subscription
+    wait_until(lambda: "client q2down disconnected" in bridge.output(), what="the disconnect")
+    c = Raw(bridge.port, MQTT_5)
+    assert c.connect("q2down", clean=False, props=props).session_present
+    _produce(server.bootstrap, b"q2down", [b"c1"])
+    p = c.packet()
+    assert isinstance(p, Publish) and p.payload == b"c1" and p.qos == 2
+    c.send(puback(p.packet_id, PacketType.PUBREC))
+    c.expect_ack(PacketType.PUBREL, p.packet_id)
+    c.send(puback(p.packet_id, PacketType.PUBCOMP))
+    c.close()
+    bridge.kill9()
+    bridge.start()
+    c = Raw(bridge.port, MQTT_5)
+    assert c.connect("q2down", clean=False, props=props).session_present
+    _produce(server.bootstrap, b"q2down", [b"c2"])
+    seen = []
+    while True:
+        q = c.packet()
+        seen.append(q)
+        if isinstance(q, Ack) and q.kind == PacketType.PUBREL:
+            c.send(puback(q.packet_id, PacketType.PUBCOMP))  # the released id again: fine
+        if isinstance(q, Publish):
+            break
+    assert isinstance(q, Publish) and q.payload == b"c2", [getattr(x, "payload", x) for x in seen]
+    c.close()
