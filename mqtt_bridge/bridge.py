@@ -35,6 +35,7 @@ from .kafka_fetcher import LATEST, Fetcher
 from .kafka_producer import Producer
 from .latency import LatencyHistogram
 from .mapping import Mapping, UplinkTopics, valid_kafka_topic
+from .record_headers import property_headers, record_properties
 from .retained_log import RetainedLog
 from .session import OutMessage, Qos2In, Session
 from .session_store import (
@@ -44,6 +45,7 @@ from .session_store import (
     TopicSessionStore,
     choose_store,
 )
+from .shared import hand_over
 from .subscriptions import RetainedStore, SubscriptionIndex
 from .tls import certificate_cn, server_context
 from .websocket import WebSocketListener
@@ -55,6 +57,10 @@ class CannotListen(OSError):
     """The MQTT port cannot be bound (taken, or not an address of this machine)."""
 
 NEVER = 0xFFFFFFFF
+#: batch size of the session/retained producer: a batch closes at this size, so it stays
+#: below one state (``--max-session-bytes``) or retained message plus 64 KiB, the
+#: max.message.bytes headroom the compacted topics are created with
+STATE_BATCH_BYTES = 32 * 1024
 #: v5 PUBLISH properties forwarded to local subscribers (the rest are per hop).
 _FORWARDED = ("payload_format_indicator", "message_expiry_interval", "content_type",
               "response_topic", "correlation_data", "user_property")
@@ -128,6 +134,14 @@ class Bridge:
         #: the topic store's records are followed too, so bridges see each other's sessions
         self._follow_sessions = config.session_store != "group"
         self.bridge_id = config.bridge_id or f"{socket.gethostname()}:{config.port}"
+        #: session states and retained messages go through a producer of their own, with
+        #: batches that fit the compacted topics' max.message.bytes: during a log outage the
+        #: saves pile up, and a 1 MiB batch of them was refused (MESSAGE_TOO_LARGE); a failure
+        #: there also never resets the uplink producer's idempotence (producer id, sequences)
+        self.state_producer = Producer(
+            self.client, linger_ms=config.linger_ms, batch_bytes=STATE_BATCH_BYTES,
+            delivery_timeout_s=config.delivery_timeout_s,
+        )
         self.fetcher = Fetcher(
             self.client,
             [r.kafka_topic for r in self.mapping.downlink] + [config.retained_topic]
@@ -135,7 +149,7 @@ class Bridge:
             self.on_records,
         )
         self.retained_log = RetainedLog(
-            self.client, self.producer, config.retained_topic, self._apply_retained,
+            self.client, self.state_producer, config.retained_topic, self._apply_retained,
             config.max_packet_size + 65536,
         )
         self.store: SessionStore | None = None
@@ -157,11 +171,15 @@ class Bridge:
         self._tokens_at = time.monotonic()
         self._will_timers: dict[str, asyncio.TimerHandle] = {}
         self._stopping = False
+        self._log_down_warned = 0.0
+        #: persistent sessions -> outbound QoS 2 packet ids whose PUBREL waits for a save
+        self._pubrel_wait: dict[Session, list[int]] = {}
 
     # ---- life cycle -----------------------------------------------------------------
     async def start(self) -> None:
         cfg = self.config
         self.producer.start()
+        self.state_producer.start()
         await self._retrying("retained topic", self.retained_log.create)
         if self._follow_sessions:  # compacted before the fetcher's metadata could auto-create it
             await self._retrying("session topic", lambda: ensure_compacted_topic(
@@ -177,7 +195,7 @@ class Bridge:
                 self.store = await choose_store(
                     cfg.session_store,
                     self.client,
-                    self.producer,
+                    self.state_producer,
                     topic=cfg.session_topic,
                     group_prefix=cfg.group_prefix,
                     anchor=anchor,
@@ -293,6 +311,8 @@ class Bridge:
         await self._save_sessions(all_persistent=True)
         with contextlib.suppress(Exception):
             await self.producer.close(timeout=5)
+        with contextlib.suppress(Exception):
+            await self.state_producer.close(timeout=5)
         await self.fetcher.stop()
         for t in list(self._tasks):
             t.cancel()
@@ -563,6 +583,8 @@ class Bridge:
         if props:
             for k, v in props.get("user_property", ()):
                 headers.append((k, v.encode()))
+            if len(props) > ("user_property" in props):
+                headers += property_headers(props)  # request/response: see record_headers
         if qos2_nonce is not None:
             headers.append(("mqtt.qos2", qos2_nonce.encode()))
         self.stats.uplink_records += 1
@@ -597,7 +619,9 @@ class Bridge:
         entry = session.qos2_in.get(pid)
         loop = asyncio.get_running_loop()
         if entry is not None:
-            if entry.future is None:  # loaded from the store: look in the log first
+            if entry.future is None or _failed(entry.future):
+                # loaded from the store, or its write failed (log down, 3.1.1 closed the
+                # connection and the client sends it again): look in the log first
                 entry.future = loop.create_task(self._qos2_recover(conn, entry, topic, payload, retain, props))
             return cast("asyncio.Future[Any]", entry.future)
         if retain and payload and conn.version == MQTT_5 and not self.retained.fits(topic, payload):
@@ -625,15 +649,39 @@ class Bridge:
         retain: bool, props: dict[str, Any],
     ) -> None:
         if session.persistent and self.store is not None:
-            meta = await self.client.partitions(entry.ktopic)
-            ends = await self.client.list_offsets([(entry.ktopic, p) for p in meta.partitions], LATEST)
-            entry.starts = {p: o for (_t, p), o in ends.items()}
-            await self.store.save(session.client_id, self._state(session))
+            await self._while_log_down("QoS 2 bookkeeping", lambda: self._qos2_mark(session, entry))
         result = self.publish(conn, topic, payload, 2, retain, props, qos2_nonce=entry.nonce)
         if isinstance(result, asyncio.Future):
             await result
         elif result >= 0x80:
             raise KafkaError(f"refused: {result!r}")
+
+    async def _qos2_mark(self, session: Session, entry: Qos2In) -> None:
+        """Where the record will land (end offsets now) and the nonce, saved with the session."""
+        assert self.store is not None
+        meta = await self.client.partitions(entry.ktopic)
+        ends = await self.client.list_offsets([(entry.ktopic, p) for p in meta.partitions], LATEST)
+        entry.starts = {p: o for (_t, p), o in ends.items()}
+        await self.store.save(session.client_id, self._state(session))
+
+    async def _while_log_down(self, what: str, step: Callable[[], Awaitable[Any]]) -> None:
+        """Run ``step``, retrying a log that does not answer (restarting) as the producer
+        retries a write: up to ``--delivery-timeout-s``, pausing 0.1 s growing to 1 s."""
+        deadline = time.monotonic() + self.config.delivery_timeout_s
+        pause = 0.1
+        while True:
+            try:
+                await step()
+                return
+            except KafkaError as exc:
+                if exc.code in PERMANENT_ERRORS or time.monotonic() + pause > deadline:
+                    raise
+                now = time.monotonic()
+                if now - self._log_down_warned > 5.0:  # one line per 5 s, not one per message
+                    self._log_down_warned = now
+                    log.warning("%s failed (%s); retrying for up to %.0fs", what, exc, deadline - now)
+                await asyncio.sleep(pause)
+                pause = min(1.0, pause * 2)
 
     async def _qos2_recover(
         self, conn: Connection, entry: Qos2In, topic: str, payload: bytes, retain: bool,
@@ -642,7 +690,9 @@ class Bridge:
         """After a restart: is the record of ``entry`` already in the log? Else write it now."""
         nonce = entry.nonce.encode()
         tps = [(entry.ktopic, p) for p in entry.starts]
-        if tps:
+        found: list[bool] = []
+
+        async def look() -> None:
             await self.client.partitions(entry.ktopic)
             ends = await self.client.list_offsets(tps, LATEST)
             for tp in tps:
@@ -651,17 +701,27 @@ class Bridge:
                         if ("mqtt.qos2", nonce) in (r.headers or ()):
                             log.info("QoS 2 message %s of %s already in the log at %s-%d@%d",
                                      entry.nonce, conn.client_id, tp[0], tp[1], r.offset)
+                            found.append(True)
                             return
+
+        if tps:
+            await self._while_log_down("QoS 2 look-up", look)
+            if found:
+                return
         result = self.publish(conn, topic, payload, 2, retain, props, qos2_nonce=entry.nonce)
         if isinstance(result, asyncio.Future):
             await result
         elif result >= 0x80:
             raise KafkaError(f"refused: {result!r}")
 
-    def released(self, session: Session, pid: int) -> None:
-        """PUBREL: the client will not send this packet id's message again."""
-        if session.qos2_in.pop(pid, None) is not None and session.persistent:
+    def released(self, session: Session, pid: int) -> bool:
+        """PUBREL: the client will not send this packet id's message again. False if the
+        session held nothing for it."""
+        if session.qos2_in.pop(pid, None) is None:
+            return False
+        if session.persistent:
             session.dirty = True
+        return True
 
     def _route_local(
         self, conn: Connection | None, topic: str, payload: bytes, qos: int, retain: bool,
@@ -674,7 +734,13 @@ class Bridge:
         msg = OutMessage(topic, payload, props)
         sender = conn.session if conn is not None else None
         for session, opts in matches.items():
-            if session.conn is None or (opts.no_local and session is sender):
+            if opts.no_local and session is sender:
+                continue
+            if session.conn is None:
+                if session.persistent and qos and opts.qos:
+                    # an offline persistent session keeps QoS 1/2 messages for its return,
+                    # in memory (up to --max-queued; not across a bridge restart)
+                    session.enqueue(msg, min(qos, opts.qos), retain and opts.retain_as_published)
                 continue
             session.enqueue(msg, min(qos, opts.qos), retain and opts.retain_as_published)
             session.pump()
@@ -720,6 +786,8 @@ class Bridge:
         for topic_filter, opts, existed in granted:
             if opts.retain_handling == 2 or (opts.retain_handling == 1 and existed):
                 continue
+            if topic_filter.startswith("$share/"):
+                continue  # no retained messages for a shared subscription (MQTT 5 4.8.2)
             for msg in self.retained.matching(topic_filter):
                 session.enqueue(msg, opts.qos, True)
         session.pump()
@@ -868,6 +936,7 @@ class Bridge:
             session.dirty = True
         session.conn = None
         session.epoch += 1
+        hand_over(self.index, session, ending=not session.persistent)
         session.queue.clear()
         session.held.clear()
         if session.persistent:
@@ -950,6 +1019,42 @@ class Bridge:
             return True
         size = len(self._state(session).to_json()) + len(topic_filter.encode()) * 2 + 16
         return size <= self.config.max_session_bytes
+
+    def release_after_save(self, conn: Connection, session: Session, pid: int) -> None:
+        """Outbound QoS 2 of a persistent session: PUBREL ``pid`` once a save of the session
+        (its resume offset past the message, ``pid`` among the released) is in the log.
+
+        Without it a bridge killed after PUBREL/PUBCOMP but before the periodic save
+        re-sent the completed message as a DUP PUBLISH, which the client took as new.
+        PUBRECs that arrive during a save wait for the next one (one save per round).
+        """
+        waiting = self._pubrel_wait.get(session)
+        if waiting is not None:
+            waiting.append(pid)
+            return
+        self._pubrel_wait[session] = [pid]
+        self.track(asyncio.get_running_loop().create_task(self._save_then_release(conn, session)))
+
+    async def _save_then_release(self, conn: Connection, session: Session) -> None:
+        try:
+            while True:
+                pids = self._pubrel_wait.get(session)
+                if not pids:
+                    return
+                self._pubrel_wait[session] = []
+                try:
+                    if self.store is not None:
+                        await self.store.save(session.client_id, self._state(session))
+                except KafkaError as exc:
+                    self.stats.session_save_failures += 1
+                    log.error("cannot save session %s before PUBREL (%s): after a crash these QoS 2 "
+                              "messages may come again", session.client_id, exc,
+                              extra={"event": "session_save_failed", "client_id": session.client_id})
+                for pid in pids:
+                    if pid in session.released and session.conn is conn:
+                        conn.send_pubrel(pid)
+        finally:
+            self._pubrel_wait.pop(session, None)
 
     def _save_soon(self, session: Session) -> None:
         self.track(asyncio.get_running_loop().create_task(self._save(session)))
@@ -1065,13 +1170,15 @@ class Bridge:
             log.info("connection", extra={"event": "connection_stats", **conn.counters()})
 
 
+def _failed(fut: Any) -> bool:
+    return bool(fut.done() and (fut.cancelled() or fut.exception() is not None))
+
+
 def _consume(fut: asyncio.Future[Any]) -> None:
     if not fut.cancelled():
         fut.exception()
 
 
 def _user_props(r: Record) -> dict[str, Any] | None:
-    if not r.headers:
-        return None
-    pairs = [(k, v.decode("utf-8", "replace")) for k, v in r.headers if v is not None]
-    return {"user_property": pairs} if pairs else None
+    """v5 properties of a downlink record (request/response headers, user properties)."""
+    return record_properties(r)

@@ -96,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--batch-bytes", type=int, metavar="N", help=f"producer batch size per partition (default {d.batch_bytes})")
     k.add_argument("--delivery-timeout-s", type=float, metavar="S", help=f"give up on a log write after (default {d.delivery_timeout_s})")
     k.add_argument("--session-store", choices=("auto", "group", "topic"), help="where persistent sessions live: topic (compacted topic, the default; auto = topic) or group (OffsetCommit metadata, 4 KB cap)")
+    k.add_argument("--session-commit-interval-s", type=float, metavar="S",
+                   help=f"how often changed persistent sessions are saved (default {d.session_commit_interval_s})")
     k.add_argument("--session-topic", metavar="TOPIC", help=f"topic of the topic store (default {d.session_topic})")
     k.add_argument("--retained-topic", metavar="TOPIC", help=f"compacted topic of retained messages (default {d.retained_topic})")
     k.add_argument("--bridge-id", metavar="ID",

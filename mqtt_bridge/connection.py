@@ -79,6 +79,9 @@ class Connection(asyncio.Protocol):
         self.will: Any = None
         self.clean_disconnect = False
         self.topic_aliases: dict[int, str] = {}
+        #: v5 Request Problem Information: 0 = reason strings only on CONNACK and DISCONNECT
+        #: (MQTT 5 3.1.2.11.7)
+        self.problem_information = True
         #: outbound topic aliases (v5): the client's Topic Alias Maximum, topic -> alias
         self.alias_max = 0
         self.out_aliases: dict[str, int] = {}
@@ -277,11 +280,18 @@ class Connection(asyncio.Protocol):
             if self.session is not None:
                 self.session.on_puback(p.packet_id)
         elif t == PacketType.PUBREL:
-            if self.session is not None:
-                self.bridge.released(self.session, p.packet_id)
-            self.write(puback(p.packet_id, PacketType.PUBCOMP))
+            known = self.session is not None and self.bridge.released(self.session, p.packet_id)
+            # v5: PUBCOMP 0x92 for a packet id we hold nothing for (MQTT 5 3.7.2.1)
+            self.write(puback(p.packet_id, PacketType.PUBCOMP,
+                              Reason.SUCCESS if known else Reason.PACKET_IDENTIFIER_NOT_FOUND, self.version))
         elif t == PacketType.PUBREC:
-            if self.session is not None and p.reason < 0x80 and self.session.on_pubrec(p.packet_id):
+            s = self.session
+            if s is not None and p.reason < 0x80 and (p.packet_id in s.inflight) and s.persistent:
+                s.on_pubrec(p.packet_id)
+                # the PUBREL waits until the session says so in the log: after a crash
+                # the bridge re-sends this PUBREL, never the PUBLISH (exactly once)
+                self.bridge.release_after_save(self, s, p.packet_id)
+            elif s is not None and p.reason < 0x80 and s.on_pubrec(p.packet_id):
                 self.send_pubrel(p.packet_id)
             elif self.session is not None and p.reason >= 0x80:
                 self.session.inflight.pop(p.packet_id, None)  # refused: the exchange ends
@@ -309,6 +319,8 @@ class Connection(asyncio.Protocol):
 
     def _on_connect(self, p: Connect) -> None:
         self.version = p.protocol_level
+        if p.properties.get("request_problem_information") == 0:
+            self.problem_information = False
         self.state = "connecting"
         task = asyncio.get_running_loop().create_task(self._connect(p))
         self.bridge.track(task)
@@ -349,6 +361,8 @@ class Connection(asyncio.Protocol):
         topic = p.topic
         props = p.properties
         if self.version == MQTT_5 and props:
+            if "subscription_identifier" in props:  # MQTT 5 3.3.4: only the server sends them
+                raise ProtocolViolation("subscription identifier in a client's PUBLISH")
             alias = props.get("topic_alias")
             if alias is not None:
                 if alias > self.bridge.config.topic_alias_maximum:
@@ -370,7 +384,9 @@ class Connection(asyncio.Protocol):
         qos = p.qos
         session = self.session
         assert session is not None
-        if qos and self.version == MQTT_5 and len(self._acks) >= self.bridge.config.receive_maximum:
+        if (qos and self.version == MQTT_5
+                and len(self._acks) + len(session.qos2_in) >= self.bridge.config.receive_maximum
+                and self._over_receive_maximum(qos, p.packet_id)):
             raise MqttError(Reason.RECEIVE_MAXIMUM_EXCEEDED, "too many unacknowledged PUBLISHes")
         if not self.bridge.may_publish(self, topic):
             result: Any = Reason.NOT_AUTHORIZED
@@ -394,6 +410,17 @@ class Connection(asyncio.Protocol):
         else:
             self._acks.append([p.packet_id, qos, None, result, time.perf_counter()])
             self._drain_acks()
+
+    def _over_receive_maximum(self, qos: int, pid: int) -> bool:
+        """Would this PUBLISH exceed our Receive Maximum? A QoS 1 PUBLISH counts until its
+        PUBACK, a QoS 2 one until its PUBCOMP (MQTT 5 4.9); a QoS 2 packet id already
+        awaiting PUBREL is the same message again and takes no more room."""
+        session = self.session
+        assert session is not None
+        if qos == 2 and pid in session.qos2_in:
+            return False
+        pending = sum(1 for entry in self._acks if entry[1] == 1) + len(session.qos2_in)
+        return pending >= self.bridge.config.receive_maximum
 
     def _resume_reading(self) -> None:
         self._reading_paused = False
@@ -439,7 +466,8 @@ class Connection(asyncio.Protocol):
             kind = PacketType.PUBACK if qos == 1 else PacketType.PUBREC
             self.bridge.puback_latency.observe(time.perf_counter() - entry[4])
             if reason >= 0x80 and self.version == MQTT_5:
-                self.write(encode(Ack(kind, pid, reason, {"reason_string": _why(reason)}), MQTT_5))
+                props = {"reason_string": _why(reason)} if self.problem_information else {}
+                self.write(encode(Ack(kind, pid, reason, props), MQTT_5))
             else:
                 self.write(puback(pid, kind, reason, self.version))
 
@@ -487,7 +515,7 @@ class Connection(asyncio.Protocol):
             granted_new.append((topic_filter, opts, existed))
         props: dict[str, Any] = {}
         refused = sorted({r for r in reasons if r >= 0x80})
-        if refused and self.version == MQTT_5:
+        if refused and self.version == MQTT_5 and self.problem_information:
             props["reason_string"] = "; ".join(_why(r) for r in refused)
         self.write(encode(Suback(p.packet_id, reasons, props), self.version))
         self.bridge.after_subscribe(session, granted_new)

@@ -93,6 +93,21 @@ class SubscriptionIndex:
             if plus is not None:
                 self._walk(plus, levels, i + 1, out, dollar)
 
+    def pick_shared(self, group: str, topic_filter: str, exclude: Any) -> tuple[Any, SubOptions] | None:
+        """Another online member of shared subscription ``$share/group/topic_filter``
+        (round robin), or None; for messages a leaving member will not get."""
+        node = self.root
+        for level in topic_filter.split("/"):
+            nxt = node.children.get(level)
+            if nxt is None:
+                return None
+            node = nxt
+        online = [(s, o) for s, o in node.shared.get(group, {}).items() if s.online and s is not exclude]
+        if not online:
+            return None
+        self._rr += 1
+        return online[self._rr % len(online)]
+
     def _collect(self, node: _Node, out: dict[Any, SubOptions]) -> None:
         for s, o in node.subs.items():
             prev = out.get(s)

@@ -10,6 +10,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from .constants import Reason
 from .errors import MalformedPacket, ProtocolViolation
 from .primitives import (
     decode_varint,
@@ -111,6 +112,8 @@ def decode_properties(buf: bytes, pos: int, end: int) -> tuple[Properties, int]:
             props.setdefault("user_property", []).append((k, v))
             continue
         if name in NONZERO and value == 0:
+            if name == "topic_alias":  # MQTT 5 3.3.2.3.4: 0x94, not a plain protocol error
+                raise ProtocolViolation("topic alias 0", Reason.TOPIC_ALIAS_INVALID)
             raise ProtocolViolation(f"property {name} must not be 0")
         if name == "subscription_identifier":
             subids.append(value)
