@@ -182,7 +182,8 @@ class ListOffsetsRequest(Message):
     replica_id: int
     isolation_level: int
     topics: list[ListOffsetsRequest.ListOffsetsTopic]
-    def __init__(self, *, replica_id: int = ..., isolation_level: int = ..., topics: list[ListOffsetsRequest.ListOffsetsTopic] = ...) -> None: ...
+    timeout_ms: int
+    def __init__(self, *, replica_id: int = ..., isolation_level: int = ..., topics: list[ListOffsetsRequest.ListOffsetsTopic] = ..., timeout_ms: int = ...) -> None: ...
 
 class ListOffsetsResponse(Message):
     class ListOffsetsPartitionResponse(Struct):

@@ -64,7 +64,7 @@ class Handler:
 HANDLERS: dict[int, Handler] = {
     ApiKey.PRODUCE: Handler("Produce", 3, 9, produce.handle),
     ApiKey.FETCH: Handler("Fetch", 4, 16, fetch.handle),
-    ApiKey.LIST_OFFSETS: Handler("ListOffsets", 1, 7, list_offsets.handle),
+    ApiKey.LIST_OFFSETS: Handler("ListOffsets", 1, 10, list_offsets.handle),
     ApiKey.METADATA: Handler("Metadata", 0, 12, metadata.handle),
     ApiKey.API_VERSIONS: Handler("ApiVersions", 0, 4, api_versions.handle),
     ApiKey.CREATE_TOPICS: Handler("CreateTopics", 2, 7, create_topics.handle),
