@@ -53,6 +53,13 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _commit_of(batch: bytes | memoryview, header: BatchHeader) -> bool | None:
+    """A marker's commit (True) or abort (False); None for a data batch."""
+    if not header.is_control:
+        return None
+    return control_type(bytes(batch[BATCH_HEADER_SIZE:BATCH_HEADER_SIZE + CONTROL_KEY_SIZE])) == COMMIT
+
+
 class MemoryLog:
     """One partition's batches in memory (``logserver.partition.PartitionLog``)."""
 
@@ -92,8 +99,8 @@ class MemoryLog:
         self._bases.append(base)
         self._max_ts.append(_I64.unpack_from(batch, MAX_TIMESTAMP_OFFSET)[0])
         self._end = base + header.last_offset_delta + 1
-        if header.is_transactional:
-            self._txn_cache = None
+        if header.is_transactional and self._txn_cache is not None:
+            self._txn_cache.on_batch(header, base, _commit_of(batch, header))
         if header.producer_id >= 0:
             self.producer_state.update(header, base, _now_ms())
         return base
@@ -110,9 +117,7 @@ class MemoryLog:
             for batch in self._batches:
                 header = parse_header(batch)
                 if header.is_transactional:
-                    commit = (control_type(batch[BATCH_HEADER_SIZE:BATCH_HEADER_SIZE + CONTROL_KEY_SIZE])
-                              == COMMIT if header.is_control else None)
-                    txns.on_batch(header, header.base_offset, commit)
+                    txns.on_batch(header, header.base_offset, _commit_of(batch, header))
             self._txn_cache = txns
         return txns
 
