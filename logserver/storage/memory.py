@@ -150,8 +150,6 @@ class MemoryLog:
         for i in range(first, len(self._batches)):
             if (stop is not None and self._bases[i] >= stop) or self._bases[i] >= upper:
                 break
-            if upper_bound is not None and self._bases[i] >= upper_bound:
-                break
             batch = self._batches[i]
             if size + len(batch) > max_bytes and (out or not min_one):
                 break
