@@ -243,3 +243,59 @@ def test_kill9_then_read_committed_consumers_still_skip_aborted_records(server_f
     assert result.returncode == 0, result.stdout + result.stderr
     server.start()
     assert sorted(_consume_all(server, topic_name, "read_committed", quiet_s=1.0)) == sorted(committed)
+
+
+def test_a_data_directory_from_before_the_index_is_rebuilt_once(tmp_path, caplog):
+    """No .txnindex files and version 1 producer snapshots (no open transactions): the
+    first start replays the log and writes both; the next one reads them."""
+    import struct
+    import zlib
+
+    directory = tmp_path / "t-0"
+    log = Log(directory)
+    expected = _fill(log)
+    open_first = _data(log, 77, 0)
+    log.close()
+    for path in directory.glob("*.snapshot"):
+        data = path.read_bytes()
+        magic, _, _, count = struct.unpack_from(">4sHII", data)
+        body = data[14:]
+        # version 1: the same producers, without the open-transactions trailer
+        trailer = 4 + 16 * struct.unpack_from(">I", body, _producers_end(body, count))[0]
+        old = body[:len(body) - trailer]
+        path.write_bytes(struct.pack(">4sHII", magic, 1, zlib.crc32(old), count) + old)
+    caplog.set_level("INFO", logger="logserver.log.producer_state")
+    log = Log(directory)  # old snapshots only: passed over, the log is replayed
+    try:
+        assert "snapshot without transaction state" in caplog.text
+        assert log.recovery_actions == []
+        assert log.ongoing_txns() == {77: open_first}
+    finally:
+        log.close()
+    for path in directory.glob("*.txnindex"):
+        path.unlink()
+    log = Log(directory)
+    try:
+        assert sum("rebuilt transaction index" in a for a in log.recovery_actions) == len(log.segments)
+        assert log.aborted_txns(0, log.log_end_offset) == expected
+        assert log.ongoing_txns() == {77: open_first}
+    finally:
+        log.close()
+    log = Log(directory)
+    try:
+        assert log.recovery_actions == []
+        assert log.ongoing_txns() == {77: open_first}
+    finally:
+        log.close()
+    assert _on_disk(directory) == expected
+
+
+def _producers_end(body: bytes, count: int) -> int:
+    """Where a snapshot body's producer entries end (19-byte producer, 32-byte batches)."""
+    import struct
+
+    pos = 0
+    for _ in range(count):
+        batches = struct.unpack_from(">qhBq", body, pos)[2]
+        pos += 19 + 32 * batches
+    return pos
