@@ -8,10 +8,11 @@ page cache:
 - before: open the log, then build the transaction index from the batch headers of the
   whole log (``PartitionTxns.rebuild`` over ``Log.txn_batches``: what the server did
   before the ``.txnindex`` files);
-- after, clean stop: open the log, then ask it (LSO from the producer snapshot, aborted
+- after: open the log, then ask it (LSO from the producer snapshot, aborted
   transactions from the ``.txnindex`` files);
-- after, unclean stop: the same after a kill -9 whose recovery point is the active
-  segment's base (that segment is re-validated and its index rebuilt, as start-up does).
+
+each after a clean stop and after an unclean one (a kill -9 whose recovery point is the
+active segment's base: that segment is re-validated and, after, its index rebuilt).
 
     python -m benchmarks.txn_index_rebuild [--mib 256] [--repeats 3]
 """
@@ -60,8 +61,9 @@ def _fill(log: Log, mib: int) -> int:
     return batches
 
 
-def _before(directory: Path, config: LogConfig) -> int:
-    log = Log(directory, config)
+def _before(directory: Path, config: LogConfig, recovery_point: int | None) -> int:
+    log = Log(directory, config, clean_shutdown=recovery_point is None,
+              recovery_point=recovery_point or 0)
     try:
         txns = PartitionTxns()
         txns.rebuild(log.txn_batches())
@@ -96,8 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         segments = len(log.segments)
         log.close()
         runs: dict[str, Callable[[], int]] = {
-            "before": lambda: _before(directory, config),
+            "before, clean stop": lambda: _before(directory, config, None),
             "after, clean stop": lambda: _after(directory, config, None),
+            "before, unclean stop": lambda: _before(directory, config, active_base),
             "after, unclean stop": lambda: _after(directory, config, active_base),
         }
         times: dict[str, list[float]] = {name: [] for name in runs}
@@ -111,16 +114,16 @@ def main(argv: list[str] | None = None) -> int:
                 times[name].append(time.perf_counter() - started)
     assert len(set(aborted.values())) == 1, f"the variants disagree: {aborted}"
     print(f"start-up to the first read_committed answer, {args.mib} MiB partition, {segments} "
-          f"segments, {batches} batches, {aborted['before']} aborted transactions, "
-          f"{args.repeats} repeats (min/median/max):")
-    base = Spread.of(times["before"])
+          f"segments, {batches} batches, {aborted[names[0]]} aborted transactions, "
+          f"{args.repeats} repeats (min / median / max):")
     for name in names:
         spread = Spread.of(times[name])
-        print(f"  {name:20s} {spread.low * 1000:8.1f} / {spread.median * 1000:8.1f} / "
-              f"{spread.high * 1000:8.1f} ms   ({base.median / spread.median:.1f}x faster than before)"
-              if name != "before" else
-              f"  {name:20s} {spread.low * 1000:8.1f} / {spread.median * 1000:8.1f} / "
-              f"{spread.high * 1000:8.1f} ms")
+        line = (f"  {name:22s} {spread.low * 1000:8.1f} / {spread.median * 1000:8.1f} / "
+                f"{spread.high * 1000:8.1f} ms")
+        if name.startswith("after"):
+            before = Spread.of(times[name.replace("after", "before")])
+            line += f"   (before/after {before.median / spread.median:.1f}x)"
+        print(line)
     return 0
 
 
