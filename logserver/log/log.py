@@ -283,8 +283,10 @@ class Log:
     # -- append -------------------------------------------------------------------------
 
     def txn_batches(self) -> Iterator[tuple[BatchHeader, bool | None]]:
-        """(header, commit) of every transactional batch from the log start, for the
-        transaction index (logserver.log.txn_index); commit is None for data batches."""
+        """(header, commit) of every transactional batch from the log start; commit is
+        None for data batches. A whole-log scan: the log's own transaction state is the
+        producer state and the ``.txnindex`` files; this is for tools and comparisons
+        (benchmarks/txn_index_rebuild.py)."""
         start = self.log_start_offset
         with self._local.pinned_segments(start) as segments:
             for seg, header in _iter_positioned(segments):
