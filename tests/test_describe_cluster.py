@@ -92,3 +92,27 @@ def test_authorized_operations_follow_the_acls() -> None:
         assert _bits(admin.cluster_authorized_operations) == CLUSTER_OPERATIONS
 
     with_authorizer(scenario, acls)
+
+
+@pytest.mark.slow
+def test_cluster_mode_lists_every_live_broker(tmp_path):
+    from clusterprocs import Cluster, EtcdProcess
+
+    etcd = EtcdProcess(tmp_path / "etcd-data")
+    etcd.start()
+    try:
+        cluster = Cluster(tmp_path, etcd, 3)
+        try:
+            cluster.start()
+            admin = cluster.admin()
+            described = admin.describe_cluster().result(15)
+            metadata = cluster.metadata()
+            assert sorted(n.id for n in described.nodes) == [1, 2, 3]
+            assert {n.id: n.port for n in described.nodes} == {
+                n: b.port for n, b in cluster.brokers.items()}
+            assert described.controller.id == metadata.controller_id
+            assert described.cluster_id == metadata.cluster_id
+        finally:
+            cluster.stop()
+    finally:
+        etcd.stop()
