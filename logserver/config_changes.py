@@ -12,11 +12,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from kafkaproto import ErrorCode
+from kafkaproto.messages.admin_alter import OP_APPEND as APPEND
+from kafkaproto.messages.admin_alter import OP_DELETE as DELETE
+from kafkaproto.messages.admin_alter import OP_SET as SET
+from kafkaproto.messages.admin_alter import OP_SUBTRACT as SUBTRACT
 from logserver.topic_config import LIST, TOPIC_SETTINGS
 
 __all__ = ["APPEND", "DELETE", "SET", "SUBTRACT", "ConfigChangeError", "incremental", "replacement"]
 
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OPS = {SET: "set", DELETE: "delete", APPEND: "append", SUBTRACT: "subtract"}
 
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from kafkaproto import ErrorCode, FileRegion
@@ -33,7 +32,7 @@ from kafkaproto.control import build_marker
 from kafkaproto.validate import validate_batch
 from logserver.log.errors import OffsetOutOfRangeError
 from logserver.log.producer_state import Decision, Verdict
-from logserver.log.txn_index import PartitionTxns
+from logserver.log.transaction_index import AbortedTxnEntry
 from logserver.storage.api import AppendResult, Records
 from logserver.topic_config import TopicConfig
 from logserver.validation_offload import ValidationOffload
@@ -43,9 +42,6 @@ log = logging.getLogger(__name__)
 LEADER_EPOCH = 0
 ZSTD_MIN_PRODUCE_VERSION = 7
 ZSTD_MIN_FETCH_VERSION = 10
-# A partition up to this size gets its transaction index built on the spot; a larger one
-# on a worker thread, so the first read_committed fetch never stalls the event loop.
-SYNC_TXN_SCAN_BYTES = 16 << 20
 
 _VERDICT_ERRORS = {
     Verdict.OUT_OF_ORDER_SEQUENCE: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -82,8 +78,16 @@ class PartitionLog(Protocol):
 
     def has_zstd(self, records: Records) -> bool: ...
 
-    def txn_batches(self) -> Iterator[tuple[BatchHeader, bool | None]]:
-        """(header, commit) of every transactional batch from the log start."""
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The first offset of the oldest open transaction, or ``high_watermark``."""
+        ...
+
+    def ongoing_txns(self) -> Mapping[int, int]:
+        """Producer id -> first offset of its open transaction."""
+        ...
+
+    def aborted_txns(self, start: int, end: int) -> Sequence[AbortedTxnEntry]:
+        """Aborted transactions overlapping [start, end) (the ``.txnindex`` files)."""
         ...
 
     def active_producers(self) -> list[tuple[int, int, int, int]]:
@@ -98,7 +102,7 @@ class PartitionLog(Protocol):
 class Partition:
     __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
                  "max_message_bytes", "_before_max_ms", "_after_max_ms", "_offload", "_tail",
-                 "_retired", "_txns", "_txn_pending", "bytes_in", "messages_in", "bytes_out",
+                 "_retired", "bytes_in", "messages_in", "bytes_out",
                  "replicated_hw", "leader_epoch")
 
     def __init__(self, topic: str, index: int, log_: PartitionLog, config: TopicConfig,
@@ -118,9 +122,6 @@ class Partition:
         # The last append still waiting for its validation; later ones queue behind it.
         self._tail: asyncio.Task[AppendResult] | None = None
         self._retired = False
-        self._txns: PartitionTxns | None = None  # built on first use (txn_index.py)
-        # while a background build runs: transactional batches appended since it started
-        self._txn_pending: list[tuple[BatchHeader, int, bool | None]] | None = None
         # Kafka's BrokerTopicMetrics, counted per batch (admin /metrics sums them per topic):
         # bytes of appended batches, records in them, and record bytes handed to fetchers.
         self.bytes_in = 0
@@ -247,8 +248,6 @@ class Partition:
         base_offset = self.log.append(records, header, leader_epoch=self.leader_epoch)
         self.bytes_in += len(records)
         self.messages_in += header.record_count
-        if header.is_transactional:
-            self._txn_seen(header, base_offset, None)
         self.wake_waiters()
         return AppendResult(ErrorCode.NONE, base_offset, append_time, self.log.log_start_offset)
 
@@ -267,75 +266,25 @@ class Partition:
 
     # -- transactions -------------------------------------------------------------------
 
-    def _txn_seen(self, header: BatchHeader, base_offset: int, commit: bool | None) -> None:
-        if self._txns is not None:
-            self._txns.on_batch(header, base_offset, commit)
-        elif self._txn_pending is not None:
-            self._txn_pending.append((header, base_offset, commit))
-        # else: not built yet; the build will read this batch from the log
-
-    @property
-    def txns(self) -> PartitionTxns:
-        """Open and aborted transactions, rebuilt from the log now if not built yet
-        (ListOffsets, admin calls and the coordinator: rare)."""
-        txns = self._txns
-        if txns is None:
-            txns = PartitionTxns()
-            txns.rebuild(self.log.txn_batches())
-            self._txns = txns
-            self._txn_pending = None  # a background build still running is superseded
-        return txns
-
     def stable_offset_for_fetch(self, fetch_offset: int) -> int:
-        """The LSO for a read_committed fetch, never blocking the event loop: the first
-        fetch starts building the index on a worker thread, and until it is built the
-        answer is ``fetch_offset`` (nothing stable yet: the client simply fetches again,
-        and a long poll is woken when the build is done)."""
-        if self._txns is not None:
-            return self._txns.last_stable_offset(self.high_watermark)
-        if self._txn_pending is None and self.log.size_bytes <= SYNC_TXN_SCAN_BYTES:
-            return self.last_stable_offset  # small: built now, a few milliseconds at most
-        if self._txn_pending is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return self.last_stable_offset
-            self._txn_pending = []
-            end = self.log.log_end_offset
-            future = loop.run_in_executor(None, self._scan_txns, end)
-            future.add_done_callback(self._txns_built)
-        return min(max(fetch_offset, self.log_start_offset), self.high_watermark)
+        """The LSO for a read_committed fetch: open transactions are producer state
+        (snapshotted), so this never waits for a scan of the log."""
+        return self.last_stable_offset
 
-    def _scan_txns(self, end: int) -> PartitionTxns:
-        txns = PartitionTxns()
-        txns.rebuild(itertools.takewhile(lambda found: found[0].base_offset < end,
-                                         self.log.txn_batches()))
-        return txns
-
-    def _txns_built(self, future: asyncio.Future[PartitionTxns]) -> None:
-        pending, self._txn_pending = self._txn_pending, None
-        if self._txns is not None or pending is None:
-            return  # superseded by a synchronous build
-        try:
-            txns = future.result()
-        except Exception:  # retried by the next fetch
-            log.exception("%s: building the transaction index failed", self)
-            return
-        for header, base_offset, commit in pending:
-            txns.on_batch(header, base_offset, commit)
-        self._txns = txns
-        self.wake_waiters()
+    def aborted_txns(self, start: int, end: int) -> Sequence[AbortedTxnEntry]:
+        """Aborted transactions overlapping [start, end) (a read_committed fetch)."""
+        return self.log.aborted_txns(start, end)
 
     def active_producers(self) -> list[tuple[int, int, int, int, int]]:
         """DescribeProducers: (id, epoch, last sequence, last timestamp, first offset of
         its open transaction or -1)."""
-        ongoing = self.txns.ongoing
+        ongoing = self.log.ongoing_txns()
         return [(pid, epoch, seq, ts, ongoing.get(pid, -1))
                 for pid, epoch, seq, ts in self.log.active_producers()]
 
     @property
     def last_stable_offset(self) -> int:
-        return self.txns.last_stable_offset(self.high_watermark)
+        return self.log.last_stable_offset(self.high_watermark)
 
     def append_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
                       coordinator_epoch: int) -> AppendResult:
@@ -345,7 +294,6 @@ class Partition:
                              coordinator_epoch=coordinator_epoch, timestamp_ms=now)
         header = parse_header(batch)
         base_offset = self.log.append(memoryview(batch), header, leader_epoch=self.leader_epoch)
-        self._txn_seen(header, base_offset, commit)
         self.wake_waiters()
         return AppendResult(ErrorCode.NONE, base_offset, -1, self.log.log_start_offset)
 

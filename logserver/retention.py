@@ -76,7 +76,7 @@ def _deleted_files_of(log_path: Path) -> list[Path]:
         return [log_path]
     stem = name[: -len(suffix)]
     return [log_path] + [log_path.with_name(stem + index + DELETED_SUFFIX)
-                         for index in (".index", ".timeindex")]
+                         for index in (".index", ".timeindex", ".txnindex")]
 
 
 async def run_delete_hook(hook: str | None, paths: list[Path], worker: StorageWorker) -> None:

@@ -71,7 +71,7 @@ def test_frame_round_trip(spec: ApiSpec, cls: type[Message], version: int) -> No
 
 def test_declared_ranges() -> None:
     expected = {
-        18: (0, 4), 3: (0, 12), 0: (0, 9), 1: (0, 16), 2: (0, 7), 22: (0, 4),
+        18: (0, 4), 3: (0, 12), 0: (0, 9), 1: (0, 16), 2: (0, 10), 22: (0, 4),
         19: (0, 7), 20: (0, 6), 32: (0, 4),
         10: (0, 4), 11: (0, 9), 14: (0, 5), 12: (0, 4), 13: (0, 5), 8: (0, 8), 9: (0, 8),
         16: (0, 4), 15: (0, 5), 42: (0, 2), 47: (0, 0), 37: (0, 3), 23: (0, 4),
@@ -80,6 +80,7 @@ def test_declared_ranges() -> None:
         17: (0, 1), 36: (0, 2), 50: (0, 0), 51: (0, 0),
         24: (0, 3), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 3), 61: (0, 0), 65: (0, 0),
         66: (0, 1),  # transactions
+        60: (0, 1),  # DescribeCluster
     }  # fmt: skip
     assert set(API_SPECS) == set(expected)
     for key, (lo, hi) in expected.items():

@@ -149,9 +149,9 @@ def test_api_versions_unsupported_version_kip511(module_server, seeded, version)
 def test_api_versions_advertised_ranges(module_server):
     """The advertised ranges (kafka-compat.md section 2) for the APIs served so far."""
     keys = rw.api_versions_ok(module_server.port)
-    want = {18: (0, 4), 3: (0, 12), 0: (3, 9), 1: (4, 16), 2: (1, 7), 22: (0, 4),
+    want = {18: (0, 4), 3: (0, 12), 0: (3, 9), 1: (4, 16), 2: (1, 10), 22: (0, 4),
             19: (2, 7), 20: (1, 6), 32: (1, 4),
-            37: (0, 3), 21: (0, 2), 33: (0, 2), 44: (0, 1), 35: (0, 4)}
+            37: (0, 3), 21: (0, 2), 33: (0, 2), 44: (0, 1), 35: (0, 4), 60: (0, 1)}
     for key, rng in want.items():
         assert keys.get(key) == rng, f"api {key}: advertised {keys.get(key)}, want {rng}"
     # the group APIs, with the ranges every client profile needs

@@ -52,6 +52,7 @@ from .api_versions import (
     ApiVersionsRequest,
     ApiVersionsResponse,
 )
+from .cluster import DESCRIBE_CLUSTER, DescribeClusterRequest, DescribeClusterResponse
 from .fetch import (
     FETCH,
     LIST_OFFSETS,
@@ -198,6 +199,7 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
             DESCRIBE_PRODUCERS,
             DESCRIBE_TRANSACTIONS,
             LIST_TRANSACTIONS,
+            DESCRIBE_CLUSTER,
             WRITE_TXN_MARKERS,
         ),
         key=lambda s: s.api_key,
@@ -210,6 +212,8 @@ __all__ = [
     "AlterConfigsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
+    "DescribeClusterRequest",
+    "DescribeClusterResponse",
     "DescribeLogDirsRequest",
     "DescribeLogDirsResponse",
     "IncrementalAlterConfigsRequest",

@@ -16,6 +16,7 @@ DELETE_RECORDS: ApiSpec
 DESCRIBE_LOG_DIRS: ApiSpec
 INCREMENTAL_ALTER_CONFIGS: ApiSpec
 API_VERSIONS: ApiSpec
+DESCRIBE_CLUSTER: ApiSpec
 FETCH: ApiSpec
 LIST_OFFSETS: ApiSpec
 OFFSET_FOR_LEADER_EPOCH: ApiSpec
@@ -182,7 +183,8 @@ class ListOffsetsRequest(Message):
     replica_id: int
     isolation_level: int
     topics: list[ListOffsetsRequest.ListOffsetsTopic]
-    def __init__(self, *, replica_id: int = ..., isolation_level: int = ..., topics: list[ListOffsetsRequest.ListOffsetsTopic] = ...) -> None: ...
+    timeout_ms: int
+    def __init__(self, *, replica_id: int = ..., isolation_level: int = ..., topics: list[ListOffsetsRequest.ListOffsetsTopic] = ..., timeout_ms: int = ...) -> None: ...
 
 class ListOffsetsResponse(Message):
     class ListOffsetsPartitionResponse(Struct):
@@ -1099,6 +1101,28 @@ class AlterUserScramCredentialsResponse(Message):
     throttle_time_ms: int
     results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult]
     def __init__(self, *, throttle_time_ms: int = ..., results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = ...) -> None: ...
+
+class DescribeClusterRequest(Message):
+    include_cluster_authorized_operations: bool
+    endpoint_type: int
+    def __init__(self, *, include_cluster_authorized_operations: bool = ..., endpoint_type: int = ...) -> None: ...
+
+class DescribeClusterResponse(Message):
+    class DescribeClusterBroker(Struct):
+        broker_id: int
+        host: str
+        port: int
+        rack: str | None
+        def __init__(self, *, broker_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    endpoint_type: int
+    cluster_id: str
+    controller_id: int
+    brokers: list[DescribeClusterResponse.DescribeClusterBroker]
+    cluster_authorized_operations: int
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., endpoint_type: int = ..., cluster_id: str = ..., controller_id: int = ..., brokers: list[DescribeClusterResponse.DescribeClusterBroker] = ..., cluster_authorized_operations: int = ...) -> None: ...
 
 class DescribeProducersRequest(Message):
     class TopicRequest(Struct):

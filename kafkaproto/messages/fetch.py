@@ -111,10 +111,12 @@ FETCH = api(
 FetchRequest = FETCH.request
 FetchResponse = FETCH.response
 
+# v7: -3 max timestamp (KIP-734); v8: -4 earliest local (KIP-405); v9: -5 latest tiered
+# (KIP-1005); v10: TimeoutMs for remote lookups (KIP-1075). The response is unchanged.
 LIST_OFFSETS = api(
     2,
     "ListOffsets",
-    "0-7",
+    "0-10",
     flexible="6+",
     request=(
         F("ReplicaId", "int32", "0+"),
@@ -130,6 +132,7 @@ LIST_OFFSETS = api(
                 F("MaxNumOffsets", "int32", "0", default=1),
             ),
         ),
+        F("TimeoutMs", "int32", "10+", default=0),
     ),
     response=(
         F("ThrottleTimeMs", "int32", "2+"),

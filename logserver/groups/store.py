@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kafkaproto import ErrorCode
-from kafkaproto.batch import CONTROL_MASK, CorruptBatchError, iter_batches
-from kafkaproto.records import RecordTuple, build_batch, decode_batch
+from kafkaproto.records import RecordTuple, build_batch
 from logserver.storage.api import AppendResult, Storage, TopicExistsError
+from logserver.storage.replay import replay_partition
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +37,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})  # (logserver/transactions)
 # Any Produce version >= 7 accepts every codec; our batches are uncompressed anyway.
 _APPEND_API_VERSION = 9
-_READ_CHUNK = 1 << 20
-# Group records are small; a batch inflating past this is refused, not allocated.
-_MAX_UNCOMPRESSED = 16 << 20
 # Snapshot batches stay well below the default max.message.bytes (1 MiB).
 _SNAPSHOT_BATCH_BYTES = 256 * 1024
 # Rewrite when at least this many records are dead and they are at least half the log
@@ -174,35 +171,12 @@ class OffsetsStore:
 
     def iter_log(self, partition: int) -> Iterator[LogEntry]:
         """Every record of one partition from its log start, in offset order."""
-        storage = self._storage
-        offset = storage.log_start_offset(OFFSETS_TOPIC, partition)
-        if offset is None:
-            return
-        while offset < (storage.high_watermark(OFFSETS_TOPIC, partition) or 0):
-            data = storage.read_bytes(OFFSETS_TOPIC, partition, offset, _READ_CHUNK)
-            if data is None:
-                return
-            next_offset = offset
-            for pos, header in iter_batches(data):
-                next_offset = header.next_offset
-                if header.attributes & CONTROL_MASK:
-                    continue
-                try:
-                    _, records = decode_batch(data, pos, verify_crc=False,
-                                              max_uncompressed_bytes=_MAX_UNCOMPRESSED)
-                except CorruptBatchError as exc:  # counted, logged, skipped: never a crash
-                    self.bad_batches += 1
-                    log.error("%s-%d: skipping unreadable batch at offset %d: %s",
-                              OFFSETS_TOPIC, partition, header.base_offset, exc)
-                    continue
-                for record in records:
-                    if record.offset >= offset:
-                        yield LogEntry(record.offset, record.timestamp, record.key, record.value)
-            if next_offset <= offset:
-                log.error("%s-%d: no progress reading at offset %d; stopping the replay",
-                          OFFSETS_TOPIC, partition, offset)
-                return
-            offset = next_offset
+        for record in replay_partition(self._storage, OFFSETS_TOPIC, partition,
+                                       on_bad=self._count_bad):
+            yield LogEntry(record.offset, record.timestamp, record.key, record.value)
+
+    def _count_bad(self, offset: int, error: Exception) -> None:
+        self.bad_batches += 1  # counted, logged, skipped: never a crash
 
     # -- rewrite (compaction) -------------------------------------------------------------
 

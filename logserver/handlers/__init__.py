@@ -24,6 +24,7 @@ from logserver.handlers import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_cluster,
     describe_configs,
     describe_groups,
     describe_log_dirs,
@@ -64,7 +65,7 @@ class Handler:
 HANDLERS: dict[int, Handler] = {
     ApiKey.PRODUCE: Handler("Produce", 3, 9, produce.handle),
     ApiKey.FETCH: Handler("Fetch", 4, 16, fetch.handle),
-    ApiKey.LIST_OFFSETS: Handler("ListOffsets", 1, 7, list_offsets.handle),
+    ApiKey.LIST_OFFSETS: Handler("ListOffsets", 1, 10, list_offsets.handle),
     ApiKey.METADATA: Handler("Metadata", 0, 12, metadata.handle),
     ApiKey.API_VERSIONS: Handler("ApiVersions", 0, 4, api_versions.handle),
     ApiKey.CREATE_TOPICS: Handler("CreateTopics", 2, 7, create_topics.handle),
@@ -78,6 +79,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: Handler("IncrementalAlterConfigs", 0, 1,
                                               alter_configs.handle_incremental),
     ApiKey.DESCRIBE_LOG_DIRS: Handler("DescribeLogDirs", 0, 4, describe_log_dirs.handle),
+    ApiKey.DESCRIBE_CLUSTER: Handler("DescribeCluster", 0, 1, describe_cluster.handle),
     # -- consumer groups (logserver/groups) --
     ApiKey.FIND_COORDINATOR: Handler("FindCoordinator", 0, 4, find_coordinator.handle),
     ApiKey.JOIN_GROUP: Handler("JoinGroup", 0, 9, join_group.handle),

@@ -1,4 +1,7 @@
-"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3, v7) or first offset at a time."""
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3, v7), earliest local (-4, v8:
+the log start, everything is local here), latest tiered (-5, v9: -1, as Kafka answers
+for a topic without remote storage) or first offset at a time. v10's TimeoutMs bounds
+remote lookups, which never happen here."""
 
 from __future__ import annotations
 
@@ -16,6 +19,9 @@ if TYPE_CHECKING:
 __all__ = ["EARLIEST", "LATEST", "MAX_TIMESTAMP", "handle"]
 
 MAX_TIMESTAMP_MIN_VERSION = 7
+EARLIEST_LOCAL, EARLIEST_LOCAL_MIN_VERSION = -4, 8  # KIP-405
+LATEST_TIERED, LATEST_TIERED_MIN_VERSION = -5, 9  # KIP-1005
+_NOT_SPECIAL = -6  # a negative timestamp the request's version gives no meaning
 READ_COMMITTED = 1  # isolation_level (v2+; 0 before)
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
@@ -33,8 +39,15 @@ def handle(broker: Broker, header: RequestHeader, request: ListOffsetsRequest) -
                 continue
             timestamp = wanted.timestamp
             if timestamp == MAX_TIMESTAMP and header.api_version < MAX_TIMESTAMP_MIN_VERSION:
-                timestamp = -4  # not a special value before v7: refused like any negative
-            listed = storage.list_offset(topic.name, wanted.partition_index, timestamp)
+                timestamp = _NOT_SPECIAL  # not a special value before v7: refused like any negative
+            timestamp = _tiered_storage_timestamp(timestamp, header.api_version)
+            listed = storage.list_offset(topic.name, wanted.partition_index,
+                                         EARLIEST if timestamp == LATEST_TIERED else timestamp)
+            if timestamp == LATEST_TIERED and listed.error == ErrorCode.NONE:
+                results.append(PartitionResponse(  # nothing is tiered: Kafka's answer
+                    partition_index=wanted.partition_index, error_code=ErrorCode.NONE,
+                    timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
             if (timestamp == LATEST and listed.error == ErrorCode.NONE
                     and request.isolation_level == READ_COMMITTED):
                 stable = storage.last_stable_offset(topic.name, wanted.partition_index)
@@ -49,3 +62,13 @@ def handle(broker: Broker, header: RequestHeader, request: ListOffsetsRequest) -
                 timestamp=listed.timestamp, offset=listed.offset, leader_epoch=LEADER_EPOCH))
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=results))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _tiered_storage_timestamp(timestamp: int, version: int) -> int:
+    """KIP-405's special timestamps: earliest local is the log start (no tiered storage);
+    latest tiered stays (answered above); before their versions they mean nothing."""
+    if timestamp == EARLIEST_LOCAL:
+        return EARLIEST if version >= EARLIEST_LOCAL_MIN_VERSION else _NOT_SPECIAL
+    if timestamp == LATEST_TIERED and version < LATEST_TIERED_MIN_VERSION:
+        return _NOT_SPECIAL
+    return timestamp

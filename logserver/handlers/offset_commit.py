@@ -16,6 +16,7 @@ from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import OffsetCommitRequest, OffsetCommitResponse
 from logserver.groups.group import CommittedOffset
 from logserver.groups.respond import respond
+from logserver.handlers.commit_partitions import TopicPartition, sort_partitions
 from logserver.security import checks
 
 if TYPE_CHECKING:
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
 
 Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 Partition = OffsetCommitResponse.OffsetCommitResponsePartition
-TopicPartition = tuple[str, int]
 _INT64_MAX = 2**63 - 1
 
 
@@ -34,24 +34,13 @@ def handle(broker: Broker, header: RequestHeader, request: OffsetCommitRequest) 
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
     # A retention near 2**63 would overflow the stored int64 expiry: it means "never".
     expire = min(now + retention, _INT64_MAX) if retention >= 0 else -1
-    errors: dict[TopicPartition, int] = {}
-    offsets: dict[TopicPartition, CommittedOffset] = {}
     # As Kafka: READ on the group (else every partition fails), then READ on each topic.
     group_refused = checks.denied(broker, checks.OFFSET_COMMIT_GROUP, request.group_id)
-    for topic in request.topics:
-        count = broker.storage.partition_count(topic.name)
-        refused = group_refused or checks.denied(broker, checks.OFFSET_COMMIT_TOPIC, topic.name)
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            if refused:
-                errors[tp] = refused
-                continue
-            if count is None or not 0 <= p.partition_index < count:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            offsets[tp] = CommittedOffset(
-                p.committed_offset, p.committed_leader_epoch if version >= 6 else -1,
-                p.committed_metadata or "", now, expire)
+    errors, offsets = sort_partitions(
+        broker, request.topics, group_refused, checks.OFFSET_COMMIT_TOPIC,
+        lambda p: CommittedOffset(p.committed_offset,
+                                  p.committed_leader_epoch if version >= 6 else -1,
+                                  p.committed_metadata or "", now, expire))
 
     def build(committed: dict[TopicPartition, int]) -> OffsetCommitResponse:
         results = {**errors, **committed}

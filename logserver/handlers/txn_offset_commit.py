@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from logserver.handlers.commit_partitions import sort_partitions
 from logserver.security import checks
-from logserver.transactions.metadata import PendingOffset, TopicPartition
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -24,23 +24,12 @@ FENCED_MIN_VERSION = 2
 async def handle(broker: Broker, header: RequestHeader,
                  request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     version = header.api_version
-    errors: dict[TopicPartition, int] = {}
-    offsets: dict[TopicPartition, PendingOffset] = {}
     refused = (checks.denied(broker, checks.TRANSACTIONAL_ID_WRITE, request.transactional_id)
                or checks.denied(broker, checks.TXN_OFFSET_COMMIT_GROUP, request.group_id))
-    for topic in request.topics:
-        count = broker.storage.partition_count(topic.name)
-        topic_refused = refused or checks.denied(broker, checks.TXN_OFFSET_COMMIT_TOPIC, topic.name)
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            if topic_refused:
-                errors[tp] = topic_refused
-                continue
-            if count is None or not 0 <= p.partition_index < count:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            offsets[tp] = (p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
-                           p.committed_metadata or "")
+    errors, offsets = sort_partitions(
+        broker, request.topics, refused, checks.TXN_OFFSET_COMMIT_TOPIC,
+        lambda p: (p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
+                   p.committed_metadata or ""))
     error: int = ErrorCode.NONE
     if version >= 3 and offsets:
         error = broker.groups.check_txn_offset_commit(

@@ -9,6 +9,8 @@ entry of every index, and classifies each problem the way start-up recovery woul
 - corrupt: damage with valid batches after it, in the same segment or later ones;
   start-up refuses to start (exit code 3) because repairing it loses data;
 - index: a missing, untrimmed (unclean shutdown) or wrong index; rebuilt at start-up;
+  the ``.txnindex`` too: its aborted transactions are recomputed from the markers and
+  transactional batches of the whole partition and compared entry by entry;
 - unreadable: a batch whose CRC is right but whose records are not (framing that does not
   match the header, or a compressed payload that does not inflate within
   ``CHECK_MAX_UNCOMPRESSED``); reported with where the first one is, never repaired (the
@@ -42,6 +44,8 @@ from kafkaproto.records import decode_batch
 from logserver.log.errors import LogDirLockedError
 from logserver.log.manager import lock_data_dir
 from logserver.log.segment import LOG_SUFFIX, find_valid_batch
+from logserver.log.transaction_index import TXN_INDEX_SUFFIX, AbortedTxnEntry, parse_entries
+from logserver.log.txn_index import COMMIT, CONTROL_KEY_SIZE, control_type
 
 __all__ = ["CheckResult", "Problem", "check_data_dir", "main", "repair_data_dir"]
 
@@ -83,6 +87,8 @@ class _SegmentScan:
     next_offset: int = 0
     starts: dict[int, int] = field(default_factory=dict)  # position -> base offset
     max_timestamp: int = -1
+    # (offset, producer id, control type or None for data) of each transactional batch
+    txn_batches: list[tuple[int, int, int | None]] = field(default_factory=list)
 
 
 def check_data_dir(data_dir: Path) -> CheckResult:
@@ -116,6 +122,7 @@ def _check_partition(directory: Path, result: CheckResult) -> None:
     )
     sizes = {b: (directory / f"{b:020d}{LOG_SUFFIX}").stat().st_size for b in bases}
     expected: int | None = None
+    txns = _TxnReplay(complete=not bases or bases[0] == 0)
     for i, base in enumerate(bases):
         path = directory / f"{base:020d}{LOG_SUFFIX}"
         result.segments += 1
@@ -126,6 +133,8 @@ def _check_partition(directory: Path, result: CheckResult) -> None:
         scan = _scan_segment(path, base, data_follows, result)
         _check_offset_index(directory / f"{base:020d}.index", base, scan, sizes[base], result)
         _check_time_index(directory / f"{base:020d}.timeindex", base, scan, result)
+        _check_txn_index(directory / f"{base:020d}{TXN_INDEX_SUFFIX}", scan, txns, sizes[base],
+                         result)
         if sizes[base]:
             expected = scan.next_offset
 
@@ -162,6 +171,10 @@ def _scan_segment(path: Path, base: int, data_follows: bool, result: CheckResult
                 unreadable += 1
                 if first_unreadable is None:
                     first_unreadable = f"batch at position {pos} (offset {header.base_offset}): {exc}"
+            if header.is_transactional:
+                ctype = (control_type(data[BATCH_HEADER_SIZE:BATCH_HEADER_SIZE + CONTROL_KEY_SIZE])
+                         if header.is_control else None)
+                scan.txn_batches.append((header.base_offset, header.producer_id, ctype))
             scan.starts[pos] = header.base_offset
             scan.max_timestamp = max(scan.max_timestamp, header.max_timestamp)
             scan.next_offset = header.next_offset
@@ -238,6 +251,60 @@ def _check_time_index(path: Path, base: int, scan: _SegmentScan, result: CheckRe
             result.problems.append(Problem(path, "index", f"entry {i} ({ts}, offset {base + rel}) is wrong"))
             return
         last_ts, last_rel = ts, rel
+
+
+class _TxnReplay:
+    """Open transactions across a partition's segments, as the broker tracks them."""
+
+    def __init__(self, *, complete: bool) -> None:
+        self.complete = complete  # the log starts at 0: every transaction's start is known
+        self.ongoing: dict[int, int] = {}
+
+    def segment_entries(self, scan: _SegmentScan) -> list[tuple[AbortedTxnEntry, bool]]:
+        """The entries a segment's ``.txnindex`` must hold, each with whether its first
+        offset and LSO are known (its transaction began inside the scanned log)."""
+        out: list[tuple[AbortedTxnEntry, bool]] = []
+        for offset, pid, ctype in scan.txn_batches:
+            if ctype is None:
+                self.ongoing.setdefault(pid, offset)
+                continue
+            first = self.ongoing.pop(pid, None)
+            if ctype == COMMIT:
+                continue
+            lso = next(iter(self.ongoing.values()), offset + 1)
+            if first is not None:
+                out.append((AbortedTxnEntry(pid, first, offset, lso), self.complete))
+            elif not self.complete:  # it may have begun below the log start
+                out.append((AbortedTxnEntry(pid, -1, offset, -1), False))
+        return out
+
+
+def _check_txn_index(path: Path, scan: _SegmentScan, txns: _TxnReplay, log_size: int,
+                     result: CheckResult) -> None:
+    wanted = txns.segment_entries(scan)
+    if not path.exists():
+        if log_size:
+            result.problems.append(Problem(path, "index", "missing"))
+        return
+    try:
+        entries = parse_entries(path.read_bytes())
+    except ValueError as exc:
+        result.problems.append(Problem(path, "index", str(exc)))
+        return
+    if not txns.complete:  # markers of transactions begun below the log start may have none
+        by_marker = {entry.last_offset: entry for entry in entries}
+        wanted = [(w, exact) for w, exact in wanted if exact or w.last_offset in by_marker]
+    if len(entries) != len(wanted):
+        result.problems.append(Problem(
+            path, "index", f"{len(entries)} aborted transactions, the log has {len(wanted)}"))
+        return
+    for i, (entry, (want, exact)) in enumerate(zip(entries, wanted, strict=True)):
+        same = entry == want if exact else (
+            entry.producer_id == want.producer_id and entry.last_offset == want.last_offset)
+        if not same:
+            result.problems.append(Problem(
+                path, "index", f"entry {i} {tuple(entry)}, the log says {tuple(want)}"))
+            return
 
 
 def repair_data_dir(data_dir: Path) -> list[str]:

@@ -60,6 +60,7 @@ from logserver.log.index import index_file_name
 from logserver.log.local_log import SegmentsChangedError
 from logserver.log.offset_map import DEFAULT_DEDUPE_BUFFER_BYTES, OffsetMap
 from logserver.log.segment import CLEANED_SUFFIX, LOG_SUFFIX, Segment
+from logserver.log.transaction_index import TXN_INDEX_SUFFIX
 
 if TYPE_CHECKING:
     from logserver.log.log import Log
@@ -305,6 +306,7 @@ class _CleanedCopy:
     def __init__(self, seg: Segment) -> None:
         self.directory = seg.directory
         self.base_offset = seg.base_offset
+        self.source = seg
         self.path = seg.directory / (index_file_name(seg.base_offset, LOG_SUFFIX) + CLEANED_SUFFIX)
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.size = 0
@@ -331,12 +333,18 @@ class _CleanedCopy:
         os.fsync(self.fd)
         os.close(self.fd)
         self.fd = -1
+        # Markers are kept as they are (at their offsets), so the aborted transactions
+        # of the copy are exactly the source's.
+        txn_path = self.directory / (index_file_name(self.base_offset, TXN_INDEX_SUFFIX)
+                                     + CLEANED_SUFFIX)
+        self.source.txn_index.copy_to(txn_path)
         new = Segment(self.directory, self.base_offset, log.config, active=False,
                       file_suffix=CLEANED_SUFFIX)
         try:
             new.recover(verify_from=None)
             fsync_path(new.offset_index.path)
             fsync_path(new.time_index.path)
+            new.txn_index.fsync()
         except BaseException:
             new.delete()
             raise

@@ -18,6 +18,7 @@ from pathlib import Path
 from logserver.log.config import LogConfig
 from logserver.log.index import OffsetIndex, TimeIndex
 from logserver.log.segment import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, Segment
+from logserver.log.transaction_index import TXN_INDEX_SUFFIX
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def _segment_bases(directory: Path) -> list[int]:
                 logger.warning("%s: ignoring unexpected file %s", directory, name)
     bases.sort()
     base_set = set(bases)
-    for suffix in (OffsetIndex.suffix, TimeIndex.suffix):
+    for suffix in (OffsetIndex.suffix, TimeIndex.suffix, TXN_INDEX_SUFFIX):
         for path in directory.glob("*" + suffix):
             with contextlib.suppress(ValueError):
                 if int(path.name[: -len(suffix)]) not in base_set:
@@ -85,7 +86,7 @@ def _segment_bases(directory: Path) -> list[int]:
 
 
 def _delete_segment_files(directory: Path, base: int) -> None:
-    for suffix in (LOG_SUFFIX, OffsetIndex.suffix, TimeIndex.suffix):
+    for suffix in (LOG_SUFFIX, OffsetIndex.suffix, TimeIndex.suffix, TXN_INDEX_SUFFIX):
         with contextlib.suppress(FileNotFoundError):
             (directory / f"{base:020d}{suffix}").unlink()
 
@@ -117,12 +118,17 @@ def _load(
                 # not the machine): the first flush must fsync it before the recovery
                 # point moves past it.
                 unflushed[seg] = None
+                # Its aborted transactions are rebuilt by the Log's producer state replay.
+                seg.check_txn_index(trusted=False)
             else:
                 before = seg.size
                 if seg.load(allow_data_loss=allow_data_loss, data_follows=data_follows):
                     unflushed[seg] = None  # rebuilt index files
                     actions.append(f"{seg.path}: rebuilt indexes ({seg.index_problem})")
                 truncated = before - seg.size
+                if seg.check_txn_index(trusted=True):
+                    unflushed[seg] = None
+                    actions.append(f"{seg.txn_index.path}: rebuilt transaction index")
         except BaseException:
             seg.close()
             raise

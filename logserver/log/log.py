@@ -48,6 +48,7 @@ from logserver.log.local_log import LocalLog
 from logserver.log.producer_state import SNAPSHOT_SUFFIX, Decision, ProducerStateManager
 from logserver.log.segment import Segment
 from logserver.log.slice import SegmentSlice
+from logserver.log.transaction_index import AbortedTxnEntry
 from logserver.log.txn_index import COMMIT, CONTROL_KEY_SIZE, control_type
 
 logger = logging.getLogger(__name__)
@@ -131,7 +132,8 @@ class Log:
                     self.log_end_offset,
                     len(loaded.segments),
                 )
-            self._load_producer_state()
+            stale = [seg for seg in loaded.segments if seg.txn_index_stale]
+            self._load_producer_state(stale[0].base_offset if stale else None)
         except BaseException:
             loaded.close()
             raise
@@ -191,17 +193,26 @@ class Log:
 
     # -- loading -------------------------------------------------------------------------
 
-    def _load_producer_state(self) -> None:
-        """Latest snapshot <= LEO, then replay the headers after it (Kafka's way)."""
+    def _load_producer_state(self, rebuild_txn_from: int | None = None) -> None:
+        """Latest snapshot <= LEO, then replay the headers after it (Kafka's way).
+
+        ``rebuild_txn_from``: the base offset of the first segment whose ``.txnindex``
+        was reset at load; the replay then starts at a snapshot at or below it and
+        writes the aborted transactions of those segments again.
+        """
         ps = self.producer_state
         leo = self.log_end_offset
-        snap = ps.load_latest_snapshot(leo)
+        snap = ps.load_latest_snapshot(leo, rebuild_txn_from)
         start = self.log_start_offset if snap is None or snap < self.log_start_offset else snap
         if snap is None or snap < self.log_start_offset:
             ps.reset(start)
         if start < leo:
             with self._local.pinned_segments(start) as segments:
-                headers = (header for _, header in _iter_headers(segments, start))
+                headers: Iterator[BatchHeader]
+                if rebuild_txn_from is None:
+                    headers = (header for _, header in _iter_headers(segments, start))
+                else:
+                    headers = self._rebuilding_txn_index(segments, start)
                 count = ps.replay(headers, _now_ms())
             logger.info(
                 "%s: producer state replayed %d batches from offset %d (snapshot %s)",
@@ -212,11 +223,70 @@ class Log:
             )
         ps.map_end_offset = leo
 
+    def _rebuilding_txn_index(self, segments: tuple[Segment, ...],
+                              start: int) -> Iterator[BatchHeader]:
+        """The replay's headers, writing the abort entries of stale ``.txnindex`` files
+        on the way (each before its marker reaches the producer state)."""
+        ps = self.producer_state
+        for seg, header in _iter_headers(segments, start):
+            if seg.txn_index_stale and header.is_control and header.is_transactional:
+                pos = seg.translate_offset(header.base_offset)
+                key = b"" if pos is None else seg.read_at(pos[0] + BATCH_HEADER_SIZE,
+                                                          CONTROL_KEY_SIZE)
+                if control_type(key) != COMMIT:
+                    entry = ps.abort_entry(header.producer_id, header.base_offset)
+                    if entry is not None:
+                        seg.add_aborted_txn(AbortedTxnEntry(header.producer_id, entry[0],
+                                                            header.base_offset, entry[1]))
+            yield header
+        for seg in segments:
+            seg.txn_index_stale = False
+
+    # -- transactions --------------------------------------------------------------------
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The first offset of the oldest open transaction, or ``high_watermark``."""
+        return self.producer_state.last_stable_offset(high_watermark)
+
+    def ongoing_txns(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction."""
+        return dict(self.producer_state.ongoing)
+
+    def aborted_txns(self, start: int, end: int) -> list[AbortedTxnEntry]:
+        """Aborted transactions overlapping [start, end), from the ``.txnindex`` files
+        of the segments from the one holding ``start`` on (Kafka's
+        collectAbortedTransactions: stops at the first entry whose LSO reaches ``end``)."""
+        found: list[AbortedTxnEntry] = []
+        with self._local.pinned_segments(start) as segments:
+            for seg in segments:
+                if seg.base_offset >= end:
+                    break
+                entries, complete = seg.txn_index.collect(start, end)
+                found.extend(entries)
+                if complete:
+                    break
+        return found
+
+    def _abort_entry(self, header: BatchHeader, batch: bytearray | memoryview,
+                     marker_offset: int) -> AbortedTxnEntry | None:
+        """The ``.txnindex`` entry of an abort marker about to be appended, else None."""
+        if not (header.is_control and header.is_transactional):
+            return None
+        key = bytes(batch[BATCH_HEADER_SIZE:BATCH_HEADER_SIZE + CONTROL_KEY_SIZE])
+        if control_type(key) == COMMIT:
+            return None
+        entry = self.producer_state.abort_entry(header.producer_id, marker_offset)
+        if entry is None:
+            return None
+        return AbortedTxnEntry(header.producer_id, entry[0], marker_offset, entry[1])
+
     # -- append -------------------------------------------------------------------------
 
     def txn_batches(self) -> Iterator[tuple[BatchHeader, bool | None]]:
-        """(header, commit) of every transactional batch from the log start, for the
-        transaction index (logserver.log.txn_index); commit is None for data batches."""
+        """(header, commit) of every transactional batch from the log start; commit is
+        None for data batches. A whole-log scan: the log's own transaction state is the
+        producer state and the ``.txnindex`` files; this is for tools and comparisons
+        (benchmarks/txn_index_rebuild.py)."""
         start = self.log_start_offset
         with self._local.pinned_segments(start) as segments:
             for seg, header in _iter_positioned(segments):
@@ -292,6 +362,10 @@ class Log:
                     set_partition_leader_epoch(batch, 0, leader_epoch)
                 self._unflushed[seg] = None
                 local.append(batch, base, max_ts, next_offset)
+                if header.is_control:
+                    aborted = self._abort_entry(header, batch, base)
+                    if aborted is not None:
+                        seg.add_aborted_txn(aborted)
         if header.producer_id >= 0:
             self.producer_state.update(header, base, now)
         else:
@@ -332,7 +406,9 @@ class Log:
         self._assigned_end = next_offset
         self._submitted_bytes += size
         self._submitted += 1
-        self._last_write = writer.submit(self._write, batch, base, max_ts, next_offset, size)
+        aborted = self._abort_entry(header, batch, base) if header.is_control else None
+        self._last_write = writer.submit(self._write, batch, base, max_ts, next_offset, size,
+                                         aborted)
         return base, next_offset
 
     def _needs_roll(
@@ -346,7 +422,8 @@ class Log:
         return seg.should_roll(size, max_ts, last_offset, now)
 
     def _write(
-        self, batch: bytearray | memoryview, base: int, max_ts: int, next_offset: int, size: int
+        self, batch: bytearray | memoryview, base: int, max_ts: int, next_offset: int, size: int,
+        aborted: AbortedTxnEntry | None = None,
     ) -> None:
         """On the writer thread: write one batch whose offsets the loop assigned."""
         try:
@@ -366,6 +443,8 @@ class Log:
                 try:
                     self._unflushed[seg] = None
                     self._local.append(batch, base, max_ts, next_offset)
+                    if aborted is not None:
+                        seg.add_aborted_txn(aborted)
                 finally:
                     seg.unpin()
         except BaseException as exc:

@@ -10,6 +10,12 @@ log offset it covers up to (exclusive) is written on roll and on clean close; on
 the latest valid snapshot at or below the log end offset is loaded and the batch headers
 after it are replayed by the Log (after a kill -9 that replay covers everything since
 the last snapshot).
+
+Open transactions are producer state too (Kafka's ``ongoingTxns``): a transactional
+batch opens one for its producer id at its base offset, a marker closes it. They give
+the last stable offset, and they are in the snapshot (format version 2), so after a
+clean stop neither needs the log read again. A version 1 snapshot holds no transactions
+and is passed over (the log is replayed instead, once).
 """
 
 from __future__ import annotations
@@ -46,7 +52,9 @@ MAX_CACHED_BATCHES = 5
 SNAPSHOT_SUFFIX = ".snapshot"
 _INT32_MAX = 2**31 - 1
 _MAGIC = b"LSPS"
-_VERSION = 1
+_VERSION = 2  # 2: open transactions after the producers
+_TXN_COUNT = struct.Struct(">I")
+_TXN = struct.Struct(">qq")  # producer id, first offset of its open transaction
 _FILE_HEADER = struct.Struct(">4sHII")  # magic, version, crc32 of the rest, producer count
 _PRODUCER = struct.Struct(">qhBq")  # producer id, epoch, batch count, last seen (ms)
 _BATCH = struct.Struct(">iiqqq")  # first seq, last seq, base offset, last offset, timestamp
@@ -54,6 +62,10 @@ _BATCH = struct.Struct(">iiqqq")  # first seq, last seq, base offset, last offse
 
 def snapshot_file_name(offset: int) -> str:
     return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+class _OldSnapshotError(Exception):
+    """A version 1 snapshot: valid, but without the open transactions."""
 
 
 class Verdict(IntEnum):
@@ -129,6 +141,9 @@ class ProducerStateManager:
         self.directory = directory
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
+        # producer id -> first offset of its open transaction, in first-offset order
+        # (offsets only grow, so insertion order is that order)
+        self.ongoing: dict[int, int] = {}
         self.map_end_offset = 0  # state reflects every batch below this offset
 
     def __len__(self) -> int:
@@ -197,6 +212,11 @@ class ProducerStateManager:
             return
         entry = self.producers.get(pid)
         epoch = header.producer_epoch
+        if header.is_transactional:
+            if header.is_control:
+                self.ongoing.pop(pid, None)
+            elif pid not in self.ongoing:
+                self.ongoing[pid] = base_offset
         if header.is_control:
             # A transaction marker (written by the coordinator, sequence -1) ends a
             # transaction; with a newer epoch it fences the producer's older epochs.
@@ -245,16 +265,38 @@ class ProducerStateManager:
             count += 1
         return count
 
+    # -- transactions ----------------------------------------------------------------
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The first offset of the oldest open transaction, or the high watermark."""
+        for first in self.ongoing.values():
+            return min(first, high_watermark)
+        return high_watermark
+
+    def abort_entry(self, producer_id: int, marker_offset: int) -> tuple[int, int] | None:
+        """For an abort marker about to close ``producer_id``'s transaction: (first
+        offset of the transaction, LSO once it is closed), or None if none is open."""
+        first = self.ongoing.get(producer_id)
+        if first is None:
+            return None
+        for pid, other in self.ongoing.items():
+            if pid != producer_id:
+                return first, other
+        return first, marker_offset + 1
+
     def remove_expired(self, now_ms: int) -> int:
-        """Forget producers idle longer than producer.id.expiration.ms (wall clock)."""
+        """Forget producers idle longer than producer.id.expiration.ms (wall clock);
+        never one with an open transaction (as Kafka)."""
         horizon = now_ms - self.expiration_ms
-        expired = [pid for pid, e in self.producers.items() if e.last_timestamp < horizon]
+        expired = [pid for pid, e in self.producers.items()
+                   if e.last_timestamp < horizon and pid not in self.ongoing]
         for pid in expired:
             del self.producers[pid]
         return len(expired)
 
     def reset(self, offset: int = 0) -> None:
         self.producers.clear()
+        self.ongoing.clear()
         self.map_end_offset = offset
 
     # -- snapshots -------------------------------------------------------------------
@@ -278,6 +320,8 @@ class ProducerStateManager:
         for pid, entry in self.producers.items():
             parts.append(_PRODUCER.pack(pid, entry.epoch, len(entry.batches), entry.last_timestamp))
             parts.extend(_BATCH.pack(*meta) for meta in entry.batches)
+        parts.append(_TXN_COUNT.pack(len(self.ongoing)))
+        parts.extend(_TXN.pack(pid, first) for pid, first in self.ongoing.items())
         body = b"".join(parts)
         data = _FILE_HEADER.pack(_MAGIC, _VERSION, zlib.crc32(body), len(self.producers)) + body
         path = self.directory / snapshot_file_name(offset)
@@ -286,20 +330,28 @@ class ProducerStateManager:
             self._delete_snapshot(old)
         return path
 
-    def load_latest_snapshot(self, max_offset: int) -> int | None:
+    def load_latest_snapshot(self, max_offset: int, at_most: int | None = None) -> int | None:
         """Load the newest valid snapshot at or below ``max_offset``; returns its offset.
 
         Snapshots above ``max_offset`` (after a truncation) and unreadable ones are
         deleted, falling back to older ones; None means replay from the log start.
+        ``at_most`` passes over (keeping) the ones above it: the replay must start there
+        (a transaction index to rebuild from that offset).
         """
         self.reset()
         for offset in reversed(self.snapshot_offsets()):
             if offset > max_offset:
                 self._delete_snapshot(offset)
                 continue
+            if at_most is not None and offset > at_most:
+                continue
             path = self.directory / snapshot_file_name(offset)
             try:
                 self._read_snapshot(path)
+            except _OldSnapshotError:
+                logger.info("%s: snapshot without transaction state, replaying instead", path)
+                self.reset()
+                continue
             except (OSError, ValueError, struct.error) as exc:
                 logger.warning("%s: ignoring unreadable producer snapshot: %s", path, exc)
                 self._delete_snapshot(offset)
@@ -313,6 +365,8 @@ class ProducerStateManager:
         data = path.read_bytes()
         magic, version, crc, count = _FILE_HEADER.unpack_from(data, 0)
         body = memoryview(data)[_FILE_HEADER.size :]
+        if magic == _MAGIC and version == 1:
+            raise _OldSnapshotError(path)
         if magic != _MAGIC or version != _VERSION:
             raise ValueError(f"bad magic/version {magic!r}/{version}")
         if zlib.crc32(body) != crc:
@@ -328,9 +382,16 @@ class ProducerStateManager:
                 entry.batches.append(BatchMetadata._make(_BATCH.unpack_from(body, pos)))
                 pos += _BATCH.size
             producers[pid] = entry
+        (txns,) = _TXN_COUNT.unpack_from(body, pos)
+        pos += _TXN_COUNT.size
+        ongoing = []
+        for _ in range(txns):
+            ongoing.append(_TXN.unpack_from(body, pos))
+            pos += _TXN.size
         if pos != len(body):
             raise ValueError(f"{len(body) - pos} trailing bytes")
         self.producers = producers
+        self.ongoing = dict(sorted(ongoing, key=lambda txn: txn[1]))
 
     def delete_snapshots_after(self, offset: int) -> None:
         for old in self.snapshot_offsets():

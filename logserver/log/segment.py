@@ -47,6 +47,7 @@ from logserver.log.config import LogConfig
 from logserver.log.errors import CorruptLogError
 from logserver.log.fsutil import fsync_path
 from logserver.log.index import OffsetIndex, TimeIndex, index_file_name
+from logserver.log.transaction_index import TXN_INDEX_SUFFIX, AbortedTxnEntry, TransactionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +163,11 @@ class Segment:
                 writable=active,
             )
             self.offset_index = offset_index
+            # New segments get an empty file at once (a missing one means "rebuild").
+            self.txn_index = TransactionIndex(
+                directory / (index_file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix),
+                create=active,
+            )
         except BaseException:
             if offset_index is not None:
                 offset_index.close()
@@ -173,6 +179,8 @@ class Segment:
         self.offset_of_max_timestamp = base_offset  # base offset of the batch that set it
         self.created_ms = _now_ms() if created_ms is None else created_ms
         self.index_problem: str | None = None  # why load() rebuilt the indexes
+        # The .txnindex was reset at load and its entries are rebuilt by the Log's replay.
+        self.txn_index_stale = False
         self.last_truncation: str | None = None  # what recover() cut, for the report
         self._first_batch_timestamp: int | None = None  # rolling time base, as in Kafka
         self._bytes_since_index_entry = 0
@@ -581,7 +589,25 @@ class Segment:
         self.size = pos
         # Rare operation: recompute indexes and max timestamp by scanning the headers.
         self.recover(verify_from=None)
+        self.txn_index.truncate_to(self.next_offset)
         return removed
+
+    def check_txn_index(self, *, trusted: bool) -> bool:
+        """At load: keep a sane ``.txnindex`` of trusted data, else empty it for the
+        rebuild (``txn_index_stale``). Returns True when it must be rebuilt."""
+        problem = None if not trusted else self.txn_index.sanity_problem(
+            self.base_offset, self.next_offset)
+        if trusted and problem is None:
+            return False
+        if problem is not None:
+            logger.warning("%s: rebuilding the transaction index: %s", self.path, problem)
+        self.txn_index.reset()
+        self.txn_index_stale = True
+        return True
+
+    def add_aborted_txn(self, entry: AbortedTxnEntry) -> None:
+        """Record an abort marker this segment holds (written after the marker itself)."""
+        self.txn_index.append(entry)
 
     def fsync(self) -> None:
         """Make this segment durable: its log data and, once rolled, its trimmed indexes.
@@ -596,6 +622,7 @@ class Segment:
         if not self.active:
             fsync_path(self.offset_index.path, missing_ok=True)
             fsync_path(self.time_index.path, missing_ok=True)
+            self.txn_index.fsync()
 
     # -- references -------------------------------------------------------------------
 
@@ -660,6 +687,7 @@ class Segment:
                 self._used = False
                 return 0
             closed = self.offset_index.release() + self.time_index.release()
+            self.txn_index.release()
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
@@ -687,7 +715,7 @@ class Segment:
 
     def file_paths(self) -> list[Path]:
         """The log and index files under their current names."""
-        return [self.path, self.offset_index.path, self.time_index.path]
+        return [self.path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
     def mark_deleted(self, *, link_log: bool = False) -> list[Path]:
         """Rename the files ``*.deleted`` (log first); returns the new paths.
@@ -713,6 +741,10 @@ class Segment:
                 index.rename(target)
                 done.append(target)
             index.path = target
+        txn_target = self.txn_index.path.with_name(self.txn_index.path.name + DELETED_SUFFIX)
+        with contextlib.suppress(FileNotFoundError):
+            self.txn_index.rename(txn_target)
+            done.append(txn_target)
         return done
 
     def install(self) -> None:
@@ -730,6 +762,8 @@ class Segment:
         self.path = final
         for index in (self.offset_index, self.time_index):
             index.rename(index.path.with_name(index.path.name[:-cut]))
+        txn = self.txn_index
+        txn.rename(txn.path.with_name(txn.path.name[:-cut]))
         self.file_suffix = ""
 
     # -- lifecycle --------------------------------------------------------------------
@@ -747,6 +781,7 @@ class Segment:
         if sync:
             fsync_path(self.offset_index.path)
             fsync_path(self.time_index.path)
+            self.txn_index.fsync()
         self._release_owner()
 
     def retire(self) -> list[Path]:

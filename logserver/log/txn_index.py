@@ -1,17 +1,12 @@
-"""Open and aborted transactions of one partition: the last stable offset and the
-aborted-transactions index that read_committed fetches need (Kafka's ProducerStateManager
-"ongoing transactions" and TransactionIndex).
+"""Open and aborted transactions of a partition held in memory (the in-memory storage
+engine's; the segment log keeps them as Kafka does: open transactions in its producer
+state, aborted ones in each segment's ``.txnindex``, see logserver.log.transaction_index),
+and the control record decoding both use.
 
 A transactional data batch opens a transaction for its producer id at its base offset
 (if none is open); a control batch (commit or abort marker) closes it, and an abort adds
 ``(producer id, first offset, marker offset)`` to the aborted list. The last stable
-offset (LSO) is the first offset of the oldest open transaction, or the high watermark.
-
-Kept in memory and rebuilt from the batch headers when a partition is first asked
-(``PartitionTxns.rebuild``); Kafka keeps the aborted list on disk per segment
-(``.txnindex``), which this server does not do yet: the rebuild reads every batch
-header of the partition once per process.
-"""
+offset (LSO) is the first offset of the oldest open transaction, or the high watermark."""
 
 from __future__ import annotations
 

@@ -214,14 +214,15 @@ class Storage(Protocol):
 
     def last_stable_offset(self, topic: str, partition: int, *,
                            fetch_offset: int | None = None) -> int | None:
-        """The first offset of the oldest open transaction, or the high watermark. With
-        ``fetch_offset`` (read_committed Fetch) it never blocks: while the partition's
-        transaction index is being built it answers ``fetch_offset``."""
+        """The first offset of the oldest open transaction, or the high watermark (open
+        transactions are producer state, so this never reads the log; ``fetch_offset``,
+        the read_committed Fetch's, is accepted for engines that would need it)."""
         ...
 
     def aborted_transactions(self, topic: str, partition: int, start: int,
                              end: int) -> list[tuple[int, int]]:
-        """(producer id, first offset) of aborted transactions overlapping [start, end)."""
+        """(producer id, first offset) of aborted transactions overlapping [start, end)
+        (the segment log reads them from its ``.txnindex`` files)."""
         ...
 
     def active_producers(self, topic: str, partition: int) -> list[tuple[int, int, int, int, int]] | None:

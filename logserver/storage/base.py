@@ -288,10 +288,7 @@ class PartitionedStorage:
         found = self._partition(topic, partition)
         if found is None:
             return []
-        part = found[1]
-        txns = part.txns
-        txns.forget_below(part.log_start_offset)  # retention moved past them
-        return [(a.producer_id, a.first_offset) for a in txns.aborted_between(start, end)]
+        return [(a.producer_id, a.first_offset) for a in found[1].aborted_txns(start, end)]
 
     def active_producers(self, topic: str, partition: int) -> list[tuple[int, int, int, int, int]] | None:
         found = self._partition(topic, partition)

@@ -16,7 +16,7 @@ import bisect
 import struct
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,8 @@ from logserver.log.errors import (
     UnknownTopicOrPartitionError,
 )
 from logserver.log.producer_state import Decision, ProducerStateManager
-from logserver.log.txn_index import COMMIT, CONTROL_KEY_SIZE, control_type
+from logserver.log.transaction_index import AbortedTxnEntry
+from logserver.log.txn_index import COMMIT, CONTROL_KEY_SIZE, PartitionTxns, control_type
 from logserver.partition import LEADER_EPOCH, Partition
 from logserver.storage.api import LogDirInfo, PartitionDirInfo, Records
 from logserver.storage.base import PartitionedStorage, TopicState
@@ -52,6 +53,13 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _commit_of(batch: bytes | memoryview, header: BatchHeader) -> bool | None:
+    """A marker's commit (True) or abort (False); None for a data batch."""
+    if not header.is_control:
+        return None
+    return control_type(bytes(batch[BATCH_HEADER_SIZE:BATCH_HEADER_SIZE + CONTROL_KEY_SIZE])) == COMMIT
+
+
 class MemoryLog:
     """One partition's batches in memory (``logserver.partition.PartitionLog``)."""
 
@@ -62,6 +70,7 @@ class MemoryLog:
         self._boundaries: list[int] = [0]  # segment base offsets (roll points)
         self._start = 0
         self._end = 0
+        self._txn_cache: PartitionTxns | None = None
         self.producer_state = ProducerStateManager(Path(f"memory:{name}"),
                                                    config.producer_id_expiration_ms)
 
@@ -90,6 +99,8 @@ class MemoryLog:
         self._bases.append(base)
         self._max_ts.append(_I64.unpack_from(batch, MAX_TIMESTAMP_OFFSET)[0])
         self._end = base + header.last_offset_delta + 1
+        if header.is_transactional and self._txn_cache is not None:
+            self._txn_cache.on_batch(header, base, _commit_of(batch, header))
         if header.producer_id >= 0:
             self.producer_state.update(header, base, _now_ms())
         return base
@@ -98,13 +109,27 @@ class MemoryLog:
         return [(pid, e.epoch, e.last_seq, e.last_timestamp)
                 for pid, e in self.producer_state.producers.items()]
 
-    def txn_batches(self) -> Iterator[tuple[BatchHeader, bool | None]]:
-        for batch in self._batches:
-            header = parse_header(batch)
-            if header.is_transactional:
-                commit = (control_type(batch[BATCH_HEADER_SIZE:BATCH_HEADER_SIZE + CONTROL_KEY_SIZE]) == COMMIT
-                          if header.is_control else None)
-                yield header, commit
+    def _txns(self) -> PartitionTxns:
+        """Open and aborted transactions, from the batches held (kept until they change)."""
+        txns = self._txn_cache
+        if txns is None:
+            txns = PartitionTxns()
+            for batch in self._batches:
+                header = parse_header(batch)
+                if header.is_transactional:
+                    txns.on_batch(header, header.base_offset, _commit_of(batch, header))
+            self._txn_cache = txns
+        return txns
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        return self._txns().last_stable_offset(high_watermark)
+
+    def ongoing_txns(self) -> Mapping[int, int]:
+        return self._txns().ongoing
+
+    def aborted_txns(self, start: int, end: int) -> list[AbortedTxnEntry]:
+        return [AbortedTxnEntry(a.producer_id, a.first_offset, a.last_offset, -1)
+                for a in self._txns().aborted_between(start, end)]
 
     def _first_batch(self, offset: int) -> int:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
@@ -125,8 +150,6 @@ class MemoryLog:
         for i in range(first, len(self._batches)):
             if (stop is not None and self._bases[i] >= stop) or self._bases[i] >= upper:
                 break
-            if upper_bound is not None and self._bases[i] >= upper_bound:
-                break
             batch = self._batches[i]
             if size + len(batch) > max_bytes and (out or not min_one):
                 break
@@ -139,6 +162,7 @@ class MemoryLog:
         if offset >= self._end:
             return self._end
         first = self._first_batch(offset)
+        self._txn_cache = None
         del self._batches[first:], self._max_ts[first:]
         self._end = self._bases[first] if first < len(self._bases) else self._end
         del self._bases[first:]

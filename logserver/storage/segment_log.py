@@ -49,8 +49,8 @@ def _region_bytes(region: SegmentSlice) -> bytes:
 class SegmentPartitionLog:
     """A partition Log as the shared Partition sees it (``logserver.partition.PartitionLog``)."""
 
-    __slots__ = ("_log", "append", "check_producer", "max_timestamp_offset", "offset_for_timestamp",
-                 "txn_batches")
+    __slots__ = ("_log", "aborted_txns", "append", "check_producer", "last_stable_offset",
+                 "max_timestamp_offset", "offset_for_timestamp", "ongoing_txns")
 
     def __init__(self, log_: Log) -> None:
         self._log = log_
@@ -58,7 +58,9 @@ class SegmentPartitionLog:
         self.check_producer = log_.check_producer
         self.offset_for_timestamp = log_.offset_for_timestamp
         self.max_timestamp_offset = log_.max_timestamp_offset
-        self.txn_batches = log_.txn_batches
+        self.last_stable_offset = log_.last_stable_offset
+        self.ongoing_txns = log_.ongoing_txns
+        self.aborted_txns = log_.aborted_txns
 
     @property
     def log_start_offset(self) -> int:

@@ -7,8 +7,9 @@
 - ``store``: appends to and replay of ``__transaction_state``.
 - ``coordinator``: the glue: per-id locks, durable state writes, markers, the timeout sweep.
 
-The partition side (open transactions, the last stable offset, aborted transactions)
-is ``logserver.log.txn_index``; markers are built by ``kafkaproto.control``.
+The partition side: open transactions and the last stable offset are producer state
+(``logserver.log.producer_state``), aborted transactions are each segment's ``.txnindex``
+(``logserver.log.transaction_index``); markers are built by ``kafkaproto.control``.
 """
 
 from logserver.transactions.coordinator import TransactionCoordinator

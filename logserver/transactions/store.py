@@ -12,13 +12,14 @@ import asyncio
 import logging
 import struct
 import time
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from kafkaproto import ErrorCode
-from kafkaproto.batch import CONTROL_MASK, CorruptBatchError, iter_batches
-from kafkaproto.records import build_batch, decode_batch
+from kafkaproto.records import build_batch
 from logserver.groups.store import java_string_hash
 from logserver.storage.api import Storage, TopicExistsError
+from logserver.storage.replay import replay_partition
 from logserver.transactions.metadata import TxnMetadata
 from logserver.transactions.records import decode_key, decode_value, encode_key, encode_value
 
@@ -26,8 +27,6 @@ log = logging.getLogger(__name__)
 
 TXN_STATE_TOPIC = "__transaction_state"
 _APPEND_API_VERSION = 9
-_READ_CHUNK = 1 << 20
-_MAX_UNCOMPRESSED = 16 << 20
 
 
 class HasStorage(Protocol):
@@ -119,30 +118,6 @@ class TxnStateStore:
                     log.error("%s-%d: skipping unreadable record: %s", TXN_STATE_TOPIC, partition, exc)
         return states
 
-    def _records(self, partition: int) -> Any:
-        storage = self._storage
-        offset = storage.log_start_offset(TXN_STATE_TOPIC, partition)
-        if offset is None:
-            return
-        while offset < (storage.high_watermark(TXN_STATE_TOPIC, partition) or 0):
-            data = storage.read_bytes(TXN_STATE_TOPIC, partition, offset, _READ_CHUNK)
-            if data is None:
-                return
-            next_offset = offset
-            for pos, header in iter_batches(data):
-                next_offset = header.next_offset
-                if header.attributes & CONTROL_MASK:
-                    continue
-                try:
-                    _, records = decode_batch(data, pos, verify_crc=False,
-                                              max_uncompressed_bytes=_MAX_UNCOMPRESSED)
-                except CorruptBatchError as exc:
-                    log.error("%s-%d: skipping unreadable batch at %d: %s", TXN_STATE_TOPIC,
-                              partition, header.base_offset, exc)
-                    continue
-                for record in records:
-                    if record.offset >= offset:
-                        yield record.key, record.value
-            if next_offset <= offset:
-                return
-            offset = next_offset
+    def _records(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+        for record in replay_partition(self._storage, TXN_STATE_TOPIC, partition):
+            yield record.key, record.value

@@ -1,0 +1,61 @@
+"""Reading an internal topic's partition back from its log start: the replay the group
+coordinator (``__consumer_offsets``) and the transaction coordinator
+(``__transaction_state``) do when they load their state.
+
+Both topics hold small records in uncompressed batches written by this server; control
+batches are skipped, a batch that does not decode is reported (``on_bad``) and skipped,
+never a crash, and a read that makes no progress ends the replay.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+
+from kafkaproto.batch import CONTROL_MASK, CorruptBatchError, iter_batches
+from kafkaproto.records import Record, decode_batch
+from logserver.storage.api import Storage
+
+log = logging.getLogger(__name__)
+
+__all__ = ["replay_partition"]
+
+READ_CHUNK = 1 << 20
+# Internal records are small; a batch inflating past this is refused, not allocated.
+MAX_UNCOMPRESSED = 16 << 20
+
+
+def replay_partition(storage: Storage, topic: str, partition: int, *,
+                     on_bad: Callable[[int, CorruptBatchError], None] | None = None,
+                     ) -> Iterator[Record]:
+    """Every record of ``topic``-``partition`` from its log start to its high watermark,
+    in offset order; ``on_bad(base offset, error)`` is told of each unreadable batch."""
+    offset = storage.log_start_offset(topic, partition)
+    if offset is None:
+        return
+    while offset < (storage.high_watermark(topic, partition) or 0):
+        data = storage.read_bytes(topic, partition, offset, READ_CHUNK)
+        if data is None:
+            return
+        next_offset = offset
+        for pos, header in iter_batches(data):
+            next_offset = header.next_offset
+            if header.attributes & CONTROL_MASK:
+                continue
+            try:
+                _, records = decode_batch(data, pos, verify_crc=False,
+                                          max_uncompressed_bytes=MAX_UNCOMPRESSED)
+            except CorruptBatchError as exc:
+                log.error("%s-%d: skipping unreadable batch at offset %d: %s",
+                          topic, partition, header.base_offset, exc)
+                if on_bad is not None:
+                    on_bad(header.base_offset, exc)
+                continue
+            for record in records:
+                if record.offset >= offset:
+                    yield record
+        if next_offset <= offset:
+            log.error("%s-%d: no progress reading at offset %d; stopping the replay",
+                      topic, partition, offset)
+            return
+        offset = next_offset
