@@ -21,6 +21,7 @@ from typing import Protocol
 
 from kafkaproto import ErrorCode, FileRegion
 from kafkaproto.batch import (
+    BATCH_HEADER_SIZE,
     BatchHeader,
     Compression,
     CorruptBatchError,
@@ -33,7 +34,7 @@ from kafkaproto.control import build_marker
 from kafkaproto.validate import validate_batch
 from logserver.log.errors import OffsetOutOfRangeError
 from logserver.log.producer_state import Decision, Verdict
-from logserver.log.txn_index import PartitionTxns
+from logserver.log.txn_index import COMMIT, CONTROL_KEY_SIZE, PartitionTxns, control_type
 from logserver.storage.api import AppendResult, Records
 from logserver.topic_config import TopicConfig
 from logserver.validation_offload import ValidationOffload
@@ -394,6 +395,12 @@ class Partition:
             if header.base_offset != leo:
                 raise ValueError(f"{self}: fetched batch at {header.base_offset}, log ends at {leo}")
             self.log.append(records[position:position + header.size], header, leader_epoch=None)
+            if header.is_transactional:  # the index must be current should we lead
+                commit = None
+                if header.is_control:
+                    key = position + BATCH_HEADER_SIZE
+                    commit = control_type(bytes(records[key:key + CONTROL_KEY_SIZE])) == COMMIT
+                self._txn_seen(header, header.base_offset, commit)
         self.wake_waiters()
         return self.log.log_end_offset
 

@@ -18,6 +18,7 @@ from logserver.cluster.routing import node_of
 from logserver.groups import OFFSETS_TOPIC
 from logserver.handlers import find_coordinator as single_node_find_coordinator
 from logserver.handlers import init_producer_id as single_node_init_producer_id
+from logserver.request_context import listener_name
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -46,7 +47,8 @@ async def find_coordinator(broker: Broker, header: RequestHeader,
     coordinator = state.leader if state is not None else None
     info = node.model.brokers.get(coordinator) if coordinator is not None else None
     error = ErrorCode.NONE if info is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
-    node_id, host, port = (info.node_id, info.host, info.port) if info is not None else (-1, "", -1)
+    node_id, (host, port) = (info.node_id, info.address(listener_name.get())) if info is not None \
+        else (-1, ("", -1))
     if header.api_version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
             FindCoordinatorResponse.Coordinator(key=key, node_id=node_id, host=host, port=port,

@@ -23,6 +23,7 @@ from kafkaproto.messages import (
 from logserver.cluster.node import TopicCreationError
 from logserver.cluster.routing import node_of
 from logserver.groups import INTERNAL_TOPICS
+from logserver.request_context import listener_name
 from logserver.storage.api import InvalidConfigError
 from logserver.topic_config import validate_overrides
 from logserver.topic_names import topic_name_error
@@ -48,7 +49,7 @@ def metadata(broker: Broker, header: RequestHeader, request: MetadataRequest) ->
     if request.topics is None or (version == 0 and not request.topics):
         wanted: list[str | None] = list(sorted(node.model.topics))
     else:
-        wanted = [t.name if t.name is not None else _name_for_id(node, t.topic_id)
+        wanted = [t.name if t.name is not None else node.model.topic_for_id(t.topic_id)
                   for t in request.topics]
     allow = (request.allow_auto_topic_creation if version >= 4 else True) \
         and broker.config["auto.create.topics.enable"]
@@ -57,10 +58,6 @@ def metadata(broker: Broker, header: RequestHeader, request: MetadataRequest) ->
     if allow and missing:
         return _after_creating(broker, node, wanted, missing)
     return _metadata_response(broker, node, wanted, {})
-
-
-def _name_for_id(node: ClusterNode, topic_id: bytes | None) -> str | None:
-    return next((n for n, r in node.model.topics.items() if r.topic_id == topic_id), None)
 
 
 async def _after_creating(broker: Broker, node: ClusterNode, wanted: list[str | None],
@@ -107,9 +104,10 @@ def _metadata_response(broker: Broker, node: ClusterNode, wanted: list[str | Non
             is_internal=name in INTERNAL_TOPICS, partitions=partitions))
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host,
-                                                         port=b.port, rack=b.rack)
-                 for b in sorted(model.brokers.values(), key=lambda b: b.node_id)],
+        brokers=[MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=host,
+                                                         port=port, rack=b.rack)
+                 for b in sorted(model.brokers.values(), key=lambda b: b.node_id)
+                 for host, port in [b.address(listener_name.get())]],
         cluster_id=model.cluster_id or broker.cluster_id,
         controller_id=model.controller_id if model.controller_id is not None else node.node_id,
         topics=topics)
@@ -191,7 +189,7 @@ async def delete_topics(broker: Broker, header: RequestHeader,
                         request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     node = node_of(broker)
     if header.api_version >= 6:
-        wanted = [(t.name if t.name is not None else _name_for_id(node, t.topic_id), t.topic_id)
+        wanted = [(t.name if t.name is not None else node.model.topic_for_id(t.topic_id), t.topic_id)
                   for t in request.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
