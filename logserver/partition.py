@@ -287,6 +287,12 @@ class Partition:
             self._txn_pending = None  # a background build still running is superseded
         return txns
 
+    def forget_txns(self) -> None:
+        """The log lost its tail or was emptied (a follower's truncation): the index is
+        rebuilt from the log on next use, and a background build still running is void."""
+        self._txns = None
+        self._txn_pending = None
+
     def stable_offset_for_fetch(self, fetch_offset: int) -> int:
         """The LSO for a read_committed fetch, never blocking the event loop: the first
         fetch starts building the index on a worker thread, and until it is built the

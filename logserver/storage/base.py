@@ -193,6 +193,12 @@ class PartitionedStorage:
 
     # -- partitions -----------------------------------------------------------------------
 
+    def _log_rewritten(self, topic: str, index: int) -> None:
+        """After a truncation: derived per-partition state is rebuilt from the log."""
+        found = self._partition(topic, index)
+        if found is not None:
+            found[1].forget_txns()
+
     def _partition(self, topic: str, index: int) -> tuple[TopicState, Partition] | None:
         state = self._topics.get(topic)
         if state is None or not 0 <= index < len(state.partitions):

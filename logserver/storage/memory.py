@@ -323,10 +323,14 @@ class MemoryStorage(PartitionedStorage):
         return self._log(topic, partition).roll()
 
     async def truncate_to(self, topic: str, partition: int, offset: int) -> int:
-        return self._log(topic, partition).truncate_to(offset)
+        leo = self._log(topic, partition).truncate_to(offset)
+        self._log_rewritten(topic, partition)
+        return leo
 
     async def restart_at(self, topic: str, partition: int, offset: int) -> int:
-        return self._log(topic, partition).restart_at(offset)
+        leo = self._log(topic, partition).restart_at(offset)
+        self._log_rewritten(topic, partition)
+        return leo
 
     async def flush(self, topic: str, partition: int) -> None:
         self._log(topic, partition)

@@ -312,11 +312,14 @@ class SegmentLogStorage(PartitionedStorage):
         return log_.log_end_offset
 
     async def truncate_to(self, topic: str, partition: int, offset: int) -> int:
-        return int(await self._worker.run(self._log(topic, partition).truncate_to, offset))
+        leo = int(await self._worker.run(self._log(topic, partition).truncate_to, offset))
+        self._log_rewritten(topic, partition)
+        return leo
 
     async def restart_at(self, topic: str, partition: int, offset: int) -> int:
         log_ = self._log(topic, partition)
         leo = int(await self._worker.run(log_.truncate_fully_and_start_at, offset))
+        self._log_rewritten(topic, partition)
         await self._worker.run(self.manager.save_start_offsets)
         return leo
 
