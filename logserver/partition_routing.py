@@ -24,6 +24,10 @@ __all__ = ["LocalRouting", "PartitionRouting"]
 
 
 class PartitionRouting(Protocol):
+    #: False on a single node: no acknowledgement waits for other replicas, and the
+    #: Produce handler skips the work ``appended`` would need.
+    replicated: bool
+
     def leader_error(self, topic: str, partition: int, current_leader_epoch: int = -1) -> int:
         """NONE when this broker leads the partition and ``current_leader_epoch`` (-1:
         not checked) is its leader epoch; else the error a client acts on."""
@@ -63,6 +67,8 @@ class PartitionRouting(Protocol):
 
 class LocalRouting:
     """Single-node mode: this broker is the only replica of every partition."""
+
+    replicated = False
 
     def __init__(self, storage: Storage) -> None:
         self._storage = storage

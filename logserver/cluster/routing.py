@@ -30,6 +30,8 @@ def node_of(broker: Broker) -> ClusterNode:
 class ClusterRouting:
     """Answers from the partition state the etcd watch keeps in ``node.model``."""
 
+    replicated = True
+
     def __init__(self, node: ClusterNode) -> None:
         self._node = node
 

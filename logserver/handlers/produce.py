@@ -91,7 +91,7 @@ class _Pending:
               records: memoryview | None, result: AppendResult) -> None:
         if result.wait is not None:
             self.waits.append(result.wait)
-        if result.error != ErrorCode.NONE or records is None:
+        if result.error != ErrorCode.NONE or records is None or not broker.routing.replicated:
             return
         end = result.base_offset + parse_header(records).last_offset_delta + 1
         replicated = broker.routing.appended(topic, partition.index, end, acks)
