@@ -20,6 +20,7 @@ from kafkaclient import BlockingClient
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.batch import iter_batches
 from kafkaproto.messages import FetchRequest, ListOffsetsRequest
+from logserver.log.manager import LOG_START_OFFSET_FILE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -97,6 +98,11 @@ def test_follower_below_the_leaders_log_start_restarts_there_and_catches_up(clus
     deleted = admin.delete_records([TopicPartition(topic, 0, 30)])
     assert next(iter(deleted.values())).result(timeout=20).low_watermark == 30
     produce(cluster.bootstrap, topic, [b"new-%d" % i for i in range(5)])  # offsets 30..34
+    # The follower that stayed up moves its log start with the leader's (persisted in
+    # Kafka's log-start-offset-checkpoint), so no later leader serves deleted records.
+    checkpoint = cluster.brokers[third].data_dir / LOG_START_OFFSET_FILE
+    wait_until(lambda: checkpoint.exists() and f"{topic} 0 30" in checkpoint.read_text(), 30,
+               f"node {third} to move its log start to 30")
 
     # Back: its log ends at 10, the leader's starts at 30. It must restart its log at 30
     # and fetch from there (else it asks for offset 10 forever and never rejoins the ISR).
