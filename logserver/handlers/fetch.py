@@ -47,21 +47,9 @@ def handle(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
     follower = request.replica_id >= 0
     wanted = unique_partitions(request.topics, by_id=version >= TOPIC_ID_VERSION)
     names = {_topic_name(routing, topic, version) for topic, _ in wanted}
-    if follower:
-        # Kafka: a follower's fetch needs CLUSTER_ACTION; it reads to the log end, not
-        # limited by fetch.max.bytes or an isolation level, and tells the leader its
-        # log end offset (its fetch offset).
+    if follower:  # reads to the log end, not limited by fetch.max.bytes or isolation
         max_bytes = request.max_bytes
-        denied = checks.denied(broker, checks.FETCH_FOLLOWER, CLUSTER_NAME)
-        refused = {name for name in names if name is not None} if denied else set()
-        for topic, partitions in wanted:
-            name = _topic_name(routing, topic, version)
-            if name is None or name in refused:
-                continue
-            for partition in partitions:
-                if not routing.leader_error(name, partition.partition, partition.current_leader_epoch):
-                    routing.follower_fetched(request.replica_id, name, partition.partition,
-                                             partition.fetch_offset)
+        refused = _follower_fetched(broker, request, wanted, names, version)
     else:
         max_bytes = min(request.max_bytes, broker.config["fetch.max.bytes"]) if version >= 3 \
             else broker.config["fetch.max.bytes"]
@@ -74,6 +62,25 @@ def handle(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
     if size >= request.min_bytes or request.max_wait_ms <= 0 or not partitions:
         return response
     return _long_poll(fetch, request, partitions)
+
+
+def _follower_fetched(broker: Broker, request: FetchRequest, wanted: Wanted,
+                      names: set[str | None], version: int) -> set[str]:
+    """Kafka: a follower's Fetch needs CLUSTER_ACTION (else every topic is refused, the
+    returned set), and its fetch offsets are its log end offsets, which the leader's
+    high watermark and ISR follow."""
+    routing = broker.routing
+    if checks.denied(broker, checks.FETCH_FOLLOWER, CLUSTER_NAME):
+        return {name for name in names if name is not None}
+    for topic, partitions in wanted:
+        name = _topic_name(routing, topic, version)
+        if name is None:
+            continue
+        for partition in partitions:
+            if not routing.leader_error(name, partition.partition, partition.current_leader_epoch):
+                routing.follower_fetched(request.replica_id, name, partition.partition,
+                                         partition.fetch_offset)
+    return set()
 
 
 async def _long_poll(fetch: _Fetch, request: FetchRequest,
