@@ -16,8 +16,15 @@ from pathlib import Path
 
 import pytest
 from clusterprocs import Cluster, EtcdProcess, wait_until
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafkaclient import BlockingClient
 from serverproc import HOST, ServerProcess, free_port, run_cli
 
@@ -103,6 +110,7 @@ def test_acls_apply_on_every_partition_leader_with_sasl_principals(secured):
     cluster = secured
     admin = cluster.admin()  # PLAINTEXT: the inter-broker listener's super user
     admin.create_topics([NewTopic(TOPIC, 3, 3)])[TOPIC].result(timeout=20)
+    admin.create_topics([NewTopic("hidden", 1, 3)])["hidden"].result(timeout=20)
     wait_until(lambda: all((p := cluster.partition(TOPIC, i)) is not None and len(p.isrs) == 3
                            for i in range(3)), 30, "the topic's replicas in sync")
     leaders = {i: cluster.partition(TOPIC, i).leader for i in range(3)}
@@ -159,6 +167,23 @@ def test_acls_apply_on_every_partition_leader_with_sasl_principals(secured):
                                  msg.partition(), err.code() if err is not None else 0))
         assert producer.flush(30) == 0
         assert errors == {p: KafkaError.TOPIC_AUTHORIZATION_FAILED for p in range(3)}, node
+    # Metadata and CreateTopics (the cluster's own handlers) apply the same ACL rules:
+    # "all topics" leaves out what she may not describe, naming it is refused, and
+    # without CREATE she creates nothing.
+    watcher = Consumer({**sasl_config(cluster, "mallory"), "group.id": "mallory-group"})
+    try:
+        listed = watcher.list_topics(timeout=20).topics
+        assert TOPIC in listed and "hidden" not in listed
+        named = watcher.list_topics("hidden", timeout=20).topics["hidden"]
+        assert named.error is not None and named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        watcher.close()
+    mallory_admin = AdminClient(sasl_config(cluster, "mallory"))  # alive until answered
+    creating = mallory_admin.create_topics([NewTopic("hers", 1, 3)])
+    with pytest.raises(KafkaException) as refused_create:
+        creating["hers"].result(timeout=20)
+    assert refused_create.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "hers" not in cluster.metadata().topics
     # ... and her fetches the same; nothing she sent was stored.
     consumer = Consumer({**sasl_config(cluster, "mallory"), "group.id": "mallory-group",
                          "enable.auto.commit": False})
