@@ -11,6 +11,7 @@ from logserver.config import Config
 from logserver.groups import GroupCoordinator
 from logserver.limits import topic_limit_error
 from logserver.partition import LEADER_EPOCH
+from logserver.partition_routing import LocalRouting, PartitionRouting
 from logserver.request_context import listener_name
 from logserver.security import authorizer_from_settings
 from logserver.security.credentials import CredentialStore
@@ -49,10 +50,16 @@ class Broker:
         self.scram = CredentialStore(self.data_dir)  # SASL users (logserver/security)
         self.transactions = TransactionCoordinator(self)  # KIP-98 (logserver/transactions)
         self.cluster: ClusterNode | None = None  # cluster mode only (logserver/cluster)
+        # What the data-path handlers ask about leadership and replication.
+        self.routing: PartitionRouting = LocalRouting(self.storage)
         if config["cluster.etcd.endpoints"]:
             from logserver.cluster.node import ClusterNode
+            from logserver.cluster.routing import ClusterRouting
+            from logserver.cluster.txn_markers import MarkerSender
 
             self.cluster = ClusterNode(self)
+            self.routing = ClusterRouting(self.cluster)
+            self.transactions.marker_sender = MarkerSender(self.cluster)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -89,6 +96,12 @@ class Broker:
         advertised = self.config.advertised
         listener = next((li for li in advertised if li.name == name), advertised[0])
         return listener.host, listener.port
+
+    async def allocate_producer_id(self) -> int:
+        """A producer id nobody else has: from cluster-wide blocks in cluster mode."""
+        if self.cluster is not None:
+            return await self.cluster.allocate_producer_id()
+        return await self.storage.allocate_producer_id()
 
     # -- topics ---------------------------------------------------------------------------
 

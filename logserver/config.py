@@ -352,6 +352,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("cluster.etcd.prefix", "/logserver", str,
                 "Key prefix of this cluster's state in etcd (several clusters may share one etcd)."),
         Setting("broker.rack", None, str, "This broker's rack; replicas are spread over racks."),
+        Setting("inter.broker.listener.name", None, str,
+                "The listener followers fetch from (cluster mode); unset: the first listener."),
         Setting("broker.session.timeout.ms", "9000", _int_in(2000, 2**31 - 1),
                 "TTL of the broker's etcd lease: a broker silent this long is dead and loses "
                 "its leaderships."),

@@ -341,6 +341,7 @@ class Partition:
                 continue
             if header.base_offset != leo:
                 raise ValueError(f"{self}: fetched batch at {header.base_offset}, log ends at {leo}")
+            # producer state, open transactions and the .txnindex follow inside the log
             self.log.append(records[position:position + header.size], header, leader_epoch=None)
         self.wake_waiters()
         return self.log.log_end_offset

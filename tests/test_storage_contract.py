@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kafkaproto import ErrorCode
+from kafkaproto.control import build_marker
 from kafkaproto.records import build_batch, decode_batch
 from logserver.broker_overrides import BrokerOverrides
 from logserver.config import load_config
@@ -288,6 +289,80 @@ def test_delete_records_moves_the_log_start_offset(engine: str, tmp_path: Path) 
         assert set(sizes) == {("d", 0), ("d", 1)} and sizes[("d", 1)] == 0 and sizes[("d", 0)] > 0
 
     run(engine, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_restart_at_empties_the_log_and_continues_at_the_offset(engine: str, tmp_path: Path) -> None:
+    """Kafka's truncateFullyAndStartAt: a follower whose log ends below its leader's log
+    start drops everything and appends the leader's batches from there."""
+    async def scenario(storage: Storage) -> None:
+        await storage.create_topic("r", 2, {})
+        for i in range(3):
+            storage.append("r", 0, batch(b"old-%d" % i, producer_id=7, producer_epoch=0,
+                                         base_sequence=i), 9)
+        storage.roll("r", 0)
+        storage.append("r", 0, batch(b"old-3"), 9)
+        assert await storage.restart_at("r", 0, 40) == 40
+        assert storage.log_start_offset("r", 0) == 40 and storage.log_end_offset("r", 0) == 40
+        assert storage.read("r", 0, 2, 100, min_one=True, fetch_version=12).error == \
+            ErrorCode.OFFSET_OUT_OF_RANGE
+        assert storage.list_offset("r", 0, EARLIEST)[1] == 40
+        assert storage.active_producers("r", 0) == []  # producer state starts over too
+        leader = bytearray(batch(b"new-40", b"new-41"))
+        leader[0:8] = (40).to_bytes(8, "big")  # the leader's offsets, kept by the follower
+        assert storage.append_replica("r", 0, memoryview(leader)) == 42
+        assert records_of(storage, "r", offset=40) == [b"new-40", b"new-41"]
+        assert storage.log_end_offset("r", 1) == 0  # other partitions untouched
+        with pytest.raises(UnknownTopicOrPartitionError):
+            await storage.restart_at("r", 9, 1)
+
+    run(engine, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_replicated_markers_and_truncation_keep_the_last_stable_offset(engine: str,
+                                                                       tmp_path: Path) -> None:
+    """A follower's transaction index follows what it replicates (markers included) and
+    what it truncates, so it has the right last stable offset the moment it leads."""
+    def replica_batch(offset: int, value: bytes) -> memoryview:
+        data = bytearray(build_batch([(None, value, (), 1_000)], producer_id=5, producer_epoch=0,
+                                     base_sequence=offset, is_transactional=True))
+        data[0:8] = offset.to_bytes(8, "big")
+        return memoryview(data)
+
+    async def scenario(storage: Storage) -> None:
+        await storage.create_topic("t", 1, {})
+        storage.append_replica("t", 0, replica_batch(0, b"open"))
+        assert storage.last_stable_offset("t", 0) == 0  # an open transaction from offset 0
+        marker = bytearray(build_marker(5, 0, commit=True, coordinator_epoch=0, timestamp_ms=1_000))
+        marker[0:8] = (1).to_bytes(8, "big")
+        storage.append_replica("t", 0, memoryview(marker))  # the leader's commit marker
+        assert storage.last_stable_offset("t", 0) == 2
+        storage.append_replica("t", 0, replica_batch(2, b"open-again"))
+        assert storage.last_stable_offset("t", 0) == 2
+        await storage.truncate_to("t", 0, 2)  # the divergent tail goes, and its transaction
+        assert storage.log_end_offset("t", 0) == 2 and storage.last_stable_offset("t", 0) == 2
+
+    run(engine, tmp_path, scenario)
+
+
+def test_restart_at_survives_a_restart(tmp_path: Path) -> None:
+    async def restart(storage: Storage) -> None:
+        await storage.create_topic("s", 1, {})
+        storage.append("s", 0, batch(b"old"), 9)
+        await storage.restart_at("s", 0, 25)
+        leader = bytearray(batch(b"kept"))
+        leader[0:8] = (25).to_bytes(8, "big")
+        storage.append_replica("s", 0, memoryview(leader))
+        await storage.flush("s", 0)
+
+    run("segment", tmp_path, restart)
+
+    async def reopened(storage: Storage) -> None:
+        assert storage.log_start_offset("s", 0) == 25 and storage.log_end_offset("s", 0) == 26
+        assert records_of(storage, "s", offset=25) == [b"kept"]
+
+    run("segment", tmp_path, reopened)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -6,6 +6,9 @@ partition state) and the pure decisions taken on it; ``replication`` the leader'
 sans-I/O view of its followers; ``epochs`` leader epochs read back from the log;
 ``etcd`` the thin client glue; ``node`` one broker's part (registration, controller,
 leader and follower duties, the group coordinator's placement); ``fetcher`` the
-follower's replica fetcher; ``routing``, ``data_path``, ``topics`` and ``services`` serve
-the APIs the cluster way (tables in ``handlers``); ``local`` is ``logserver cluster up``.
+follower's replica fetcher; ``routing`` the cluster's answers to the single-node data-path
+handlers (logserver.partition_routing); ``txn_markers`` the transaction coordinator's
+WriteTxnMarkers to partition leaders (over ``wire``); ``data_path`` (OffsetForLeaderEpoch),
+``topics`` and ``services`` serve the APIs the cluster answers its own way (tables in
+``handlers``); ``local`` is ``logserver cluster up``.
 """

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ApiKey, ErrorCode, FileRegion
 from kafkaproto.client import ClientConnection
-from kafkaproto.codegen import Message
 from kafkaproto.messages import (
     FetchRequest,
     FetchResponse,
@@ -22,6 +21,7 @@ from kafkaproto.messages import (
     OffsetForLeaderEpochResponse,
 )
 from logserver.cluster.epochs import end_offset_for_epoch, last_epoch
+from logserver.cluster.wire import call
 
 if TYPE_CHECKING:
     from logserver.storage.api import Storage
@@ -85,7 +85,7 @@ class ReplicaFetcher:
                     fetch_offset=leo, last_fetched_epoch=-1, log_start_offset=-1,
                     partition_max_bytes=PARTITION_MAX_BYTES)])],
             forgotten_topics_data=[], rack_id="")
-        body = await _call(conn, reader, writer, ApiKey.FETCH, FETCH_VERSION, request)
+        body = await call(conn, reader, writer, ApiKey.FETCH, FETCH_VERSION, request)
         if not isinstance(body, FetchResponse):
             raise OSError("undecodable fetch response")
         return body
@@ -102,7 +102,7 @@ class ReplicaFetcher:
                 OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
                     partition=self.partition, current_leader_epoch=self.leader_epoch,
                     leader_epoch=mine)])])
-        body = await _call(conn, reader, writer, ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, request)
+        body = await call(conn, reader, writer, ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, request)
         if not isinstance(body, OffsetForLeaderEpochResponse):
             raise OSError("undecodable OffsetForLeaderEpoch response")
         answer = body.topics[0].partitions[0]
@@ -133,6 +133,10 @@ class ReplicaFetcher:
             return False
         data = response.responses[0].partitions[0]
         if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            leo = self.storage.log_end_offset(self.topic, self.partition)
+            if leo is not None and leo < data.log_start_offset:
+                await self._start_at(leo, data.log_start_offset)
+                return True
             await self._truncate_to(data.high_watermark)
             return False
         if data.error_code != ErrorCode.NONE:
@@ -147,8 +151,22 @@ class ReplicaFetcher:
             # A writable copy: the log patches the batch header fields it owns in place.
             leo = self.storage.append_replica(self.topic, self.partition,
                                               memoryview(bytearray(records)))
-        self.storage.set_high_watermark(self.topic, self.partition, min(data.high_watermark, leo))
+        hw = min(data.high_watermark, leo)
+        self.storage.set_high_watermark(self.topic, self.partition, hw)
+        start = self.storage.log_start_offset(self.topic, self.partition)
+        if start is not None and start < data.log_start_offset <= hw:
+            # The leader's log start moved (DeleteRecords, retention): ours follows, as
+            # Kafka's follower does, so a later leader serves no records deleted here.
+            await self.storage.delete_records(self.topic, self.partition, data.log_start_offset)
         return True
+
+    async def _start_at(self, leo: int, leader_start: int) -> None:
+        """Our log ends below the leader's log start (records deleted there while we were
+        away): nothing of ours is needed, so the log restarts, empty, at the leader's
+        start (Kafka's truncateFullyAndStartAt) instead of asking for offsets forever."""
+        await self.storage.restart_at(self.topic, self.partition, leader_start)
+        log.warning("%s-%d: log end %d is below the leader's log start %d: log restarted there",
+                    self.topic, self.partition, leo, leader_start)
 
     async def _truncate_to(self, leader_hw: int) -> None:  # a log ahead of the leader's
         """Our log runs past the new leader's: drop the tail above its high watermark
@@ -159,18 +177,3 @@ class ReplicaFetcher:
         new_leo = await self.storage.truncate_to(self.topic, self.partition, leader_hw)
         log.warning("%s-%d: truncated from %d to %d to follow the leader (epoch %d)",
                     self.topic, self.partition, leo, new_leo, self.leader_epoch)
-
-
-async def _call(conn: ClientConnection, reader: asyncio.StreamReader,
-                writer: asyncio.StreamWriter, api_key: int, version: int,
-                body: Message) -> Message | None:
-    """One request and its response over the connection (one at a time)."""
-    _, frame = conn.request(api_key, version, body)
-    writer.write(frame)
-    await writer.drain()
-    while True:
-        size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
-        data = await reader.readexactly(size)
-        responses = conn.receive_data(size.to_bytes(4, "big") + data)
-        if responses:
-            return responses[0].body

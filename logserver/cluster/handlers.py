@@ -1,5 +1,8 @@
 """The APIs a cluster member serves its own way; the dispatcher uses these instead of
-logserver/handlers/ in cluster mode (EXTRA_HANDLERS: APIs only brokers use, not advertised)."""
+logserver/handlers/ in cluster mode (EXTRA_HANDLERS: APIs only brokers use, not advertised).
+
+Produce, Fetch, ListOffsets, DeleteRecords, WriteTxnMarkers and InitProducerId are not here: the single-node handlers
+serve them in both modes, asking ``broker.routing`` (logserver.cluster.routing)."""
 
 from __future__ import annotations
 
@@ -16,13 +19,9 @@ EXTRA_HANDLERS: dict[int, Any] = {
 }
 
 HANDLERS: dict[int, Any] = {
-    ApiKey.PRODUCE: data_path.produce,
-    ApiKey.FETCH: data_path.fetch,
     ApiKey.METADATA: topics.metadata,
     ApiKey.CREATE_TOPICS: topics.create_topics,
-    ApiKey.INIT_PRODUCER_ID: services.init_producer_id,
     ApiKey.DELETE_TOPICS: topics.delete_topics,
     ApiKey.FIND_COORDINATOR: services.find_coordinator,
-    ApiKey.LIST_OFFSETS: data_path.list_offsets,
     ApiKey.CREATE_PARTITIONS: partitions_admin.create_partitions,
 }

@@ -24,19 +24,31 @@ NO_LEADER = -1
 
 @dataclass(frozen=True)
 class BrokerInfo:
+    """A live broker: ``host``/``port`` is its inter-broker listener (followers fetch
+    there); ``listeners`` every advertised listener by name, so Metadata tells a client
+    the address of the listener it came in on, as Kafka does."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    def address(self, listener: str) -> tuple[str, int]:
+        """The broker's address on the named listener (else the inter-broker one)."""
+        return next(((host, port) for name, host, port in self.listeners if name == listener),
+                    (self.host, self.port))
 
     def encode(self) -> bytes:
         return json.dumps({"node_id": self.node_id, "host": self.host, "port": self.port,
-                           "rack": self.rack}).encode()
+                           "rack": self.rack,
+                           "listeners": [list(listener) for listener in self.listeners]}).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> BrokerInfo:
         d = json.loads(raw)
-        return cls(int(d["node_id"]), str(d["host"]), int(d["port"]), d.get("rack"))
+        listeners = tuple((str(n), str(h), int(p)) for n, h, p in d.get("listeners", ()))
+        return cls(int(d["node_id"]), str(d["host"]), int(d["port"]), d.get("rack"), listeners)
 
 
 @dataclass(frozen=True)
@@ -178,6 +190,11 @@ class ClusterModel:
     def partition(self, topic: str, index: int) -> PartitionState | None:
         found = self.partitions.get((topic, index))
         return None if found is None else found.state
+
+    def topic_for_id(self, topic_id: bytes | None) -> str | None:
+        """The name of the topic with this id (KIP-516), None for an unknown id."""
+        return next((name for name, record in self.topics.items()
+                     if record.topic_id == topic_id), None)
 
     def topic_partitions(self, topic: str) -> list[tuple[int, PartitionState]]:
         record = self.topics.get(topic)

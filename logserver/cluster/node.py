@@ -172,8 +172,11 @@ class ClusterNode:
             self._resign(where)
 
     async def _register(self) -> None:
-        host, port = self.broker.advertised_address
-        info = BrokerInfo(self.node_id, host, port, self.broker.config["broker.rack"])
+        advertised = self.broker.config.advertised
+        wanted = self.broker.config["inter.broker.listener.name"]
+        inter = next((li for li in advertised if li.name == wanted), advertised[0])
+        info = BrokerInfo(self.node_id, inter.host, inter.port, self.broker.config["broker.rack"],
+                          tuple((li.name, li.host, li.port) for li in advertised))
         deadline = time.monotonic() + 3 * self.session_ttl_s
         while not await self.store.create([(self.keys.broker(self.node_id), info.encode())],
                                           leased=True):
@@ -499,9 +502,9 @@ class ClusterNode:
         """The group coordinator's writes to ``__consumer_offsets`` count once the ISR
         has them, as Kafka's coordinator appends with acks=all: a commit acknowledged is
         a commit the next coordinator replays. Other topics: the Produce handler decides."""
-        if topic not in INTERNAL_TOPICS:
-            return None
         where = (topic, partition)
+        if topic not in INTERNAL_TOPICS or where not in self.model.partitions:
+            return None  # not replicated (__transaction_state stays on its coordinator)
         leader = self.leaders.get(where)
         if leader is None:
             return _failed(f"not the leader of {topic}-{partition}")

@@ -1,14 +1,24 @@
-"""Who may answer a request for a partition in cluster mode: its leader, at its epoch."""
+"""Who may answer a request for a partition in cluster mode: its leader, at its epoch.
+
+``ClusterRouting`` is the cluster's side of ``logserver.partition_routing``: the
+single-node Produce, Fetch, ListOffsets and DeleteRecords handlers ask it, so ACLs,
+transactions and validation apply in cluster mode exactly as on a single node.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode
+from logserver.groups import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
     from logserver.cluster.node import ClusterNode
+
+ACKS_ALL = -1
 
 
 def node_of(broker: Broker) -> ClusterNode:
@@ -17,10 +27,80 @@ def node_of(broker: Broker) -> ClusterNode:
     return node
 
 
-def leader_error(node: ClusterNode, topic: str, index: int) -> int:
-    state = node.model.partition(topic, index)
-    if state is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if state.leader != node.node_id or (topic, index) not in node.leaders:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    return ErrorCode.NONE
+class ClusterRouting:
+    """Answers from the partition state the etcd watch keeps in ``node.model``."""
+
+    replicated = True
+
+    def __init__(self, node: ClusterNode) -> None:
+        self._node = node
+
+    def leader_error(self, topic: str, partition: int, current_leader_epoch: int = -1) -> int:
+        node = self._node
+        state = node.model.partition(topic, partition)
+        if state is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if state.leader != node.node_id or (topic, partition) not in node.leaders:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if current_leader_epoch < 0:
+            return ErrorCode.NONE
+        if current_leader_epoch < state.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if current_leader_epoch > state.leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return ErrorCode.NONE
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        state = self._node.model.partition(topic, partition)
+        return -1 if state is None else state.leader_epoch
+
+    def produce_error(self, topic: str, partition: int, acks: int) -> int:
+        node = self._node
+        state = node.model.partition(topic, partition)
+        if acks == ACKS_ALL and state is not None and len(state.isr) < node.min_isr:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        return ErrorCode.NONE
+
+    def appended(self, topic: str, partition: int, end_offset: int,
+                 acks: int) -> Awaitable[int] | None:
+        node = self._node
+        where = (topic, partition)
+        node.advance(where)  # the ISR may be the leader alone
+        if acks != ACKS_ALL:
+            return None
+        leader = node.leaders.get(where)
+        if leader is None:  # resigned between the append and now
+            return _resolved(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return self._replicated(where, leader.wait_for(end_offset))
+
+    async def _replicated(self, where: tuple[str, int], waiting: asyncio.Future[int]) -> int:
+        """Kafka's rule once the high watermark passed the batch: an ISR that shrank
+        below min.insync.replicas meanwhile makes it NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
+        try:
+            error = await waiting
+        finally:
+            waiting.cancel()  # a timed-out produce leaves no waiter behind
+        if error != ErrorCode.NONE:
+            return error
+        node = self._node
+        state = node.model.partition(*where)
+        if state is not None and len(state.isr) < node.min_isr:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
+
+    def topic_for_id(self, topic_id: bytes) -> str | None:
+        return self._node.model.topic_for_id(topic_id)
+
+    def follower_fetched(self, replica_id: int, topic: str, partition: int,
+                         fetch_offset: int) -> None:
+        self._node.follower_fetched((topic, partition), replica_id, fetch_offset)
+
+    def coordinates_transactions(self) -> bool:
+        # FindCoordinator names the leader of __consumer_offsets-0 for transactional
+        # ids too (logserver.cluster.services).
+        state = self._node.model.partition(OFFSETS_TOPIC, 0)
+        return state is not None and state.leader == self._node.node_id
+
+
+async def _resolved(error: int) -> int:
+    return error

@@ -1,27 +1,24 @@
-"""FindCoordinator and InitProducerId: cluster-wide answers (the group coordinator is the
-leader of ``__consumer_offsets``; producer ids come from blocks reserved in etcd)."""
+"""FindCoordinator: a cluster-wide answer (the group coordinator is the leader of
+``__consumer_offsets``). InitProducerId is the single-node handler; its new ids come
+from blocks reserved in etcd (``Broker.allocate_producer_id``)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
 )
 from logserver.cluster.routing import node_of
 from logserver.groups import OFFSETS_TOPIC
 from logserver.handlers import find_coordinator as single_node_find_coordinator
-from logserver.handlers import init_producer_id as single_node_init_producer_id
+from logserver.request_context import listener_name
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
-    from logserver.cluster.node import ClusterNode
 
 
 log = logging.getLogger(__name__)
@@ -46,7 +43,8 @@ async def find_coordinator(broker: Broker, header: RequestHeader,
     coordinator = state.leader if state is not None else None
     info = node.model.brokers.get(coordinator) if coordinator is not None else None
     error = ErrorCode.NONE if info is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
-    node_id, host, port = (info.node_id, info.host, info.port) if info is not None else (-1, "", -1)
+    node_id, (host, port) = (info.node_id, info.address(listener_name.get())) if info is not None \
+        else (-1, ("", -1))
     if header.api_version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
             FindCoordinatorResponse.Coordinator(key=key, node_id=node_id, host=host, port=port,
@@ -54,28 +52,3 @@ async def find_coordinator(broker: Broker, header: RequestHeader,
             for key in request.coordinator_keys])
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=None,
                                    node_id=node_id, host=host, port=port)
-
-
-# -- InitProducerId ---------------------------------------------------------------------------
-
-def init_producer_id(broker: Broker, header: RequestHeader, request: InitProducerIdRequest) -> (
-        InitProducerIdResponse | Awaitable[InitProducerIdResponse]):
-    """As on a single node, except that new ids come from cluster-wide blocks, so that
-    two brokers never give one id to two producers (their state follows the partition
-    from leader to leader through the replicated log)."""
-    bump = header.api_version >= 3 and request.producer_id >= 0 \
-        and 0 <= request.producer_epoch < single_node_init_producer_id.MAX_EPOCH - 1
-    if request.transactional_id is not None or bump:  # no new id involved
-        return single_node_init_producer_id.handle(broker, header, request)
-    return _new_producer_id(node_of(broker))
-
-
-async def _new_producer_id(node: ClusterNode) -> InitProducerIdResponse:
-    try:
-        producer_id = await node.allocate_producer_id()
-    except Exception as exc:  # etcd unreachable: the client retries
-        log.warning("allocating a producer id failed: %s", exc)
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                      producer_id=-1, producer_epoch=-1)
-    return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                  producer_id=producer_id, producer_epoch=0)

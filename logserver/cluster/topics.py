@@ -23,6 +23,8 @@ from kafkaproto.messages import (
 from logserver.cluster.node import TopicCreationError
 from logserver.cluster.routing import node_of
 from logserver.groups import INTERNAL_TOPICS
+from logserver.request_context import listener_name
+from logserver.security import checks
 from logserver.storage.api import InvalidConfigError
 from logserver.topic_config import validate_overrides
 from logserver.topic_names import topic_name_error
@@ -46,26 +48,31 @@ def metadata(broker: Broker, header: RequestHeader, request: MetadataRequest) ->
     node = node_of(broker)
     version = header.api_version
     if request.topics is None or (version == 0 and not request.topics):
-        wanted: list[str | None] = list(sorted(node.model.topics))
+        # With ACLs, as on a single node: "all topics" are those the principal may describe.
+        wanted: list[str | None] = [name for name in sorted(node.model.topics)
+                                    if checks.allowed(broker, checks.METADATA_TOPIC, name)]
     else:
-        wanted = [t.name if t.name is not None else _name_for_id(node, t.topic_id)
+        wanted = [t.name if t.name is not None else node.model.topic_for_id(t.topic_id)
                   for t in request.topics]
+    # A named topic it may not describe: TOPIC_AUTHORIZATION_FAILED, existing or not.
+    errors = {name: int(ErrorCode.TOPIC_AUTHORIZATION_FAILED) for name in wanted
+              if name is not None and not checks.allowed(broker, checks.METADATA_TOPIC, name)}
     allow = (request.allow_auto_topic_creation if version >= 4 else True) \
         and broker.config["auto.create.topics.enable"]
     missing = [n for n in wanted if n is not None and n not in node.model.topics
-               and topic_name_error(n) is None and n not in INTERNAL_TOPICS]
+               and topic_name_error(n) is None and n not in INTERNAL_TOPICS and n not in errors]
+    if allow and missing and not checks.allowed(broker, checks.AUTO_CREATE_CLUSTER):
+        for name in missing:
+            if not checks.allowed(broker, checks.AUTO_CREATE_TOPIC, name):
+                errors[name] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        missing = [name for name in missing if name not in errors]
     if allow and missing:
-        return _after_creating(broker, node, wanted, missing)
-    return _metadata_response(broker, node, wanted, {})
-
-
-def _name_for_id(node: ClusterNode, topic_id: bytes | None) -> str | None:
-    return next((n for n, r in node.model.topics.items() if r.topic_id == topic_id), None)
+        return _after_creating(broker, node, wanted, missing, errors)
+    return _metadata_response(broker, node, wanted, errors)
 
 
 async def _after_creating(broker: Broker, node: ClusterNode, wanted: list[str | None],
-                          missing: list[str]) -> MetadataResponse:
-    errors: dict[str, int] = {}
+                          missing: list[str], errors: dict[str, int]) -> MetadataResponse:
     for name in dict.fromkeys(missing):
         try:
             await create_and_wait(node, name, broker.config["num.partitions"],
@@ -83,6 +90,11 @@ def _metadata_response(broker: Broker, node: ClusterNode, wanted: list[str | Non
     live = set(model.brokers)
     topics = []
     for name in wanted:
+        if name is not None and errors.get(name) == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            topics.append(MetadataResponse.MetadataResponseTopic(  # existence not revealed
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID,
+                partitions=[]))
+            continue
         record = model.topics.get(name) if name is not None else None
         if name is None or record is None:
             error = ErrorCode.UNKNOWN_TOPIC_ID if name is None else errors.get(
@@ -107,9 +119,10 @@ def _metadata_response(broker: Broker, node: ClusterNode, wanted: list[str | Non
             is_internal=name in INTERNAL_TOPICS, partitions=partitions))
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host,
-                                                         port=b.port, rack=b.rack)
-                 for b in sorted(model.brokers.values(), key=lambda b: b.node_id)],
+        brokers=[MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=host,
+                                                         port=port, rack=b.rack)
+                 for b in sorted(model.brokers.values(), key=lambda b: b.node_id)
+                 for host, port in [b.address(listener_name.get())]],
         cluster_id=model.cluster_id or broker.cluster_id,
         controller_id=model.controller_id if model.controller_id is not None else node.node_id,
         topics=topics)
@@ -128,12 +141,28 @@ async def create_and_wait(node: ClusterNode, name: str, partitions: int, replica
         await asyncio.sleep(0.01)
 
 
-async def create_topics(broker: Broker, header: RequestHeader,
-                        request: CreateTopicsRequest) -> CreateTopicsResponse:
+def create_topics(broker: Broker, header: RequestHeader,
+                  request: CreateTopicsRequest) -> Awaitable[CreateTopicsResponse]:
+    # ACLs decided now, while the request's principal is the current one: CREATE on the
+    # cluster, or on each topic (Kafka's rule).
+    if checks.allowed(broker, checks.CREATE_TOPICS_CLUSTER):
+        refused: set[str] = set()
+    else:
+        refused = {t.name for t in request.topics
+                   if not checks.allowed(broker, checks.CREATE_TOPICS_TOPIC, t.name)}
+    return _create_topics(broker, request, refused)
+
+
+async def _create_topics(broker: Broker, request: CreateTopicsRequest,
+                         refused: set[str]) -> CreateTopicsResponse:
     node = node_of(broker)
     results = []
     deadline = asyncio.get_running_loop().time() + max(request.timeout_ms, 0) / 1000
     for topic in request.topics:
+        if topic.name in refused:
+            results.append(_result(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                   "not authorized to create the topic"))
+            continue
         results.append(await _create_one(broker, node, topic, request.validate_only, deadline))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
@@ -187,16 +216,30 @@ async def _create_one(broker: Broker, node: ClusterNode, topic: CreateTopicsRequ
 
 # -- DeleteTopics -----------------------------------------------------------------------------
 
-async def delete_topics(broker: Broker, header: RequestHeader,
-                        request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+def delete_topics(broker: Broker, header: RequestHeader,
+                  request: DeleteTopicsRequest) -> Awaitable[DeleteTopicsResponse]:
     node = node_of(broker)
     if header.api_version >= 6:
-        wanted = [(t.name if t.name is not None else _name_for_id(node, t.topic_id), t.topic_id)
+        wanted = [(t.name if t.name is not None else node.model.topic_for_id(t.topic_id), t.topic_id)
                   for t in request.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    # ACLs decided now, while the request's principal is the current one.
+    refused = {name for name, _ in wanted
+               if name is not None and not checks.allowed(broker, checks.DELETE_TOPICS, name)}
+    return _delete_topics(broker, wanted, refused)
+
+
+async def _delete_topics(broker: Broker, wanted: list[tuple[str | None, bytes]],
+                         refused: set[str]) -> DeleteTopicsResponse:
+    node = node_of(broker)
     results = []
     for name, topic_id in wanted:
+        if name is not None and name in refused:
+            results.append(DeleteTopicsResponse.DeletableTopicResult(
+                name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                error_message="not authorized to delete the topic"))
+            continue
         record = node.model.topics.get(name) if name is not None else None
         if record is None or name is None:
             error = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -34,6 +34,8 @@ async def handle(broker: Broker, header: RequestHeader,
                 error, low = refused, -1
             elif topic.name in INTERNAL_TOPICS:
                 error, low = ErrorCode.INVALID_TOPIC_EXCEPTION, -1  # Kafka refuses these too
+            elif placed := broker.routing.leader_error(topic.name, wanted.partition_index):
+                error, low = placed, -1  # cluster mode: the leader moves it; followers follow
             else:
                 error, low = await broker.storage.delete_records(topic.name, wanted.partition_index,
                                                                  wanted.offset)

@@ -8,18 +8,25 @@ collects the partitions in a map keyed by topic-partition: the first mention kee
 place, the last one's offset and size win), so one request naming a partition 1,900
 times costs one read. The response's total is capped by ``fetch.max.bytes`` (Kafka's
 broker setting) as well as by the request's ``max_bytes``.
+
+In cluster mode the same handler serves consumers and follower replicas (a replica id);
+``broker.routing`` (logserver.partition_routing) refuses partitions this broker does not
+lead at the given leader epoch and learns the followers' log end offsets.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, FileRegion, RequestHeader
 from kafkaproto.messages import FetchRequest, FetchResponse
 from logserver.fetch_wanted import Wanted, unique_partitions
+from logserver.partition_routing import PartitionRouting
 from logserver.security import checks
+from logserver.security.acl import CLUSTER_NAME
 from logserver.storage.api import Storage
 
 if TYPE_CHECKING:
@@ -35,30 +42,54 @@ def handle(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
         FetchResponse | Awaitable[FetchResponse]):
     if request.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
-    storage = broker.storage
     version = header.api_version
-    max_bytes = min(request.max_bytes, broker.config["fetch.max.bytes"]) if version >= 3 \
-        else broker.config["fetch.max.bytes"]
+    routing = broker.routing
+    follower = request.replica_id >= 0
     wanted = unique_partitions(request.topics, by_id=version >= TOPIC_ID_VERSION)
-    names = {_topic_name(storage, topic, version) for topic, _ in wanted}
-    refused = {name for name in names
-               if name is not None and not checks.allowed(broker, checks.FETCH, name)}
-    committed = request.isolation_level == READ_COMMITTED
-    response, size, partitions = _build(storage, wanted, max_bytes, version, refused, committed)
+    names = {_topic_name(routing, topic, version) for topic, _ in wanted}
+    if follower:  # reads to the log end, not limited by fetch.max.bytes or isolation
+        max_bytes = request.max_bytes
+        refused = _follower_fetched(broker, request, wanted, names, version)
+    else:
+        max_bytes = min(request.max_bytes, broker.config["fetch.max.bytes"]) if version >= 3 \
+            else broker.config["fetch.max.bytes"]
+        refused = {name for name in names
+                   if name is not None and not checks.allowed(broker, checks.FETCH, name)}
+    fetch = _Fetch(broker.storage, routing, wanted, max_bytes, version, refused,
+                   committed=not follower and request.isolation_level == READ_COMMITTED,
+                   follower=follower)
+    response, size, partitions = fetch.build()
     if size >= request.min_bytes or request.max_wait_ms <= 0 or not partitions:
         return response
-    return _long_poll(storage, request, wanted, max_bytes, version, partitions, refused)
+    return _long_poll(fetch, request, partitions)
 
 
-async def _long_poll(storage: Storage, request: FetchRequest, wanted: Wanted, max_bytes: int,
-                     version: int, partitions: list[tuple[str, int]],
-                     refused: set[str]) -> FetchResponse:
+def _follower_fetched(broker: Broker, request: FetchRequest, wanted: Wanted,
+                      names: set[str | None], version: int) -> set[str]:
+    """Kafka: a follower's Fetch needs CLUSTER_ACTION (else every topic is refused, the
+    returned set), and its fetch offsets are its log end offsets, which the leader's
+    high watermark and ISR follow."""
+    routing = broker.routing
+    if checks.denied(broker, checks.FETCH_FOLLOWER, CLUSTER_NAME):
+        return {name for name in names if name is not None}
+    for topic, partitions in wanted:
+        name = _topic_name(routing, topic, version)
+        if name is None:
+            continue
+        for partition in partitions:
+            if not routing.leader_error(name, partition.partition, partition.current_leader_epoch):
+                routing.follower_fetched(request.replica_id, name, partition.partition,
+                                         partition.fetch_offset)
+    return set()
+
+
+async def _long_poll(fetch: _Fetch, request: FetchRequest,
+                     partitions: list[tuple[str, int]]) -> FetchResponse:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait_ms / 1000
     while True:
-        await storage.wait_for_append(partitions, deadline - loop.time())
-        response, size, partitions = _build(storage, wanted, max_bytes, version, refused,
-                                            request.isolation_level == READ_COMMITTED)
+        await fetch.storage.wait_for_append(partitions, deadline - loop.time())
+        response, size, partitions = fetch.build()
         if size >= request.min_bytes or loop.time() >= deadline or not partitions:
             return response
         _release_records(response)  # not enough yet: its slices must not pin segments
@@ -79,56 +110,73 @@ def _unknown_topic_id(topic: FetchRequest.FetchTopic,
         _failed(wanted.partition, ErrorCode.UNKNOWN_TOPIC_ID) for wanted in partitions])
 
 
-def _topic_name(storage: Storage, topic: FetchRequest.FetchTopic, version: int) -> str | None:
+def _topic_name(routing: PartitionRouting, topic: FetchRequest.FetchTopic,
+                version: int) -> str | None:
     """The topic's name: as sent before v13, looked up by id from v13 on (None: unknown id)."""
-    return topic.topic if version < TOPIC_ID_VERSION else storage.topic_for_id(topic.topic_id)
+    return topic.topic if version < TOPIC_ID_VERSION else routing.topic_for_id(topic.topic_id)
 
 
-def _build(storage: Storage, wanted_topics: Wanted, budget: int, version: int,
-           refused: set[str], read_committed: bool,
-           ) -> tuple[FetchResponse, int, list[tuple[str, int]]]:
-    """The response as of now, its record bytes, and the partitions worth waiting on;
-    topics in ``refused`` (no READ) get TOPIC_AUTHORIZATION_FAILED and are not read;
-    ``read_committed`` stops at the last stable offset (KIP-98)."""
-    total = 0
-    waitable: list[tuple[str, int]] = []
-    topics = []
-    for topic, partitions in wanted_topics:
-        name = _topic_name(storage, topic, version)
-        if name is None:  # v13+: an id no topic has (deleted, or from another cluster)
-            topics.append(_unknown_topic_id(topic, partitions))
-            continue
-        results = []
-        for wanted in partitions:
-            if name in refused:
-                results.append(_failed(wanted.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+@dataclass(frozen=True)
+class _Fetch:
+    """One Fetch request's fixed parts; ``build`` reads what is there now (again on
+    each wake-up of a long poll)."""
+
+    storage: Storage
+    routing: PartitionRouting
+    wanted: Wanted
+    budget: int  # max bytes of the whole response
+    version: int
+    refused: set[str]  # topics without READ: TOPIC_AUTHORIZATION_FAILED, not read
+    committed: bool  # read_committed: stop at the last stable offset (KIP-98)
+    follower: bool  # a follower replica: reads to the log end
+
+    def build(self) -> tuple[FetchResponse, int, list[tuple[str, int]]]:
+        """The response as of now, its record bytes, and the partitions worth waiting on."""
+        storage, version = self.storage, self.version
+        total = 0
+        waitable: list[tuple[str, int]] = []
+        topics = []
+        for topic, partitions in self.wanted:
+            name = _topic_name(self.routing, topic, version)
+            if name is None:  # v13+: an id no topic has (deleted, or from another cluster)
+                topics.append(_unknown_topic_id(topic, partitions))
                 continue
-            # KIP-74: only the first batch of the first partition with data may exceed
-            # the limits (so an oversized batch never stalls); every later partition
-            # gets whole batches within what is left of max_bytes, or nothing.
-            limit = max(0, min(wanted.partition_max_bytes, budget - total))
-            stable = (storage.last_stable_offset(name, wanted.partition,
-                                                 fetch_offset=wanted.fetch_offset)
-                      if read_committed else None)
-            read = storage.read(name, wanted.partition, wanted.fetch_offset, limit,
-                                min_one=total == 0, fetch_version=version, upper_bound=stable)
-            if read.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                results.append(_failed(wanted.partition, read.error))
-                continue
-            if read.error == ErrorCode.NONE:
-                waitable.append((name, wanted.partition))
-            total += read.size
-            results.append(PartitionData(
-                partition_index=wanted.partition, error_code=read.error,
-                high_watermark=read.high_watermark,
-                last_stable_offset=read.high_watermark if stable is None else stable,
-                log_start_offset=read.log_start_offset,
-                aborted_transactions=_aborted(storage, name, wanted, stable, read.size),
-                preferred_read_replica=-1, records=read.records))
-        topics.append(FetchResponse.FetchableTopicResponse(topic=name, topic_id=topic.topic_id,
-                                                           partitions=results))
-    response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
-    return response, total, waitable
+            results = []
+            for wanted in partitions:
+                if name in self.refused:
+                    results.append(_failed(wanted.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                    continue
+                error = self.routing.leader_error(name, wanted.partition, wanted.current_leader_epoch)
+                if error:
+                    results.append(_failed(wanted.partition, error))
+                    continue
+                # KIP-74: only the first batch of the first partition with data may exceed
+                # the limits (so an oversized batch never stalls); every later partition
+                # gets whole batches within what is left of max_bytes, or nothing.
+                limit = max(0, min(wanted.partition_max_bytes, self.budget - total))
+                stable = (storage.last_stable_offset(name, wanted.partition,
+                                                     fetch_offset=wanted.fetch_offset)
+                          if self.committed else None)
+                read = storage.read(name, wanted.partition, wanted.fetch_offset, limit,
+                                    min_one=total == 0, fetch_version=version, upper_bound=stable,
+                                    replica=self.follower)
+                if read.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    results.append(_failed(wanted.partition, read.error))
+                    continue
+                if read.error == ErrorCode.NONE:
+                    waitable.append((name, wanted.partition))
+                total += read.size
+                results.append(PartitionData(
+                    partition_index=wanted.partition, error_code=read.error,
+                    high_watermark=read.high_watermark,
+                    last_stable_offset=read.high_watermark if stable is None else stable,
+                    log_start_offset=read.log_start_offset,
+                    aborted_transactions=_aborted(storage, name, wanted, stable, read.size),
+                    preferred_read_replica=-1, records=read.records))
+            topics.append(FetchResponse.FetchableTopicResponse(topic=name, topic_id=topic.topic_id,
+                                                               partitions=results))
+        response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+        return response, total, waitable
 
 
 def _failed(partition: int, error: int) -> FetchResponse.PartitionData:

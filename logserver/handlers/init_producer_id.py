@@ -7,6 +7,7 @@ bumped, which resets its sequences; everyone else gets a fresh id at epoch 0.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,8 @@ from logserver.security import checks
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
+
+log = logging.getLogger(__name__)
 
 MAX_EPOCH = 32767
 
@@ -42,7 +45,13 @@ def handle(broker: Broker, header: RequestHeader, request: InitProducerIdRequest
 
 
 async def _new_producer(broker: Broker) -> InitProducerIdResponse:
-    producer_id = await broker.storage.allocate_producer_id()  # may reserve a block on disk
+    try:
+        # May reserve a block: on disk, or cluster-wide in etcd (cluster mode).
+        producer_id = await broker.allocate_producer_id()
+    except Exception as exc:  # etcd unreachable, disk failing: the client retries
+        log.warning("allocating a producer id failed: %s", exc)
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                      producer_id=-1, producer_epoch=-1)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                   producer_id=producer_id, producer_epoch=0)
 

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import ListOffsetsRequest, ListOffsetsResponse
-from logserver.partition import LEADER_EPOCH
 from logserver.security import checks
 from logserver.storage.api import EARLIEST, LATEST, MAX_TIMESTAMP
 
@@ -28,6 +27,7 @@ PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 def handle(broker: Broker, header: RequestHeader, request: ListOffsetsRequest) -> ListOffsetsResponse:
     storage = broker.storage
+    routing = broker.routing
     topics = []
     for topic in request.topics:
         results = []
@@ -36,6 +36,13 @@ def handle(broker: Broker, header: RequestHeader, request: ListOffsetsRequest) -
             if refused:
                 results.append(PartitionResponse(partition_index=wanted.partition_index,
                                                  error_code=refused, timestamp=-1, offset=-1))
+                continue
+            # Cluster mode: the partition's leader answers, at the client's leader epoch.
+            placed = routing.leader_error(topic.name, wanted.partition_index,
+                                          wanted.current_leader_epoch)
+            if placed:
+                results.append(PartitionResponse(partition_index=wanted.partition_index,
+                                                 error_code=placed, timestamp=-1, offset=-1))
                 continue
             timestamp = wanted.timestamp
             if timestamp == MAX_TIMESTAMP and header.api_version < MAX_TIMESTAMP_MIN_VERSION:
@@ -57,9 +64,14 @@ def handle(broker: Broker, header: RequestHeader, request: ListOffsetsRequest) -
                     partition_index=wanted.partition_index, error_code=listed.error,
                     timestamp=-1, offset=-1))
                 continue
+            if timestamp not in (LATEST, EARLIEST) and listed.offset >= 0 and \
+                    listed.offset >= (storage.high_watermark(topic.name, wanted.partition_index) or 0):
+                # A record a replica may not have yet (cluster mode): consumers never see it.
+                listed = listed._replace(offset=-1, timestamp=-1)
             results.append(PartitionResponse(
                 partition_index=wanted.partition_index, error_code=ErrorCode.NONE,
-                timestamp=listed.timestamp, offset=listed.offset, leader_epoch=LEADER_EPOCH))
+                timestamp=listed.timestamp, offset=listed.offset,
+                leader_epoch=routing.leader_epoch(topic.name, wanted.partition_index)))
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=results))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 

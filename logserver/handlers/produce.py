@@ -2,15 +2,19 @@
 
 acks=0 gets no response at all; acks=1 and acks=-1 are the same on a single node (the
 leader is the whole ISR), and both wait for an fsync when the durability setting asks.
+The same handler serves cluster mode: ``broker.routing`` (logserver.partition_routing)
+refuses partitions this broker does not lead and makes acks=all wait for the ISR.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from kafkaproto import ErrorCode, RequestHeader
+from kafkaproto.batch import parse_header
 from kafkaproto.messages import ProduceRequest, ProduceResponse
 from logserver.groups import INTERNAL_TOPICS
 from logserver.security import checks
@@ -26,9 +30,9 @@ PartitionResponse = ProduceResponse.PartitionProduceResponse
 def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
         ProduceResponse | Awaitable[ProduceResponse] | None):
     acks = request.acks
+    routing = broker.routing
     error: int = ErrorCode.INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else ErrorCode.NONE
-    waits: list[Awaitable[None]] = []
-    deferred: list[tuple[PartitionResponse, Awaitable[AppendResult]]] = []
+    pending = _Pending()
     topics = []
     error = error or _transactional_id_denied(broker, request)
     for topic in request.topic_data:
@@ -43,6 +47,13 @@ def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
                     index=data.index, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, base_offset=-1,
                     log_append_time_ms=-1, log_start_offset=-1, error_message=f"cannot append to internal topic {topic.name}"))
                 continue
+            # Cluster mode: only the partition's leader appends, and acks=all needs
+            # min.insync.replicas in the ISR (single node: always NONE).
+            placed = (routing.leader_error(topic.name, data.index)
+                      or routing.produce_error(topic.name, data.index, acks))
+            if placed:
+                partitions.append(PartitionResponse(index=data.index, error_code=placed, base_offset=-1))
+                continue
             # The decoder hands records over as a writable view of the request frame.
             records = cast("memoryview | None", data.records)
             txn_error = transactional_produce_error(broker, request.transactional_id,
@@ -54,18 +65,38 @@ def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
             partition = _partition_response(data.index, result)
             partitions.append(partition)
             if result.deferred is not None:  # validated off the event loop: filled in later
-                deferred.append((partition, result.deferred))
-            elif result.wait is not None:
-                waits.append(result.wait)
+                pending.deferred.append((partition, topic.name, records, result.deferred))
+            else:
+                pending.track(broker, acks, topic.name, partition, records, result)
         topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
     if acks == 0:
         return None
     response = ProduceResponse(responses=topics, throttle_time_ms=0)
-    if deferred:
-        return _after_validation(response, deferred, waits)
-    if not waits:
+    if not (pending.deferred or pending.waits or pending.replicated):
         return response
-    return _after_fsync(response, waits)
+    return _complete(broker, acks, response, pending, request.timeout_ms / 1000)
+
+
+@dataclass
+class _Pending:
+    """What the answer still waits for: validation off the loop, fsyncs, and (cluster
+    mode, acks=all) the in-sync replicas."""
+
+    deferred: list[tuple[PartitionResponse, str, memoryview | None, Awaitable[AppendResult]]] = \
+        field(default_factory=list)
+    waits: list[Awaitable[None]] = field(default_factory=list)
+    replicated: list[tuple[PartitionResponse, Awaitable[int]]] = field(default_factory=list)
+
+    def track(self, broker: Broker, acks: int, topic: str, partition: PartitionResponse,
+              records: memoryview | None, result: AppendResult) -> None:
+        if result.wait is not None:
+            self.waits.append(result.wait)
+        if result.error != ErrorCode.NONE or records is None or not broker.routing.replicated:
+            return
+        end = result.base_offset + parse_header(records).last_offset_delta + 1
+        replicated = broker.routing.appended(topic, partition.index, end, acks)
+        if replicated is not None:
+            self.replicated.append((partition, replicated))
 
 
 def _transactional_id_denied(broker: Broker, request: ProduceRequest) -> int:
@@ -88,25 +119,25 @@ def _partition_response(index: int, result: AppendResult) -> PartitionResponse:
         error_message=result.message)
 
 
-async def _after_validation(response: ProduceResponse,
-                            deferred: list[tuple[PartitionResponse, Awaitable[AppendResult]]],
-                            waits: list[Awaitable[None]]) -> ProduceResponse:
-    for partition, pending in deferred:
-        result = await pending
+async def _complete(broker: Broker, acks: int, response: ProduceResponse, pending: _Pending,
+                    timeout_s: float) -> ProduceResponse:
+    for partition, topic, records, deferred in pending.deferred:
+        result = await deferred
         filled = _partition_response(partition.index, result)
         partition.error_code = filled.error_code
         partition.base_offset = filled.base_offset
         partition.log_append_time_ms = filled.log_append_time_ms
         partition.log_start_offset = filled.log_start_offset
         partition.error_message = filled.error_message
-        if result.wait is not None:
-            waits.append(result.wait)
-    if not waits:
-        return response
-    return await _after_fsync(response, waits)
+        pending.track(broker, acks, topic, partition, records, result)
+    if pending.waits:
+        await _after_fsync(response, pending.waits)
+    if pending.replicated:
+        await _after_replication(pending.replicated, timeout_s)
+    return response
 
 
-async def _after_fsync(response: ProduceResponse, waits: list[Awaitable[None]]) -> ProduceResponse:
+async def _after_fsync(response: ProduceResponse, waits: list[Awaitable[None]]) -> None:
     results = await asyncio.gather(*waits, return_exceptions=True)
     if any(isinstance(result, BaseException) for result in results):
         for topic in response.responses:
@@ -114,4 +145,23 @@ async def _after_fsync(response: ProduceResponse, waits: list[Awaitable[None]]) 
                 if partition.error_code == ErrorCode.NONE:
                     partition.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                     partition.error_message = "write or fsync failed"
-    return response
+
+
+async def _after_replication(replicated: list[tuple[PartitionResponse, Awaitable[int]]],
+                             timeout_s: float) -> None:
+    """acks=all: each partition's error once its ISR has the batch, REQUEST_TIMED_OUT
+    when that takes longer than the request's timeout (Kafka's delayed produce)."""
+    tasks = [asyncio.ensure_future(waiting) for _, waiting in replicated]
+    done, _ = await asyncio.wait(tasks, timeout=max(timeout_s, 0.001))
+    for (partition, _), task in zip(replicated, tasks, strict=True):
+        error: int
+        if task not in done:
+            task.cancel()
+            error = ErrorCode.REQUEST_TIMED_OUT
+        elif task.exception() is not None:
+            error = ErrorCode.UNKNOWN_SERVER_ERROR
+        else:
+            error = task.result()
+        if error != ErrorCode.NONE and partition.error_code == ErrorCode.NONE:
+            partition.error_code = error
+            partition.error_message = f"not replicated: {ErrorCode(error).name}"

@@ -1,6 +1,8 @@
 """WriteTxnMarkers (v0-1): write commit/abort markers into partitions of this node.
 
-The transaction coordinator writes its markers in-process; over the wire this serves the
+On a single node the transaction coordinator writes its markers in-process; in cluster
+mode it sends them here, to each partition's leader (answered once durable and in the
+in-sync replicas, like Kafka's acks=all marker appends). Over the wire this also serves the
 admin abort of a hanging transaction (Kafka's ``kafka-transactions.sh abort``, the admin
 clients' ``abortTransaction``): an abort marker for a producer whose transaction a
 partition still holds open. A marker older than the producer's current epoch at the
@@ -11,7 +13,9 @@ CLUSTER_AUTHORIZATION_FAILED for every partition.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -26,11 +30,19 @@ TopicResult = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult
 PartitionResult = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult
 
 
+MARKER_ACKS = -1  # Kafka's leader appends markers with acks=all
+MARKER_TIMEOUT_S = 30.0
+
+
 def _write(broker: Broker, marker: WriteTxnMarkersRequest.WritableTxnMarker, topic: str,
-           partition: int) -> int:
+           partition: int, waits: list[tuple[PartitionResult, Awaitable[Any]]],
+           result_of: PartitionResult) -> int:
     storage = broker.storage
     if topic in INTERNAL_TOPICS:
         return ErrorCode.INVALID_TOPIC_EXCEPTION
+    placed = broker.routing.leader_error(topic, partition)  # cluster mode: the leader writes
+    if placed:
+        return placed
     producers = storage.active_producers(topic, partition)
     if producers is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -40,16 +52,51 @@ def _write(broker: Broker, marker: WriteTxnMarkersRequest.WritableTxnMarker, top
     result = storage.write_txn_marker(topic, partition, marker.producer_id, marker.producer_epoch,
                                       commit=marker.transaction_result,
                                       coordinator_epoch=marker.coordinator_epoch)
+    if result.error == ErrorCode.NONE:
+        if result.wait is not None:
+            waits.append((result_of, result.wait))
+        replicated = broker.routing.appended(topic, partition, result.base_offset + 1, MARKER_ACKS)
+        if replicated is not None:
+            waits.append((result_of, replicated))
     return result.error
 
 
-def handle(broker: Broker, header: RequestHeader,
-           request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+def handle(broker: Broker, header: RequestHeader, request: WriteTxnMarkersRequest) -> (
+        WriteTxnMarkersResponse | Awaitable[WriteTxnMarkersResponse]):
     refused = checks.denied(broker, checks.WRITE_TXN_MARKERS)
-    return WriteTxnMarkersResponse(markers=[
-        Result(producer_id=marker.producer_id, topics=[
-            TopicResult(name=topic.name, partitions=[
-                PartitionResult(partition_index=p, error_code=refused or _write(broker, marker, topic.name, p))
-                for p in topic.partition_indexes])
-            for topic in marker.topics])
-        for marker in request.markers])
+    waits: list[tuple[PartitionResult, Awaitable[Any]]] = []
+    markers = []
+    for marker in request.markers:
+        topics = []
+        for topic in marker.topics:
+            partitions = []
+            for p in topic.partition_indexes:
+                result = PartitionResult(partition_index=p, error_code=ErrorCode.NONE)
+                result.error_code = refused or _write(broker, marker, topic.name, p, waits, result)
+                partitions.append(result)
+            topics.append(TopicResult(name=topic.name, partitions=partitions))
+        markers.append(Result(producer_id=marker.producer_id, topics=topics))
+    response = WriteTxnMarkersResponse(markers=markers)
+    if not waits:
+        return response
+    return _after_waits(response, waits)
+
+
+async def _after_waits(response: WriteTxnMarkersResponse,
+                       waits: list[tuple[PartitionResult, Awaitable[Any]]]) -> WriteTxnMarkersResponse:
+    """Answered once each marker is durable (fsync) and, in cluster mode, in the ISR."""
+    tasks = [asyncio.ensure_future(waiting) for _, waiting in waits]
+    done, _ = await asyncio.wait(tasks, timeout=MARKER_TIMEOUT_S)
+    for (result, _), task in zip(waits, tasks, strict=True):
+        error: int
+        if task not in done:
+            task.cancel()
+            error = ErrorCode.REQUEST_TIMED_OUT
+        elif task.exception() is not None:
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+        else:
+            outcome = task.result()
+            error = outcome if isinstance(outcome, int) else ErrorCode.NONE
+        if error != ErrorCode.NONE and result.error_code == ErrorCode.NONE:
+            result.error_code = error
+    return response

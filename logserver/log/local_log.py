@@ -281,6 +281,18 @@ class LocalLog:
             removed = seg.truncate_to(offset) + sum(s.size for s in doomed)
         return removed, len(doomed)
 
+    def restart_at(self, offset: int, now_ms: int) -> list[Path]:
+        """Kafka's truncateFullyAndStartAt: every segment goes and the log continues,
+        empty, at ``offset`` (a follower whose log ends below its leader's log start).
+        Returns the removed segments' log files under their ``.deleted`` names."""
+        with self._lock:
+            self._check_open()
+            doomed = self._view.segments
+            new = Segment(self.directory, offset, self.config, active=True, created_ms=now_ms)
+            self._view = _view((new,))
+            self._start_floor = offset
+            return self._retire(doomed)
+
     def delete_segments_below(self, offset: int) -> list[Path]:
         """Delete the whole segments whose offsets all lie below ``offset``.
 

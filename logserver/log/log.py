@@ -651,6 +651,25 @@ class Log:
         self._load_producer_state()
         return self.log_end_offset
 
+    def truncate_fully_and_start_at(self, offset: int) -> int:
+        """Drop every segment and continue, empty, at ``offset`` (Kafka's
+        truncateFullyAndStartAt: a follower whose log end is below the leader's log
+        start fetches from there). Producer state restarts empty; returns the new LEO."""
+        self.drain_writes()
+        with self._lock:
+            self._truncations += 1
+            old = self._local.segments
+            deleted = self._local.restart_at(offset, _now_ms())
+            for seg in old:
+                self._unflushed.pop(seg, None)
+            self._unflushed[self._local.active_segment] = None
+            self._dir_dirty = True
+            self.recovery_point = offset
+        self.producer_state.reset(offset)
+        logger.warning("%s: emptied (%d segments removed); the log now starts at offset %d",
+                       self.directory, len(deleted), offset)
+        return self.log_end_offset
+
     def close_idle_files(self) -> int:
         """Close the files of older segments nobody read since the previous call."""
         return self._local.close_idle_files()

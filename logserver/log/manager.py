@@ -408,7 +408,7 @@ class LogManager:
         for log in logs:
             log.delete()
         if (self.data_dir / LOG_START_OFFSET_FILE).exists():
-            self._save_start_offsets()  # a new topic of that name starts at 0
+            self.save_start_offsets()  # a new topic of that name starts at 0
         fsync_dir(self.data_dir)
         logger.debug("deleted topic %s", name)  # logged once, by the storage layer
 
@@ -476,10 +476,11 @@ class LogManager:
         """DeleteRecords: move the log start offset to ``offset`` and persist it before
         answering (Kafka's log-start-offset-checkpoint); returns the new log start offset."""
         start = self.get_log(topic, partition).delete_records(offset)
-        self._save_start_offsets()
+        self.save_start_offsets()
         return start
 
-    def _save_start_offsets(self) -> None:
+    def save_start_offsets(self) -> None:
+        """Persist every partition's log start offset (log-start-offset-checkpoint)."""
         with self._checkpoint_lock:
             points = sorted((t, p, log.log_start_offset) for (t, p), log in self.logs().items()
                             if log.log_start_offset > 0)

@@ -50,6 +50,7 @@ class Rule:
 # on the topic; the producer id itself was granted by InitProducerId's check below.
 PRODUCE = Rule(_T, _Op.WRITE, _TOPIC_FAILED)
 FETCH = Rule(_T, _Op.READ, _TOPIC_FAILED)
+FETCH_FOLLOWER = Rule(_C, _Op.CLUSTER_ACTION, _TOPIC_FAILED)  # a replica id: brokers only
 LIST_OFFSETS = Rule(_T, _Op.DESCRIBE, _TOPIC_FAILED)
 METADATA_TOPIC = Rule(_T, _Op.DESCRIBE, _TOPIC_FAILED)  # others are left out of "all topics"
 METADATA_CLUSTER = Rule(_C, _Op.DESCRIBE, _CLUSTER_FAILED)  # for cluster authorized ops

@@ -286,6 +286,12 @@ class Storage(Protocol):
         """Drop the batch holding ``offset`` and everything after it; the new log end."""
         ...
 
+    async def restart_at(self, topic: str, partition: int, offset: int) -> int:
+        """Empty the partition's log and continue it at ``offset`` (Kafka's
+        truncateFullyAndStartAt: a follower whose log ends below its leader's log start
+        offset, after DeleteRecords or retention there); returns the new log end."""
+        ...
+
     # -- maintenance of one partition (the offsets store's compaction) ---------------------
 
     def read_bytes(self, topic: str, partition: int, offset: int, max_bytes: int) -> bytes | None:

@@ -195,6 +195,15 @@ class MemoryLog:
                 return record.offset, record.timestamp
         return header.base_offset, header.max_timestamp
 
+    def restart_at(self, offset: int) -> int:
+        """Empty, continuing at ``offset`` (Kafka's truncateFullyAndStartAt)."""
+        self._batches, self._bases, self._max_ts = [], [], []
+        self._txn_cache = None
+        self._boundaries = [offset]
+        self._start = self._end = offset
+        self.producer_state.reset(offset)
+        return self._end
+
     def delete_records(self, offset: int) -> int:
         """Make ``offset`` the log start offset; batches wholly below it go."""
         if offset > self._end:
@@ -340,6 +349,9 @@ class MemoryStorage(PartitionedStorage):
 
     async def truncate_to(self, topic: str, partition: int, offset: int) -> int:
         return self._log(topic, partition).truncate_to(offset)
+
+    async def restart_at(self, topic: str, partition: int, offset: int) -> int:
+        return self._log(topic, partition).restart_at(offset)
 
     async def flush(self, topic: str, partition: int) -> None:
         self._log(topic, partition)

@@ -316,6 +316,12 @@ class SegmentLogStorage(PartitionedStorage):
     async def truncate_to(self, topic: str, partition: int, offset: int) -> int:
         return int(await self._worker.run(self._log(topic, partition).truncate_to, offset))
 
+    async def restart_at(self, topic: str, partition: int, offset: int) -> int:
+        log_ = self._log(topic, partition)
+        leo = int(await self._worker.run(log_.truncate_fully_and_start_at, offset))
+        await self._worker.run(self.manager.save_start_offsets)
+        return leo
+
     async def flush(self, topic: str, partition: int) -> None:
         await self._worker.run(self._log(topic, partition).flush)
 

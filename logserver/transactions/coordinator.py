@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode
@@ -53,6 +53,9 @@ class TransactionCoordinator:
         self.loading = True
         self.active = False
         self._tasks: list[asyncio.Task[None]] = []
+        # Cluster mode (logserver.cluster.txn_markers): markers go to each partition's
+        # leader as WriteTxnMarkers; None: written here, this node leads every partition.
+        self.marker_sender: Callable[[Markers, list[TopicPartition], int], Awaitable[None]] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -172,9 +175,12 @@ class TransactionCoordinator:
     async def _write_markers(self, markers: Markers) -> None:
         storage = self._broker.storage
         waits = []
-        for topic, partition in sorted(markers.partitions):
-            if topic in INTERNAL_TOPICS:  # offsets partitions: their offsets go below
-                continue
+        # offsets partitions: their offsets go below
+        partitions = [tp for tp in sorted(markers.partitions) if tp[0] not in INTERNAL_TOPICS]
+        if self.marker_sender is not None:  # cluster mode: to each partition's leader
+            await self.marker_sender(markers, partitions, COORDINATOR_EPOCH)
+            partitions = []
+        for topic, partition in partitions:
             result = storage.write_txn_marker(topic, partition, markers.producer_id,
                                               markers.producer_epoch, commit=markers.commit,
                                               coordinator_epoch=COORDINATOR_EPOCH)
@@ -230,7 +236,7 @@ class TransactionCoordinator:
             meta = self.transactions.get(txn_id)
             new_id = None
             if self.machine.needs_new_producer_id(meta):
-                new_id = await self._broker.storage.allocate_producer_id()
+                new_id = await self._broker.allocate_producer_id()
             step = self.machine.init_producer(
                 meta, transactional_id=txn_id, timeout_ms=timeout_ms, producer_id=producer_id,
                 producer_epoch=producer_epoch, new_producer_id=new_id, now=_now_ms())

@@ -1,0 +1,97 @@
+"""The one question the data-path handlers ask about replication: may this broker
+answer for a partition, and what must an acknowledgement wait for.
+
+Produce, Fetch, ListOffsets and DeleteRecords are the same handlers on a single node and
+in a cluster (ACLs, transactions, validation, KIP-74 apply alike); only this narrow
+object differs. On a single node (``LocalRouting``) this broker leads every partition at
+leader epoch 0, acks=all is acks=1, and no follower fetches. In cluster mode
+``logserver.cluster.routing.ClusterRouting`` answers from the partition state in etcd:
+NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, NOT_ENOUGH_REPLICAS,
+and waits of acks=all for the in-sync replicas. The high watermark consumers stop at is
+the storage engine's (the cluster sets it; on a single node it is the log end).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Protocol
+
+from kafkaproto import ErrorCode
+from logserver.partition import LEADER_EPOCH
+from logserver.storage.api import Storage
+
+__all__ = ["LocalRouting", "PartitionRouting"]
+
+
+class PartitionRouting(Protocol):
+    #: False on a single node: no acknowledgement waits for other replicas, and the
+    #: Produce handler skips the work ``appended`` would need.
+    replicated: bool
+
+    def leader_error(self, topic: str, partition: int, current_leader_epoch: int = -1) -> int:
+        """NONE when this broker leads the partition and ``current_leader_epoch`` (-1:
+        not checked) is its leader epoch; else the error a client acts on."""
+        ...
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's current leader epoch, as ListOffsets reports it."""
+        ...
+
+    def produce_error(self, topic: str, partition: int, acks: int) -> int:
+        """Checked before an append, after ``leader_error``: NOT_ENOUGH_REPLICAS when
+        acks=all and the ISR is smaller than min.insync.replicas."""
+        ...
+
+    def appended(self, topic: str, partition: int, end_offset: int,
+                 acks: int) -> Awaitable[int] | None:
+        """An append up to ``end_offset`` (exclusive) succeeded on the leader: what an
+        acks=all acknowledgement waits for (resolves to an error code: NONE,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER), else None."""
+        ...
+
+    def topic_for_id(self, topic_id: bytes) -> str | None:
+        """The topic a Fetch v13+ names by id (the cluster's ids in cluster mode)."""
+        ...
+
+    def follower_fetched(self, replica_id: int, topic: str, partition: int,
+                         fetch_offset: int) -> None:
+        """A follower replica fetches from ``fetch_offset``: its log end offset."""
+        ...
+
+    def coordinates_transactions(self) -> bool:
+        """Is the transaction coordinator on this broker? Only there can a transactional
+        Produce be checked against the open transaction; elsewhere the partition leader
+        relies on the producer epoch, as Kafka's leaders did before KIP-890."""
+        ...
+
+
+class LocalRouting:
+    """Single-node mode: this broker is the only replica of every partition."""
+
+    replicated = False
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+
+    def leader_error(self, topic: str, partition: int, current_leader_epoch: int = -1) -> int:
+        return ErrorCode.NONE
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        return LEADER_EPOCH
+
+    def produce_error(self, topic: str, partition: int, acks: int) -> int:
+        return ErrorCode.NONE
+
+    def appended(self, topic: str, partition: int, end_offset: int,
+                 acks: int) -> Awaitable[int] | None:
+        return None
+
+    def topic_for_id(self, topic_id: bytes) -> str | None:
+        return self._storage.topic_for_id(topic_id)
+
+    def follower_fetched(self, replica_id: int, topic: str, partition: int,
+                         fetch_offset: int) -> None:
+        return None
+
+    def coordinates_transactions(self) -> bool:
+        return True
