@@ -23,6 +23,7 @@ from kafkaproto.messages import (
     ListOffsetsRequest,
     ProduceRequest,
 )
+from logserver.groups.store import kafka_partition_for
 from tests.rawwire import record_batch
 
 pytestmark = pytest.mark.slow
@@ -379,9 +380,9 @@ def _wait_for_progress(producers: list[ContinuousProducer]) -> None:
                60, "every producer to have more records acknowledged")
 
 
-def _wait_for_new_leader(cluster: Cluster, topic: str, old: int) -> None:
-    wait_until(lambda: (p := cluster.partition(topic, 0)) is not None
-               and p.leader not in (-1, old), 30, f"a new leader of {topic}")
+def _wait_for_new_leader(cluster: Cluster, topic: str, old: int, index: int = 0) -> None:
+    wait_until(lambda: (p := cluster.partition(topic, index)) is not None
+               and p.leader not in (-1, old), 30, f"a new leader of {topic}-{index}")
 
 
 def test_producer_ids_are_unique_across_brokers(cluster):
@@ -513,10 +514,12 @@ def test_committed_offsets_survive_the_coordinator_kill9(cluster):
         consumer.commit(offsets=[TopicPartition("gdata", 0, 7)], asynchronous=False)
     finally:
         consumer.close()
-    coordinator = cluster.partition("__consumer_offsets", 0).leader
+    # The group's partition of __consumer_offsets (50 of them, placed as Kafka does).
+    where = kafka_partition_for("survivors", 50)
+    coordinator = cluster.partition("__consumer_offsets", where).leader
     # At once: an acknowledged commit is already on every in-sync replica.
     cluster.brokers[coordinator].kill9()
-    _wait_for_new_leader(cluster, "__consumer_offsets", coordinator)
+    _wait_for_new_leader(cluster, "__consumer_offsets", coordinator, where)
     survivor = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "survivors",
                          "enable.auto.commit": False})
     try:

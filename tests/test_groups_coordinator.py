@@ -17,7 +17,7 @@ from logserver.groups import records as rec
 from logserver.groups import store as store_module
 from logserver.groups.coordinator import GroupCoordinator
 from logserver.groups.group import CommittedOffset, parse_subscription_topics
-from logserver.groups.store import OFFSETS_TOPIC, java_string_hash
+from logserver.groups.store import OFFSETS_TOPIC, java_string_hash, kafka_partition_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -165,6 +165,16 @@ def test_group_partition_matches_kafka():
     assert java_string_hash("\U0001F600") == 31 * 0xD83D + 0xDE00
     # Utils.abs(hash) % 50, as Kafka places groups on __consumer_offsets partitions
     assert (java_string_hash("Hello World") & 0x7FFFFFFF) % 50 == 22
+
+
+def test_cluster_places_groups_as_kafka_does():
+    """Kafka's Utils.abs(hashCode) % partitions (values printed by Java 17): negative
+    hash codes are negated, Integer.MIN_VALUE goes to partition 0."""
+    assert kafka_partition_for("polygenelubricants", 50) == 0  # hashCode is MIN_VALUE
+    assert kafka_partition_for("survivors", 50) == 7
+    assert kafka_partition_for("my-group", 50) == 12  # hashCode -1906497762
+    assert kafka_partition_for("consumer-group-7", 50) == 26
+    assert kafka_partition_for("gr\u00fcppe", 50) == 12
 
 
 def test_record_schema_roundtrip():

@@ -36,7 +36,7 @@ from logserver.cluster.model import (
     with_isr,
 )
 from logserver.cluster.replication import LeaderReplica
-from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC, GroupCoordinator
+from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -48,6 +48,7 @@ CHECK_INTERVAL_S = 0.5
 CHECKPOINT_FILE = "replication-offset-checkpoint"
 PRODUCER_ID_BLOCK = 1000
 CONNECT_TIMEOUT_S = 30.0
+CLUSTER_OFFSETS_PARTITIONS = 50  # Kafka's default offsets.topic.num.partitions
 
 
 def _now_ms() -> float:
@@ -78,8 +79,6 @@ class ClusterNode:
         self._creating: dict[str, asyncio.Task[None]] = {}
         self._deleting: dict[str, asyncio.Task[None]] = {}
         self._seen_topics: set[str] = set()
-        self._coordinator_active = False
-        self._coordinator_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[Any]] = []
         self._dirty = asyncio.Event()
         self._checkpoint = Path(config.data_dir) / CHECKPOINT_FILE
@@ -113,6 +112,8 @@ class ClusterNode:
         await self.store.grant_lease(self.session_ttl_s)
         await self._register()
         self.storage.replication_hook = self._replicated_internal_append
+        # Groups are served where this broker leads their __consumer_offsets partition.
+        self.broker.groups.start_partitioned()
         # The first broker's cluster id becomes the cluster's (clients check it is one).
         await self.store.create([(self.keys.cluster_id, self.broker.cluster_id.encode())])
         revision, entries = await self.store.snapshot(self.keys.root)
@@ -225,7 +226,6 @@ class ClusterNode:
         if self.fenced:
             for where in list(self.leaders):
                 self._resign(where)
-            await self._coordinate(False)
             return
         if (model.controller_id is None and self.node_id in model.brokers
                 and await self.store.create([(self.keys.controller, json.dumps(
@@ -285,14 +285,21 @@ class ClusterNode:
         return await self.store.delete_existing(keys)
 
     async def ensure_offsets_topic(self) -> None:
-        """``__consumer_offsets`` as a replicated cluster topic (Kafka creates it on the
-        first FindCoordinator, with up to 3 replicas as the cluster allows)."""
+        """``__consumer_offsets`` as a replicated cluster topic, created through etcd on
+        the first FindCoordinator as Kafka does: ``offsets.topic.num.partitions``
+        partitions (50 unless set: a single node's default of 1 would put every group on
+        one broker) and ``offsets.topic.replication.factor`` replicas, capped by the live
+        brokers."""
         if OFFSETS_TOPIC in self.model.topics:
             return
+        config = self.broker.config
         configs = {"cleanup.policy": "compact",
-                   "segment.bytes": str(self.broker.config["offsets.topic.segment.bytes"])}
+                   "segment.bytes": str(config["offsets.topic.segment.bytes"])}
+        partitions = config["offsets.topic.num.partitions"] \
+            if "offsets.topic.num.partitions" in config.sources else CLUSTER_OFFSETS_PARTITIONS
+        replicas = min(config["offsets.topic.replication.factor"], len(self.model.brokers))
         with contextlib.suppress(TopicCreationError):
-            await self.create_topic(OFFSETS_TOPIC, 1, min(3, len(self.model.brokers)), configs)
+            await self.create_topic(OFFSETS_TOPIC, partitions, max(1, replicas), configs)
 
     def _drop_deleted_topics(self) -> None:
         """Local logs of topics deleted in etcd since we saw them. A log etcd never
@@ -331,8 +338,6 @@ class ClusterNode:
         else:
             self._resign(where)
             await self._follow(where, state)
-        if where == (OFFSETS_TOPIC, 0):
-            await self._coordinate(state.leader == self.node_id)
 
     def _create_locally(self, topic: str) -> None:
         if topic in self._creating or topic not in self.model.topics:
@@ -366,12 +371,16 @@ class ClusterNode:
         self.storage.set_leader_epoch(*where, state.leader_epoch)
         self.storage.set_high_watermark(*where, current.hw)
         self.advance(where)
+        if where[0] == OFFSETS_TOPIC:  # its groups are ours to coordinate now
+            self.broker.groups.load_partition(where[1])
 
     def _resign(self, where: tuple[str, int]) -> None:
         leader = self.leaders.pop(where, None)
         if leader is not None:
             leader.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             log.info("%s-%d: no longer leader", *where)
+        if where[0] == OFFSETS_TOPIC:
+            self.broker.groups.unload_partition(where[1])
 
     async def _follow(self, where: tuple[str, int], state: PartitionState) -> None:
         running = self.fetchers.get(where)
@@ -396,24 +405,6 @@ class ClusterNode:
         running = self.fetchers.pop(where, None)
         if running is not None:
             running[1].cancel()
-
-    async def _coordinate(self, active: bool) -> None:
-        """The group coordinator runs on the leader of ``__consumer_offsets`` (one
-        partition in cluster mode): a new leader replays the replicated log and so has
-        every group's committed offsets; elsewhere group requests get
-        COORDINATOR_NOT_AVAILABLE and clients look the coordinator up again."""
-        async with self._coordinator_lock:
-            if active == self._coordinator_active:
-                return
-            self._coordinator_active = active
-            old = self.broker.groups
-            new = GroupCoordinator(self.broker)
-            self.broker.groups = new  # requests from now on see the new one
-            await old.close()
-            if active:
-                new.start()
-            log.info("group coordinator %s", "started (leader of __consumer_offsets)"
-                     if active else "stopped (not the leader of __consumer_offsets)")
 
     # -- leader duties (called by the handlers) ----------------------------------------------
 
