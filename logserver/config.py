@@ -347,6 +347,9 @@ SETTINGS: dict[str, Setting] = {
                 "NOT_ENOUGH_REPLICAS (cluster mode)."),
         Setting("replica.lag.time.max.ms", "30000", _int_in(1),
                 "A follower not caught up for this long leaves the ISR (cluster mode)."),
+        Setting("controlled.shutdown.enable", "true", _parse_bool,
+                "On SIGTERM, move this broker's leaderships to other in-sync replicas and "
+                "leave every ISR before closing the listeners (cluster mode)."),
         Setting("unclean.leader.election.enable", "false", _parse_bool,
                 "Let a replica outside the ISR become leader when no ISR member is alive "
                 "(loses acknowledged records; cluster mode)."),

@@ -293,6 +293,7 @@ class ContinuousProducer:
     def __init__(self, kind: str, bootstrap: str, topic: str) -> None:
         self.kind, self.bootstrap, self.topic = kind, bootstrap, topic
         self.acked: list[bytes] = []
+        self.ack_times: list[float] = []  # time.monotonic() of each acknowledgement
         self.failed: list[str] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"producer-{kind}", daemon=True)
@@ -300,6 +301,7 @@ class ContinuousProducer:
     def _delivered(self, err, message) -> None:
         if err is None:
             self.acked.append(message.value())
+            self.ack_times.append(time.monotonic())
         else:
             self.failed.append(str(err))
 
@@ -323,7 +325,8 @@ class ContinuousProducer:
             while not self.stop.is_set():
                 value = f"{i:07d}".encode()
                 future = kp.send(self.topic, value=value, partition=0)
-                future.add_callback(lambda _, v=value: self.acked.append(v))
+                future.add_callback(lambda _, v=value: (self.acked.append(v),
+                                                        self.ack_times.append(time.monotonic())))
                 future.add_errback(lambda exc: self.failed.append(repr(exc)))
                 time.sleep(0.005)
                 i += 1

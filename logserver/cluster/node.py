@@ -36,6 +36,7 @@ from logserver.cluster.model import (
     with_isr,
 )
 from logserver.cluster.replication import LeaderReplica
+from logserver.cluster.shutdown import without_replica
 from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ class ClusterNode:
         self._fenced_below = 0
         self._pid_lock = asyncio.Lock()
         self._pid_next = self._pid_end = 0
+        self.stopping = False  # controlled shutdown under way: follow nothing any more
 
     @property
     def storage(self) -> Storage:
@@ -129,6 +131,49 @@ class ClusterNode:
         self._dirty.set()
         log.info("node %d joined the cluster at %s (etcd %s), %d live brokers", self.node_id,
                  self.keys.prefix, self.store.endpoints, len(self.model.brokers))
+
+    async def controlled_shutdown(self) -> bool:
+        """Kafka's controlled shutdown, before the listeners close: every partition this
+        broker leads moves to another live ISR member and it leaves the ISR of those it
+        follows, each by a compare-and-swap in etcd, and this returns once the watch shows
+        it (clients get NOT_LEADER_OR_FOLLOWER here and find the new leader with one
+        metadata refresh). Bounded by the session timeout; False if it did not finish
+        (etcd unreachable: the lease then expires and the controller moves them)."""
+        if not self.broker.config["controlled.shutdown.enable"] or not self.ready.is_set():
+            return False
+        self.stopping = True
+        for where in list(self.fetchers):  # a follower fetching could rejoin an ISR
+            self._stop_fetcher(where)
+        started = time.monotonic()
+        deadline = started + self.session_ttl_s
+        moved: dict[tuple[str, int], int] = {}
+        while True:
+            pending = 0
+            live = set(self.model.brokers)
+            for where, versioned in list(self.model.partitions.items()):
+                new = without_replica(versioned.state, self.node_id, live)
+                if new is None:
+                    continue
+                pending += 1
+                try:
+                    swapped = await self.store.swap(self.keys.partition(*where), new.encode(),
+                                                    versioned.mod_revision)
+                    if swapped and versioned.state.leader == self.node_id:
+                        moved[where] = new.leader
+                except Exception as exc:
+                    log.warning("controlled shutdown: %s-%d: %s", *where, exc)
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                log.warning("controlled shutdown: %d partitions not moved in %d s; leaving "
+                            "them to the controller", pending, self.session_ttl_s)
+                return False
+            await asyncio.sleep(0.05)  # the watch shows our writes (or what beat them)
+        log.info("controlled shutdown: moved leadership of %d partitions (%s) and left every "
+                 "ISR in %.3f s", len(moved), ", ".join(
+                     f"{t}-{i}->{n}" for (t, i), n in sorted(moved.items())) or "none",
+                 time.monotonic() - started)
+        return True
 
     async def close(self) -> None:
         for task in [*self._tasks, *(t for _, t in self.fetchers.values()), *self._creating.values()]:
@@ -337,7 +382,8 @@ class ClusterNode:
             self._lead(where, state)
         else:
             self._resign(where)
-            await self._follow(where, state)
+            if not self.stopping:
+                await self._follow(where, state)
 
     def _create_locally(self, topic: str) -> None:
         if topic in self._creating or topic not in self.model.topics:
