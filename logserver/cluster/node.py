@@ -49,6 +49,7 @@ CHECK_INTERVAL_S = 0.5
 CHECKPOINT_FILE = "replication-offset-checkpoint"
 PRODUCER_ID_BLOCK = 1000
 CONNECT_TIMEOUT_S = 30.0
+Source = tuple[int, str, int]  # a leader a fetcher replicates from: node id, host, port
 CLUSTER_OFFSETS_PARTITIONS = 50  # Kafka's default offsets.topic.num.partitions
 
 
@@ -75,7 +76,10 @@ class ClusterNode:
         self.lag_max_ms: int = config["replica.lag.time.max.ms"]
         self.unclean: bool = config["unclean.leader.election.enable"]
         self.leaders: dict[tuple[str, int], LeaderReplica] = {}
-        self.fetchers: dict[tuple[str, int], tuple[int, asyncio.Task[None]]] = {}
+        # Followed partitions: (leader epoch, source broker); one fetcher per source
+        # broker (id, host, port), Kafka's ReplicaFetcherThread, running while it has any.
+        self.fetchers: dict[tuple[str, int], tuple[int, Source]] = {}
+        self._sources: dict[Source, tuple[ReplicaFetcher, asyncio.Task[None]]] = {}
         self._proposing: set[tuple[str, int]] = set()
         self._creating: dict[str, asyncio.Task[None]] = {}
         self._deleting: dict[str, asyncio.Task[None]] = {}
@@ -148,13 +152,13 @@ class ClusterNode:
         deadline = started + self.session_ttl_s
         moved: dict[tuple[str, int], int] = {}
         while True:
-            pending = 0
+            pending = 0  # leaderships still to move (ISR exits are tried, not awaited)
             live = set(self.model.brokers)
             for where, versioned in list(self.model.partitions.items()):
                 new = without_replica(versioned.state, self.node_id, live)
                 if new is None:
                     continue
-                pending += 1
+                pending += versioned.state.leader == self.node_id
                 try:
                     swapped = await self.store.swap(self.keys.partition(*where), new.encode(),
                                                     versioned.mod_revision)
@@ -176,9 +180,10 @@ class ClusterNode:
         return True
 
     async def close(self) -> None:
-        for task in [*self._tasks, *(t for _, t in self.fetchers.values()), *self._creating.values()]:
+        fetcher_tasks = [t for _, t in self._sources.values()]
+        for task in [*self._tasks, *fetcher_tasks, *self._creating.values()]:
             task.cancel()
-        for task in [*self._tasks, *(t for _, t in self.fetchers.values())]:
+        for task in [*self._tasks, *fetcher_tasks]:
             with contextlib.suppress(BaseException):
                 await task
         for leader in self.leaders.values():
@@ -443,14 +448,25 @@ class ClusterNode:
         leader = self.model.brokers.get(state.leader)
         if state.leader == NO_LEADER or leader is None:
             return
-        fetcher = ReplicaFetcher(self.storage, self.node_id, where[0], where[1],
-                                 state.leader_epoch, (leader.host, leader.port))
-        self.fetchers[where] = (state.leader_epoch, asyncio.get_running_loop().create_task(fetcher.run()))
+        source = (state.leader, leader.host, leader.port)
+        running_source = self._sources.get(source)
+        if running_source is None:
+            fetcher = ReplicaFetcher(self.storage, self.node_id, (leader.host, leader.port))
+            running_source = (fetcher, asyncio.get_running_loop().create_task(fetcher.run()))
+            self._sources[source] = running_source
+        running_source[0].add(where, state.leader_epoch)
+        self.fetchers[where] = (state.leader_epoch, source)
 
     def _stop_fetcher(self, where: tuple[str, int]) -> None:
         running = self.fetchers.pop(where, None)
-        if running is not None:
-            running[1].cancel()
+        if running is None:
+            return
+        source = self._sources.get(running[1])
+        if source is not None:
+            source[0].remove(where)
+            if not source[0].partitions:  # nothing more to fetch from that broker
+                source[1].cancel()
+                del self._sources[running[1]]
 
     # -- leader duties (called by the handlers) ----------------------------------------------
 
@@ -471,7 +487,9 @@ class ClusterNode:
         self.advance(where)
         # Only live brokers join (a stopping broker's last fetches must not flap the ISR
         # against the controller, which drops brokers without a session).
-        joining = [r for r in leader.to_add() if r in self.model.brokers]
+        # As Kafka's maybeExpandIsr: only the replica that fetched, so that one that
+        # stopped fetching (a controlled shutdown) is not taken back by others' fetches.
+        joining = [r for r in leader.to_add() if r == replica and r in self.model.brokers]
         if joining and where not in self._proposing:
             asyncio.get_running_loop().create_task(
                 self._propose_isr(where, leader, [*leader.state.isr, *joining]))
