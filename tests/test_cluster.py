@@ -489,6 +489,10 @@ def test_rolling_restart_under_producers_loses_nothing(cluster):
             wait_until(lambda: all(len(cluster.partition(t, 0).isrs) == 3 for t in topics.values()),
                        60, f"broker {node} back in every ISR")
         _wait_for_progress(producers)
+    for producer in producers:  # the unavailability each saw (controlled shutdown), shown
+        times = producer.ack_times
+        print(f"{producer.kind}: longest pause between acknowledgements over the rolling "
+              f"restart {max(b - a for a, b in zip(times, times[1:], strict=False)) * 1000:.0f} ms")
     for producer in producers:
         assert not producer.failed, (producer.kind, producer.failed[:5])
         records = consume_all(cluster.bootstrap, producer.topic, len(producer.acked), timeout=60)
