@@ -244,7 +244,11 @@ SETTINGS: dict[str, Setting] = {
                 "Most members one group may have (else GROUP_MAX_SIZE_REACHED)."),
         Setting("offsets.topic.num.partitions", "1", _int_in(1, 1000),
                 "Partitions of the internal __consumer_offsets topic when it is created "
-                "(Kafka: 50, for spreading coordinators over brokers; one node gains nothing)."),
+                "(one node gains nothing from more; in cluster mode 50 unless set, as "
+                "Kafka, so that group coordinators spread over the brokers)."),
+        Setting("offsets.topic.replication.factor", "3", _int_in(1, 32767),
+                "Replicas of __consumer_offsets in cluster mode, capped by the live brokers "
+                "when it is created (one node: 1)."),
         Setting("offsets.topic.segment.bytes", "104857600", _int_in(14, 2**31 - 1),
                 "Segment size of the internal __consumer_offsets topic."),
         Setting("offsets.retention.minutes", "10080", _int_in(1, 2**31 - 1),
@@ -364,6 +368,9 @@ SETTINGS: dict[str, Setting] = {
                 "NOT_ENOUGH_REPLICAS (cluster mode)."),
         Setting("replica.lag.time.max.ms", "30000", _int_in(1),
                 "A follower not caught up for this long leaves the ISR (cluster mode)."),
+        Setting("controlled.shutdown.enable", "true", _parse_bool,
+                "On SIGTERM, move this broker's leaderships to other in-sync replicas and "
+                "leave every ISR before closing the listeners (cluster mode)."),
         Setting("unclean.leader.election.enable", "false", _parse_bool,
                 "Let a replica outside the ISR become leader when no ISR member is alive "
                 "(loses acknowledged records; cluster mode)."),

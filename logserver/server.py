@@ -108,6 +108,8 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         if ready is not None:
             ready.set()
         await stop.wait()
+        if broker.cluster is not None:  # leaderships move while clients can still ask us
+            await broker.cluster.controlled_shutdown()
         log.info("shutting down: no new connections, finishing in-flight requests")
     finally:
         admin_state.stopping = True

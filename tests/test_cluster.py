@@ -23,6 +23,7 @@ from kafkaproto.messages import (
     ListOffsetsRequest,
     ProduceRequest,
 )
+from logserver.groups.store import kafka_partition_for
 from tests.rawwire import record_batch
 
 pytestmark = pytest.mark.slow
@@ -292,6 +293,7 @@ class ContinuousProducer:
     def __init__(self, kind: str, bootstrap: str, topic: str) -> None:
         self.kind, self.bootstrap, self.topic = kind, bootstrap, topic
         self.acked: list[bytes] = []
+        self.ack_times: list[float] = []  # time.monotonic() of each acknowledgement
         self.failed: list[str] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"producer-{kind}", daemon=True)
@@ -299,6 +301,7 @@ class ContinuousProducer:
     def _delivered(self, err, message) -> None:
         if err is None:
             self.acked.append(message.value())
+            self.ack_times.append(time.monotonic())
         else:
             self.failed.append(str(err))
 
@@ -322,7 +325,8 @@ class ContinuousProducer:
             while not self.stop.is_set():
                 value = f"{i:07d}".encode()
                 future = kp.send(self.topic, value=value, partition=0)
-                future.add_callback(lambda _, v=value: self.acked.append(v))
+                future.add_callback(lambda _, v=value: (self.acked.append(v),
+                                                        self.ack_times.append(time.monotonic())))
                 future.add_errback(lambda exc: self.failed.append(repr(exc)))
                 time.sleep(0.005)
                 i += 1
@@ -379,9 +383,9 @@ def _wait_for_progress(producers: list[ContinuousProducer]) -> None:
                60, "every producer to have more records acknowledged")
 
 
-def _wait_for_new_leader(cluster: Cluster, topic: str, old: int) -> None:
-    wait_until(lambda: (p := cluster.partition(topic, 0)) is not None
-               and p.leader not in (-1, old), 30, f"a new leader of {topic}")
+def _wait_for_new_leader(cluster: Cluster, topic: str, old: int, index: int = 0) -> None:
+    wait_until(lambda: (p := cluster.partition(topic, index)) is not None
+               and p.leader not in (-1, old), 30, f"a new leader of {topic}-{index}")
 
 
 def test_producer_ids_are_unique_across_brokers(cluster):
@@ -485,6 +489,10 @@ def test_rolling_restart_under_producers_loses_nothing(cluster):
             wait_until(lambda: all(len(cluster.partition(t, 0).isrs) == 3 for t in topics.values()),
                        60, f"broker {node} back in every ISR")
         _wait_for_progress(producers)
+    for producer in producers:  # the unavailability each saw (controlled shutdown), shown
+        times = producer.ack_times
+        print(f"{producer.kind}: longest pause between acknowledgements over the rolling "
+              f"restart {max(b - a for a, b in zip(times, times[1:], strict=False)) * 1000:.0f} ms")
     for producer in producers:
         assert not producer.failed, (producer.kind, producer.failed[:5])
         records = consume_all(cluster.bootstrap, producer.topic, len(producer.acked), timeout=60)
@@ -513,10 +521,12 @@ def test_committed_offsets_survive_the_coordinator_kill9(cluster):
         consumer.commit(offsets=[TopicPartition("gdata", 0, 7)], asynchronous=False)
     finally:
         consumer.close()
-    coordinator = cluster.partition("__consumer_offsets", 0).leader
+    # The group's partition of __consumer_offsets (50 of them, placed as Kafka does).
+    where = kafka_partition_for("survivors", 50)
+    coordinator = cluster.partition("__consumer_offsets", where).leader
     # At once: an acknowledged commit is already on every in-sync replica.
     cluster.brokers[coordinator].kill9()
-    _wait_for_new_leader(cluster, "__consumer_offsets", coordinator)
+    _wait_for_new_leader(cluster, "__consumer_offsets", coordinator, where)
     survivor = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "survivors",
                          "enable.auto.commit": False})
     try:

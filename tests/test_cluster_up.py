@@ -3,6 +3,7 @@ real client (confluent-kafka), and all stopped by one SIGTERM."""
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 
@@ -64,3 +65,37 @@ def test_cluster_up_starts_three_brokers_and_stops_them(tmp_path):
     assert not any(can_connect(port) for port in (base, base + 1, base + 2, etcd_port))
     for node in (1, 2, 3):
         assert "stopped cleanly" in (tmp_path / "data" / f"node{node}.log").read_text()
+
+
+def test_cluster_up_logs_in_the_projects_one_format(tmp_path):
+    """--log-format json: the command's own lines and every broker's are JSON lines, as
+    `logserver --log-format json` writes them (one collector reads them all)."""
+    base, etcd_port = _free_run(1), _free_run(2)
+    launcher = ChildProcess(tmp_path / "cluster-up.log", env=python_path_env(), argv=[
+        sys.executable, "-m", "logserver", "cluster", "up", "--nodes", "1",
+        "--dir", str(tmp_path / "data"), "--base-port", str(base),
+        "--etcd-port", str(etcd_port), "--log-format", "json",
+        "--override", "broker.session.timeout.ms=3000"])
+    launcher.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": f"{HOST}:{base}"})
+        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 1, 60,
+                   f"the broker in Metadata\n{launcher.tail()}")
+    finally:
+        code = launcher.stop(timeout=60)
+    assert code == 0, launcher.tail()
+    own = _json_lines(launcher.output())
+    assert any(r["logger"] == "logserver.cluster.local" and r["msg"].startswith("cluster up:")
+               for r in own), own
+    assert any(r["msg"] == "cluster stopped" for r in own), own
+    broker = _json_lines((tmp_path / "data" / "node1.log").read_text())
+    assert any(r["msg"] == "stopped cleanly" for r in broker), broker[-5:]
+
+
+def _json_lines(text: str) -> list[dict]:
+    """Every line of a log; each must be one JSON object with the project's fields
+    (except the "===== exited with code N" notes childproc appends after a child's end)."""
+    records = [json.loads(line) for line in text.splitlines()
+               if line.strip() and not line.startswith("===== ")]
+    assert records and all({"ts", "level", "logger", "msg"} <= r.keys() for r in records)
+    return records

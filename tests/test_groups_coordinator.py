@@ -17,7 +17,7 @@ from logserver.groups import records as rec
 from logserver.groups import store as store_module
 from logserver.groups.coordinator import GroupCoordinator
 from logserver.groups.group import CommittedOffset, parse_subscription_topics
-from logserver.groups.store import OFFSETS_TOPIC, java_string_hash
+from logserver.groups.store import OFFSETS_TOPIC, java_string_hash, kafka_partition_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -167,6 +167,16 @@ def test_group_partition_matches_kafka():
     assert (java_string_hash("Hello World") & 0x7FFFFFFF) % 50 == 22
 
 
+def test_cluster_places_groups_as_kafka_does():
+    """Kafka's Utils.abs(hashCode) % partitions (values printed by Java 17): negative
+    hash codes are negated, Integer.MIN_VALUE goes to partition 0."""
+    assert kafka_partition_for("polygenelubricants", 50) == 0  # hashCode is MIN_VALUE
+    assert kafka_partition_for("survivors", 50) == 7
+    assert kafka_partition_for("my-group", 50) == 12  # hashCode -1906497762
+    assert kafka_partition_for("consumer-group-7", 50) == 26
+    assert kafka_partition_for("gr\u00fcppe", 50) == 12
+
+
 def test_record_schema_roundtrip():
     key = rec.offset_key("g", "topic", 7)
     assert key == b"\x00\x01\x00\x01g\x00\x05topic\x00\x00\x00\x07"
@@ -248,6 +258,54 @@ def test_answers_while_loading(tmp_path):
         await asyncio.sleep(0.05)
         assert not coordinator.loading
         assert (await coordinator.find_coordinator(0))[0] == ErrorCode.NONE
+        await broker.close()
+
+    asyncio.run(scenario())
+
+
+def test_cluster_mode_serves_only_the_partitions_it_loads(tmp_path):
+    """What a cluster broker's coordinator does as leaderships of ``__consumer_offsets``
+    partitions come and go: NOT_COORDINATOR for groups of partitions not led here, a
+    loaded partition's groups (offsets and members) back from its log, an unloaded one's
+    dropped (their parked requests answered NOT_COORDINATOR)."""
+
+    async def scenario() -> None:
+        broker = await open_broker(tmp_path / "data", **{"offsets.topic.num.partitions": 4})
+        assert await broker.groups.ensure_offsets_topic() is None
+        await broker.groups.close()
+        coordinator = broker.groups = GroupCoordinator(broker)
+        coordinator.start_partitioned()
+        mine, other = "group-a", next(g for g in (f"group-{i}" for i in range(100))
+                                      if kafka_partition_for(g, 4) != kafka_partition_for("group-a", 4))
+        where = kafka_partition_for(mine, 4)
+        now = coordinator.now_ms()
+        tp = ("t", 0)
+        assert (await commit(coordinator, mine, {tp: 5}, now))[tp] == ErrorCode.NOT_COORDINATOR
+
+        async def load(partition: int) -> None:
+            coordinator.load_partition(partition)
+            for _ in range(200):
+                if coordinator.owned is not None and partition in coordinator.owned:
+                    return
+                await asyncio.sleep(0.01)
+            raise AssertionError(f"partition {partition} not loaded")
+
+        await load(where)
+        assert (await commit(coordinator, mine, {tp: 5}, now))[tp] == ErrorCode.NONE
+        assert (await commit(coordinator, other, {tp: 1}, now))[tp] == ErrorCode.NOT_COORDINATOR
+        member = (await join_and_sync(coordinator, mine, ("t",))).member_id
+
+        coordinator.unload_partition(where)
+        assert mine not in coordinator.groups
+        assert coordinator.fetch_offsets(mine, None, False)[0] == ErrorCode.NOT_COORDINATOR
+        assert coordinator.heartbeat(group_id=mine, member_id=member, group_instance_id=None,
+                                     generation_id=1) == ErrorCode.NOT_COORDINATOR
+
+        await load(where)  # led here again: everything back from the log
+        assert fetched(coordinator, mine)[tp][0] == 5
+        error, group = coordinator.describe_group(mine)
+        assert error == ErrorCode.NONE and group is not None and list(group.members) == [member]
+        await coordinator.close()
         await broker.close()
 
     asyncio.run(scenario())

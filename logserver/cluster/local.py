@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from logserver.childproc import HOST, ChildStartError, ListeningChild, python_path_env
+from mqtt_bridge import logs
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +38,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for every broker (repeatable), e.g. "
                         "min.insync.replicas=2")
+    parser.add_argument("--log-level", default="INFO", choices=logs.LEVELS,
+                        help="verbosity of this command and of every broker (default INFO)")
+    parser.add_argument("--log-format", default=logs.DEFAULT_FORMAT, choices=logs.FORMATS,
+                        help="text or json lines, for this command's own lines and every "
+                        f"broker's (default {logs.DEFAULT_FORMAT}), as `logserver --log-format`")
     return parser
 
 
 def broker_command(node: int, port: int, data: Path, etcd: str, nodes: int,
-                   overrides: list[str]) -> list[str]:
+                   overrides: list[str], log_args: list[str] | None = None) -> list[str]:
     settings = {"node.id": str(node), "listeners": f"PLAINTEXT://{HOST}:{port}",
                 "log.dirs": str(data), "cluster.etcd.endpoints": etcd,
                 "default.replication.factor": str(min(3, nodes)),
@@ -49,7 +55,7 @@ def broker_command(node: int, port: int, data: Path, etcd: str, nodes: int,
     for item in overrides:
         name, _, value = item.partition("=")
         settings[name.strip()] = value
-    command = [sys.executable, "-m", "logserver"]
+    command = [sys.executable, "-m", "logserver", *(log_args or [])]
     for name, value in settings.items():
         command += [f"--{name}", value]
     return command
@@ -84,7 +90,9 @@ def up(args: argparse.Namespace) -> int:
             broker = ListeningChild(root / f"node{node}.log", port, name=f"logserver node {node}",
                                     env=python_path_env(), argv=broker_command(
                                         node, port, root / f"node{node}", etcd_endpoints,
-                                        args.nodes, args.override))
+                                        args.nodes, args.override,
+                                        ["--log-format", args.log_format,
+                                         "--log-level", args.log_level]))
             children.append(broker)
             broker.start()
         bootstrap = ",".join(f"{HOST}:{args.base_port + i}" for i in range(args.nodes))
@@ -112,6 +120,6 @@ def main(argv: list[str]) -> int:
               "[--etcd-port PORT | --etcd-endpoints HOST:PORT] [--override NAME=VALUE ...]",
               file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
-    return up(build_parser().parse_args(argv[1:]))
+    args = build_parser().parse_args(argv[1:])
+    logs.setup(args.log_level, args.log_format)  # the project's one log format
+    return up(args)

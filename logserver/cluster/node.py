@@ -36,7 +36,8 @@ from logserver.cluster.model import (
     with_isr,
 )
 from logserver.cluster.replication import LeaderReplica
-from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC, GroupCoordinator
+from logserver.cluster.shutdown import without_replica
+from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -48,6 +49,8 @@ CHECK_INTERVAL_S = 0.5
 CHECKPOINT_FILE = "replication-offset-checkpoint"
 PRODUCER_ID_BLOCK = 1000
 CONNECT_TIMEOUT_S = 30.0
+Source = tuple[int, str, int]  # a leader a fetcher replicates from: node id, host, port
+CLUSTER_OFFSETS_PARTITIONS = 50  # Kafka's default offsets.topic.num.partitions
 
 
 def _now_ms() -> float:
@@ -73,13 +76,14 @@ class ClusterNode:
         self.lag_max_ms: int = config["replica.lag.time.max.ms"]
         self.unclean: bool = config["unclean.leader.election.enable"]
         self.leaders: dict[tuple[str, int], LeaderReplica] = {}
-        self.fetchers: dict[tuple[str, int], tuple[int, asyncio.Task[None]]] = {}
+        # Followed partitions: (leader epoch, source broker); one fetcher per source
+        # broker (id, host, port), Kafka's ReplicaFetcherThread, running while it has any.
+        self.fetchers: dict[tuple[str, int], tuple[int, Source]] = {}
+        self._sources: dict[Source, tuple[ReplicaFetcher, asyncio.Task[None]]] = {}
         self._proposing: set[tuple[str, int]] = set()
         self._creating: dict[str, asyncio.Task[None]] = {}
         self._deleting: dict[str, asyncio.Task[None]] = {}
         self._seen_topics: set[str] = set()
-        self._coordinator_active = False
-        self._coordinator_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[Any]] = []
         self._dirty = asyncio.Event()
         self._checkpoint = Path(config.data_dir) / CHECKPOINT_FILE
@@ -90,6 +94,7 @@ class ClusterNode:
         self._fenced_below = 0
         self._pid_lock = asyncio.Lock()
         self._pid_next = self._pid_end = 0
+        self.stopping = False  # controlled shutdown under way: follow nothing any more
 
     @property
     def storage(self) -> Storage:
@@ -113,6 +118,8 @@ class ClusterNode:
         await self.store.grant_lease(self.session_ttl_s)
         await self._register()
         self.storage.replication_hook = self._replicated_internal_append
+        # Groups are served where this broker leads their __consumer_offsets partition.
+        self.broker.groups.start_partitioned()
         # The first broker's cluster id becomes the cluster's (clients check it is one).
         await self.store.create([(self.keys.cluster_id, self.broker.cluster_id.encode())])
         revision, entries = await self.store.snapshot(self.keys.root)
@@ -129,10 +136,54 @@ class ClusterNode:
         log.info("node %d joined the cluster at %s (etcd %s), %d live brokers", self.node_id,
                  self.keys.prefix, self.store.endpoints, len(self.model.brokers))
 
+    async def controlled_shutdown(self) -> bool:
+        """Kafka's controlled shutdown, before the listeners close: every partition this
+        broker leads moves to another live ISR member and it leaves the ISR of those it
+        follows, each by a compare-and-swap in etcd, and this returns once the watch shows
+        it (clients get NOT_LEADER_OR_FOLLOWER here and find the new leader with one
+        metadata refresh). Bounded by the session timeout; False if it did not finish
+        (etcd unreachable: the lease then expires and the controller moves them)."""
+        if not self.broker.config["controlled.shutdown.enable"] or not self.ready.is_set():
+            return False
+        self.stopping = True
+        for where in list(self.fetchers):  # a follower fetching could rejoin an ISR
+            self._stop_fetcher(where)
+        started = time.monotonic()
+        deadline = started + self.session_ttl_s
+        moved: dict[tuple[str, int], int] = {}
+        while True:
+            pending = 0  # leaderships still to move (ISR exits are tried, not awaited)
+            live = set(self.model.brokers)
+            for where, versioned in list(self.model.partitions.items()):
+                new = without_replica(versioned.state, self.node_id, live)
+                if new is None:
+                    continue
+                pending += versioned.state.leader == self.node_id
+                try:
+                    swapped = await self.store.swap(self.keys.partition(*where), new.encode(),
+                                                    versioned.mod_revision)
+                    if swapped and versioned.state.leader == self.node_id:
+                        moved[where] = new.leader
+                except Exception as exc:
+                    log.warning("controlled shutdown: %s-%d: %s", *where, exc)
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                log.warning("controlled shutdown: %d partitions not moved in %d s; leaving "
+                            "them to the controller", pending, self.session_ttl_s)
+                return False
+            await asyncio.sleep(0.05)  # the watch shows our writes (or what beat them)
+        log.info("controlled shutdown: moved leadership of %d partitions (%s) and left every "
+                 "ISR in %.3f s", len(moved), ", ".join(
+                     f"{t}-{i}->{n}" for (t, i), n in sorted(moved.items())) or "none",
+                 time.monotonic() - started)
+        return True
+
     async def close(self) -> None:
-        for task in [*self._tasks, *(t for _, t in self.fetchers.values()), *self._creating.values()]:
+        fetcher_tasks = [t for _, t in self._sources.values()]
+        for task in [*self._tasks, *fetcher_tasks, *self._creating.values()]:
             task.cancel()
-        for task in [*self._tasks, *(t for _, t in self.fetchers.values())]:
+        for task in [*self._tasks, *fetcher_tasks]:
             with contextlib.suppress(BaseException):
                 await task
         for leader in self.leaders.values():
@@ -228,7 +279,6 @@ class ClusterNode:
         if self.fenced:
             for where in list(self.leaders):
                 self._resign(where)
-            await self._coordinate(False)
             return
         if (model.controller_id is None and self.node_id in model.brokers
                 and await self.store.create([(self.keys.controller, json.dumps(
@@ -322,14 +372,21 @@ class ClusterNode:
         return await self.store.delete_existing(keys)
 
     async def ensure_offsets_topic(self) -> None:
-        """``__consumer_offsets`` as a replicated cluster topic (Kafka creates it on the
-        first FindCoordinator, with up to 3 replicas as the cluster allows)."""
+        """``__consumer_offsets`` as a replicated cluster topic, created through etcd on
+        the first FindCoordinator as Kafka does: ``offsets.topic.num.partitions``
+        partitions (50 unless set: a single node's default of 1 would put every group on
+        one broker) and ``offsets.topic.replication.factor`` replicas, capped by the live
+        brokers."""
         if OFFSETS_TOPIC in self.model.topics:
             return
+        config = self.broker.config
         configs = {"cleanup.policy": "compact",
-                   "segment.bytes": str(self.broker.config["offsets.topic.segment.bytes"])}
+                   "segment.bytes": str(config["offsets.topic.segment.bytes"])}
+        partitions = config["offsets.topic.num.partitions"] \
+            if "offsets.topic.num.partitions" in config.sources else CLUSTER_OFFSETS_PARTITIONS
+        replicas = min(config["offsets.topic.replication.factor"], len(self.model.brokers))
         with contextlib.suppress(TopicCreationError):
-            await self.create_topic(OFFSETS_TOPIC, 1, min(3, len(self.model.brokers)), configs)
+            await self.create_topic(OFFSETS_TOPIC, partitions, max(1, replicas), configs)
 
     def _drop_deleted_topics(self) -> None:
         """Local logs of topics deleted in etcd since we saw them. A log etcd never
@@ -368,9 +425,8 @@ class ClusterNode:
             self._lead(where, state)
         else:
             self._resign(where)
-            await self._follow(where, state)
-        if where == (OFFSETS_TOPIC, 0):
-            await self._coordinate(state.leader == self.node_id)
+            if not self.stopping:
+                await self._follow(where, state)
 
     def _create_locally(self, topic: str, *, grow: bool = False) -> None:
         if topic in self._creating or topic not in self.model.topics:
@@ -407,12 +463,16 @@ class ClusterNode:
         self.storage.set_leader_epoch(*where, state.leader_epoch)
         self.storage.set_high_watermark(*where, current.hw)
         self.advance(where)
+        if where[0] == OFFSETS_TOPIC:  # its groups are ours to coordinate now
+            self.broker.groups.load_partition(where[1])
 
     def _resign(self, where: tuple[str, int]) -> None:
         leader = self.leaders.pop(where, None)
         if leader is not None:
             leader.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             log.info("%s-%d: no longer leader", *where)
+        if where[0] == OFFSETS_TOPIC:
+            self.broker.groups.unload_partition(where[1])
 
     async def _follow(self, where: tuple[str, int], state: PartitionState) -> None:
         running = self.fetchers.get(where)
@@ -429,32 +489,25 @@ class ClusterNode:
         leader = self.model.brokers.get(state.leader)
         if state.leader == NO_LEADER or leader is None:
             return
-        fetcher = ReplicaFetcher(self.storage, self.node_id, where[0], where[1],
-                                 state.leader_epoch, (leader.host, leader.port))
-        self.fetchers[where] = (state.leader_epoch, asyncio.get_running_loop().create_task(fetcher.run()))
+        source = (state.leader, leader.host, leader.port)
+        running_source = self._sources.get(source)
+        if running_source is None:
+            fetcher = ReplicaFetcher(self.storage, self.node_id, (leader.host, leader.port))
+            running_source = (fetcher, asyncio.get_running_loop().create_task(fetcher.run()))
+            self._sources[source] = running_source
+        running_source[0].add(where, state.leader_epoch)
+        self.fetchers[where] = (state.leader_epoch, source)
 
     def _stop_fetcher(self, where: tuple[str, int]) -> None:
         running = self.fetchers.pop(where, None)
-        if running is not None:
-            running[1].cancel()
-
-    async def _coordinate(self, active: bool) -> None:
-        """The group coordinator runs on the leader of ``__consumer_offsets`` (one
-        partition in cluster mode): a new leader replays the replicated log and so has
-        every group's committed offsets; elsewhere group requests get
-        COORDINATOR_NOT_AVAILABLE and clients look the coordinator up again."""
-        async with self._coordinator_lock:
-            if active == self._coordinator_active:
-                return
-            self._coordinator_active = active
-            old = self.broker.groups
-            new = GroupCoordinator(self.broker)
-            self.broker.groups = new  # requests from now on see the new one
-            await old.close()
-            if active:
-                new.start()
-            log.info("group coordinator %s", "started (leader of __consumer_offsets)"
-                     if active else "stopped (not the leader of __consumer_offsets)")
+        if running is None:
+            return
+        source = self._sources.get(running[1])
+        if source is not None:
+            source[0].remove(where)
+            if not source[0].partitions:  # nothing more to fetch from that broker
+                source[1].cancel()
+                del self._sources[running[1]]
 
     # -- leader duties (called by the handlers) ----------------------------------------------
 
@@ -475,7 +528,9 @@ class ClusterNode:
         self.advance(where)
         # Only live brokers join (a stopping broker's last fetches must not flap the ISR
         # against the controller, which drops brokers without a session).
-        joining = [r for r in leader.to_add() if r in self.model.brokers]
+        # As Kafka's maybeExpandIsr: only the replica that fetched, so that one that
+        # stopped fetching (a controlled shutdown) is not taken back by others' fetches.
+        joining = [r for r in leader.to_add() if r == replica and r in self.model.brokers]
         if joining and where not in self._proposing:
             asyncio.get_running_loop().create_task(
                 self._propose_isr(where, leader, [*leader.state.isr, *joining]))

@@ -99,6 +99,10 @@ class GroupCoordinator:
         self._load_task: asyncio.Task[None] | None = None
         self._requests: dict[RequestId, asyncio.Future[Any]] = {}
         self._request_ids = itertools.count(1)
+        # Cluster mode: the ``__consumer_offsets`` partitions this broker leads and serves
+        # (None: every partition, a single node) and those being loaded.
+        self.owned: set[int] | None = None
+        self._partition_loads: dict[int, asyncio.Task[None]] = {}
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -113,12 +117,77 @@ class GroupCoordinator:
         self.loading = True
         self._load_task = self._loop.create_task(self._load())
 
+    def start_partitioned(self) -> None:
+        """Cluster mode: serve no group until told which ``__consumer_offsets``
+        partitions this broker leads (``load_partition``); others get NOT_COORDINATOR."""
+        self._loop = asyncio.get_running_loop()
+        self.owned = set()
+        self.store.kafka_layout = True
+        self.active = True
+        self.loading = False
+        self.timers.arm(OFFSET_EXPIRY_TIMER, self.retention_check_ms)
+
+    def load_partition(self, partition: int) -> None:
+        """This broker leads ``partition`` now: replay it from the local replica (to its
+        log end, as Kafka's loader) and serve its groups; until then their requests get
+        COORDINATOR_LOAD_IN_PROGRESS. Nothing to do if already served or loading."""
+        if self.owned is None or self._closed or partition in self.owned \
+                or partition in self._partition_loads:
+            return
+        self._partition_loads[partition] = self.loop.create_task(self._load_partition(partition))
+
+    def unload_partition(self, partition: int) -> None:
+        """Another broker leads ``partition`` now: drop its groups (Kafka's
+        removeGroupsForPartition); their members get NOT_COORDINATOR and find the new one."""
+        if self.owned is None:
+            return
+        task = self._partition_loads.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        if partition not in self.owned and task is None:
+            return
+        self.owned.discard(partition)
+        gone = [g for g in self.groups if self.store.partition_for(g) == partition]
+        self._execute(self.membership.unload(gone))
+        log.info("%s-%d: unloaded %d groups (no longer its leader)", OFFSETS_TOPIC, partition,
+                 len(gone))
+
+    async def _load_partition(self, partition: int) -> None:
+        started = time.monotonic()
+        replayed = loading.Replay()
+        try:
+            for entry in self.store.iter_log(partition, to_log_end=True):
+                replayed.apply(partition, entry)
+                if replayed.records % loading.REPLAY_YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("replaying %s-%d failed; serving the groups loaded so far",
+                          OFFSETS_TOPIC, partition)
+        if self._partition_loads.get(partition) is not asyncio.current_task() or self.owned is None:
+            return  # unloaded meanwhile
+        now = self.now_ms()
+        restored = [g for g in replayed.restore(now, self.membership.new_group)
+                    if self.store.partition_for(g.group_id) == partition]
+        self._execute(self.membership.unload(g.group_id for g in restored))  # stale copies
+        for group in restored:
+            self._execute(self.membership.adopt(now, group))
+        self.owned.add(partition)
+        del self._partition_loads[partition]
+        log.info("%s-%d: loaded %d groups and %d committed offsets from %d records in %.3f s",
+                 OFFSETS_TOPIC, partition, len(restored), sum(len(g.offsets) for g in restored),
+                 replayed.records, time.monotonic() - started)
+
     async def close(self) -> None:
         """Answer every parked JoinGroup/SyncGroup at once; safe to call twice."""
         if self._closed:
             return
         self._closed = True
         self.active = False
+        for partition_load in self._partition_loads.values():
+            partition_load.cancel()
+        self._partition_loads.clear()
         task = self._load_task
         if task is not None and not task.done():
             task.cancel()
@@ -154,8 +223,14 @@ class GroupCoordinator:
         return future
 
     def _status(self, group_id: str | None, *, allow_empty: bool) -> int | None:
-        return group_status(group_id, allow_empty=allow_empty, active=self.active,
-                            loading=self.loading)
+        error = group_status(group_id, allow_empty=allow_empty, active=self.active,
+                             loading=self.loading)
+        if error is not None or self.owned is None or group_id is None:
+            return error
+        partition = self.store.partition_for(group_id)
+        if partition in self._partition_loads:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return None if partition in self.owned else ErrorCode.NOT_COORDINATOR
 
     def _execute(self, decisions: list[Decision]) -> None:
         """Carry out decisions in order; an append that is done at once (no durability

@@ -888,6 +888,22 @@ class Membership(DecisionMaker):
             self._cancel_group_timers(group)
         return self._done()
 
+    def unload(self, group_ids: Iterable[str]) -> list[Decision]:
+        """Give up these groups (their ``__consumer_offsets`` partition is led elsewhere
+        now, Kafka's removeGroupsForPartition): timers cancelled, parked requests answered
+        NOT_COORDINATOR so that clients find the new coordinator."""
+        self._out = []
+        for group_id in group_ids:
+            group = self.groups.pop(group_id, None)
+            if group is None:
+                continue
+            self._cancel_group_timers(group)
+            for member in group.members.values():
+                self._answer_join(group, member,
+                                  JoinResult(member.member_id, ErrorCode.NOT_COORDINATOR))
+                self._answer_sync(group, member, SyncResult(ErrorCode.NOT_COORDINATOR))
+        return self._done()
+
     def shutdown(self) -> list[Decision]:
         """Cancel every timer and answer every parked request with NOT_COORDINATOR."""
         self._out = []

@@ -53,6 +53,14 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+def kafka_partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's ``Utils.abs(groupId.hashCode) % partitions``, where ``Utils.abs`` maps
+    Integer.MIN_VALUE to 0 (GroupCoordinator.partitionFor): a cluster places groups as
+    Kafka does, so the same group ids spread the same way."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
 @dataclass(slots=True)
 class AppendOutcome:
     """An append's error (Kafka's coordinator mapping), log offset, and durability wait."""
@@ -88,6 +96,9 @@ class OffsetsStore:
         self._configured_partitions: int = config["offsets.topic.num.partitions"]
         self._segment_bytes: int = config["offsets.topic.segment.bytes"]
         self._creating: asyncio.Task[bytes] | None = None
+        # Cluster mode places groups exactly as Kafka (kafka_partition_for); a single node
+        # keeps the placement its existing data directories were written with.
+        self.kafka_layout = False
         self.bad_batches = 0  # unreadable batches skipped by the replay
 
     # -- topic ----------------------------------------------------------------------------
@@ -122,7 +133,12 @@ class OffsetsStore:
         return None if self.exists() else ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     def partition_for(self, group_id: str) -> int:
-        """Kafka's Utils.abs(groupId.hashCode) % partitions: same layout as a Kafka cluster."""
+        """The group's partition: in cluster mode Kafka's (``kafka_partition_for``); on a
+        single node ``(hashCode & 0x7fffffff) % partitions``, which differs from Kafka's
+        for negative hash codes but is kept, since a data directory with several
+        partitions was written with it (and by default there is only one)."""
+        if self.kafka_layout:
+            return kafka_partition_for(group_id, self.partitions)
         return (java_string_hash(group_id) & 0x7FFFFFFF) % self.partitions
 
     # -- append ---------------------------------------------------------------------------
@@ -169,10 +185,11 @@ class OffsetsStore:
 
     # -- replay ---------------------------------------------------------------------------
 
-    def iter_log(self, partition: int) -> Iterator[LogEntry]:
-        """Every record of one partition from its log start, in offset order."""
+    def iter_log(self, partition: int, *, to_log_end: bool = False) -> Iterator[LogEntry]:
+        """Every record of one partition from its log start, in offset order; up to the
+        high watermark, or with ``to_log_end`` the log end (a new partition leader)."""
         for record in replay_partition(self._storage, OFFSETS_TOPIC, partition,
-                                       on_bad=self._count_bad):
+                                       on_bad=self._count_bad, to_log_end=to_log_end):
             yield LogEntry(record.offset, record.timestamp, record.key, record.value)
 
     def _count_bad(self, offset: int, error: Exception) -> None:

@@ -27,13 +27,17 @@ MAX_UNCOMPRESSED = 16 << 20
 
 def replay_partition(storage: Storage, topic: str, partition: int, *,
                      on_bad: Callable[[int, CorruptBatchError], None] | None = None,
-                     ) -> Iterator[Record]:
-    """Every record of ``topic``-``partition`` from its log start to its high watermark,
-    in offset order; ``on_bad(base offset, error)`` is told of each unreadable batch."""
+                     to_log_end: bool = False) -> Iterator[Record]:
+    """Every record of ``topic``-``partition`` from its log start to its high watermark
+    (or, ``to_log_end``, its log end: a new partition leader's whole log is the
+    partition's now, though its high watermark may still lag what the old leader
+    acknowledged), in offset order; ``on_bad(base offset, error)`` is told of each
+    unreadable batch."""
     offset = storage.log_start_offset(topic, partition)
     if offset is None:
         return
-    while offset < (storage.high_watermark(topic, partition) or 0):
+    end = storage.log_end_offset if to_log_end else storage.high_watermark
+    while offset < (end(topic, partition) or 0):
         data = storage.read_bytes(topic, partition, offset, READ_CHUNK)
         if data is None:
             return
