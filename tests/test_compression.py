@@ -16,12 +16,15 @@ from kafka import codec as kcodec
 
 from kafkaproto.batch import Compression, CorruptBatchError
 from kafkaproto.compression import (
+    REUSED_OUTPUT_MAX,
     XERIAL_BLOCK_SIZE,
     XERIAL_HEADER,
     XERIAL_MAGIC,
+    DecompressionBombError,
     DecompressionError,
     compress,
     decompress,
+    decompress_capped_view,
 )
 
 COMPRESSED = [c for c in Compression if c is not Compression.NONE]
@@ -197,3 +200,42 @@ def test_unknown_codec() -> None:
         compress(5, b"x")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         decompress(5, b"x")  # type: ignore[arg-type]
+
+
+def _zstd_frames_without_content_size(data: bytes) -> bytes:
+    """As a streaming compressor (librdkafka, zstd-jni) writes it: no content size."""
+    return zstandard.ZstdCompressor(write_content_size=False).compress(data)
+
+
+@pytest.mark.parametrize("frame", [
+    lambda d: compress(Compression.ZSTD, d),
+    _zstd_frames_without_content_size,
+    lambda d: compress(Compression.ZSTD, d[:1000]) + _zstd_frames_without_content_size(d[1000:]),
+], ids=["content-size", "streamed", "two-frames"])
+def test_zstd_view_reads_what_the_copying_reader_reads_and_stops_at_the_cap(frame) -> None:
+    data = os.urandom(40_000).hex().encode()  # 80,000 bytes
+    compressed = frame(data)
+    assert bytes(decompress_capped_view(Compression.ZSTD, compressed, len(data))) == data
+    with pytest.raises(DecompressionBombError):
+        decompress_capped_view(Compression.ZSTD, compressed, len(data) - 1)
+    with pytest.raises(DecompressionError):
+        decompress_capped_view(Compression.ZSTD, compressed[:-3], len(data))
+
+
+def test_zstd_view_reuses_one_buffer_per_thread_without_leftovers() -> None:
+    """A shorter batch after a longer one: only its own bytes, from the same buffer."""
+    long, short = b"L" * 50_000, b"s" * 10
+    first = decompress_capped_view(Compression.ZSTD, compress(Compression.ZSTD, long), 1 << 20)
+    assert bytes(first) == long
+    second = decompress_capped_view(Compression.ZSTD, compress(Compression.ZSTD, short), 1 << 20)
+    assert bytes(second) == short
+    assert memoryview(second).obj is memoryview(first).obj  # the same bytearray
+
+
+def test_view_of_other_codecs_and_large_caps_is_a_fresh_copy() -> None:
+    data = b"x" * 1000
+    for codec in (Compression.GZIP, Compression.SNAPPY, Compression.LZ4):
+        assert decompress_capped_view(codec, compress(codec, data), 1000) == data
+    big_cap = REUSED_OUTPUT_MAX + 1
+    out = decompress_capped_view(Compression.ZSTD, compress(Compression.ZSTD, data), big_cap)
+    assert isinstance(out, bytes) and out == data
