@@ -315,18 +315,94 @@ def decompress_capped_view(codec: Compression, data: Buffer, max_bytes: int) -> 
     next call (the validation walk): zstd output lands in a buffer this thread reuses,
     so nothing the size of the output is allocated per batch. Other codecs, and caps
     above REUSED_OUTPUT_MAX, return what ``decompress_capped`` returns."""
-    if codec != Compression.ZSTD or max_bytes >= REUSED_OUTPUT_MAX:
+    if codec not in (Compression.ZSTD, Compression.LZ4) or not 0 <= max_bytes < REUSED_OUTPUT_MAX:
         return decompress_capped(codec, data, max_bytes)
-    if max_bytes < 0:
-        raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+    view = memoryview(data)
     try:
-        return _zstd_into_reused(memoryview(data), max_bytes)
+        if codec == Compression.ZSTD:
+            return _zstd_into_reused(view, max_bytes)
+        out = _lz4_into_reused(view, max_bytes)
+        return decompress_capped(codec, data, max_bytes) if out is None else out
     except DecompressionBombError:
         raise
     except DecompressionError as exc:
-        raise DecompressionError(f"ZSTD records do not decode: {exc}") from exc
-    except zstandard.ZstdError as exc:
-        raise DecompressionError(f"ZSTD records do not decode: {exc}") from exc
+        raise DecompressionError(f"{codec.name} records do not decode: {exc}") from exc
+    except (zstandard.ZstdError, cramjam.DecompressionError, RuntimeError) as exc:
+        raise DecompressionError(f"{codec.name} records do not decode: {exc}") from exc
+
+
+_LZ4_MAGIC = 0x184D2204
+_LZ4_SKIPPABLE_MASK = 0xFFFFFFF0
+_LZ4_SKIPPABLE_MAGIC = 0x184D2A50
+_LZ4_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+_LZ4_UNCOMPRESSED = 0x80000000
+
+
+def _lz4_into_reused(view: memoryview, max_bytes: int) -> memoryview | None:
+    """LZ4 frames as Kafka's Java client and librdkafka write them (independent blocks,
+    no block or content checksum) decoded block by block straight into this thread's
+    buffer; None for any other kind of frame (linked blocks as kafka-python writes,
+    block checksums as ours has, dictionaries), which the copying reader handles.
+    The frame descriptor and its checksum are checked by the lz4 library."""
+    end = len(view)
+    room = max_bytes + 1
+    out = _output_buffer(room)
+    total = pos = 0
+    if end == 0:
+        raise DecompressionError("LZ4 records are empty: no frame")
+    while pos < end:
+        if end - pos < 4:
+            raise DecompressionError(f"LZ4 frame magic truncated at byte {pos}")
+        (magic,) = _U32_LE.unpack_from(view, pos)
+        if magic & _LZ4_SKIPPABLE_MASK == _LZ4_SKIPPABLE_MAGIC:
+            if end - pos < 8:
+                raise DecompressionError(f"LZ4 skippable frame at byte {pos} truncated")
+            pos += 8 + _U32_LE.unpack_from(view, pos + 4)[0]
+            if pos > end:
+                raise DecompressionError("LZ4 skippable frame runs past the records")
+            continue
+        if magic != _LZ4_MAGIC:
+            raise DecompressionError(f"LZ4 frame at byte {pos} has bad magic {magic:#010x}")
+        if end - pos < 7:
+            raise DecompressionError("LZ4 frame descriptor truncated")
+        flags = view[pos + 4]
+        if flags & 0x15 or not flags & 0x20:  # dictionary, checksums, linked blocks
+            return None
+        header = 7 + (8 if flags & 0x08 else 0)
+        info = lz4.frame.get_frame_info(view[pos : pos + header])  # checks the descriptor
+        block_max = _LZ4_BLOCK_MAX[info["block_size_id"]]
+        pos += header
+        while True:
+            if end - pos < 4:
+                raise DecompressionError(f"LZ4 block size truncated at byte {pos}")
+            (size,) = _U32_LE.unpack_from(view, pos)
+            pos += 4
+            if size == 0:
+                break  # EndMark
+            stored = size & _LZ4_UNCOMPRESSED
+            size &= ~_LZ4_UNCOMPRESSED
+            if size > end - pos:
+                raise DecompressionError(f"LZ4 block at byte {pos - 4} runs past the records")
+            if stored:
+                if size > block_max:
+                    raise DecompressionError(f"LZ4 stored block of {size} bytes > {block_max}")
+                if total + size > max_bytes:
+                    raise _bomb(Compression.LZ4, max_bytes)
+                out[total : total + size] = view[pos : pos + size]
+                total += size
+            else:
+                limit = min(block_max, room - total)
+                try:
+                    total += cramjam.lz4.decompress_block_into(
+                        view[pos : pos + size], out[total : total + limit])
+                except cramjam.DecompressionError:
+                    if limit < block_max:  # perhaps a good block, but past the cap
+                        raise _bomb(Compression.LZ4, max_bytes) from None
+                    raise
+                if total > max_bytes:
+                    raise _bomb(Compression.LZ4, max_bytes)
+            pos += size
+    return out[:total]
 
 
 def _zstd_into_reused(view: memoryview, max_bytes: int) -> memoryview:

@@ -24,6 +24,7 @@ from kafkaproto.compression import (
     DecompressionError,
     compress,
     decompress,
+    decompress_capped,
     decompress_capped_view,
 )
 
@@ -239,3 +240,53 @@ def test_view_of_other_codecs_and_large_caps_is_a_fresh_copy() -> None:
     big_cap = REUSED_OUTPUT_MAX + 1
     out = decompress_capped_view(Compression.ZSTD, compress(Compression.ZSTD, data), big_cap)
     assert isinstance(out, bytes) and out == data
+
+
+def _lz4(data: bytes, **options: object) -> bytes:
+    return lz4.frame.compress(data, **{"block_linked": False, "content_checksum": False,
+                                       **options})
+
+
+@pytest.mark.parametrize("frame", [
+    lambda d: compress(Compression.LZ4, d),
+    lambda d: _lz4(d, store_size=True),
+    lambda d: _lz4(d, block_size=lz4.frame.BLOCKSIZE_MAX1MB),
+    lambda d: _lz4(d[:5000]) + _lz4(d[5000:]),
+    lambda d: _lz4(d, compression_level=0),
+    lambda d: lz4.frame.compress(d),  # linked blocks and a content checksum: the copying reader
+    lambda d: _lz4(d, block_checksum=True),
+], ids=["ours", "content-size", "1MB-blocks", "two-frames", "level-0", "linked", "block-checksum"])
+def test_lz4_view_reads_what_the_copying_reader_reads_and_stops_at_the_cap(frame) -> None:
+    data = os.urandom(60_000).hex().encode() + os.urandom(70_000)  # compressible, then not
+    compressed = frame(data)
+    assert bytes(decompress_capped_view(Compression.LZ4, compressed, len(data))) == data
+    with pytest.raises(DecompressionBombError):
+        decompress_capped_view(Compression.LZ4, compressed, len(data) - 1)
+    with pytest.raises(DecompressionError):
+        decompress_capped_view(Compression.LZ4, compressed[:-5], len(data))
+
+
+def test_lz4_view_of_kafka_style_frames_is_the_reused_buffer() -> None:
+    """Independent blocks without checksums (the Java client, librdkafka): no copy per
+    batch. Ours and kafka-python's frames (block checksums; linked blocks) are copied."""
+    data = os.urandom(100_000).hex().encode()  # several 64 KiB blocks
+    zstd_out = decompress_capped_view(Compression.ZSTD, compress(Compression.ZSTD, b"z"), 1 << 20)
+    out = decompress_capped_view(Compression.LZ4, _lz4(data), 1 << 20)
+    assert isinstance(out, memoryview) and bytes(out) == data
+    assert out.obj is memoryview(zstd_out).obj
+    for copied in (compress(Compression.LZ4, data), lz4.frame.compress(data)):
+        result = decompress_capped_view(Compression.LZ4, copied, 1 << 20)
+        assert isinstance(result, bytes) and result == data
+
+
+def test_lz4_view_refuses_what_the_copying_reader_refuses() -> None:
+    good = compress(Compression.LZ4, os.urandom(20_000).hex().encode())
+    header = 7
+    bad_descriptor = good[:4] + bytes([good[4] ^ 0x40]) + good[5:]  # version bits
+    bad_checksum = good[:header - 1] + bytes([good[header - 1] ^ 0xFF]) + good[header:]
+    bad_block = good[:header + 10] + b"\xff" * 40 + good[header + 50:]
+    for bad in (bad_descriptor, bad_checksum, bad_block, good + b"xy", b"\x04\x22\x4d\x18"):
+        with pytest.raises(DecompressionError):
+            decompress_capped(Compression.LZ4, bad, 1 << 20)
+        with pytest.raises(DecompressionError):
+            decompress_capped_view(Compression.LZ4, bad, 1 << 20)
