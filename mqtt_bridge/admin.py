@@ -38,6 +38,8 @@ COUNTERS = {
     "uplink_acked": ("mqtt_uplink_records_acked", "Uplink records the log acknowledged."),
     "downlink_records": ("mqtt_downlink_records", "Records fetched from the log for devices."),
     "denied_publish": ("mqtt_publishes_denied", "PUBLISH packets the ACL refused."),
+    "tls_handshake_failures": ("mqtt_tls_handshake_failures",
+                               "Failed or timed-out TLS handshakes on the MQTT TLS listener."),
 }
 
 
