@@ -28,6 +28,7 @@ from logserver.cluster.routing import leader_error, node_of
 from logserver.groups import INTERNAL_TOPICS
 from logserver.handlers.fetch import TOPIC_ID_VERSION
 from logserver.storage.api import MAX_TIMESTAMP
+from logserver.transactions.produce_check import is_transactional
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -47,7 +48,11 @@ def produce(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
         ProduceResponse | Awaitable[ProduceResponse] | None):
     node = node_of(broker)
     acks = request.acks
-    if request.transactional_id is not None:
+    # Transactions are not served in cluster mode; a transactional batch without a
+    # transactional id is refused whole as Kafka refuses it (KafkaApis.handleProduceRequest).
+    if request.transactional_id is not None or any(
+            is_transactional(cast("memoryview | None", data.records))
+            for topic in request.topic_data for data in topic.partition_data):
         error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif acks not in (-1, 0, 1):
         error = ErrorCode.INVALID_REQUIRED_ACKS
