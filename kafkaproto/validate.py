@@ -29,7 +29,7 @@ from kafkaproto.batch import (
     compute_crc,
     validate_produce_records,
 )
-from kafkaproto.compression import decompress_capped
+from kafkaproto.compression import decompress_capped_view
 from kafkaproto.varint import VarintError, decode_varint, decode_varlong
 
 __all__ = [
@@ -237,7 +237,9 @@ def check_batch_records(
     codec = header.attributes & COMPRESSION_MASK
     if codec > Compression.ZSTD:
         raise InvalidRecordError(f"unknown compression codec {codec}")
-    data: Buffer = view if codec == 0 else decompress_capped(
+    # The decompressed records are only walked: zstd output may live in a buffer this
+    # thread reuses (kafkaproto.compression.decompress_capped_view).
+    data: Buffer = view if codec == 0 else decompress_capped_view(
         Compression(codec), view, max_uncompressed_bytes
     )
     count = header.record_count

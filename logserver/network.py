@@ -35,6 +35,7 @@ from logserver.latency import RequestMetrics
 from logserver.request_budget import RequestBudget
 from logserver.security.session import RAW_TOKEN, ConnectionSecurity
 from logserver.security.tls import subject_dn
+from logserver.security.tls_accept import HandshakeFailures
 
 if TYPE_CHECKING:
     from logserver.dispatch import Dispatcher
@@ -129,6 +130,7 @@ class ConnectionStats:
         self.request_metrics = RequestMetrics()  # per API: count and latency (admin /metrics)
         self.limiter: ConnectionLimiter | None = None  # set by the server (logserver.limits)
         self.budget = RequestBudget(None)  # queued.max.request.bytes; set by the server
+        self.tls_failures = HandshakeFailures()  # failed TLS handshakes (security.tls_accept)
 
     @property
     def in_flight(self) -> int:

@@ -9,7 +9,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kafkaproto import precompile
 from logserver.admin.http import AdminServer
@@ -24,6 +24,7 @@ from logserver.limits import ConnectionLimiter, reap_idle_connections
 from logserver.network import ConnectionStats, connection_factory
 from logserver.request_budget import RequestBudget
 from logserver.security.listeners import ListenerSecurity, listener_security
+from logserver.security.tls_accept import tls_accepting
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     background: list[asyncio.Task[None]] = []
     dispatcher = Dispatcher(broker)
     servers: list[asyncio.Server] = []
+    handshakes: list[Callable[[], None]] = []
     bridge: BridgeSupervisor | None = None
     bridge_task: asyncio.Task[str | None] | None = None
     admin_sock: socket.socket | None = None
@@ -76,10 +78,13 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         ports = []
         for listener in config["listeners"]:
             secure = security[listener.name]
-            factory = connection_factory(dispatcher, stats, secure)
+            factory: Callable[[], asyncio.BaseProtocol] = connection_factory(dispatcher, stats, secure)
+            if secure.ssl_context is not None:  # handshakes run by hand: failures are seen
+                factory, close_handshakes = tls_accepting(
+                    factory, secure.ssl_context, listener.name, stats.tls_failures)
+                handshakes.append(close_handshakes)
             server = await loop.create_server(factory, listener.host, listener.port,
-                                              reuse_address=True, backlog=1024,
-                                              ssl=secure.ssl_context)
+                                              reuse_address=True, backlog=1024)
             servers.append(server)
             ports.append(server.sockets[0].getsockname()[1])
         broker.config = config.with_bound_ports(ports)
@@ -123,6 +128,8 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
             task.cancel()
         for server in servers:
             server.close()
+        for close_handshakes in handshakes:
+            close_handshakes()
         await broker.groups.close()  # parked joins are answered now, not at the grace limit
         await _wait_for_in_flight(stats)
         stats.close_all()

@@ -28,9 +28,10 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-#: Codecs whose batches go to the thread. Measured (benchmarks/validate_offload.py): zstd
-#: pays (1.5x the loop's throughput, other connections' latency 4-20x lower); lz4 and
-#: gzip were even or slower on the thread, so they stay on the loop.
+#: Codecs whose batches go to the thread. Measured (benchmarks/validate_offload.py): for
+#: zstd other connections' latency is 4-20x lower; its throughput was 1.5x the loop's
+#: before decompression reused its buffers, even (0.65x) since; lz4 and gzip were even or
+#: slower on the thread, so they stay on the loop.
 OFFLOADED_CODECS = frozenset({int(Compression.ZSTD)})
 
 

@@ -48,6 +48,8 @@ COUNTERS = {
     "downlink_records": ("mqtt_downlink_records", "Records fetched from the log for devices."),
     "denied_publish": ("mqtt_publishes_denied", "PUBLISH packets the ACL refused."),
     "sessions_taken_over": ("mqtt_sessions_taken_over", "Sessions handed to another bridge."),
+    "tls_handshake_failures": ("mqtt_tls_handshake_failures",
+                               "Failed or timed-out TLS handshakes on the MQTT TLS listener."),
 }
 
 

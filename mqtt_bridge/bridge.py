@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from kafkaproto.records import Record
+from logserver.security.tls_accept import HandshakeFailures, tls_accepting  # stdlib-only helper
 
 from .acl import AclFile, Authorizer, Identity, IdentityBinding
 from .auth import Credentials
@@ -163,6 +164,8 @@ class Bridge:
         self.uplink_topics: set[str] = set()
         self.server: asyncio.AbstractServer | None = None
         self.tls_server: asyncio.AbstractServer | None = None
+        self.tls_failures = HandshakeFailures()  # failed TLS handshakes, logged rate-limited
+        self._close_handshakes: Callable[[], None] = lambda: None
         self.port = 0
         self.tls_port = 0
         self.ws_listeners: list[WebSocketListener] = []
@@ -214,10 +217,12 @@ class Bridge:
         try:
             if self.ssl_context is not None:
                 host, port = cfg.tls_host or cfg.host, cfg.tls_port
+                # The handshake runs by hand so that failed ones are logged and counted.
+                factory, self._close_handshakes = tls_accepting(
+                    lambda: Connection(self, tls=True), self.ssl_context, "MQTT-TLS",
+                    self.tls_failures, cfg.connect_timeout_s)
                 self.tls_server = await loop.create_server(
-                    lambda: Connection(self, tls=True), host, cfg.tls_port, backlog=4096,
-                    reuse_address=True, ssl=self.ssl_context, ssl_handshake_timeout=cfg.connect_timeout_s,
-                )
+                    factory, host, cfg.tls_port, backlog=4096, reuse_address=True)
                 self.tls_port = self.tls_server.sockets[0].getsockname()[1]
                 log.info(
                     "mqtt-bridge TLS listener on %s:%d (client certificates: %s)", host, self.tls_port,
@@ -299,6 +304,7 @@ class Bridge:
         for server in (self.server, self.tls_server):
             if server is not None:
                 server.close()
+        self._close_handshakes()
         for conn in list(self.connections):
             conn.clean_disconnect = True  # a bridge shutdown is not the client's failure
             conn.close(Reason.SERVER_SHUTTING_DOWN, "server shutting down")
@@ -1140,6 +1146,7 @@ class Bridge:
             "retained_refused": s.retained_refused,
             "topic_levels_refused": s.topic_levels_refused,
             "sessions_taken_over": s.sessions_taken_over,
+            "tls_handshake_failures": sum(self.tls_failures.counts.values()),
             "early_overflows": s.early_overflows,
             "queued_dropped": s.queued_dropped + sum(x.dropped for x in self.sessions.values()),
         }

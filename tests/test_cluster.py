@@ -543,3 +543,25 @@ def _committed(consumer: Consumer, topic: str) -> int | None:
     except Exception:  # the coordinator is moving: ask again
         return None
     return found[0].offset if found[0].offset >= 0 else None
+
+
+def test_transactional_batch_without_transactional_id_is_refused_whole(cluster):
+    """As Kafka (KafkaApis.handleProduceRequest): TRANSACTIONAL_ID_AUTHORIZATION_FAILED on
+    every partition of the request, nothing appended, also in cluster mode."""
+    create(cluster, "txn-less", partitions=1, rf=3)
+    part = cluster.partition("txn-less", 0)
+    client = BlockingClient(cluster.brokers[part.leader].port)
+    try:
+        request = produce_request("txn-less", 0, [b"t"])
+        request.topic_data[0].partition_data[0].records = record_batch(
+            [(None, b"t")], producer_id=7, producer_epoch=0, base_sequence=0,
+            attributes=0x10)  # the transactional bit
+        response = client.call(ApiKey.PRODUCE, 7, request)
+        refused = response.responses[0].partition_responses[0]
+        assert (refused.error_code, refused.base_offset) == (
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
+        assert produce_to_leader(client, produce_request("txn-less", 0, [b"plain"])) == ErrorCode.NONE
+        latest = client.call(ApiKey.LIST_OFFSETS, 4, list_offsets_request("txn-less", 0))
+        assert latest.topics[0].partitions[0].offset == 1  # only the plain record
+    finally:
+        client.close()

@@ -16,12 +16,16 @@ from kafka import codec as kcodec
 
 from kafkaproto.batch import Compression, CorruptBatchError
 from kafkaproto.compression import (
+    REUSED_OUTPUT_MAX,
     XERIAL_BLOCK_SIZE,
     XERIAL_HEADER,
     XERIAL_MAGIC,
+    DecompressionBombError,
     DecompressionError,
     compress,
     decompress,
+    decompress_capped,
+    decompress_capped_view,
 )
 
 COMPRESSED = [c for c in Compression if c is not Compression.NONE]
@@ -197,3 +201,92 @@ def test_unknown_codec() -> None:
         compress(5, b"x")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         decompress(5, b"x")  # type: ignore[arg-type]
+
+
+def _zstd_frames_without_content_size(data: bytes) -> bytes:
+    """As a streaming compressor (librdkafka, zstd-jni) writes it: no content size."""
+    return zstandard.ZstdCompressor(write_content_size=False).compress(data)
+
+
+@pytest.mark.parametrize("frame", [
+    lambda d: compress(Compression.ZSTD, d),
+    _zstd_frames_without_content_size,
+    lambda d: compress(Compression.ZSTD, d[:1000]) + _zstd_frames_without_content_size(d[1000:]),
+], ids=["content-size", "streamed", "two-frames"])
+def test_zstd_view_reads_what_the_copying_reader_reads_and_stops_at_the_cap(frame) -> None:
+    data = os.urandom(40_000).hex().encode()  # 80,000 bytes
+    compressed = frame(data)
+    assert bytes(decompress_capped_view(Compression.ZSTD, compressed, len(data))) == data
+    with pytest.raises(DecompressionBombError):
+        decompress_capped_view(Compression.ZSTD, compressed, len(data) - 1)
+    with pytest.raises(DecompressionError):
+        decompress_capped_view(Compression.ZSTD, compressed[:-3], len(data))
+
+
+def test_zstd_view_reuses_one_buffer_per_thread_without_leftovers() -> None:
+    """A shorter batch after a longer one: only its own bytes, from the same buffer."""
+    long, short = b"L" * 50_000, b"s" * 10
+    first = decompress_capped_view(Compression.ZSTD, compress(Compression.ZSTD, long), 1 << 20)
+    assert bytes(first) == long
+    second = decompress_capped_view(Compression.ZSTD, compress(Compression.ZSTD, short), 1 << 20)
+    assert bytes(second) == short
+    assert memoryview(second).obj is memoryview(first).obj  # the same bytearray
+
+
+def test_view_of_other_codecs_and_large_caps_is_a_fresh_copy() -> None:
+    data = b"x" * 1000
+    for codec in (Compression.GZIP, Compression.SNAPPY, Compression.LZ4):
+        assert decompress_capped_view(codec, compress(codec, data), 1000) == data
+    big_cap = REUSED_OUTPUT_MAX + 1
+    out = decompress_capped_view(Compression.ZSTD, compress(Compression.ZSTD, data), big_cap)
+    assert isinstance(out, bytes) and out == data
+
+
+def _lz4(data: bytes, **options: object) -> bytes:
+    return lz4.frame.compress(data, **{"block_linked": False, "content_checksum": False,
+                                       **options})
+
+
+@pytest.mark.parametrize("frame", [
+    lambda d: compress(Compression.LZ4, d),
+    lambda d: _lz4(d, store_size=True),
+    lambda d: _lz4(d, block_size=lz4.frame.BLOCKSIZE_MAX1MB),
+    lambda d: _lz4(d[:5000]) + _lz4(d[5000:]),
+    lambda d: _lz4(d, compression_level=0),
+    lambda d: lz4.frame.compress(d),  # linked blocks and a content checksum: the copying reader
+    lambda d: _lz4(d, block_checksum=True),
+], ids=["ours", "content-size", "1MB-blocks", "two-frames", "level-0", "linked", "block-checksum"])
+def test_lz4_view_reads_what_the_copying_reader_reads_and_stops_at_the_cap(frame) -> None:
+    data = os.urandom(60_000).hex().encode() + os.urandom(70_000)  # compressible, then not
+    compressed = frame(data)
+    assert bytes(decompress_capped_view(Compression.LZ4, compressed, len(data))) == data
+    with pytest.raises(DecompressionBombError):
+        decompress_capped_view(Compression.LZ4, compressed, len(data) - 1)
+    with pytest.raises(DecompressionError):
+        decompress_capped_view(Compression.LZ4, compressed[:-5], len(data))
+
+
+def test_lz4_view_of_kafka_style_frames_is_the_reused_buffer() -> None:
+    """Independent blocks without checksums (the Java client, librdkafka): no copy per
+    batch. Ours and kafka-python's frames (block checksums; linked blocks) are copied."""
+    data = os.urandom(100_000).hex().encode()  # several 64 KiB blocks
+    zstd_out = decompress_capped_view(Compression.ZSTD, compress(Compression.ZSTD, b"z"), 1 << 20)
+    out = decompress_capped_view(Compression.LZ4, _lz4(data), 1 << 20)
+    assert isinstance(out, memoryview) and bytes(out) == data
+    assert out.obj is memoryview(zstd_out).obj
+    for copied in (compress(Compression.LZ4, data), lz4.frame.compress(data)):
+        result = decompress_capped_view(Compression.LZ4, copied, 1 << 20)
+        assert isinstance(result, bytes) and result == data
+
+
+def test_lz4_view_refuses_what_the_copying_reader_refuses() -> None:
+    good = compress(Compression.LZ4, os.urandom(20_000).hex().encode())
+    header = 7
+    bad_descriptor = good[:4] + bytes([good[4] ^ 0x40]) + good[5:]  # version bits
+    bad_checksum = good[:header - 1] + bytes([good[header - 1] ^ 0xFF]) + good[header:]
+    bad_block = good[:header + 10] + b"\xff" * 40 + good[header + 50:]
+    for bad in (bad_descriptor, bad_checksum, bad_block, good + b"xy", b"\x04\x22\x4d\x18"):
+        with pytest.raises(DecompressionError):
+            decompress_capped(Compression.LZ4, bad, 1 << 20)
+        with pytest.raises(DecompressionError):
+            decompress_capped_view(Compression.LZ4, bad, 1 << 20)

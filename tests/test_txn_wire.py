@@ -73,10 +73,38 @@ def test_transactional_batches_only_into_added_partitions(conn):
     assert _produce(conn, pid, epoch, 0, 0) == ErrorCode.INVALID_TXN_STATE  # nothing added
     assert _add(conn, pid, epoch, 0) == ErrorCode.NONE
     assert _produce(conn, pid, epoch, 1, 0) == ErrorCode.INVALID_TXN_STATE  # not added
-    assert _produce(conn, pid, epoch, 0, 0, transactional_id=None) == ErrorCode.INVALID_TXN_STATE
+    assert _produce(conn, pid, epoch, 0, 0,
+                    transactional_id=None) == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert _produce(conn, pid, epoch, 0, 0) == ErrorCode.NONE
     assert _end(conn, pid, epoch, True) == ErrorCode.NONE
     assert _produce(conn, pid, epoch, 0, 1) == ErrorCode.INVALID_TXN_STATE  # txn is over
+
+
+def test_transactional_batch_without_transactional_id_refuses_the_whole_request(conn):
+    """Kafka (KafkaApis.handleProduceRequest): a Produce whose first batch of any partition
+    is transactional but that names no transactional id gets
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, ACLs or not; nothing is
+    appended, not even the plain batch of another partition in the same request."""
+    error, pid, epoch = _init(conn)
+    assert error == ErrorCode.NONE
+    assert _add(conn, pid, epoch, 0) == ErrorCode.NONE
+    txn = build_batch([(b"k", b"v", (), T0)], producer_id=pid, producer_epoch=epoch,
+                      base_sequence=0, is_transactional=True)
+    plain = build_batch([(b"k", b"plain", (), T0)])
+
+    def produce(transactional_id: str | None, *parts: tuple[int, bytes]) -> list[tuple[int, int]]:
+        r = conn.call(ApiKey.PRODUCE, 9, ProduceRequest(
+            transactional_id=transactional_id, acks=-1, timeout_ms=5000, topic_data=[
+                ProduceRequest.TopicProduceData(name=TOPIC, partition_data=[
+                    ProduceRequest.PartitionProduceData(index=i, records=b) for i, b in parts])]))
+        return [(p.error_code, p.base_offset) for p in r.responses[0].partition_responses]
+
+    refused = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
+    assert produce(None, (0, txn), (1, plain)) == [refused, refused]
+    assert produce(None, (1, plain), (0, txn)) == [refused, refused]
+    # Nothing was appended: the first batches that are accepted land at offset 0.
+    assert produce(None, (1, plain)) == [(ErrorCode.NONE, 0)]
+    assert produce("tx", (0, txn)) == [(ErrorCode.NONE, 0)]
 
 
 def test_epoch_bump_fences_the_old_producer(conn):

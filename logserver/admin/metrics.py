@@ -38,6 +38,14 @@ class BrokerCollector(Collector):
         stats = state.stats
         yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
                                 "Open client connections.", value=stats.open_connections)
+        failed = CounterMetricFamily(
+            "kafka_server_socketservermetrics_failed_authentication",
+            "Connections that failed to authenticate, per listener and reason "
+            "(ssl_handshake: a failed or timed-out TLS handshake).",
+            labels=["listener", "reason"])
+        for (listener, reason), count in sorted(stats.tls_failures.counts.items()):
+            failed.add_metric([listener, reason], count)
+        yield failed
         requests = CounterMetricFamily(
             "kafka_network_requestmetrics_requests", "Requests answered, per API.",
             labels=["request"])

@@ -100,14 +100,17 @@ class _Pending:
 
 
 def _transactional_id_denied(broker: Broker, request: ProduceRequest) -> int:
-    """Kafka's first check of a transactional Produce: WRITE on its transactional id, else
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition. (A transactional batch
-    without a transactional id is refused per partition by the transaction check.)"""
-    txn_id = request.transactional_id
-    if txn_id is None or broker.authorizer is None:
-        return ErrorCode.NONE
+    """Kafka's first check of a Produce holding a transactional batch (KafkaApis
+    handleProduceRequest): without a transactional id, or without WRITE on it when ACLs
+    are on, every partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is
+    appended (Kafka looks at the first batch of each partition)."""
     if not any(is_transactional(cast("memoryview | None", data.records))
                for topic in request.topic_data for data in topic.partition_data):
+        return ErrorCode.NONE
+    txn_id = request.transactional_id
+    if txn_id is None:
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if broker.authorizer is None:
         return ErrorCode.NONE
     return checks.denied(broker, checks.TRANSACTIONAL_ID_WRITE, txn_id)
 

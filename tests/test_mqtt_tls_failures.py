@@ -1,0 +1,66 @@
+"""Failed TLS handshakes on the MQTT bridge's TLS listener are logged (peer and reason)
+and counted (``mqtt_tls_handshake_failures_total``), and the listener keeps serving:
+mosquitto_pub trusting another CA, plain MQTT on the TLS port."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+import urllib.request
+import uuid
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from tlscerts import CertAuthority
+
+from logserver.childproc import HOST, free_port
+from tests.support.mqtt_procs import BridgeProcess
+
+pytestmark = pytest.mark.timeout(120)
+
+METRIC = "mqtt_tls_handshake_failures_total"
+LINE = re.compile(r"failed TLS handshake on listener MQTT-TLS from 127\.0\.0\.1:\d+: (\S+)")
+
+
+def failures(url: str) -> float:
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return next(s.value for family in text_string_to_metric_families(text)
+                for s in family.samples if s.name == METRIC)
+
+
+def test_failed_mqtt_tls_handshakes_are_logged_and_counted(request, module_server, tmp_path):
+    ca = CertAuthority(tmp_path / "pki")
+    server_cert = ca.issue("127.0.0.1", server=True)
+    other_ca = CertAuthority(tmp_path / "other", "other-ca")
+    tls_port, admin_port = free_port(), free_port()
+    log_path = tmp_path / "bridge.log"
+    bridge = BridgeProcess(
+        module_server.bootstrap, log_path, "--log-format", "text",
+        "--tls-listen", f"{HOST}:{tls_port}", "--tls-certfile", str(server_cert.cert),
+        "--tls-keyfile", str(server_cert.key), "--admin-listen", f"{HOST}:{admin_port}")
+    request.addfinalizer(bridge.stop)
+    bridge.start()
+    url = f"http://{HOST}:{admin_port}"
+    assert failures(url) == 0
+    tag = uuid.uuid4().hex[:8]
+
+    def pub(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["mosquitto_pub", "-h", HOST, "-p", str(tls_port), *args, "-q", "1",
+                               "-i", f"dev-{tag}", "-t", f"devices/dev-{tag}/telemetry",
+                               "-m", "x"], capture_output=True, text=True, timeout=20)
+
+    assert pub("--cafile", str(other_ca.pem.cert)).returncode != 0  # does not trust us
+    assert pub().returncode != 0  # plain MQTT to the TLS port
+    deadline = time.monotonic() + 20
+    while failures(url) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert failures(url) == 2
+    deadline = time.monotonic() + 20
+    while len(LINE.findall(log_path.read_text())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    reasons = LINE.findall(log_path.read_text())
+    assert len(reasons) == 2 and "UNKNOWN_CA" in reasons[0], reasons
+    ok = pub("--cafile", str(ca.pem.cert))  # still serving
+    assert ok.returncode == 0, ok.stderr
