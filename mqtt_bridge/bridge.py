@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -31,7 +31,7 @@ from .connection import Connection
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .kafka_fetcher import LATEST, Fetcher
 from .kafka_producer import Producer
-from .mapping import Mapping, UplinkTopics, valid_kafka_topic
+from .mapping import ROUTE_CACHE_SIZE, Mapping, UplinkTopics, valid_kafka_topic
 from .retained_log import RetainedLog
 from .session import OutMessage, Qos2In, Session
 from .session_store import PERMANENT_ERRORS, SessionStore, StoredSession, choose_store
@@ -130,6 +130,8 @@ class Bridge:
         self.retained = RetainedStore(config.max_retained_messages, config.max_retained_bytes)
         self.stats = Stats()
         self.uplink_topics: set[str] = set()
+        #: MQTT topic -> (client id, the uplink record's headers for the two)
+        self._uplink_headers: dict[str, tuple[str, tuple[tuple[str, bytes | None], ...]]] = {}
         self.server: asyncio.AbstractServer | None = None
         self.tls_server: asyncio.AbstractServer | None = None
         self.port = 0
@@ -523,22 +525,28 @@ class Bridge:
             return refusal
         if retain:
             self._retain(topic, payload, fwd)
-        headers: list[tuple[str, bytes | None]] = [
-            ("mqtt.topic", topic.encode()),
-            ("mqtt.client_id", cid.encode()),
-        ]
-        if props:
-            for k, v in props.get("user_property", ()):
-                headers.append((k, v.encode()))
-        if qos2_nonce is not None:
-            headers.append(("mqtt.qos2", qos2_nonce.encode()))
+        # a device sends to the same topic again and again: its two headers, encoded once
+        known = self._uplink_headers.get(topic)
+        if known is None or known[0] != cid:
+            if len(self._uplink_headers) >= ROUTE_CACHE_SIZE:
+                self._uplink_headers.clear()
+            known = self._uplink_headers[topic] = (
+                cid, (("mqtt.topic", topic.encode()), ("mqtt.client_id", cid.encode())))
+        headers: Sequence[tuple[str, bytes | None]] = known[1]
+        if props or qos2_nonce is not None:
+            headers = list(headers)
+            if props:
+                for k, v in props.get("user_property", ()):
+                    headers.append((k, v.encode()))
+            if qos2_nonce is not None:
+                headers.append(("mqtt.qos2", qos2_nonce.encode()))
         self.stats.uplink_records += 1
-        fut = self.producer.send(ktopic, key, payload, headers)
-        if qos == 0:
-            fut.add_done_callback(_consume)
-        return fut
+        # one future per produce batch, shared by its records (a failure is marked seen)
+        return self.producer.send_shared(ktopic, key, payload, headers)
 
     def _check_uplink(self, ktopic: str) -> Reason | None:
+        if ktopic in self.uplink_topics:  # checked before: no regex per message
+            return None
         if not valid_kafka_topic(ktopic):
             return Reason.TOPIC_NAME_INVALID
         if ktopic not in self.uplink_topics:

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _HIGH_WATER = 256 * 1024
+_PUBACK = bytes((PacketType.PUBACK << 4, 2))  # + packet id: a PUBACK with success
 _DENIALS_LOGGED = 5  # per connection; the rest are only counted
 
 
@@ -383,9 +384,11 @@ class Connection(asyncio.Protocol):
         if qos == 0:
             return
         if isinstance(result, asyncio.Future):
-            entry = [p.packet_id, qos, result]
-            self._acks.append(entry)
-            result.add_done_callback(self._on_logged)
+            acks = self._acks
+            # A produce batch's records share one future: one callback per run of them.
+            if not acks or acks[-1][2] is not result:
+                result.add_done_callback(self._on_logged)
+            acks.append([p.packet_id, qos, result])
             producer = self.bridge.producer
             if producer.full and not self._reading_paused and self.transport is not None:
                 self._reading_paused = True
@@ -406,6 +409,23 @@ class Connection(asyncio.Protocol):
     def _drain_acks(self) -> None:
         """Acknowledge, in arrival order, every PUBLISH whose log write has finished."""
         acks = self._acks
+        # the common case first: QoS 1 written to the log, plain 4-byte PUBACKs in one go
+        out = self._out
+        n = 0
+        while acks:
+            entry = acks[0]
+            fut = entry[2]
+            if (fut is None or entry[1] != 1 or not fut.done() or fut.cancelled()
+                    or fut.exception() is not None):
+                break
+            acks.popleft()
+            out += (_PUBACK, PID_BYTES[entry[0]])
+            n += 1
+        if n:
+            self._out_bytes += 4 * n
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush)
         while acks:
             entry = acks[0]
             fut = entry[2]
