@@ -360,30 +360,33 @@ class Connection(asyncio.Protocol):
                     topic = self.topic_aliases.get(alias, "")
                     if not topic:
                         raise ProtocolViolation(f"unknown topic alias {alias}")
-        try:
-            validate_topic(topic)
-        except TopicError as exc:
-            raise MqttError(Reason.TOPIC_NAME_INVALID, str(exc)) from None
-        if topic.count("/") >= self.bridge.config.max_topic_levels:
-            self.bridge.stats.topic_levels_refused += 1
-            raise MqttError(Reason.TOPIC_NAME_INVALID,
-                            f"topic name has more than {self.bridge.config.max_topic_levels} levels")
+        # A topic with a verdict was checked before (verdicts are kept only for valid
+        # names): a device's every message after its first skips the checks.
+        allowed = self.publish_verdicts.get(topic)
+        if allowed is None:
+            try:
+                validate_topic(topic)
+            except TopicError as exc:
+                raise MqttError(Reason.TOPIC_NAME_INVALID, str(exc)) from None
+            if topic.count("/") >= self.bridge.config.max_topic_levels:
+                self.bridge.stats.topic_levels_refused += 1
+                raise MqttError(Reason.TOPIC_NAME_INVALID,
+                                f"topic name has more than {self.bridge.config.max_topic_levels} levels")
+            allowed = self.bridge.may_publish(self, topic)
         qos = p.qos
         session = self.session
         assert session is not None
         if qos and self.version == MQTT_5 and len(self._acks) >= self.bridge.config.receive_maximum:
             raise MqttError(Reason.RECEIVE_MAXIMUM_EXCEEDED, "too many unacknowledged PUBLISHes")
-        if not self.bridge.may_publish(self, topic):
+        if not allowed:
             result: Any = Reason.NOT_AUTHORIZED
         elif qos == 2:
             result = self.bridge.publish_qos2(self, session, p.packet_id, topic, p.payload, p.retain, props)
         else:
             result = self.bridge.publish(self, topic, p.payload, qos, p.retain, props)
-        if result == Reason.NOT_AUTHORIZED:
-            self._denied("publish", topic)
-        if qos == 0:
-            return
         if isinstance(result, asyncio.Future):
+            if qos == 0:
+                return
             acks = self._acks
             # A produce batch's records share one future: one callback per run of them.
             if not acks or acks[-1][2] is not result:
@@ -394,7 +397,10 @@ class Connection(asyncio.Protocol):
                 self._reading_paused = True
                 self.transport.pause_reading()
                 producer.when_space(self._resume_reading)
-        else:
+            return
+        if result == Reason.NOT_AUTHORIZED:
+            self._denied("publish", topic)
+        if qos:
             self._acks.append([p.packet_id, qos, None, result])
             self._drain_acks()
 

@@ -41,6 +41,9 @@ _REQUIRED_FLAGS = {t: 0 for t in PacketType} | {
 }
 
 
+_TOPICS_KEPT = 16  # per connection; a reader seeing more starts over
+
+
 class PacketReader:
     """Split a byte stream into packets and decode them.
 
@@ -54,6 +57,8 @@ class PacketReader:
         self._buf = bytearray()
         #: an error found after earlier packets of the same feed; raised by the next feed
         self.error: MqttError | None = None
+        #: PUBLISH topic names seen lately, raw -> checked str
+        self._topics: dict[bytes, str] = {}
         self._decoders: dict[int, Callable[[int, bytes], Packet]] = {
             PacketType.CONNECT: self._connect,
             PacketType.CONNACK: self._connack,
@@ -221,10 +226,20 @@ class PacketReader:
         if dup and qos == 0:
             raise MalformedPacket("PUBLISH QoS 0 with DUP set")
         end = len(body)
-        topic, pos = read_utf8(body, 0, end)
+        # a device sends to the same few topics: their names are decoded and checked once
+        pos = 2 + ((body[0] << 8) | body[1]) if end >= 2 else end + 1
+        topic = self._topics.get(body[2:pos]) if pos <= end else None
+        if topic is None:
+            topic, pos = read_utf8(body, 0, end)
+            if len(self._topics) >= _TOPICS_KEPT:
+                self._topics.clear()
+            self._topics[body[2:pos]] = topic
         packet_id = 0
         if qos:
-            packet_id, pos = read_u16(body, pos, end)
+            if pos + 2 > end:
+                raise MalformedPacket("truncated two-byte integer")
+            packet_id = (body[pos] << 8) | body[pos + 1]
+            pos += 2
             if packet_id == 0:
                 raise MalformedPacket("PUBLISH with packet identifier 0")
         props, pos = self._props(body, pos)
