@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from kafkaproto.records import Record
 
@@ -37,7 +37,9 @@ from .session import OutMessage, Qos2In, Session
 from .session_store import PERMANENT_ERRORS, SessionStore, StoredSession, choose_store
 from .subscriptions import RetainedStore, SubscriptionIndex
 from .tls import certificate_cn, server_context
-from .websocket import WebSocketListener
+
+if TYPE_CHECKING:
+    from .websocket import WebSocketListener
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +196,8 @@ class Bridge:
                 if ws_port is None:
                     continue
                 host, port = ws_host or cfg.host, ws_port
+                from .websocket import WebSocketListener  # aiohttp: 12 MB, loaded only here
+
                 listener = WebSocketListener(self, ssl_context=ctx)
                 self.ws_listeners.append(listener)
                 await listener.start(host, port)
