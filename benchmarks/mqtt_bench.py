@@ -44,10 +44,10 @@ from typing import Any
 from logserver.childproc import HOST, ListeningChild
 from mqtt_bridge.kafka_client import KafkaClient
 from mqtt_bridge.kafka_producer import Producer
-from tests.support.mqtt_client import MqttClient, connect_many
+from tests.support.mqtt_client import MqttClient
 from tests.support.mqtt_procs import BridgeProcess, MosquittoProcess
 
-from .mqtt_load import Counter, connect_publishers
+from .mqtt_load import Counter, Subscriber, connect_publishers, connect_subscribers
 from .peers import PeerUnavailable, ensure_amqtt, ensure_rumqttd
 from .progress import NULL_PROGRESS, Progress
 from .targets import LogserverTarget, cpu_seconds, rss_mb
@@ -224,15 +224,15 @@ async def fanout_workload(port: int, subscribers: int, notices: int, size: int,
     got: dict[int, list[float]] = {}
     waiters: dict[int, asyncio.Event] = {}
 
-    def on_message(p: Any, now: float) -> None:
-        if len(p.payload) >= 4 and p.payload[:2] == b"N:":
-            n = int(p.payload[2:].split(b":")[0])
+    def on_message(payload: bytes, now: float) -> None:
+        if len(payload) >= 4 and payload[:2] == b"N:":
+            n = int(payload[2:].split(b":")[0])
             lst = got.setdefault(n, [])
             lst.append(now)
             if len(lst) == subscribers and n in waiters:
                 waiters[n].set()
 
-    clients: list[MqttClient] = []
+    clients: list[Subscriber] = []
     progress.start(f"{label}: connecting", subscribers, unit="devices")
     t_connect = time.perf_counter()
     latencies: list[float] = []
@@ -241,9 +241,8 @@ async def fanout_workload(port: int, subscribers: int, notices: int, size: int,
     try:
         for i in range(0, subscribers, 200):
             ids = [f"bench-sub-{j}" for j in range(i, min(i + 200, subscribers))]
-            batch = await connect_many(HOST, port, ids, on_message=on_message)
+            batch = await connect_subscribers(HOST, port, ids, "ota", 1, on_message)
             clients += batch
-            await asyncio.gather(*(c.subscribe("ota", qos=1) for c in batch))
             progress.update(len(clients))
             if time.perf_counter() - t_connect > connect_cap:
                 raise TimeoutError(f"only {len(clients):,} of {subscribers:,} devices connected "
@@ -290,7 +289,8 @@ async def fanout_workload(port: int, subscribers: int, notices: int, size: int,
         progress.finish(f"{len(latencies)} notices, {failed} never reached every device")
     finally:
         for c in clients:
-            c.abort()
+            if c.transport is not None:
+                c.transport.abort()
     return {
         "subscribers": subscribers,
         "notices": len(latencies),

@@ -27,7 +27,7 @@ from .auth import Credentials
 from .codec import MQTT_5, Connect, Reason, SubOptions, topic_matches
 from .codec.topics import filters_overlap
 from .config import BridgeConfig
-from .connection import Connection
+from .connection import Connection, FlushQueue
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .kafka_fetcher import LATEST, Fetcher
 from .kafka_producer import Producer
@@ -128,6 +128,7 @@ class Bridge:
         self.store: SessionStore | None = None
         self.sessions: dict[str, Session] = {}
         self.connections: set[Connection] = set()
+        self.flushes = FlushQueue()  # connections' output, written once per loop turn
         self.index = SubscriptionIndex()
         self.retained = RetainedStore(config.max_retained_messages, config.max_retained_bytes)
         self.stats = Stats()

@@ -53,6 +53,28 @@ _PUBACK = bytes((PacketType.PUBACK << 4, 2))  # + packet id: a PUBACK with succe
 _DENIALS_LOGGED = 5  # per connection; the rest are only counted
 
 
+class FlushQueue:
+    """The connections with output this event-loop turn, flushed by one callback.
+
+    A fan-out gives thousands of connections output in the same turn: one scheduled
+    callback for all of them instead of one each (a fifth of a 10,000-device fan-out's
+    CPU went into scheduling and running those callbacks).
+    """
+
+    def __init__(self) -> None:
+        self._conns: list[Connection] = []
+
+    def add(self, conn: Connection) -> None:
+        if not self._conns:
+            asyncio.get_running_loop().call_soon(self._run)
+        self._conns.append(conn)
+
+    def _run(self) -> None:
+        conns, self._conns = self._conns, []
+        for conn in conns:
+            conn._flush()  # noqa: SLF001 - the connection's own deferred flush
+
+
 class Connection(asyncio.Protocol):
     """The protocol object of one MQTT client connection."""
 
@@ -193,7 +215,7 @@ class Connection(asyncio.Protocol):
         self._out_bytes += len(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            self.bridge.flushes.add(self)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -241,7 +263,7 @@ class Connection(asyncio.Protocol):
         self.bridge.stats.msgs_out += 1
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            self.bridge.flushes.add(self)
 
     def send_pubrel(self, pid: int) -> None:
         self.write(puback(pid, PacketType.PUBREL))
@@ -436,7 +458,7 @@ class Connection(asyncio.Protocol):
             self._out_bytes += 4 * n
             if not self._flush_scheduled:
                 self._flush_scheduled = True
-                asyncio.get_running_loop().call_soon(self._flush)
+                self.bridge.flushes.add(self)
         while acks:
             entry = acks[0]
             fut = entry[2]
