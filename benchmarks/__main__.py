@@ -157,7 +157,8 @@ def options_from(args: argparse.Namespace) -> RunOptions:
     mqtt = None
     if not args.no_mqtt:
         fanout = [] if args.quick and args.fanout is None else [args.fanout or 10_000]
-        mqtt = MqttSettings(warmup_s=args.warmup, measure_s=args.seconds, fanout=fanout)
+        mqtt = MqttSettings(warmup_s=args.warmup, measure_s=args.seconds, fanout=fanout,
+                            qos=[1] if args.quick else [1, 0])
     return RunOptions(
         settings=settings,
         workloads=args.workloads,

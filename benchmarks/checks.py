@@ -139,6 +139,20 @@ def evaluate(result: RunResult) -> list[Check]:
         _find(summaries, "mqtt-publish-qos1", "bridge"),
         _find(summaries, "mqtt-publish-qos1", "mosquitto"), "msgs/s",
         "bridge PUBACKs after the log's acks=all; mosquitto persists nothing"))
+    for workload, qos_text in (("mqtt-publish-qos1", "QoS 1 persisted-and-acked"),
+                               ("mqtt-publish-qos0", "QoS 0")):
+        for peer, how in (("mosquitto-persist", "mosquitto saves its database every 1 s"),
+                          ("mosquitto", "mosquitto persists nothing")):
+            if workload == "mqtt-publish-qos1" and peer == "mosquitto":
+                continue  # the check above
+            ours_s = _find(summaries, workload, "bridge")
+            peer_s = _find(summaries, workload, peer)
+            if ours_s is None and peer_s is None:
+                continue  # not run (e.g. --quick)
+            checks.append(_versus_peer(
+                f"MQTT {qos_text} msgs/s >= {peer}'s", workload, ours_s, peer_s, "msgs/s",
+                "QoS 0 counted at PINGRESP after each burst of 20; " + how
+                if workload.endswith("qos0") else "bridge PUBACKs after the log's acks=all; " + how))
     fan = _find(summaries, "mqtt-fanout-10000", "bridge")
     failed = fan.spread("notices_failed") if fan else None
     lost = f"{failed.high:,.0f} notices never reached every device in the worst run" if (
@@ -149,4 +163,8 @@ def evaluate(result: RunResult) -> list[Check]:
     if failed and failed.high > 0:
         check.passed = False
     checks.append(check)
+    checks.append(_below(
+        "10,000 connected idle devices: bridge RSS < 100 MB", "mqtt-fanout-10000",
+        fan.spread("rss_mb") if fan else None, 100.0, "MB",
+        "measured with every device connected and subscribed, before the first notice"))
     return checks

@@ -44,9 +44,10 @@ from typing import Any
 from logserver.childproc import HOST, ListeningChild
 from mqtt_bridge.kafka_client import KafkaClient
 from mqtt_bridge.kafka_producer import Producer
-from tests.support.mqtt_client import MqttClient, connect_many
+from tests.support.mqtt_client import MqttClient
 from tests.support.mqtt_procs import BridgeProcess, MosquittoProcess
 
+from .mqtt_load import Counter, Subscriber, connect_publishers, connect_subscribers
 from .peers import PeerUnavailable, ensure_amqtt, ensure_rumqttd
 from .progress import NULL_PROGRESS, Progress
 from .targets import LogserverTarget, cpu_seconds, rss_mb
@@ -56,7 +57,7 @@ from .workloads import WorkloadResult
 log = logging.getLogger(__name__)
 
 #: MQTT peers this module knows, in run order.
-MQTT_PEERS = ("mosquitto", "rumqttd", "amqtt")
+MQTT_PEERS = ("mosquitto", "mosquitto-persist", "rumqttd", "amqtt")
 
 
 class RumqttdProcess(ListeningChild):
@@ -137,6 +138,11 @@ def make_peer(name: str, workdir: Path) -> ListeningChild:
         if binary is None:
             raise PeerUnavailable("mosquitto not installed (apt-get install mosquitto)")
         return MosquittoProcess(workdir / "mosquitto", binary)
+    if name == "mosquitto-persist":
+        binary = find_mosquitto()
+        if binary is None:
+            raise PeerUnavailable("mosquitto not installed (apt-get install mosquitto)")
+        return MosquittoProcess(workdir / "mosquitto-persist", binary, persistence=True)
     if name == "rumqttd":
         return RumqttdProcess(workdir)
     if name == "amqtt":
@@ -153,6 +159,7 @@ class MqttSettings:
     size: int = 100
     warmup_s: float = 1.0
     measure_s: float = 5.0
+    qos: list[int] = field(default_factory=lambda: [1, 0])  # publish workloads
     fanout: list[int] = field(default_factory=lambda: [10_000])
     notices: int = 10  # at least this many measured notices (and at least measure_s)
     notice_timeout_s: float = 30.0  # a notice not everywhere by then is a failure
@@ -165,49 +172,43 @@ async def publish_workload(port: int, devices: int, window: int, size: int,
                            warmup_s: float, measure_s: float,
                            measured: Window | None = None,
                            progress: Progress = NULL_PROGRESS,
-                           label: str = "publish") -> dict[str, Any]:
-    """QoS 1 PUBLISH from ``devices`` clients, ``window`` in flight each, counted at PUBACK.
+                           label: str = "publish", qos: int = 1) -> dict[str, Any]:
+    """PUBLISH from ``devices`` clients without pause, counted as ``mqtt_load`` describes.
 
-    The devices publish without pause; PUBACKs that arrive in the measured window count.
+    QoS 1: ``window`` in flight per device, a PUBACK counts; QoS 0: ``window`` bursts of
+    20 in flight, each closed by a PINGREQ whose PINGRESP counts the burst. What is
+    acknowledged in the measured window (after the warm-up) counts.
     """
-    clients = await connect_many(HOST, port, [f"bench-pub-{i}" for i in range(devices)])
-    payload = b"x" * size
-    acked = 0
-    stop = False
-    unacked = 0
+    counter = Counter()
+    pubs = await connect_publishers(HOST, port, devices, qos, window, size, counter)
     progress.start(label, 0, unit="messages")
-
-    async def run(c: MqttClient) -> None:
-        nonlocal acked, unacked
-        topic = f"devices/{c.client_id}/telemetry"
-        pending: set[asyncio.Future[Any]] = set()
-        while not stop:
-            while len(pending) < window:
-                fut = c.publish(topic, payload, 1)
-                assert fut is not None
-                pending.add(fut)
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            acked += len(done)
-            progress.update(acked)
-        if pending:
-            await asyncio.wait(pending, timeout=30)
-            unacked += sum(1 for f in pending if not f.done())
-
-    tasks = [asyncio.ensure_future(run(c)) for c in clients]
+    for p in pubs:
+        p.start()
     try:
         await asyncio.sleep(warmup_s)
         if measured is not None:
             measured.begin()
-        t0, first = time.perf_counter(), acked
-        await asyncio.sleep(measure_s)
-        counted, elapsed = acked - first, time.perf_counter() - t0
+        t0, first = time.perf_counter(), counter.acked
+        deadline = t0 + measure_s
+        while (left := deadline - time.perf_counter()) > 0:
+            await asyncio.sleep(min(0.5, left))
+            progress.update(counter.acked - first)
+        counted, elapsed = counter.acked - first, time.perf_counter() - t0
         if measured is not None:
             measured.end()
     finally:
-        stop = True
-        await asyncio.gather(*tasks, return_exceptions=True)
-    await asyncio.gather(*(c.disconnect() for c in clients))
-    progress.finish(f"{counted:,} PUBACKs in the window, {counted / elapsed:,.0f}/s")
+        counter.running = False
+    # what was sent and never acknowledged once the server had 30 s more
+    drain = time.perf_counter() + 30
+    while counter.sent > counter.acked and time.perf_counter() < drain:
+        await asyncio.sleep(0.05)
+    unacked = counter.sent - counter.acked
+    for p in pubs:
+        if p.transport is not None:
+            p.transport.write(b"\xe0\x00")  # DISCONNECT
+            p.transport.close()
+    await asyncio.wait([asyncio.ensure_future(p.closed) for p in pubs], timeout=5)
+    progress.finish(f"{counted:,} acknowledged in the window, {counted / elapsed:,.0f}/s")
     return {"messages": counted, "seconds": round(elapsed, 3),
             "msgs_per_s": round(counted / elapsed, 1), "unacked": unacked}
 
@@ -223,15 +224,15 @@ async def fanout_workload(port: int, subscribers: int, notices: int, size: int,
     got: dict[int, list[float]] = {}
     waiters: dict[int, asyncio.Event] = {}
 
-    def on_message(p: Any, now: float) -> None:
-        if len(p.payload) >= 4 and p.payload[:2] == b"N:":
-            n = int(p.payload[2:].split(b":")[0])
+    def on_message(payload: bytes, now: float) -> None:
+        if len(payload) >= 4 and payload[:2] == b"N:":
+            n = int(payload[2:].split(b":")[0])
             lst = got.setdefault(n, [])
             lst.append(now)
             if len(lst) == subscribers and n in waiters:
                 waiters[n].set()
 
-    clients: list[MqttClient] = []
+    clients: list[Subscriber] = []
     progress.start(f"{label}: connecting", subscribers, unit="devices")
     t_connect = time.perf_counter()
     latencies: list[float] = []
@@ -240,9 +241,8 @@ async def fanout_workload(port: int, subscribers: int, notices: int, size: int,
     try:
         for i in range(0, subscribers, 200):
             ids = [f"bench-sub-{j}" for j in range(i, min(i + 200, subscribers))]
-            batch = await connect_many(HOST, port, ids, on_message=on_message)
+            batch = await connect_subscribers(HOST, port, ids, "ota", 1, on_message)
             clients += batch
-            await asyncio.gather(*(c.subscribe("ota", qos=1) for c in batch))
             progress.update(len(clients))
             if time.perf_counter() - t_connect > connect_cap:
                 raise TimeoutError(f"only {len(clients):,} of {subscribers:,} devices connected "
@@ -289,7 +289,8 @@ async def fanout_workload(port: int, subscribers: int, notices: int, size: int,
         progress.finish(f"{len(latencies)} notices, {failed} never reached every device")
     finally:
         for c in clients:
-            c.abort()
+            if c.transport is not None:
+                c.transport.abort()
     return {
         "subscribers": subscribers,
         "notices": len(latencies),
@@ -341,9 +342,10 @@ async def _one_workload(name: str, workload: str, port: int, s: MqttSettings,
         return sum(cpu_seconds(pid) or 0.0 for pid in pids) if pids else None
 
     window = Window(cpu)
-    if workload == "mqtt-publish-qos1":
+    if workload.startswith("mqtt-publish-qos"):
         data = await publish_workload(port, s.devices, s.window, s.size, s.warmup_s,
-                                      s.measure_s, window, progress, f"{name} {workload}")
+                                      s.measure_s, window, progress, f"{name} {workload}",
+                                      qos=int(workload[-1]))
         result = _result(name, workload, "publish", s.size, data)
     else:
         n = int(workload.rsplit("-", 1)[1])
@@ -389,7 +391,8 @@ class MqttRun:
 
 
 def workload_names(settings: MqttSettings) -> list[str]:
-    return ["mqtt-publish-qos1", *(f"mqtt-fanout-{n}" for n in settings.fanout)]
+    return [*(f"mqtt-publish-qos{q}" for q in settings.qos),
+            *(f"mqtt-fanout-{n}" for n in settings.fanout)]
 
 
 def run_suite(workdir: Path, settings: MqttSettings, peers: list[str],
@@ -548,6 +551,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=5.0, help="measured window per run (default 5)")
     p.add_argument("--warmup", type=float, default=1.0, help="warm-up per run (default 1)")
     p.add_argument("--repeats", type=int, default=3, help="runs per workload and server (default 3)")
+    p.add_argument("--qos", type=int, nargs="*", choices=(0, 1), default=[1, 0],
+                   help="publish workloads by QoS (default 1 0; none: no publish workload)")
     p.add_argument("--fanout", type=int, nargs="*", default=[10_000],
                    help="subscriber counts (default 10000; none: publish only)")
     p.add_argument("--notices", type=int, default=10, help="at least this many notices per fan-out run (default 10)")
@@ -562,6 +567,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     settings = MqttSettings(devices=args.devices, window=args.window, size=args.size,
                             warmup_s=args.warmup, measure_s=args.seconds, fanout=args.fanout,
+                            qos=args.qos,
                             notices=args.notices)
     with tempfile.TemporaryDirectory(prefix="mqtt-bench-") as tmp:
         run = run_suite(Path(tmp), settings, peers, Progress(), repeats=args.repeats)

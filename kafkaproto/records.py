@@ -16,7 +16,7 @@ Record layout (after the 61-byte batch header, possibly compressed as one blob):
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from crc32c import crc32c
@@ -59,6 +59,12 @@ _U32 = struct.Struct(">I")
 _NULL = encode_varint(-1)
 #: encode_varint(n) for 0 <= n < 4096 (zig-zag 2n): lengths, deltas, counts of records.
 _SMALL_VARINT: tuple[bytes, ...] = tuple(encode_varint(n) for n in range(4096))
+
+_compiled_encode: Callable[[Sequence[RecordTuple], int], tuple[bytes, int]] | None
+try:  # built by setup.py when a C compiler is there (optional=True)
+    from kafkaproto._recordbuild import encode as _compiled_encode
+except ImportError:  # pragma: no cover - depends on the install
+    _compiled_encode = None
 _INT32_MAX = 2**31 - 1
 
 
@@ -316,6 +322,14 @@ def build_batch(
     if len(records) - 1 > _INT32_MAX:
         raise ValueError(f"too many records for one batch: {len(records)}")
     base_timestamp = records[0][3]
+    payload, max_timestamp = _encode_records(records, base_timestamp)
+    return _finish_batch(payload, len(records), base_timestamp, max_timestamp, base_offset,
+                         compression, producer_id, producer_epoch, base_sequence,
+                         partition_leader_epoch, is_transactional, timestamp_type)
+
+
+def _encode_records_py(records: Sequence[RecordTuple], base_timestamp: int) -> tuple[bytes, int]:
+    """The records section of a batch and its largest timestamp (reference encoding)."""
     max_timestamp = base_timestamp
     encoded: list[bytes] = []
     append = encoded.append
@@ -343,7 +357,35 @@ def build_batch(
             append(body)
         else:
             append(_encode_record(offset_delta, delta, key, value, headers))
-    payload = b"".join(encoded)
+    return b"".join(encoded), max_timestamp
+
+
+def _encode_records(records: Sequence[RecordTuple], base_timestamp: int) -> tuple[bytes, int]:
+    """The compiled encoder (``kafkaproto._recordbuild``) when built and the types fit
+    it (bytes keys/values, str header keys), else the pure-Python one; same bytes."""
+    if _compiled_encode is not None:
+        try:
+            return _compiled_encode(records, base_timestamp)
+        except TypeError:
+            pass
+    return _encode_records_py(records, base_timestamp)
+
+
+def _finish_batch(
+    payload: bytes,
+    count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    base_offset: int,
+    compression: Compression,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    partition_leader_epoch: int,
+    is_transactional: bool,
+    timestamp_type: TimestampType,
+) -> bytes:
+    """Header, optional compression and CRC around an encoded records section."""
     codec = Compression(compression)
     if codec:
         payload = compress(codec, payload)
@@ -360,13 +402,13 @@ def build_batch(
             MAGIC_V2,
             0,
             attributes,
-            len(records) - 1,
+            count - 1,
             base_timestamp,
             max_timestamp,
             producer_id,
             producer_epoch,
             base_sequence,
-            len(records),
+            count,
         )
     )
     out += payload

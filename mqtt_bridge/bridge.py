@@ -17,9 +17,9 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from kafkaproto.records import Record
 from logserver.security.tls_accept import HandshakeFailures, tls_accepting  # stdlib-only helper
@@ -30,12 +30,12 @@ from .codec import MQTT_5, Connect, Reason, SubOptions, topic_matches
 from .codec.topics import filters_overlap
 from .compacted import ensure_compacted_topic
 from .config import BridgeConfig
-from .connection import Connection
+from .connection import Connection, FlushQueue
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .kafka_fetcher import LATEST, Fetcher
 from .kafka_producer import Producer
 from .latency import LatencyHistogram
-from .mapping import Mapping, UplinkTopics, valid_kafka_topic
+from .mapping import ROUTE_CACHE_SIZE, Mapping, UplinkTopics, valid_kafka_topic
 from .record_headers import property_headers, record_properties
 from .retained_log import RetainedLog
 from .session import OutMessage, Qos2In, Session
@@ -49,7 +49,9 @@ from .session_store import (
 from .shared import hand_over
 from .subscriptions import RetainedStore, SubscriptionIndex
 from .tls import certificate_cn, server_context
-from .websocket import WebSocketListener
+
+if TYPE_CHECKING:
+    from .websocket import WebSocketListener
 
 log = logging.getLogger(__name__)
 
@@ -156,12 +158,15 @@ class Bridge:
         self.store: SessionStore | None = None
         self.sessions: dict[str, Session] = {}
         self.connections: set[Connection] = set()
+        self.flushes = FlushQueue()  # connections' output, written once per loop turn
         self.index = SubscriptionIndex()
         self.retained = RetainedStore(config.max_retained_messages, config.max_retained_bytes)
         self.stats = Stats()
         #: PUBLISH (QoS 1/2) received -> its PUBACK/PUBREC written (the log write between)
         self.puback_latency = LatencyHistogram()
         self.uplink_topics: set[str] = set()
+        #: MQTT topic -> (client id, the uplink record's headers for the two)
+        self._uplink_headers: dict[str, tuple[str, tuple[tuple[str, bytes | None], ...]]] = {}
         self.server: asyncio.AbstractServer | None = None
         self.tls_server: asyncio.AbstractServer | None = None
         self.tls_failures = HandshakeFailures()  # failed TLS handshakes, logged rate-limited
@@ -240,6 +245,8 @@ class Bridge:
                 if ws_port is None:
                     continue
                 host, port = ws_host or cfg.host, ws_port
+                from .websocket import WebSocketListener  # aiohttp: 12 MB, loaded only here
+
                 listener = WebSocketListener(self, ssl_context=ctx)
                 self.ws_listeners.append(listener)
                 await listener.start(host, port)
@@ -582,24 +589,30 @@ class Bridge:
             return refusal
         if retain:
             self._retain(topic, payload, fwd)
-        headers: list[tuple[str, bytes | None]] = [
-            ("mqtt.topic", topic.encode()),
-            ("mqtt.client_id", cid.encode()),
-        ]
-        if props:
-            for k, v in props.get("user_property", ()):
-                headers.append((k, v.encode()))
-            if len(props) > ("user_property" in props):
-                headers += property_headers(props)  # request/response: see record_headers
-        if qos2_nonce is not None:
-            headers.append(("mqtt.qos2", qos2_nonce.encode()))
+        # a device sends to the same topic again and again: its two headers, encoded once
+        known = self._uplink_headers.get(topic)
+        if known is None or known[0] != cid:
+            if len(self._uplink_headers) >= ROUTE_CACHE_SIZE:
+                self._uplink_headers.clear()
+            known = self._uplink_headers[topic] = (
+                cid, (("mqtt.topic", topic.encode()), ("mqtt.client_id", cid.encode())))
+        headers: Sequence[tuple[str, bytes | None]] = known[1]
+        if props or qos2_nonce is not None:
+            headers = list(headers)
+            if props:
+                for k, v in props.get("user_property", ()):
+                    headers.append((k, v.encode()))
+                if len(props) > ("user_property" in props):
+                    headers += property_headers(props)  # request/response: see record_headers
+            if qos2_nonce is not None:
+                headers.append(("mqtt.qos2", qos2_nonce.encode()))
         self.stats.uplink_records += 1
-        fut = self.producer.send(ktopic, key, payload, headers)
-        if qos == 0:
-            fut.add_done_callback(_consume)
-        return fut
+        # one future per produce batch, shared by its records (a failure is marked seen)
+        return self.producer.send_shared(ktopic, key, payload, headers)
 
     def _check_uplink(self, ktopic: str) -> Reason | None:
+        if ktopic in self.uplink_topics:  # checked before: no regex per message
+            return None
         if not valid_kafka_topic(ktopic):
             return Reason.TOPIC_NAME_INVALID
         if ktopic not in self.uplink_topics:

@@ -54,11 +54,20 @@ class _Batch:
     records: list[tuple[bytes | None, bytes | None, Sequence[Header], int]] = field(
         default_factory=list
     )
-    futures: list[asyncio.Future[int]] = field(default_factory=list)
+    #: (index of the record in the batch, its future) for records from ``send``
+    futures: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
+    #: one future for the whole batch (``send_shared``), made on first use
+    shared: asyncio.Future[None] | None = None
     size: int = 0
     payload: bytes | None = None
     pid_gen: int = -1
     attempts: int = 0
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    """Mark a failed future's exception seen: whoever needs it reads it from the future."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 class Producer:
@@ -145,10 +154,40 @@ class Producer:
         self._append(topic, len(meta.partitions), key, value, headers, ts, fut, size)
         return fut
 
+    def send_shared(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()
+    ) -> asyncio.Future[Any]:
+        """Queue one record; the future resolves (to no offset) once it is acknowledged.
+
+        The future is shared by every record of its batch: the MQTT uplink, which needs
+        only "in the log", pays one future and one callback per batch instead of one
+        per message (per-record futures were a fifth of the bridge's CPU per message).
+        """
+        meta = self.client.topics.get(topic)
+        if meta is None:  # rare: the topic's metadata first; a future of its own meanwhile
+            own = self.send(topic, key, value, headers)
+            own.add_done_callback(_retrieve)
+            return own
+        size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+        for hk, hv in headers:
+            size += len(hk) + (len(hv) if hv else 0) + 4
+        self.buffered += size
+        batch = self._batch_for(topic, len(meta.partitions), key)
+        batch.records.append((key, value, headers, int(time.time() * 1000)))
+        batch.size += size
+        fut = batch.shared
+        if fut is None:
+            fut = batch.shared = asyncio.get_running_loop().create_future()
+        if batch.size >= self.batch_bytes:
+            self._close_batch(batch.tp)
+            self._wake.set()
+        return fut
+
     async def flush(self, timeout: float = 30.0) -> None:
         """Send everything buffered now and wait until it is acknowledged (or failed)."""
-        pending = [f for b in self._acc.values() for f in b.futures]
-        pending += [f for q in self._ready.values() for b in q for f in b.futures]
+        batches = list(self._acc.values()) + [b for q in self._ready.values() for b in q]
+        pending: list[asyncio.Future[Any]] = [f for b in batches for _i, f in b.futures]
+        pending += [b.shared for b in batches if b.shared is not None]
         pending += [item[4] for items in self._unknown.values() for item in items]
         for tp in list(self._acc):
             self._close_batch(tp)
@@ -167,9 +206,11 @@ class Producer:
                 t.cancel()
             err = KafkaError("producer closed")
             for b in list(self._acc.values()) + [b for q in self._ready.values() for b in q]:
-                for f in b.futures:
+                for _i, f in b.futures:
                     if not f.done():
                         f.set_exception(err)
+                if b.shared is not None and not b.shared.done():
+                    b.shared.set_exception(err)
 
     # ---- accumulation --------------------------------------------------------------
     def _append(
@@ -183,6 +224,16 @@ class Producer:
         fut: asyncio.Future[int],
         size: int,
     ) -> None:
+        batch = self._batch_for(topic, nparts, key)
+        batch.records.append((key, value, headers, ts))
+        batch.futures.append((len(batch.records) - 1, fut))
+        batch.size += size
+        if batch.size >= self.batch_bytes:
+            self._close_batch(batch.tp)
+            self._wake.set()
+
+    def _batch_for(self, topic: str, nparts: int, key: bytes | None) -> _Batch:
+        """The open batch of the record's partition (Kafka's default partitioner)."""
         if key is not None:
             partition = partition_for(key, nparts)
         else:
@@ -193,12 +244,7 @@ class Producer:
         if batch is None:
             batch = self._acc[tp] = _Batch(tp, time.monotonic())
             self._wake.set()
-        batch.records.append((key, value, headers, ts))
-        batch.futures.append(fut)
-        batch.size += size
-        if batch.size >= self.batch_bytes:
-            self._close_batch(tp)
-            self._wake.set()
+        return batch
 
     def _close_batch(self, tp: TopicPartition) -> None:
         batch = self._acc.pop(tp, None)
@@ -401,18 +447,23 @@ class Producer:
         self._retry_at[b.tp] = time.monotonic() + self.retry.backoff(b.attempts + 1)
 
     def _complete(self, b: _Batch, base: int) -> None:
-        self.records_acked += len(b.futures)
+        self.records_acked += len(b.records)
         self.buffered -= b.size
-        for i, f in enumerate(b.futures):
+        for i, f in b.futures:  # records from send(): offset = base + place in the batch
             if not f.done():
                 f.set_result(base + i if base >= 0 else -1)
+        if b.shared is not None and not b.shared.done():
+            b.shared.set_result(None)
 
     def _fail(self, b: _Batch, exc: Exception) -> None:
-        log.error("dropping %d records for %s-%d: %s", len(b.futures), b.tp[0], b.tp[1], exc)
+        log.error("dropping %d records for %s-%d: %s", len(b.records), b.tp[0], b.tp[1], exc)
         self.buffered -= b.size
-        for f in b.futures:
+        for _i, f in b.futures:
             if not f.done():
                 f.set_exception(exc)
+        if b.shared is not None and not b.shared.done():
+            b.shared.set_exception(exc)
+            b.shared.exception()  # retrieved: each waiter reads it from its own callback
 
     def _release_space(self) -> None:
         if self._space_waiters and self.buffered < self.buffer_bytes * 0.8:

@@ -136,7 +136,7 @@ class Session:
         #: lowest offset dropped from a full queue, re-read later (at least once)
         self.gaps: dict[TopicPartition, int] = {}
         self.holding = False  # True while a catch-up is running: live messages wait
-        self.held: deque[Delivery] = deque()
+        self.held: list[Delivery] = []  # a list: a deque is 0.7 KB even when empty
         self.epoch = 0  # bumped on every attach/detach; stale catch-ups stop
         self.refill: Any = None  # callback(session) when the queue drains and gaps exist
         self.dirty = False

@@ -29,17 +29,24 @@ class BridgeProcess(ListeningChild):
 
 
 class MosquittoProcess(ListeningChild):
-    """Debian's mosquitto with persistence off, listening on 127.0.0.1 only."""
+    """Debian's mosquitto, listening on 127.0.0.1 only; persistence off unless asked.
+
+    With ``persistence`` mosquitto keeps its database in ``workdir`` and writes it every
+    ``autosave_interval`` seconds (1 here; mosquitto never writes it per message).
+    """
 
     name = "mosquitto"
 
-    def __init__(self, workdir: Path, binary: str = "mosquitto", port: int | None = None) -> None:
+    def __init__(self, workdir: Path, binary: str = "mosquitto", port: int | None = None,
+                 *, persistence: bool = False) -> None:
         super().__init__(workdir / "mosquitto.log", port)
         self.binary = binary
         self.conf = workdir / "mosquitto.conf"
         workdir.mkdir(parents=True, exist_ok=True)
+        stored = (f"persistence true\npersistence_location {workdir}/\nautosave_interval 1\n"
+                  if persistence else "persistence false\n")
         self.conf.write_text(
-            f"listener {self.port} {HOST}\nallow_anonymous true\npersistence false\n"
+            f"listener {self.port} {HOST}\nallow_anonymous true\n{stored}"
             "max_inflight_messages 32\nmax_queued_messages 1000\nlog_dest stderr\n"
             "log_type error\nlog_type warning\n"
         )
