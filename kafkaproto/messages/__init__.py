@@ -52,6 +52,14 @@ from .api_versions import (
     ApiVersionsRequest,
     ApiVersionsResponse,
 )
+from .consumer_groups import (
+    CONSUMER_GROUP_DESCRIBE,
+    CONSUMER_GROUP_HEARTBEAT,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from .fetch import (
     FETCH,
     LIST_OFFSETS,
@@ -199,6 +207,8 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
             DESCRIBE_TRANSACTIONS,
             LIST_TRANSACTIONS,
             WRITE_TXN_MARKERS,
+            CONSUMER_GROUP_HEARTBEAT,
+            CONSUMER_GROUP_DESCRIBE,
         ),
         key=lambda s: s.api_key,
     )
@@ -232,6 +242,10 @@ __all__ = [
     "TxnOffsetCommitResponse",
     "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "CreateAclsRequest",
