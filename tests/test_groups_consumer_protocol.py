@@ -1,0 +1,244 @@
+"""The KIP-848 consumer group protocol with real clients: confluent-kafka consumers with
+``group.protocol=consumer`` against a real logserver. Two consumers (one of them a child
+process) share a 4-partition topic, read every record exactly once while committing,
+and when the child is killed with SIGKILL the other takes over every partition after
+the broker-side session timeout. Also ConsumerGroupDescribe and ListGroups v5 through
+the confluent-kafka admin client, and the group surviving a server restart."""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import rawwire as rw
+from clienthelpers import create_topic
+from serverproc import ServerProcess
+
+from kafkaproto.frames import decode_response, encode_request
+from kafkaproto.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+
+pytestmark = pytest.mark.timeout(180)
+
+WORKER = Path(__file__).parent / "support" / "cgp_consumer.py"
+SETTINGS = {
+    "group.consumer.heartbeat.interval.ms": 300,
+    "group.consumer.session.timeout.ms": 3000,
+}
+PARTITIONS = 4
+
+
+@pytest.fixture
+def srv(request, tmp_path) -> ServerProcess:
+    server = ServerProcess(tmp_path / "data", settings=SETTINGS)
+    request.addfinalizer(server.stop)
+    server.start()
+    return server
+
+
+def consumer(bootstrap: str, group: str):
+    from confluent_kafka import Consumer
+
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                     "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False})
+
+
+def produce(bootstrap: str, topic: str, values: list[str]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i, value in enumerate(values):
+        producer.produce(topic, value=value.encode(), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+class Child:
+    """The child consumer's stdout, read line by line on a thread."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(WORKER), bootstrap, topic, group],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.assigned: set[int] = set()
+        self.values: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def drain(self) -> None:
+        while True:
+            try:
+                line = self.lines.get_nowait()
+            except queue.Empty:
+                return
+            kind, _, rest = line.partition(" ")
+            if kind == "ASSIGN":
+                self.assigned = {int(p) for p in rest.split(",") if p}
+            elif kind == "MSG":
+                self.values.append(rest)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()  # SIGKILL: no leave, no last heartbeat
+        self.process.wait(10)
+
+
+def poll_into(c, out: list[str], seconds: float) -> None:
+    """Poll ``c`` for about ``seconds``, committing each record before keeping it."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        message = c.poll(0.1)
+        if message is None or message.error():
+            continue
+        c.commit(message=message, asynchronous=False)
+        out.append(message.value().decode())
+
+
+def describe_raw(port: int, group: str) -> ConsumerGroupDescribeResponse.DescribedGroup:
+    """ConsumerGroupDescribe v1 on the wire: the epochs the admin client does not show."""
+    request = ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False)
+    with rw.Conn(port) as conn:
+        reply = conn.call(bytes(encode_request(69, 1, 31, "test", request)))
+    assert reply is not None
+    frame = reply[1]
+    _, response = decode_response(69, 1, (31).to_bytes(4, "big") + frame)
+    [described] = response.groups
+    return described
+
+
+def assigned(c) -> set[int]:
+    return {tp.partition for tp in c.assignment()}
+
+
+def test_two_consumers_share_partitions_and_one_takes_over_from_a_killed_one(srv, topic_name):
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(srv.bootstrap, topic_name, partitions=PARTITIONS)
+    group = f"g-{topic_name}"
+    mine = consumer(srv.bootstrap, group)
+    mine.subscribe([topic_name])
+    child = Child(srv.bootstrap, topic_name, group)
+    got: list[str] = []
+    try:
+        # 1. both members get a disjoint, non-empty share covering every partition
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            poll_into(mine, got, 0.3)
+            child.drain()
+            if (assigned(mine) and child.assigned and not assigned(mine) & child.assigned
+                    and assigned(mine) | child.assigned == set(range(PARTITIONS))):
+                break
+        share = assigned(mine)
+        assert share and child.assigned and not share & child.assigned, (share, child.assigned)
+        assert share | child.assigned == set(range(PARTITIONS))
+
+        # the broker's view: ConsumerGroupDescribe through the admin client
+        admin = AdminClient({"bootstrap.servers": srv.bootstrap})
+        described = admin.describe_consumer_groups([group])[group].result(30)
+        assert described.type == ConsumerGroupType.CONSUMER
+        assert described.state == ConsumerGroupState.STABLE
+        assert len(described.members) == 2
+        by_member = [{tp.partition for tp in m.assignment.topic_partitions}
+                     for m in described.members]
+        assert sorted(map(sorted, by_member)) == sorted([sorted(share), sorted(child.assigned)])
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(30)
+        assert group in {g.group_id for g in listed.valid}
+
+        # 2. together they read every record exactly once
+        first = [f"a{i}" for i in range(200)]
+        produce(srv.bootstrap, topic_name, first)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(got) + len(child.values) < len(first):
+            poll_into(mine, got, 0.3)
+            child.drain()
+        poll_into(mine, got, 1.0)  # anything read twice would show up by now
+        child.drain()
+        assert got and child.values, "one consumer read nothing"
+        assert sorted(got + child.values) == sorted(first)
+        mine_set = set(got)
+        assert all(int(v[1:]) % PARTITIONS in share for v in mine_set)
+
+        # 3. kill -9 the child: after the session timeout the survivor has everything
+        child.kill()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and assigned(mine) != set(range(PARTITIONS)):
+            poll_into(mine, got, 0.3)
+        assert assigned(mine) == set(range(PARTITIONS))
+        second = [f"b{i}" for i in range(100)]
+        produce(srv.bootstrap, topic_name, second)
+        before = len(got)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(got) - before < len(second):
+            poll_into(mine, got, 0.3)
+        poll_into(mine, got, 1.0)
+        assert sorted(got[before:]) == sorted(second)
+        assert sorted(got + child.values) == sorted(first + second)  # nothing twice
+        described = admin.describe_consumer_groups([group])[group].result(30)
+        assert len(described.members) == 1
+    finally:
+        child.kill()
+        mine.close()
+
+
+def test_new_partitions_reassign_and_the_group_survives_a_server_restart(tmp_path, topic_name):
+    """Partitions added to a subscribed topic bump the group epoch and are assigned; the
+    group's epochs and assignment are persisted in __consumer_offsets, so after a restart
+    the member goes on with its epoch (a group rebuilt from nothing would be at epoch 1)."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    server = ServerProcess(tmp_path / "data", settings=SETTINGS)
+    try:
+        server.start()
+        create_topic(server.bootstrap, topic_name, partitions=2)
+        group = f"g-{topic_name}"
+        c = consumer(server.bootstrap, group)
+        c.subscribe([topic_name])
+        got: list[str] = []
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and assigned(c) != {0, 1}:
+                poll_into(c, got, 0.3)
+            assert assigned(c) == {0, 1}
+            assert describe_raw(server.port, group).group_epoch == 1
+            admin = AdminClient({"bootstrap.servers": server.bootstrap})
+            admin.create_partitions([NewPartitions(topic_name, PARTITIONS)])[topic_name].result(30)
+            while time.monotonic() < deadline and assigned(c) != set(range(PARTITIONS)):
+                poll_into(c, got, 0.3)
+            assert assigned(c) == set(range(PARTITIONS))
+            produce(server.bootstrap, topic_name, [f"x{i}" for i in range(20)])
+            while time.monotonic() < deadline and len(got) < 20:
+                poll_into(c, got, 0.3)
+            before = describe_raw(server.port, group)
+            assert before.group_epoch == 2 and before.group_state == "Stable"
+            [member] = before.members
+            assert member.member_epoch == 2
+            server.stop()
+            server.start()  # same port, same data
+            after = describe_raw(server.port, group)
+            assert after.group_epoch >= 2
+            assert [(m.member_id, m.member_epoch >= 2) for m in after.members] == \
+                [(member.member_id, True)]
+            assert {p for tp in after.members[0].assignment.topic_partitions
+                    for p in tp.partitions} == set(range(PARTITIONS))
+            produce(server.bootstrap, topic_name, [f"y{i}" for i in range(20)])
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and len(got) < 40:
+                poll_into(c, got, 0.3)
+            assert sorted(got) == sorted([f"x{i}" for i in range(20)] + [f"y{i}" for i in range(20)])
+            final = describe_raw(server.port, group)
+            assert [m.member_id for m in final.members] == [member.member_id]
+            assert final.group_epoch >= 2
+        finally:
+            c.close()
+    finally:
+        server.stop()
