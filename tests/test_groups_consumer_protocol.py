@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import rawwire as rw
-from clienthelpers import create_topic
+from clienthelpers import create_topic, kp_admin
 from serverproc import ServerProcess
 
 from kafkaproto.frames import decode_response, encode_request
@@ -153,6 +153,18 @@ def test_two_consumers_share_partitions_and_one_takes_over_from_a_killed_one(srv
         assert sorted(map(sorted, by_member)) == sorted([sorted(share), sorted(child.assigned)])
         listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(30)
         assert group in {g.group_id for g in listed.valid}
+        # ... and through DescribeGroups (kafka-python), as a classic consumer group would be
+        kp = kp_admin(srv.bootstrap)
+        try:
+            info = kp.describe_groups([group])[group]
+        finally:
+            kp.close()
+        assert (info["group_state"], info["protocol_type"], info["protocol_data"]) == \
+            ("Stable", "consumer", "uniform")
+        shares = [sorted(p for a in m["member_assignment"]["assigned_partitions"]
+                         for p in a["partitions"]) for m in info["members"]]
+        assert sorted(shares) == sorted([sorted(share), sorted(child.assigned)])
+        assert all(m["member_metadata"]["topics"] == [topic_name] for m in info["members"])
 
         # 2. together they read every record exactly once
         first = [f"a{i}" for i in range(200)]
@@ -242,3 +254,51 @@ def test_new_partitions_reassign_and_the_group_survives_a_server_restart(tmp_pat
             c.close()
     finally:
         server.stop()
+
+
+def test_static_member_restart_keeps_its_partitions_without_a_rebalance(srv, topic_name):
+    """A static member (group.instance.id) that closes leaves with epoch -2; a new
+    consumer under the same instance id takes its place and partitions back while the
+    group epoch stays where it was."""
+    from confluent_kafka import Consumer
+
+    create_topic(srv.bootstrap, topic_name, partitions=PARTITIONS)
+    group = f"g-{topic_name}"
+
+    def static_consumer():
+        c = Consumer({"bootstrap.servers": srv.bootstrap, "group.id": group,
+                      "group.protocol": "consumer", "group.instance.id": "instance-1",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.subscribe([topic_name])
+        return c
+
+    got: list[str] = []
+    first = static_consumer()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and assigned(first) != set(range(PARTITIONS)):
+            poll_into(first, got, 0.3)
+        assert assigned(first) == set(range(PARTITIONS))
+        before = describe_raw(srv.port, group)
+        [old] = before.members
+        assert old.instance_id == "instance-1"
+    finally:
+        first.close()
+    left = describe_raw(srv.port, group)
+    assert [(m.member_id, m.member_epoch) for m in left.members] == [(old.member_id, -2)]
+    second = static_consumer()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and assigned(second) != set(range(PARTITIONS)):
+            poll_into(second, got, 0.3)
+        assert assigned(second) == set(range(PARTITIONS))
+        after = describe_raw(srv.port, group)
+        [new] = after.members
+        assert new.instance_id == "instance-1"
+        assert after.group_epoch == before.group_epoch  # no rebalance
+        produce(srv.bootstrap, topic_name, [f"s{i}" for i in range(8)])
+        while time.monotonic() < deadline and len(got) < 8:
+            poll_into(second, got, 0.3)
+        assert sorted(got) == sorted(f"s{i}" for i in range(8))
+    finally:
+        second.close()
