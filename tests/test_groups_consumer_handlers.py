@@ -24,6 +24,7 @@ from kafkaproto.messages import (
     JoinGroupRequest,
     ListGroupsRequest,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
 )
 from logserver import request_context
@@ -38,6 +39,7 @@ from logserver.handlers import (
     join_group,
     list_groups,
     offset_commit,
+    offset_delete,
     offset_fetch,
 )
 from logserver.security.acl import (
@@ -203,6 +205,26 @@ def test_consumer_group_apis_end_to_end_with_acls() -> None:
                                                JoinGroupRequest.JoinGroupRequestProtocol(
                                                    name="range", metadata=b"")]))
         assert join.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+        # OffsetDelete: not for topics the live group subscribes to
+        dropped = await call(ADMIN, offset_delete.handle, broker, ApiKey.OFFSET_DELETE, 0,
+                             OffsetDeleteRequest(group_id="g", topics=[
+                                 OffsetDeleteRequest.OffsetDeleteRequestTopic(name=n, partitions=[
+                                     OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=0)])
+                                 for n in ("t", "x")]))
+        assert dropped.error_code == ErrorCode.NONE
+        assert {t.name: t.partitions[0].error_code for t in dropped.topics} == {
+            "t": ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, "x": ErrorCode.NONE}
+
+        # an empty consumer group without offsets goes with the offset expiry check
+        left = await call(ADMIN, hb, broker, key, 0,
+                          heartbeat("g0", v0.member_id, -1))
+        assert left.error_code == 0
+        broker.groups.expire_offsets()
+        missing = await call(ADMIN, consumer_group_describe.handle, broker,
+                             ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
+                             ConsumerGroupDescribeRequest(group_ids=["g0"]))
+        assert missing.groups[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
         # DeleteGroups: only once empty
         deleted = await call(ADMIN, delete_groups.handle, broker, ApiKey.DELETE_GROUPS, 2,

@@ -397,9 +397,29 @@ class GroupCoordinator:
         error = self._status(group_id, allow_empty=False)
         if error is not None:
             return self._answered((error, {}))
+        refused: dict[TopicPartition, int] = {}
+        if self.consumer.is_consumer_group(group_id):
+            # as Kafka: a live consumer group keeps the offsets of topics it subscribes to
+            subscribed = self.consumer.subscribed_topics(group_id, self.catalog)
+            refused = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions
+                       if tp[0] in subscribed}
+            partitions = [tp for tp in partitions if tp[0] not in subscribed]
+            if group_id not in self.groups:  # nothing committed: nothing to delete
+                return self._answered((ErrorCode.NONE, {**dict.fromkeys(partitions, 0),
+                                                        **refused}))
         request, future = self._park()
         self._execute(self.offsets.delete_offsets(self.now_ms(), request, group_id, partitions))
-        return future
+        if not refused:
+            return future
+        merged: asyncio.Future[tuple[int, dict[TopicPartition, int]]] = self.loop.create_future()
+
+        def merge(done: asyncio.Future[tuple[int, dict[TopicPartition, int]]]) -> None:
+            if not merged.done() and not done.cancelled():
+                error, errors = done.result()
+                merged.set_result((error, {**errors, **refused}))
+
+        future.add_done_callback(merge)
+        return merged
 
     def delete_groups(self, group_ids: list[str]) -> asyncio.Future[list[tuple[str, int]]]:
         request, future = self._park()
@@ -481,6 +501,7 @@ class GroupCoordinator:
         """Kafka's offset expiry (offsets.retention.minutes); returns offsets removed."""
         removed, decisions = self.offsets.expire(self.now_ms())
         self._execute(decisions)
+        self._forget_empty_consumer_groups()
         return removed
 
     def _on_expiry_timer(self) -> None:
@@ -491,6 +512,22 @@ class GroupCoordinator:
         except Exception:  # a bug here must not stop future cleanups
             log.exception("offset expiry failed")
         self.timers.arm(OFFSET_EXPIRY_TIMER, self.retention_check_ms)
+
+    def _forget_empty_consumer_groups(self) -> None:
+        """As Kafka's cleanup: a consumer group without members or offsets is deleted."""
+        for group_id in [g.group_id for g in self.consumer.list_groups() if not g.members]:
+            holder = self.groups.get(group_id)
+            if holder is None or not holder.has_offsets():
+                _, decisions = self.consumer.delete_group(self.now_ms(), group_id, self.catalog)
+                self._execute(decisions)
+
+    def member_count(self, group_id: str) -> int:
+        """Members of a classic or consumer-protocol group (0 if unknown)."""
+        consumer_group = self.consumer.describe(group_id)
+        if consumer_group is not None:
+            return len(consumer_group.members)
+        group = self.membership.describe(group_id)
+        return 0 if group is None else len(group.members)
 
     async def on_topic_deleted(self, topic: str) -> int:
         """A deleted topic's committed offsets go too (Kafka's handleDeletedPartitions);

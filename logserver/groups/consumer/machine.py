@@ -598,6 +598,16 @@ class ConsumerGroups(DecisionMaker):
         log.info("consumer group %s deleted", group_id)
         return None, self._done()
 
+    def subscribed_topics(self, group_id: str, catalog: TopicCatalog) -> set[str]:
+        """Topics some member subscribes to (by name, or by regex among existing topics)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        topics: set[str] = set()
+        for subscribed in self._subscriptions(group, catalog).values():
+            topics |= subscribed
+        return topics
+
     def list_groups(self) -> Iterable[ConsumerGroup]:
         return self.groups.values()
 
