@@ -302,3 +302,33 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(srv, top
         assert sorted(got) == sorted(f"s{i}" for i in range(8))
     finally:
         second.close()
+
+
+def test_regex_subscription_picks_up_topics_created_later(srv, topic_name):
+    """librdkafka sends a ``^``-prefixed subscription as SubscribedTopicRegex (v1): the
+    broker resolves it, and a matching topic created later joins the assignment."""
+    create_topic(srv.bootstrap, f"{topic_name}-a", partitions=2)
+    create_topic(srv.bootstrap, f"other-{topic_name}", partitions=2)
+    c = consumer(srv.bootstrap, f"g-{topic_name}")
+    c.subscribe([f"^{topic_name}-.*"])
+    got: list[str] = []
+
+    def topics() -> set[tuple[str, int]]:
+        return {(tp.topic, tp.partition) for tp in c.assignment()}
+
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not topics():
+            poll_into(c, got, 0.3)
+        assert topics() == {(f"{topic_name}-a", 0), (f"{topic_name}-a", 1)}
+        create_topic(srv.bootstrap, f"{topic_name}-b", partitions=1)
+        want = {(f"{topic_name}-a", 0), (f"{topic_name}-a", 1), (f"{topic_name}-b", 0)}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and topics() != want:
+            poll_into(c, got, 0.3)
+        assert topics() == want
+        group = describe_raw(srv.port, f"g-{topic_name}")
+        # librdkafka joins its regexes into one: (^a)|(^b)
+        assert group.members[0].subscribed_topic_regex == f"(^{topic_name}-.*)"
+    finally:
+        c.close()
