@@ -161,6 +161,9 @@ class ConsumerGroups(DecisionMaker):
         self.groups: dict[str, ConsumerGroup] = {}
         self._new_member_id = new_member_id
         self._regex_cache: dict[str, re.Pattern[str]] = {}
+        # members whose records the event being handled may have changed (all: a new target)
+        self._touched: set[str] = set()
+        self._touched_all = False
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -183,6 +186,7 @@ class ConsumerGroups(DecisionMaker):
                   catalog: TopicCatalog) -> list[Decision]:
         """Answers ``request`` with a ``HeartbeatResult`` once its records are durable."""
         self._begin(now_ms)
+        self._touched, self._touched_all = set(), False
         touched: ConsumerGroup | None = None
         try:
             touched, result = self._heartbeat(hb, catalog)
@@ -242,7 +246,10 @@ class ConsumerGroups(DecisionMaker):
             group = self.groups[hb.group_id] = ConsumerGroup(hb.group_id, self._now)
             log.info("consumer group %s created", hb.group_id)
         member, is_new = self._member(group, hb)
+        self._touched.add(member.member_id)
         changed = self._apply_changes(member, hb)
+        if changed:
+            group.subscription_cache = None
         bumped = False
         if is_new or changed:
             bumped = self._bump(group, f"member {member.member_id} "
@@ -253,10 +260,16 @@ class ConsumerGroups(DecisionMaker):
         if hb.owned is not None:
             member.owned = hb.owned
         before = dict(member.assigned)
-        owners = group.owners()
+        owners: dict[tuple[str, int], str] | None = None
+
+        def held_by_other(topic: str, partition: int) -> bool:
+            nonlocal owners
+            if owners is None:  # only needed when the member is due new partitions
+                owners = group.owners()
+            return owners.get((topic, partition), member.member_id) != member.member_id
+
         reconcile(member, group.assignment_epoch, group.target.get(member.member_id, {}),
-                  lambda t, p: owners.get((t, p), member.member_id) != member.member_id,
-                  hb.owned if hb.member_epoch != 0 else {})
+                  held_by_other, hb.owned if hb.member_epoch != 0 else {})
         self._arm_member_timers(group, member)
         full = (hb.rebalance_timeout_ms != -1 and hb.owned is not None
                 and (hb.subscribed_names is not None or hb.subscribed_regex is not None))
@@ -320,6 +333,7 @@ class ConsumerGroups(DecisionMaker):
         self._cancel(old.session_timer)
         self._cancel(old.revocation_timer)
         target = group.target.get(old.member_id, {})
+        self._touched.add(old.member_id)
         group.remove(old.member_id)
         member = Member(member_id, instance_id=old.instance_id, rack_id=old.rack_id,
                         client_id=old.client_id, client_host=old.client_host,
@@ -376,12 +390,20 @@ class ConsumerGroups(DecisionMaker):
             out[member.member_id] = frozenset(topics)
         return out
 
+    def _subscribed_topics(self, group: ConsumerGroup, catalog: TopicCatalog) -> set[str]:
+        names, regexes = group.subscriptions()
+        topics = set(names)
+        if regexes:
+            existing = [n for n in catalog.topic_names() if not n.startswith("__")]
+            for regex in regexes:
+                pattern = self._regex(regex)
+                topics.update(n for n in existing if pattern.fullmatch(n))
+        return topics
+
     def _refresh_metadata(self, group: ConsumerGroup, catalog: TopicCatalog,
                           bumped: bool) -> None:
         """A subscribed topic created, deleted or grown bumps the group epoch."""
-        topics: set[str] = set()
-        for subscribed in self._subscriptions(group, catalog).values():
-            topics |= subscribed
+        topics = self._subscribed_topics(group, catalog)
         counts = {}
         for topic in topics:
             n = catalog.partition_count(topic)
@@ -399,6 +421,7 @@ class ConsumerGroups(DecisionMaker):
         group.target = ASSIGNORS[name](subscriptions, group.topic_partitions, group.target)
         group.assignor = name
         group.assignment_epoch = group.group_epoch
+        self._touched_all = True
         log.info("group %s: target assignment of epoch %d by %s: %s", group.group_id,
                  group.assignment_epoch, name,
                  {m: count(ps) for m, ps in group.target.items()})
@@ -443,6 +466,7 @@ class ConsumerGroups(DecisionMaker):
                                       self.settings.heartbeat_interval_ms)
 
     def _remove(self, group: ConsumerGroup, member: Member, why: str) -> None:
+        self._touched.add(member.member_id)
         self._cancel(member.session_timer)
         self._cancel(member.revocation_timer)
         group.remove(member.member_id)
@@ -454,6 +478,7 @@ class ConsumerGroups(DecisionMaker):
 
     def on_timer(self, now_ms: int, key: TimerKey, catalog: TopicCatalog) -> list[Decision]:
         self._begin(now_ms)
+        self._touched, self._touched_all = set(), False
         group = self.groups.get(key.group_id)
         member = group.members.get(key.member_id) if group is not None else None
         if group is None or member is None:
@@ -474,20 +499,40 @@ class ConsumerGroups(DecisionMaker):
     def _persist(self, group: ConsumerGroup, catalog: TopicCatalog,
                  request: RequestId | None, result: Any) -> bool:
         """Append the group's records that changed since the last append (tombstones for
-        those gone); True if an append carries ``request``'s answer."""
-        desired = {} if group.group_id not in self.groups else self.records_of(group, catalog)
+        those gone); True if an append carries ``request``'s answer.
+
+        Only the group's own records and those of the members this event touched are
+        encoded and compared, unless a new target assignment touched everyone: a steady
+        heartbeat costs the same in a group of ten members as in one of a thousand."""
+        gid = group.group_id
+        if gid not in self.groups:
+            desired: dict[bytes, bytes] = {}
+            candidates: Iterable[bytes] = list(group.persisted)
+        elif self._touched_all:
+            desired = self.records_of(group, catalog)
+            candidates = list(group.persisted)
+        else:
+            desired = self.records_of(group, catalog, self._touched)
+            candidates = [rec.key(kind, gid, m) for m in self._touched
+                          for kind in (rec.MEMBER_METADATA, rec.TARGET_MEMBER, rec.CURRENT_MEMBER)]
         changes: list[tuple[bytes, bytes | None]] = [
             (k, v) for k, v in desired.items() if group.persisted.get(k) != v]
-        changes += [(k, None) for k in group.persisted if k not in desired]
+        changes += [(k, None) for k in candidates if k in group.persisted and k not in desired]
         if not changes:
             return False
-        group.persisted = desired
+        for k, v in changes:
+            if v is None:
+                del group.persisted[k]
+            else:
+                group.persisted[k] = v
         self._out.append(Append(group.group_id, tuple(changes),
                                 ConsumerWritten(group.group_id, request, result)))
         return True
 
-    def records_of(self, group: ConsumerGroup, catalog: TopicCatalog) -> dict[bytes, bytes]:
-        """Every live record of ``group``: key -> value."""
+    def records_of(self, group: ConsumerGroup, catalog: TopicCatalog,
+                   members: Iterable[str] | None = None) -> dict[bytes, bytes]:
+        """The live records of ``group`` (key -> value): the group's own and those of
+        ``members`` (default: every member)."""
         gid = group.group_id
 
         def by_id(partitions: Partitions, cls: Any) -> list[Any]:
@@ -504,7 +549,9 @@ class ConsumerGroups(DecisionMaker):
             rec.key(rec.TARGET_METADATA, gid): rec.encode_value(
                 rec.TargetMetadataValue(assignment_epoch=group.assignment_epoch)),
         }
-        for m in group.members.values():
+        chosen = (group.members.values() if members is None
+                  else [group.members[m] for m in members if m in group.members])
+        for m in chosen:
             out[rec.key(rec.MEMBER_METADATA, gid, m.member_id)] = rec.encode_value(
                 rec.MemberMetadataValue(
                     instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
@@ -594,6 +641,7 @@ class ConsumerGroups(DecisionMaker):
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP, self._done()
         del self.groups[group_id]
+        self._touched, self._touched_all = set(), True
         self._persist(group, catalog, None, None)
         log.info("consumer group %s deleted", group_id)
         return None, self._done()
@@ -601,12 +649,7 @@ class ConsumerGroups(DecisionMaker):
     def subscribed_topics(self, group_id: str, catalog: TopicCatalog) -> set[str]:
         """Topics some member subscribes to (by name, or by regex among existing topics)."""
         group = self.groups.get(group_id)
-        if group is None:
-            return set()
-        topics: set[str] = set()
-        for subscribed in self._subscriptions(group, catalog).values():
-            topics |= subscribed
-        return topics
+        return set() if group is None else self._subscribed_topics(group, catalog)
 
     def list_groups(self) -> Iterable[ConsumerGroup]:
         return self.groups.values()

@@ -119,6 +119,8 @@ class ConsumerGroup:
         self.topic_partitions: dict[str, int] = {}
         # what ``__consumer_offsets`` holds for this group: key -> value
         self.persisted: dict[bytes, bytes] = {}
+        # (topic names, regexes) the members subscribe to; None: to be recomputed
+        self.subscription_cache: tuple[frozenset[str], frozenset[str]] | None = None
 
     def __repr__(self) -> str:
         return (f"ConsumerGroup({self.group_id!r}, {self.state.value}, epoch {self.group_epoch}, "
@@ -136,17 +138,31 @@ class ConsumerGroup:
         return GroupState.STABLE
 
     def add(self, member: Member) -> None:
+        self.subscription_cache = None
         self.members[member.member_id] = member
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
 
     def remove(self, member_id: str) -> Member | None:
+        self.subscription_cache = None
         member = self.members.pop(member_id, None)
         if (member is not None and member.instance_id is not None
                 and self.static_members.get(member.instance_id) == member_id):
             del self.static_members[member.instance_id]
         self.target.pop(member_id, None)
         return member
+
+    def subscriptions(self) -> tuple[frozenset[str], frozenset[str]]:
+        """Every topic name and every regex some member subscribes to (cached)."""
+        if self.subscription_cache is None:
+            names: set[str] = set()
+            regexes: set[str] = set()
+            for member in self.members.values():
+                names.update(member.subscribed_names)
+                if member.subscribed_regex:
+                    regexes.add(member.subscribed_regex)
+            self.subscription_cache = (frozenset(names), frozenset(regexes))
+        return self.subscription_cache
 
     def owners(self) -> dict[tuple[str, int], str]:
         """(topic, partition) -> the member that holds it (assigned or being revoked)."""
