@@ -241,3 +241,30 @@ def test_consumer_group_apis_end_to_end_with_acls() -> None:
         assert missing.groups[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
     run(scenario, acls)
+
+
+def test_offsets_of_subscribed_topics_do_not_expire_while_the_group_lives() -> None:
+    async def scenario(broker: Broker) -> None:
+        await call(ADMIN, create_topics.handle, broker, ApiKey.CREATE_TOPICS, 7,
+                   CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+                       name=n, num_partitions=1, replication_factor=1, assignments=[],
+                       configs=[]) for n in ("t", "x")], timeout_ms=5000))
+        joined = await call(ADMIN, consumer_group_heartbeat.handle, broker,
+                            ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("g", "m1", 0, ["t"]))
+        assert joined.member_epoch == 1
+        for topic in ("t", "x"):
+            request = commit("g", "m1", 1)
+            request.topics[0].name = topic
+            done = await call(ADMIN, offset_commit.handle, broker, ApiKey.OFFSET_COMMIT, 9, request)
+            assert done.topics[0].partitions[0].error_code == ErrorCode.NONE
+        coordinator = broker.groups
+        later = coordinator.now_ms() + 8 * 24 * 3_600_000  # past offsets.retention.minutes
+        coordinator.now_ms = lambda: later
+        # the member is still there as far as this test is concerned: no timers ran
+        assert coordinator.expire_offsets() == 1
+        fetched = await call(ADMIN, offset_fetch.handle, broker, ApiKey.OFFSET_FETCH, 9,
+                             fetch("g", "m1", 1))
+        assert [(t.name, p.committed_offset) for t in fetched.groups[0].topics
+                for p in t.partitions] == [("t", 5)]
+
+    run(scenario, [])

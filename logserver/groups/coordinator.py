@@ -99,7 +99,8 @@ class GroupCoordinator:
         self.retention_check_ms: int = config["offsets.retention.check.interval.ms"]
         self.store = OffsetsStore(broker)
         self.membership = Membership(MembershipSettings.from_config(config))
-        self.offsets = Offsets(self.membership, OffsetSettings.from_config(config))
+        self.offsets = Offsets(self.membership, OffsetSettings.from_config(config),
+                               self._consumer_subscriptions)
         # KIP-848 consumer-protocol groups beside the classic ones (groups/consumer)
         self.consumer = ConsumerGroups(ConsumerSettings.from_config(config))
         self.catalog = broker.storage  # topics as the consumer groups' assignors see them
@@ -332,6 +333,11 @@ class GroupCoordinator:
         request, future = self._park()
         self._execute(self.offsets.commit(self.now_ms(), request, group, offsets))
         return future
+
+    def _consumer_subscriptions(self, group_id: str) -> set[str] | None:
+        if not self.consumer.is_consumer_group(group_id):
+            return None
+        return self.consumer.subscribed_topics(group_id, self.catalog)
 
     def _consumer_commit(self, group_id: str, member_id: str, member_epoch: int,
                          version: int | None) -> tuple[int | None, Group | None]:
