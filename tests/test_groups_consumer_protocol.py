@@ -202,10 +202,13 @@ def test_two_consumers_share_partitions_and_one_takes_over_from_a_killed_one(srv
         mine.close()
 
 
-def test_new_partitions_reassign_and_the_group_survives_a_server_restart(tmp_path, topic_name):
+@pytest.mark.parametrize("how", ["stop", "kill9"])
+def test_new_partitions_reassign_and_the_group_survives_a_server_restart(tmp_path, topic_name,
+                                                                         how):
     """Partitions added to a subscribed topic bump the group epoch and are assigned; the
     group's epochs and assignment are persisted in __consumer_offsets, so after a restart
-    the member goes on with its epoch (a group rebuilt from nothing would be at epoch 1)."""
+    (clean, or after SIGKILL) the member goes on with its epoch (a group rebuilt from
+    nothing would be at epoch 1)."""
     from confluent_kafka.admin import AdminClient, NewPartitions
 
     server = ServerProcess(tmp_path / "data", settings=SETTINGS)
@@ -234,7 +237,10 @@ def test_new_partitions_reassign_and_the_group_survives_a_server_restart(tmp_pat
             assert before.group_epoch == 2 and before.group_state == "Stable"
             [member] = before.members
             assert member.member_epoch == 2
-            server.stop()
+            if how == "stop":
+                server.stop()
+            else:
+                server.kill9()
             server.start()  # same port, same data
             after = describe_raw(server.port, group)
             assert after.group_epoch >= 2

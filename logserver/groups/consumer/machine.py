@@ -422,9 +422,10 @@ class ConsumerGroups(DecisionMaker):
         group.assignor = name
         group.assignment_epoch = group.group_epoch
         self._touched_all = True
-        log.info("group %s: target assignment of epoch %d by %s: %s", group.group_id,
-                 group.assignment_epoch, name,
-                 {m: count(ps) for m, ps in group.target.items()})
+        counts = [count(ps) for ps in group.target.values()]
+        log.info("group %s: target assignment of epoch %d by %s: %d partitions over %d "
+                 "members (%d-%d each)", group.group_id, group.assignment_epoch, name,
+                 sum(counts), len(counts), min(counts, default=0), max(counts, default=0))
 
     def _arm_member_timers(self, group: ConsumerGroup, member: Member) -> None:
         member.session_timer = TimerKey(TimerKind.CONSUMER_SESSION, group.group_id,
