@@ -213,6 +213,15 @@ def test_owned_partitions_when_joining_are_invalid():
     assert Sim().hb("a", 0, {"t": {1}}).error == ErrorCode.INVALID_REQUEST
 
 
+def test_group_max_size_and_a_refused_first_join_creates_no_group():
+    sim = Sim(max_size=1)
+    assert sim.hb("a", 0).error == ErrorCode.NONE
+    assert sim.hb("b", 0).error == ErrorCode.GROUP_MAX_SIZE_REACHED
+    full = Sim(max_size=0)
+    assert full.hb("a", 0).error == ErrorCode.GROUP_MAX_SIZE_REACHED
+    assert "g" not in full.machine.groups
+
+
 def test_static_member_leaves_with_minus_two_and_comes_back():
     sim = Sim()
     first = sim.hb("a", 0, instance_id="i1")

@@ -194,6 +194,9 @@ class ConsumerGroups(DecisionMaker):
             log.debug("group %s: heartbeat of %s refused: %s", hb.group_id, hb.member_id,
                       refused.message)
             result = HeartbeatResult(refused.error, refused.message)
+            created = self.groups.get(hb.group_id)
+            if created is not None and not created.members and not created.persisted:
+                del self.groups[hb.group_id]  # a refused first join creates no group
         appended = self._persist(touched, catalog, request, result) if touched else False
         if not appended:
             self._out.append(Reply(request, result))
