@@ -338,3 +338,43 @@ def test_regex_subscription_picks_up_topics_created_later(srv, topic_name):
         assert group.members[0].subscribed_topic_regex == f"(^{topic_name}-.*)"
     finally:
         c.close()
+
+
+def test_transactional_offsets_of_a_consumer_protocol_member(srv, topic_name):
+    """consume-transform-produce with send_offsets_to_transaction: TxnOffsetCommit carries
+    the member epoch as its generation, and the offsets are visible once committed."""
+    from confluent_kafka import Producer, TopicPartition
+
+    source, sink = f"{topic_name}-in", f"{topic_name}-out"
+    create_topic(srv.bootstrap, source, partitions=2)
+    create_topic(srv.bootstrap, sink, partitions=2)
+    produce_values = [f"v{i}" for i in range(20)]
+    plain = Producer({"bootstrap.servers": srv.bootstrap})
+    for i, value in enumerate(produce_values):
+        plain.produce(source, value=value.encode(), partition=i % 2)
+    assert plain.flush(30) == 0
+    c = consumer(srv.bootstrap, f"g-{topic_name}")
+    c.subscribe([source])
+    txn = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": f"tx-{topic_name}"})
+    txn.init_transactions(30)
+    done = 0
+    try:
+        deadline = time.monotonic() + 60
+        while done < len(produce_values) and time.monotonic() < deadline:
+            messages = [m for m in c.consume(10, 0.3) if not m.error()]
+            if not messages:
+                continue
+            txn.begin_transaction()
+            for m in messages:
+                txn.produce(sink, value=b"out-" + m.value(), partition=m.partition())
+            offsets = {(m.topic(), m.partition()): m.offset() + 1 for m in messages}
+            txn.send_offsets_to_transaction(
+                [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                c.consumer_group_metadata(), 30)
+            txn.commit_transaction(30)
+            done += len(messages)
+        assert done == len(produce_values)
+        committed = c.committed([TopicPartition(source, 0), TopicPartition(source, 1)], 30)
+        assert [tp.offset for tp in committed] == [10, 10]
+    finally:
+        c.close()
