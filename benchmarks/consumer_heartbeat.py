@@ -7,7 +7,9 @@ heartbeats alone. The machine (``logserver/groups/consumer``) is driven directly
 sockets: N members join a topic of 2N partitions and reconcile until Stable, then every
 member heartbeats ROUNDS times; a run's figure is the mean time per heartbeat. Printed:
 median [min-max] of the runs per group size and the ratio of the largest group's
-median to the smallest's (1.0: size does not matter).
+median to the smallest's (1.0: size does not matter). Also what the ``uniform``
+assignor takes for a whole new target (N members, 2N partitions, nothing to keep) and
+when one member joins a settled group (sticky): the work of a membership change.
 
     python -m benchmarks.consumer_heartbeat [--runs 3] [--sizes 10,100,1000]
 """
@@ -19,6 +21,7 @@ import itertools
 import time
 
 from kafkaproto import ErrorCode
+from logserver.groups.consumer.assignors import uniform
 from logserver.groups.consumer.machine import (
     ConsumerGroups,
     ConsumerWritten,
@@ -89,6 +92,18 @@ def one_run(size: int) -> float:
     return (time.perf_counter() - started) / (ROUNDS * size)
 
 
+def assign_times(size: int) -> tuple[float, float]:
+    """(fresh target, one member joining a settled group) in seconds, ``uniform``."""
+    subscriptions = {f"m{i:05d}": frozenset({"t"}) for i in range(size)}
+    started = time.perf_counter()
+    settled = uniform(subscriptions, {"t": 2 * size}, {})
+    fresh = time.perf_counter() - started
+    subscriptions["joiner"] = frozenset({"t"})
+    started = time.perf_counter()
+    uniform(subscriptions, {"t": 2 * size}, settled)
+    return fresh, time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -96,9 +111,14 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     runs: dict[int, list[float]] = {size: [] for size in sizes}
+    fresh: dict[int, list[float]] = {size: [] for size in sizes}
+    joins: dict[int, list[float]] = {size: [] for size in sizes}
     for run in range(args.runs):  # the order of sizes alternates from run to run
         for size in sizes if run % 2 == 0 else list(reversed(sizes)):
             runs[size].append(one_run(size))
+            new, joined = assign_times(size)
+            fresh[size].append(new)
+            joins[size].append(joined)
     spreads = {size: Spread.of(values) for size, values in runs.items()}
     for size in sizes:
         s = spreads[size]
@@ -106,6 +126,11 @@ def main() -> None:
               f"[{s.low * 1e6:.1f}-{s.high * 1e6:.1f}], {s.runs} runs")
     ratio = spreads[sizes[-1]].median / spreads[sizes[0]].median
     print(f"largest/smallest group: {ratio:.2f}x")
+    for size in sizes:
+        a, b = Spread.of(fresh[size]), Spread.of(joins[size])
+        print(f"{size:>5} members, uniform: new target {a.median * 1e3:.1f} ms "
+              f"[{a.low * 1e3:.1f}-{a.high * 1e3:.1f}], one joins {b.median * 1e3:.1f} ms "
+              f"[{b.low * 1e3:.1f}-{b.high * 1e3:.1f}]")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ order), which makes a target assignment reproducible from the same inputs.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping
 
 TopicPartitions = dict[str, set[int]]
@@ -52,20 +53,31 @@ def uniform(subscriptions: Mapping[str, frozenset[str]], partitions: Mapping[str
                 result[member].setdefault(topic, set()).add(partition)
                 taken.add(tp)
                 load[member] += 1
-    # 2. the rest to the least loaded eligible member
+    # 2. the rest to the least loaded eligible member (a heap per topic; an entry whose
+    #    load changed meanwhile, through another topic, is refreshed when it surfaces)
     for topic, subscribers in eligible.items():
+        heap = [(load[m], m) for m in subscribers]
+        heapq.heapify(heap)
         for partition in range(partitions[topic]):
             if (topic, partition) in taken:
                 continue
-            member = min(subscribers, key=lambda m: (load[m], m))
+            while True:
+                seen, member = heapq.heappop(heap)
+                if seen == load[member]:
+                    break
+                heapq.heappush(heap, (load[member], member))
             result[member].setdefault(topic, set()).add(partition)
             load[member] += 1
+            heapq.heappush(heap, (load[member], member))
     # 3. balance: move one partition at a time from a member to an eligible one with at
     #    least two fewer, until none can move (subscriptions may differ per member)
     moved = True
-    while moved:
+    while moved and members:
         moved = False
+        lowest = min(load.values())
         for giver in sorted(members, key=lambda m: (-load[m], m)):
+            if load[giver] < lowest + 2:
+                break  # the rest have even less: nobody can take from them
             for topic in sorted(result[giver]):
                 receivers = [m for m in eligible[topic] if load[m] <= load[giver] - 2]
                 if not receivers or not result[giver][topic]:
