@@ -7,6 +7,12 @@ session timeout is the floor: the coordinator can only notice a silent member af
 it, so the figure is printed next to it.
 
     python -m benchmarks.group_recovery [--rounds 3] [--session-timeout-ms 3000]
+        [--protocols classic,consumer]
+
+``--protocols consumer`` runs the members as confluent-kafka consumers with
+``group.protocol=consumer`` (KIP-848; the session timeout is then the broker's
+``group.consumer.session.timeout.ms``); with both, each round measures both, in
+alternating order, on the same server.
 """
 
 from __future__ import annotations
@@ -48,6 +54,18 @@ while True:
     consumer.poll(timeout_ms=200)
 """
 
+# The same member with the KIP-848 protocol (the session timeout is the broker's).
+CONSUMER_PROTOCOL_MEMBER_SCRIPT = """
+import sys
+from confluent_kafka import Consumer
+bootstrap, topic, group, session_ms, client_id = sys.argv[1:6]
+consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
+                     "group.protocol": "consumer", "enable.auto.commit": False})
+consumer.subscribe([topic])
+while True:
+    consumer.poll(0.2)
+"""
+
 
 def _owners(admin: KafkaAdminClient, group: str, topic: str) -> tuple[str, dict[str, int]] | None:
     """(group state, member id -> partitions owned) from DescribeGroups."""
@@ -77,16 +95,19 @@ def _wait_until(admin: KafkaAdminClient, group: str, topic: str, members: int,
 
 
 def _start_member(bootstrap: str, topic: str, group: str, session_ms: int,
-                  index: int) -> ChildProcess:
-    return ChildProcess(argv=[sys.executable, "-c", MEMBER_SCRIPT, bootstrap, topic, group,
+                  index: int, protocol: str = "classic") -> ChildProcess:
+    script = CONSUMER_PROTOCOL_MEMBER_SCRIPT if protocol == "consumer" else MEMBER_SCRIPT
+    return ChildProcess(argv=[sys.executable, "-c", script, bootstrap, topic, group,
                               str(session_ms), f"member-{index}"],
                         name=f"member-{index}", log_path=Path(os.devnull)).spawn()
 
 
-def measure_round(bootstrap: str, admin: KafkaAdminClient, round_no: int, session_ms: int) -> float:
-    topic, group = f"recovery-{round_no}", f"recovery-group-{round_no}"
+def measure_round(bootstrap: str, admin: KafkaAdminClient, round_no: int, session_ms: int,
+                  protocol: str = "classic") -> float:
+    topic, group = f"recovery-{protocol}-{round_no}", f"recovery-group-{protocol}-{round_no}"
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-    members = [_start_member(bootstrap, topic, group, session_ms, i) for i in range(MEMBERS)]
+    members = [_start_member(bootstrap, topic, group, session_ms, i, protocol)
+               for i in range(MEMBERS)]
     try:
         _wait_until(admin, group, topic, MEMBERS, time.monotonic() + SETTLE_TIMEOUT_S)
         killed_at = time.monotonic()
@@ -106,38 +127,58 @@ def main(argv: list[str] | None = None) -> int:
                         help="consumers' session timeout (default 3000)")
     parser.add_argument("--output", type=Path, default=Path("benchmarks/results/group_recovery.json"),
                         help="result file (JSON)")
+    parser.add_argument("--protocols", default="classic",
+                        help="classic, consumer (KIP-848) or both: classic,consumer")
     args = parser.parse_args(argv)
+    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    if not protocols or any(p not in ("classic", "consumer") for p in protocols):
+        parser.error("--protocols takes classic and/or consumer")
+    session_ms = args.session_timeout_ms
     logging.basicConfig(level=logging.WARNING)
     progress = Progress()
     with tempfile.TemporaryDirectory(prefix="group-recovery-") as workdir:
-        target = LogserverTarget(Path(workdir), ["--group.initial.rebalance.delay.ms", "0",
-                                                 "--group.min.session.timeout.ms", "100"])
+        target = LogserverTarget(Path(workdir), [
+            "--group.initial.rebalance.delay.ms", "0", "--group.min.session.timeout.ms", "100",
+            "--group.consumer.session.timeout.ms", str(session_ms),
+            "--group.consumer.heartbeat.interval.ms", str(max(100, session_ms // 6))])
         with target:
             assert target.bootstrap is not None
             admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
             try:
                 progress.start("group recovery after kill -9", args.rounds, "rounds")
-                times = []
+                by_protocol: dict[str, list[float]] = {p: [] for p in protocols}
                 for round_no in range(args.rounds):
-                    times.append(measure_round(target.bootstrap, admin, round_no, args.session_timeout_ms))
+                    order = protocols if round_no % 2 == 0 else list(reversed(protocols))
+                    for protocol in order:
+                        by_protocol[protocol].append(measure_round(
+                            target.bootstrap, admin, round_no, session_ms, protocol))
                     progress.update(round_no + 1)
-                progress.finish(f"{len(times)} rounds")
+                progress.finish(f"{args.rounds} rounds")
             finally:
                 admin.close()
+    times = by_protocol[protocols[0]]
     result = {
         "workload": "group recovery after a member's kill -9",
         "session_timeout_ms": args.session_timeout_ms,
         "members": MEMBERS, "partitions": PARTITIONS,
+        "protocol": protocols[0],
         "recovery_s": times,
         "median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
+        "by_protocol": {p: {"recovery_s": t, "median_s": statistics.median(t),
+                            "min_s": min(t), "max_s": max(t)} for p, t in by_protocol.items()},
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"group recovery after kill -9 of 1 of {MEMBERS} members ({PARTITIONS} partitions), "
           f"session timeout {args.session_timeout_ms} ms:")
-    print(f"  median {result['median_s']:.2f} s [{result['min_s']:.2f}-{result['max_s']:.2f}] "
-          f"over {len(times)} rounds "
-          f"({result['median_s'] * 1000 / args.session_timeout_ms:.2f}x the session timeout)")
+    for protocol, times in by_protocol.items():
+        median = statistics.median(times)
+        print(f"  {protocol:>8}: median {median:.2f} s [{min(times):.2f}-{max(times):.2f}] "
+              f"over {len(times)} rounds "
+              f"({median * 1000 / args.session_timeout_ms:.2f}x the session timeout)")
+    if len(by_protocol) == 2:
+        classic, consumer = (statistics.median(by_protocol[p]) for p in ("classic", "consumer"))
+        print(f"  consumer/classic recovery time: {consumer / classic:.2f}x")
     print(f"  result file: {args.output}")
     return 0
 

@@ -141,6 +141,17 @@ def _optional_int_in(low: int) -> Callable[[str], int | None]:
     return parse
 
 
+def _assignor_list(text: str) -> list[str]:
+    """Comma-separated server-side assignor names, each one we implement."""
+    aliases = {"UniformAssignor": "uniform", "RangeAssignor": "range"}  # Kafka's class names
+    names = [aliases.get(n.strip().rsplit(".", 1)[-1], n.strip())
+             for n in text.split(",") if n.strip()]
+    known = ("uniform", "range")
+    if not names or any(n not in known for n in names):
+        raise ValueError(f"expected a list of {', '.join(known)}, got {text!r}")
+    return names
+
+
 def _budget_bytes(text: str) -> int | None:
     """A positive byte count, or -1 for no limit (Kafka's convention)."""
     value = int(text.strip())
@@ -242,6 +253,18 @@ SETTINGS: dict[str, Setting] = {
                 "How long the first rebalance of an empty group waits for more members to join."),
         Setting("group.max.size", str(2**31 - 1), _int_in(1, 2**31 - 1),
                 "Most members one group may have (else GROUP_MAX_SIZE_REACHED)."),
+        # the consumer group protocol, KIP-848 (logserver/groups/consumer)
+        Setting("group.consumer.session.timeout.ms", "45000", _int_in(1, 2**31 - 1),
+                "A consumer-protocol member that sends no ConsumerGroupHeartbeat for this "
+                "long is removed and its partitions go to the others."),
+        Setting("group.consumer.heartbeat.interval.ms", "5000", _int_in(1, 2**31 - 1),
+                "How often consumer-protocol members are told to heartbeat."),
+        Setting("group.consumer.assignors", "uniform,range", _assignor_list,
+                "Server-side assignors members may name (uniform, range); the first is "
+                "the default."),
+        Setting("group.consumer.max.size", str(2**31 - 1), _int_in(1, 2**31 - 1),
+                "Most members one consumer-protocol group may have (else "
+                "GROUP_MAX_SIZE_REACHED)."),
         Setting("offsets.topic.num.partitions", "1", _int_in(1, 1000),
                 "Partitions of the internal __consumer_offsets topic when it is created "
                 "(one node gains nothing from more; in cluster mode 50 unless set, as "

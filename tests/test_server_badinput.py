@@ -111,10 +111,10 @@ def test_garbage_frame(module_server, seeded, payload):
 
 
 # ---------------------------------------------------------------- unknown API key
-@pytest.mark.parametrize("api_key", [9999, 30000, 68])
+@pytest.mark.parametrize("api_key", [9999, 30000, 71])
 def test_unknown_api_key(module_server, seeded, api_key):
-    """An API key the server does not implement (9999, 30000: none; 68
-    ConsumerGroupHeartbeat: real but not served). Kafka closes the connection."""
+    """An API key the server does not implement (9999, 30000: none; 71
+    GetTelemetrySubscriptions: real but not served). Kafka closes the connection."""
     _, check = seeded
     with rw.Conn(module_server.port) as c:
         c.send(rw.request(api_key, 0, 4242, b"\x00" * 16))
@@ -155,16 +155,16 @@ def test_api_versions_advertised_ranges(module_server):
     for key, rng in want.items():
         assert keys.get(key) == rng, f"api {key}: advertised {keys.get(key)}, want {rng}"
     # the group APIs, with the ranges every client profile needs
-    groups = {8: (2, 8), 9: (1, 8), 10: (0, 4), 11: (0, 9), 12: (0, 4), 13: (0, 5),
-              14: (0, 5), 15: (0, 5), 16: (0, 4)}
+    groups = {8: (2, 9), 9: (1, 9), 10: (0, 4), 11: (0, 9), 12: (0, 4), 13: (0, 5),
+              14: (0, 5), 15: (0, 5), 16: (0, 5), 68: (0, 1), 69: (0, 1)}
     for key, rng in groups.items():
         assert keys.get(key) == rng, f"api {key}: advertised {keys.get(key)}, want {rng}"
     # transactions (KIP-98) over the versions implemented
     for key, rng in {24: (0, 3), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 3), 61: (0, 0),
                      65: (0, 0), 66: (0, 1)}.items():
         assert keys.get(key) == rng, f"api {key}: advertised {keys.get(key)}, want {rng}"
-    # never KIP-848 groups (not yet), telemetry, share groups
-    for key in (68, 71, 72, 76, 77, 78, 79):
+    # never telemetry, share groups
+    for key in (71, 72, 76, 77, 78, 79):
         assert key not in keys, f"api {key} advertised but not implemented"
 
 

@@ -53,6 +53,14 @@ from .api_versions import (
     ApiVersionsResponse,
 )
 from .cluster import DESCRIBE_CLUSTER, DescribeClusterRequest, DescribeClusterResponse
+from .consumer_groups import (
+    CONSUMER_GROUP_DESCRIBE,
+    CONSUMER_GROUP_HEARTBEAT,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from .fetch import (
     FETCH,
     LIST_OFFSETS,
@@ -201,6 +209,8 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
             LIST_TRANSACTIONS,
             DESCRIBE_CLUSTER,
             WRITE_TXN_MARKERS,
+            CONSUMER_GROUP_HEARTBEAT,
+            CONSUMER_GROUP_DESCRIBE,
         ),
         key=lambda s: s.api_key,
     )
@@ -236,6 +246,10 @@ __all__ = [
     "TxnOffsetCommitResponse",
     "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "CreateAclsRequest",

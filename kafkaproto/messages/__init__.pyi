@@ -17,6 +17,8 @@ DESCRIBE_LOG_DIRS: ApiSpec
 INCREMENTAL_ALTER_CONFIGS: ApiSpec
 API_VERSIONS: ApiSpec
 DESCRIBE_CLUSTER: ApiSpec
+CONSUMER_GROUP_DESCRIBE: ApiSpec
+CONSUMER_GROUP_HEARTBEAT: ApiSpec
 FETCH: ApiSpec
 LIST_OFFSETS: ApiSpec
 OFFSET_FOR_LEADER_EPOCH: ApiSpec
@@ -290,8 +292,10 @@ class OffsetFetchRequest(Message):
         def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
     class OffsetFetchRequestGroup(Struct):
         group_id: str
+        member_id: str | None
+        member_epoch: int
         topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None
-        def __init__(self, *, group_id: str = ..., topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None = ...) -> None: ...
+        def __init__(self, *, group_id: str = ..., member_id: str | None = ..., member_epoch: int = ..., topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None = ...) -> None: ...
     group_id: str
     topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None
     groups: list[OffsetFetchRequest.OffsetFetchRequestGroup]
@@ -473,14 +477,16 @@ class DescribeGroupsResponse(Message):
 
 class ListGroupsRequest(Message):
     states_filter: list[str]
-    def __init__(self, *, states_filter: list[str] = ...) -> None: ...
+    types_filter: list[str]
+    def __init__(self, *, states_filter: list[str] = ..., types_filter: list[str] = ...) -> None: ...
 
 class ListGroupsResponse(Message):
     class ListedGroup(Struct):
         group_id: str
         protocol_type: str
         group_state: str
-        def __init__(self, *, group_id: str = ..., protocol_type: str = ..., group_state: str = ...) -> None: ...
+        group_type: str
+        def __init__(self, *, group_id: str = ..., protocol_type: str = ..., group_state: str = ..., group_type: str = ...) -> None: ...
     throttle_time_ms: int
     error_code: int
     groups: list[ListGroupsResponse.ListedGroup]
@@ -1195,3 +1201,79 @@ class ListTransactionsResponse(Message):
     unknown_state_filters: list[str]
     transaction_states: list[ListTransactionsResponse.TransactionState]
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., unknown_state_filters: list[str] = ..., transaction_states: list[ListTransactionsResponse.TransactionState] = ...) -> None: ...
+
+class ConsumerGroupHeartbeatRequest(Message):
+    class TopicPartitions(Struct):
+        topic_id: bytes
+        partitions: list[int]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[int] = ...) -> None: ...
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: list[str] | None
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    topic_partitions: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., member_epoch: int = ..., instance_id: str | None = ..., rack_id: str | None = ..., rebalance_timeout_ms: int = ..., subscribed_topic_names: list[str] | None = ..., subscribed_topic_regex: str | None = ..., server_assignor: str | None = ..., topic_partitions: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None = ...) -> None: ...
+
+class ConsumerGroupHeartbeatResponse(Message):
+    class TopicPartitions(Struct):
+        topic_id: bytes
+        partitions: list[int]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[int] = ...) -> None: ...
+    class Assignment(Struct):
+        topic_partitions: list[ConsumerGroupHeartbeatResponse.TopicPartitions]
+        def __init__(self, *, topic_partitions: list[ConsumerGroupHeartbeatResponse.TopicPartitions] = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ConsumerGroupHeartbeatResponse.Assignment | None
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., member_id: str | None = ..., member_epoch: int = ..., heartbeat_interval_ms: int = ..., assignment: ConsumerGroupHeartbeatResponse.Assignment | None = ...) -> None: ...
+
+class ConsumerGroupDescribeRequest(Message):
+    group_ids: list[str]
+    include_authorized_operations: bool
+    def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ...) -> None: ...
+
+class ConsumerGroupDescribeResponse(Message):
+    class TopicPartitions(Struct):
+        topic_id: bytes
+        topic_name: str
+        partitions: list[int]
+        def __init__(self, *, topic_id: bytes = ..., topic_name: str = ..., partitions: list[int] = ...) -> None: ...
+    class Assignment(Struct):
+        topic_partitions: list[ConsumerGroupDescribeResponse.TopicPartitions]
+        def __init__(self, *, topic_partitions: list[ConsumerGroupDescribeResponse.TopicPartitions] = ...) -> None: ...
+    class Member(Struct):
+        member_id: str
+        instance_id: str | None
+        rack_id: str | None
+        member_epoch: int
+        client_id: str
+        client_host: str
+        subscribed_topic_names: list[str]
+        subscribed_topic_regex: str | None
+        assignment: ConsumerGroupDescribeResponse.Assignment
+        target_assignment: ConsumerGroupDescribeResponse.Assignment
+        member_type: int
+        def __init__(self, *, member_id: str = ..., instance_id: str | None = ..., rack_id: str | None = ..., member_epoch: int = ..., client_id: str = ..., client_host: str = ..., subscribed_topic_names: list[str] = ..., subscribed_topic_regex: str | None = ..., assignment: ConsumerGroupDescribeResponse.Assignment = ..., target_assignment: ConsumerGroupDescribeResponse.Assignment = ..., member_type: int = ...) -> None: ...
+    class DescribedGroup(Struct):
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: list[ConsumerGroupDescribeResponse.Member]
+        authorized_operations: int
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., group_id: str = ..., group_state: str = ..., group_epoch: int = ..., assignment_epoch: int = ..., assignor_name: str = ..., members: list[ConsumerGroupDescribeResponse.Member] = ..., authorized_operations: int = ...) -> None: ...
+    throttle_time_ms: int
+    groups: list[ConsumerGroupDescribeResponse.DescribedGroup]
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[ConsumerGroupDescribeResponse.DescribedGroup] = ...) -> None: ...

@@ -202,10 +202,11 @@ DescribeGroupsResponse = DESCRIBE_GROUPS.response
 LIST_GROUPS = api(
     16,
     "ListGroups",
-    "0-4",
+    "0-5",
     flexible="3+",
     request=(
         F("StatesFilter", "[]string", "4+"),
+        F("TypesFilter", "[]string", "5+"),
     ),
     response=(
         F("ThrottleTimeMs", "int32", "1+"),
@@ -215,6 +216,7 @@ LIST_GROUPS = api(
             F("GroupId", "string", "0+"),
             F("ProtocolType", "string", "0+"),
             F("GroupState", "string", "4+"),
+            F("GroupType", "string", "5+"),
         ),
     ),
 )

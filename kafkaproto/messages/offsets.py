@@ -10,7 +10,7 @@ from ..spec import api
 OFFSET_COMMIT = api(
     8,
     "OffsetCommit",
-    "0-8",
+    "0-9",
     flexible="8+",
     request=(
         F("GroupId", "string", "0+"),
@@ -51,7 +51,7 @@ OffsetCommitResponse = OFFSET_COMMIT.response
 OFFSET_FETCH = api(
     9,
     "OffsetFetch",
-    "0-8",
+    "0-9",
     flexible="6+",
     request=(
         F("GroupId", "string", "0-7"),
@@ -64,6 +64,8 @@ OFFSET_FETCH = api(
         F(
             "Groups", "[]OffsetFetchRequestGroup", "8+",
             F("GroupId", "string", "8+"),
+            F("MemberId", "string", "9+", nullable="9+", default=None),
+            F("MemberEpoch", "int32", "9+", default=-1),
             F(
                 "Topics", "[]OffsetFetchRequestTopics", "8+",
                 F("Name", "string", "8-9"),

@@ -104,7 +104,6 @@ def group_lags(broker: Broker) -> list[dict[str, Any]]:
     _, listed = coordinator.list_groups(())
     groups = []
     for group_id, protocol_type, state in sorted(listed):
-        _, described = coordinator.describe_group(group_id)
         error, fetched = coordinator.fetch_offsets(group_id, None, False)
         partitions: list[dict[str, Any]] = []
         if error == ErrorCode.NONE:
@@ -121,7 +120,7 @@ def group_lags(broker: Broker) -> list[dict[str, Any]]:
             "group_id": group_id,
             "protocol_type": protocol_type,
             "state": state,
-            "members": 0 if described is None else len(described.members),
+            "members": coordinator.member_count(group_id),
             "lag": sum(p["lag"] for p in partitions),
             "partitions": partitions,
         })

@@ -32,6 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ErrorCode
 from logserver.groups import loading
+from logserver.groups.consumer.machine import (
+    NOT_A_CONSUMER_GROUP,
+    ConsumerGroups,
+    ConsumerSettings,
+    ConsumerWritten,
+    HeartbeatRequest,
+    HeartbeatResult,
+)
+from logserver.groups.consumer.model import ConsumerGroup
 from logserver.groups.decisions import (
     Append,
     ArmTimer,
@@ -69,6 +78,7 @@ __all__ = ["MAX_GROUP_ID_LENGTH", "GroupCoordinator"]
 log = logging.getLogger(__name__)
 
 GROUP_KEY_TYPE = 0
+_CONSUMER_TIMERS = frozenset({TimerKind.CONSUMER_SESSION, TimerKind.CONSUMER_REVOCATION})
 OFFSET_EXPIRY_TIMER = TimerKey(TimerKind.OFFSET_EXPIRY)
 
 TopicPartition = tuple[str, int]
@@ -89,7 +99,11 @@ class GroupCoordinator:
         self.retention_check_ms: int = config["offsets.retention.check.interval.ms"]
         self.store = OffsetsStore(broker)
         self.membership = Membership(MembershipSettings.from_config(config))
-        self.offsets = Offsets(self.membership, OffsetSettings.from_config(config))
+        self.offsets = Offsets(self.membership, OffsetSettings.from_config(config),
+                               self._consumer_subscriptions)
+        # KIP-848 consumer-protocol groups beside the classic ones (groups/consumer)
+        self.consumer = ConsumerGroups(ConsumerSettings.from_config(config))
+        self.catalog = broker.storage  # topics as the consumer groups' assignors see them
         self.timers = Timers(lambda: self.loop, self._on_timer)
         self.active = False
         self.loading = True
@@ -194,6 +208,7 @@ class GroupCoordinator:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._execute(self.membership.shutdown())
+        self._execute(self.consumer.shutdown())
         self.timers.close()
         log.info("group coordinator stopped (%d groups)", len(self.groups))
 
@@ -274,11 +289,15 @@ class GroupCoordinator:
             return self.membership.on_group_written(now, then, error)
         if isinstance(then, OffsetsWritten | TombstonesWritten):
             return self.offsets.on_written(now, then, error, base_offset)
+        if isinstance(then, ConsumerWritten):
+            return self.consumer.on_written(now, then, error)
         raise TypeError(f"unknown append completion {then!r}")
 
     def _on_timer(self, key: TimerKey) -> None:
         if key == OFFSET_EXPIRY_TIMER:
             self._on_expiry_timer()
+        elif key.kind in _CONSUMER_TIMERS:
+            self._execute(self.consumer.on_timer(self.now_ms(), key, self.catalog))
         else:
             self._execute(self.membership.on_timer(self.now_ms(), key))
 
@@ -307,6 +326,12 @@ class GroupCoordinator:
                    protocols: list[tuple[str, bytes]], reason: str | None
                    ) -> asyncio.Future[JoinResult]:
         error = self._status(group_id, allow_empty=False)
+        if error is None and self.consumer.is_consumer_group(group_id):
+            # an empty consumer group may become a classic one (as in Kafka); not a live one
+            error, decisions = self.consumer.delete_group(self.now_ms(), group_id, self.catalog)
+            self._execute(decisions)
+            if error is not None:
+                error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         if error is not None:
             return self._answered(JoinResult(member_id, error))
         request, future = self._park()
@@ -362,12 +387,18 @@ class GroupCoordinator:
     # -- OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups ----------------------------
 
     def commit_offsets(self, *, group_id: str, member_id: str, group_instance_id: str | None,
-                       generation_id: int, offsets: dict[TopicPartition, CommittedOffset]
+                       generation_id: int, offsets: dict[TopicPartition, CommittedOffset],
+                       api_version: int | None = None
                        ) -> asyncio.Future[dict[TopicPartition, int]]:
-        """Validate and persist; resolves to an error per partition once durable."""
+        """Validate and persist; resolves to an error per partition once durable.
+
+        In a consumer-protocol group ``generation_id`` is the member epoch (v9+)."""
         error = self._status(group_id, allow_empty=True)
         group = None
-        if error is None:
+        if error is None and self.consumer.is_consumer_group(group_id):
+            error, group = self._consumer_commit(group_id, member_id, generation_id,
+                                                 9 if api_version is None else api_version)
+        elif error is None:
             error, group, decisions = self.membership.accept_commit(
                 self.now_ms(), group_id=group_id, member_id=member_id,
                 group_instance_id=group_instance_id, generation_id=generation_id)
@@ -378,6 +409,24 @@ class GroupCoordinator:
         self._execute(self.offsets.commit(self.now_ms(), request, group, offsets))
         return future
 
+    def _consumer_subscriptions(self, group_id: str) -> set[str] | None:
+        if not self.consumer.is_consumer_group(group_id):
+            return None
+        return self.consumer.subscribed_topics(group_id, self.catalog)
+
+    def _consumer_commit(self, group_id: str, member_id: str, member_epoch: int,
+                         version: int | None) -> tuple[int | None, Group | None]:
+        """A commit to a consumer-protocol group: the member and its epoch are checked by
+        the consumer machine; the offsets live in the classic bookkeeping's group entry."""
+        error = self.consumer.validate_commit(group_id, member_id, member_epoch, version)
+        if error is not None and error != NOT_A_CONSUMER_GROUP:
+            return error, None
+        error, group, decisions = self.membership.accept_commit(
+            self.now_ms(), group_id=group_id, member_id="", group_instance_id=None,
+            generation_id=-1)
+        self._execute(decisions)
+        return error, group
+
     def check_txn_offset_commit(self, *, group_id: str, member_id: str,
                                 group_instance_id: str | None, generation_id: int) -> int:
         """TxnOffsetCommit's group checks (the same as OffsetCommit's); nothing is stored:
@@ -385,6 +434,9 @@ class GroupCoordinator:
         error = self._status(group_id, allow_empty=True)
         if error is not None:
             return error
+        if self.consumer.is_consumer_group(group_id):
+            error, _ = self._consumer_commit(group_id, member_id, generation_id, None)
+            return ErrorCode.NONE if error is None else error
         error, _, decisions = self.membership.accept_commit(
             self.now_ms(), group_id=group_id, member_id=member_id,
             group_instance_id=group_instance_id, generation_id=generation_id)
@@ -409,9 +461,14 @@ class GroupCoordinator:
         return future
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
-                      require_stable: bool) -> tuple[int, list[FetchedOffset]]:
-        """(group error, [(topic, partition, offset, leader epoch, metadata, error)])."""
+                      require_stable: bool, member_id: str | None = None,
+                      member_epoch: int = -1) -> tuple[int, list[FetchedOffset]]:
+        """(group error, [(topic, partition, offset, leader epoch, metadata, error)]).
+
+        A member of a consumer-protocol group (OffsetFetch v9) must send its epoch."""
         error = self._status(group_id, allow_empty=True)
+        if error is None:
+            error = self.consumer.validate_fetch(group_id, member_id, member_epoch)
         if error is not None:
             return error, []
         return ErrorCode.NONE, self.offsets.fetch(group_id, partitions, require_stable)
@@ -421,24 +478,70 @@ class GroupCoordinator:
         error = self._status(group_id, allow_empty=False)
         if error is not None:
             return self._answered((error, {}))
+        refused: dict[TopicPartition, int] = {}
+        if self.consumer.is_consumer_group(group_id):
+            # as Kafka: a live consumer group keeps the offsets of topics it subscribes to
+            subscribed = self.consumer.subscribed_topics(group_id, self.catalog)
+            refused = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions
+                       if tp[0] in subscribed}
+            partitions = [tp for tp in partitions if tp[0] not in subscribed]
+            if group_id not in self.groups:  # nothing committed: nothing to delete
+                return self._answered((ErrorCode.NONE, {**dict.fromkeys(partitions, 0),
+                                                        **refused}))
         request, future = self._park()
         self._execute(self.offsets.delete_offsets(self.now_ms(), request, group_id, partitions))
-        return future
+        if not refused:
+            return future
+        merged: asyncio.Future[tuple[int, dict[TopicPartition, int]]] = self.loop.create_future()
+
+        def merge(done: asyncio.Future[tuple[int, dict[TopicPartition, int]]]) -> None:
+            if not merged.done() and not done.cancelled():
+                error, errors = done.result()
+                merged.set_result((error, {**errors, **refused}))
+
+        future.add_done_callback(merge)
+        return merged
 
     def delete_groups(self, group_ids: list[str]) -> asyncio.Future[list[tuple[str, int]]]:
         request, future = self._park()
         checked = [(group_id, self._status(group_id, allow_empty=True))
                    for group_id in group_ids]
+        for index, (group_id, status) in enumerate(checked):
+            if status is None and self.consumer.is_consumer_group(group_id):
+                error, decisions = self.consumer.delete_group(self.now_ms(), group_id,
+                                                              self.catalog)
+                self._execute(decisions)
+                if error is not None:
+                    checked[index] = (group_id, error)
+                elif group_id not in self.groups:
+                    # no offsets were committed: nothing else to delete (Kafka: NONE)
+                    checked[index] = (group_id, ErrorCode.NONE)
         self._execute(self.offsets.delete_groups(self.now_ms(), request, checked))
         return future
 
     # -- ListGroups, DescribeGroups -------------------------------------------------------
 
     def list_groups(self, states: Iterable[str]) -> tuple[int, list[tuple[str, str, str]]]:
+        """(error, [(group id, protocol type, state)]) of classic and consumer groups."""
+        error, listed = self.list_groups_typed(states)
+        return error, [(g, p, s) for g, p, s, _ in listed]
+
+    def list_groups_typed(self, states: Iterable[str], types: Iterable[str] = ()
+                          ) -> tuple[int, list[tuple[str, str, str, str]]]:
+        """(error, [(group id, protocol type, state, group type)]); ``types`` filters by
+        "classic" / "consumer" (ListGroups v5, any case)."""
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.loading else ErrorCode.NONE
-        return error, self.membership.list_groups(states)
+        states = list(states)
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        listed = [(g, p, s, "classic") for g, p, s in self.membership.list_groups(states)
+                  if not self.consumer.is_consumer_group(g)]
+        listed += [(g.group_id, "consumer", g.state.value, "consumer")
+                   for g in self.consumer.list_groups()
+                   if not wanted_states or g.state.value.lower() in wanted_states]
+        return error, [row for row in listed if not wanted_types or row[3] in wanted_types]
 
     def describe_group(self, group_id: str) -> tuple[int, Group | None]:
         """(error, group); a group we do not know describes as Dead, as in Kafka."""
@@ -447,12 +550,39 @@ class GroupCoordinator:
             return error, None
         return ErrorCode.NONE, self.membership.describe(group_id)
 
+    def describe_consumer_group(self, group_id: str) -> tuple[int, ConsumerGroup | None]:
+        """(error, group): GROUP_ID_NOT_FOUND unless it is a consumer-protocol group."""
+        error = self._status(group_id, allow_empty=False)
+        if error is not None:
+            return error, None
+        group = self.consumer.describe(group_id)
+        return (ErrorCode.GROUP_ID_NOT_FOUND if group is None else ErrorCode.NONE), group
+
+    # -- ConsumerGroupHeartbeat (KIP-848) --------------------------------------------------
+
+    def consumer_group_heartbeat(self, hb: HeartbeatRequest) -> asyncio.Future[HeartbeatResult]:
+        """Resolves once the records the heartbeat caused are durable."""
+        error = self._status(hb.group_id, allow_empty=True)
+        message = None
+        if error is None:
+            classic = self.groups.get(hb.group_id)
+            if (classic is not None and classic.members
+                    and not self.consumer.is_consumer_group(hb.group_id)):
+                error = ErrorCode.GROUP_ID_NOT_FOUND
+                message = f"Group {hb.group_id} is not a consumer group."
+        if error is not None:
+            return self._answered(HeartbeatResult(error, message))
+        request, future = self._park()
+        self._execute(self.consumer.heartbeat(self.now_ms(), request, hb, self.catalog))
+        return future
+
     # -- expiry, deleted topics -----------------------------------------------------------
 
     def expire_offsets(self) -> int:
         """Kafka's offset expiry (offsets.retention.minutes); returns offsets removed."""
         removed, decisions = self.offsets.expire(self.now_ms())
         self._execute(decisions)
+        self._forget_empty_consumer_groups()
         return removed
 
     def _on_expiry_timer(self) -> None:
@@ -463,6 +593,22 @@ class GroupCoordinator:
         except Exception:  # a bug here must not stop future cleanups
             log.exception("offset expiry failed")
         self.timers.arm(OFFSET_EXPIRY_TIMER, self.retention_check_ms)
+
+    def _forget_empty_consumer_groups(self) -> None:
+        """As Kafka's cleanup: a consumer group without members or offsets is deleted."""
+        for group_id in [g.group_id for g in self.consumer.list_groups() if not g.members]:
+            holder = self.groups.get(group_id)
+            if holder is None or not holder.has_offsets():
+                _, decisions = self.consumer.delete_group(self.now_ms(), group_id, self.catalog)
+                self._execute(decisions)
+
+    def member_count(self, group_id: str) -> int:
+        """Members of a classic or consumer-protocol group (0 if unknown)."""
+        consumer_group = self.consumer.describe(group_id)
+        if consumer_group is not None:
+            return len(consumer_group.members)
+        group = self.membership.describe(group_id)
+        return 0 if group is None else len(group.members)
 
     async def on_topic_deleted(self, topic: str) -> int:
         """A deleted topic's committed offsets go too (Kafka's handleDeletedPartitions);
@@ -493,6 +639,8 @@ class GroupCoordinator:
                 now = self.now_ms()
                 for group in replayed.restore(now, self.membership.new_group):
                     self._execute(self.membership.adopt(now, group))
+                for consumer_group in replayed.consumer.restore(now, self.catalog):
+                    self._execute(self.consumer.adopt(now, consumer_group))
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -510,9 +658,12 @@ class GroupCoordinator:
         self.timers.arm(OFFSET_EXPIRY_TIMER, self.retention_check_ms)
 
     def live_records(self) -> int:
-        return loading.live_records(self.groups.values())
+        return (loading.live_records(self.groups.values())
+                + sum(len(g.persisted) for g in self.consumer.groups.values()))
 
     async def rewrite(self) -> int:
         """Compact ``__consumer_offsets`` to its live records (see store.py); at start-up."""
-        return await loading.rewrite(self.store, self.groups.values())
+        extra = [(g.group_id, key, value) for g in self.consumer.groups.values()
+                 for key, value in g.persisted.items()]
+        return await loading.rewrite(self.store, self.groups.values(), extra)
 

@@ -22,6 +22,9 @@ class TimerKind(enum.Enum):
     JOIN = "join"  # a group's initial delay or rebalance timeout
     SYNC = "sync"  # a generation's members that have not sent SyncGroup yet
     OFFSET_EXPIRY = "offset-expiry"  # offsets.retention.check.interval.ms
+    # the consumer group protocol (KIP-848, groups/consumer)
+    CONSUMER_SESSION = "consumer-session"  # group.consumer.session.timeout.ms
+    CONSUMER_REVOCATION = "consumer-revocation"  # a member's rebalance timeout
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Iterable
 
 from logserver.groups import records as rec
+from logserver.groups.consumer import records as consumer_rec
+from logserver.groups.consumer.loading import ConsumerReplay
 from logserver.groups.group import CommittedOffset, Group, GroupState, Member
 from logserver.groups.store import OFFSETS_TOPIC, LogEntry, OffsetsStore
 
@@ -36,6 +38,7 @@ class Replay:
         self.records = 0
         self.offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self.group_values: dict[str, tuple[rec.GroupValue, bytes]] = {}
+        self.consumer = ConsumerReplay()  # consumer-protocol groups (KIP-848)
 
     def apply(self, partition: int, entry: LogEntry) -> None:
         """One record; an unreadable one is skipped with a warning."""
@@ -59,7 +62,9 @@ class Replay:
                 else:
                     self.group_values[key.group] = (rec.parse_group_value(entry.value),
                                                     entry.value)
-        except rec.RecordFormatError as exc:
+            elif key is None:
+                self.consumer.apply(entry.key, entry.value)
+        except (rec.RecordFormatError, consumer_rec.RecordFormatError) as exc:
             log.warning("%s-%d offset %d: skipping unreadable record: %s",
                         OFFSETS_TOPIC, partition, entry.offset, exc)
 
@@ -115,10 +120,15 @@ def live_records(groups: Iterable[Group]) -> int:
     return sum(group.live_records() for group in groups)
 
 
-def snapshot(groups: Iterable[Group], partition_for: Callable[[str], int]
+def snapshot(groups: Iterable[Group], partition_for: Callable[[str], int],
+             extra: Iterable[tuple[str, bytes, bytes]] = ()
              ) -> dict[int, list[tuple[bytes, bytes, int]]]:
-    """(key, value, timestamp) of every live record, by ``__consumer_offsets`` partition."""
+    """(key, value, timestamp) of every live record, by ``__consumer_offsets`` partition;
+    ``extra``: (group id, key, value) records of other kinds (consumer-protocol groups)."""
     out: dict[int, list[tuple[bytes, bytes, int]]] = {}
+    now = int(time.time() * 1000)
+    for group_id, key, value in extra:
+        out.setdefault(partition_for(group_id), []).append((key, value, now))
     for group in groups:
         entries = out.setdefault(partition_for(group.group_id), [])
         if group.persisted_value is not None:
@@ -132,9 +142,11 @@ def snapshot(groups: Iterable[Group], partition_for: Callable[[str], int]
     return out
 
 
-async def rewrite(store: OffsetsStore, groups: Iterable[Group]) -> int:
-    """Compact ``__consumer_offsets`` to the live records of ``groups``; records dropped."""
-    live = snapshot(groups, store.partition_for)
+async def rewrite(store: OffsetsStore, groups: Iterable[Group],
+                  extra: Iterable[tuple[str, bytes, bytes]] = ()) -> int:
+    """Compact ``__consumer_offsets`` to the live records of ``groups`` and ``extra``;
+    records dropped."""
+    live = snapshot(groups, store.partition_for, extra)
     count = sum(len(entries) for entries in live.values())
     started = time.monotonic()
     dropped = await store.rewrite(live)

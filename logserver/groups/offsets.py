@@ -73,12 +73,15 @@ class _WaitingReply:
 class Offsets(DecisionMaker):
     """Committed offsets of every group in ``membership.groups``."""
 
-    def __init__(self, membership: Membership, settings: OffsetSettings | None = None) -> None:
+    def __init__(self, membership: Membership, settings: OffsetSettings | None = None,
+                 consumer_subscriptions: Callable[[str], set[str] | None] | None = None) -> None:
         super().__init__()
         self.membership = membership
         self.groups = membership.groups
         self.settings = settings or OffsetSettings()
         self._waiting: dict[RequestId, _WaitingReply] = {}
+        # topics a KIP-848 consumer group subscribes to (None: not such a group)
+        self._consumer_subscriptions = consumer_subscriptions
 
     # -- OffsetCommit ----------------------------------------------------------------------
 
@@ -255,6 +258,12 @@ class Offsets(DecisionMaker):
                     out.append(tp)
             return out
 
+        subscribed = (self._consumer_subscriptions(group.group_id)
+                      if self._consumer_subscriptions is not None else None)
+        if subscribed is not None:
+            # a consumer-protocol group (its classic entry only holds the offsets): the
+            # offsets of topics its members subscribe to stay, the others age from commit
+            return expired(lambda c: c.commit_timestamp, subscribed)
         if group.protocol_type is not None and group.is_(EMPTY):
             # retention counts from when the group became empty
             return expired(lambda c: group.state_timestamp if group.state_timestamp >= 0

@@ -1,4 +1,5 @@
-"""ListGroups: every group this node coordinates; v4 filters by state (any case)."""
+"""ListGroups: every group this node coordinates; v4 filters by state, v5 by type
+("classic" or "consumer", any case) and says each group's type (KIP-848)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ if TYPE_CHECKING:
 
 def handle(broker: Broker, header: RequestHeader, request: ListGroupsRequest) -> ListGroupsResponse:
     states = request.states_filter if header.api_version >= 4 else []
-    error, groups = broker.groups.list_groups(states)
+    types = request.types_filter if header.api_version >= 5 else []
+    error, groups = broker.groups.list_groups_typed(states, types)
     if not checks.allowed(broker, checks.LIST_GROUPS_CLUSTER):  # else only describable ones
         groups = [g for g in groups if checks.allowed(broker, checks.LIST_GROUPS_GROUP, g[0])]
     return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
         ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type,
-                                       group_state=state)
-        for group_id, protocol_type, state in groups])
+                                       group_state=state, group_type=group_type)
+        for group_id, protocol_type, state, group_type in groups])

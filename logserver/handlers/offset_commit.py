@@ -1,4 +1,8 @@
-"""OffsetCommit (v2-8): validate like Kafka, persist, answer once the append is durable.
+"""OffsetCommit (v2-9): validate like Kafka, persist, answer once the append is durable.
+
+v9 (KIP-848) is v8 on the wire; in a consumer-protocol group the generation field is the
+member epoch (STALE_MEMBER_EPOCH if it is not the member's current one), and members of
+such groups must use v9+ (UNSUPPORTED_VERSION below it, as Kafka).
 
 Unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION without reaching the
 coordinator. v2-4 may ask for a retention time of their own (an expiry timestamp is
@@ -59,5 +63,6 @@ def handle(broker: Broker, header: RequestHeader, request: OffsetCommitRequest) 
         group_instance_id=request.group_instance_id if version >= 7 else None,
         generation_id=request.generation_id_or_member_epoch,
         offsets=offsets,
+        api_version=version,
     )
     return respond(future, build)

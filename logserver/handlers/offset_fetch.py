@@ -1,4 +1,7 @@
-"""OffsetFetch (v1-8): committed offsets, metadata and leader epochs exactly as stored.
+"""OffsetFetch (v1-9): committed offsets, metadata and leader epochs exactly as stored.
+
+v9 (KIP-848) lets a member of a consumer-protocol group send its member id and epoch:
+UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH when they are not the group's current ones.
 
 Null topics (v2+) mean every offset the group committed. v8 asks for several groups at
 once. Group-level errors go to the top-level error (v2-7), to each group (v8), or to
@@ -35,7 +38,9 @@ def handle(broker: Broker, header: RequestHeader, request: OffsetFetchRequest) -
         for group in request.groups:
             partitions = (None if group.topics is None else
                           [(t.name, p) for t in group.topics for p in t.partition_indexes])
-            error, rows = _fetch(broker, group.group_id, partitions, request.require_stable)
+            member = (group.member_id, group.member_epoch) if version >= 9 else (None, -1)
+            error, rows = _fetch(broker, group.group_id, partitions, request.require_stable,
+                                 *member)
             rows = _unstable(broker, group.group_id, rows, request.require_stable)
             groups.append(Group(group_id=group.group_id, error_code=error, topics=[
                 GroupTopic(name=name, partitions=[
@@ -60,7 +65,8 @@ def handle(broker: Broker, header: RequestHeader, request: OffsetFetchRequest) -
 
 
 def _fetch(broker: Broker, group_id: str, partitions: list[tuple[str, int]] | None,
-           require_stable: bool) -> tuple[int, list[Row]]:
+           require_stable: bool, member_id: str | None = None,
+           member_epoch: int = -1) -> tuple[int, list[Row]]:
     """The coordinator's answer, within what the principal may see."""
     if not checks.allowed(broker, checks.OFFSET_FETCH_GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
@@ -72,10 +78,12 @@ def _fetch(broker: Broker, group_id: str, partitions: list[tuple[str, int]] | No
         return visible[topic]
 
     if partitions is None:
-        error, rows = broker.groups.fetch_offsets(group_id, None, require_stable)
+        error, rows = broker.groups.fetch_offsets(group_id, None, require_stable,
+                                                  member_id, member_epoch)
         return error, [row for row in rows if may_see(row[0])]
     allowed = [(t, p) for t, p in partitions if may_see(t)]
-    error, rows = broker.groups.fetch_offsets(group_id, allowed, require_stable)
+    error, rows = broker.groups.fetch_offsets(group_id, allowed, require_stable,
+                                              member_id, member_epoch)
     refused: list[Row] = [(t, p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                           for t, p in partitions if not may_see(t)]
     return error, rows + refused if error == ErrorCode.NONE else rows
