@@ -80,6 +80,7 @@ def test_declared_ranges() -> None:
         17: (0, 1), 36: (0, 2), 50: (0, 0), 51: (0, 0),
         24: (0, 3), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 3), 61: (0, 0), 65: (0, 0),
         66: (0, 1),  # transactions
+        45: (0, 0), 46: (0, 0),  # partition reassignment
     }  # fmt: skip
     assert set(API_SPECS) == set(expected)
     for key, (lo, hi) in expected.items():

@@ -113,6 +113,14 @@ from .produce import (
     ProduceRequest,
     ProduceResponse,
 )
+from .reassignments import (
+    ALTER_PARTITION_REASSIGNMENTS,
+    LIST_PARTITION_REASSIGNMENTS,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from .security import (
     ALTER_USER_SCRAM_CREDENTIALS,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
@@ -166,6 +174,8 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
             ALTER_CONFIGS,
             DESCRIBE_LOG_DIRS,
             INCREMENTAL_ALTER_CONFIGS,
+            ALTER_PARTITION_REASSIGNMENTS,
+            LIST_PARTITION_REASSIGNMENTS,
             API_VERSIONS,
             FETCH,
             LIST_OFFSETS,
@@ -290,4 +300,8 @@ __all__ = [
     "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
 ]

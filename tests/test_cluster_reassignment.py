@@ -1,0 +1,188 @@
+"""Partition reassignment (AlterPartitionReassignments / ListPartitionReassignments) on
+real processes: etcd, logserver brokers, confluent-kafka and kafka-python producers, and
+the raw wire through our own client core (neither Python client has the admin call).
+The pure state steps (logserver/cluster/reassignment.py) are checked first, without I/O.
+"""
+
+from __future__ import annotations
+
+import pytest
+from clusterprocs import Cluster, EtcdProcess, wait_until
+from kafkaclient import BlockingClient
+from test_cluster import ContinuousProducer, _log_bytes, _wait_for_progress, consume_all, create
+
+from kafkaproto import ApiKey, ErrorCode
+from kafkaproto.messages import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
+from logserver.cluster import reassignment
+from logserver.cluster.model import ClusterModel, Keys, PartitionState, TopicRecord
+
+Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
+Partition = AlterPartitionReassignmentsRequest.ReassignablePartition
+
+
+# -- the state steps, sans I/O ----------------------------------------------------------------
+
+def test_a_move_adds_the_target_then_settles_on_it_with_a_new_leader_epoch() -> None:
+    start = PartitionState((1, 2), 1, 4, (1, 2), 7)
+    moving = reassignment.begin(start, (3, 4))
+    assert (moving.replicas, moving.adding, moving.removing) == ((3, 4, 1, 2), (3, 4), (1, 2))
+    assert (moving.leader, moving.leader_epoch, moving.isr) == (1, 4, (1, 2))
+    assert PartitionState.decode(moving.encode()) == moving
+    assert reassignment.complete(moving, {1, 2, 3, 4}) is None  # targets not in sync yet
+    half = PartitionState(moving.replicas, 1, 4, (3, 1, 2), 9, moving.adding, moving.removing)
+    assert reassignment.complete(half, {1, 2, 3, 4}) is None
+    synced = PartitionState(moving.replicas, 1, 4, (3, 4, 1, 2), 10, moving.adding, moving.removing)
+    done = reassignment.complete(synced, {1, 2, 3, 4})
+    assert done == PartitionState((3, 4), 3, 5, (3, 4), 11)
+    # A leader that stays in the target keeps its epoch.
+    kept = PartitionState((2, 3, 1), 2, 4, (2, 3, 1), 3, (3,), (1,))
+    assert reassignment.complete(kept, {1, 2, 3}) == PartitionState((2, 3), 2, 4, (2, 3), 4)
+
+
+def test_cancel_puts_the_original_replicas_back_and_old_states_decode() -> None:
+    moving = reassignment.begin(PartitionState((1, 2), 2, 1, (1, 2), 0), (1, 3))
+    assert (moving.replicas, moving.adding, moving.removing) == ((1, 3, 2), (3,), (2,))
+    assert reassignment.cancel(moving) == PartitionState((1, 2), 2, 1, (1, 2), 2)
+    # A new target replaces the move under way, measured from the original replicas.
+    again = reassignment.begin(moving, (2, 4))
+    assert (again.replicas, again.adding, again.removing) == ((2, 4, 1), (4,), (1,))
+    with pytest.raises(ValueError):
+        reassignment.cancel(PartitionState((3, 1), 3, 2, (3,), 5, (3,), ()))
+    old = b'{"replicas": [1, 2], "leader": 1, "leader_epoch": 0, "isr": [1, 2], "partition_epoch": 0}'
+    assert PartitionState.decode(old) == PartitionState((1, 2), 1, 0, (1, 2), 0)
+    assert b"adding" not in PartitionState.decode(old).encode()
+
+
+def test_local_copies_no_longer_assigned_are_found() -> None:
+    keys = Keys("/t")
+    model = ClusterModel(keys)
+    model.apply(keys.topic("a"), TopicRecord("a", b"\0" * 16, 2).encode(), 1)
+    model.apply(keys.topic("b"), TopicRecord("b", b"\1" * 16, 1).encode(), 1)
+    model.apply(keys.partition("a", 0), PartitionState((1, 2), 1, 0, (1, 2)).encode(), 2)
+    model.apply(keys.partition("a", 1), PartitionState((2, 3), 2, 0, (2, 3)).encode(), 2)
+    assert reassignment.unassigned(model, 1, {"a": 2, "b": 1, "c": 1}) == ([], [("a", 1)])
+    model.apply(keys.partition("b", 0), PartitionState((3,), 3, 0, (3,)).encode(), 3)
+    assert reassignment.unassigned(model, 1, {"a": 2, "b": 1}) == (["b"], [("a", 1)])
+    assert reassignment.unassigned(model, 3, {"a": 2, "b": 1}) == ([], [("a", 0)])
+
+
+# -- real brokers -------------------------------------------------------------------------------
+
+@pytest.fixture
+def four(tmp_path):
+    """Four brokers configured, none started: each test starts the ones it needs."""
+    etcd = EtcdProcess(tmp_path / "etcd-data")
+    etcd.start()
+    nodes = Cluster(tmp_path, etcd, 4, **{"min.insync.replicas": 2,
+                                         "default.replication.factor": 2,
+                                         "replica.lag.time.max.ms": 5000})
+    try:
+        yield nodes
+    finally:
+        nodes.stop()
+        etcd.stop()
+
+
+def _start(cluster: Cluster, *nodes: int) -> None:
+    for n in nodes:
+        cluster.brokers[n].start()
+    cluster.wait_for_brokers({n for n, b in cluster.brokers.items() if b.running})
+
+
+def _alter(cluster: Cluster, via: int, moves: dict[tuple[str, int], list[int] | None]
+           ) -> dict[tuple[str, int], int]:
+    by_topic: dict[str, list[Partition]] = {}
+    for (topic, index), replicas in moves.items():
+        by_topic.setdefault(topic, []).append(Partition(partition_index=index, replicas=replicas))
+    client = BlockingClient(cluster.brokers[via].port)
+    try:
+        response: AlterPartitionReassignmentsResponse = client.call(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, AlterPartitionReassignmentsRequest(
+                timeout_ms=30000, topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()]))
+    finally:
+        client.close()
+    assert response.error_code == ErrorCode.NONE
+    return {(t.name, p.partition_index): p.error_code for t in response.responses for p in t.partitions}
+
+
+def _ongoing(cluster: Cluster, via: int) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+    client = BlockingClient(cluster.brokers[via].port)
+    try:
+        response: ListPartitionReassignmentsResponse = client.call(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, ListPartitionReassignmentsRequest(timeout_ms=30000))
+    finally:
+        client.close()
+    assert response.error_code == ErrorCode.NONE
+    return {(t.name, p.partition_index): (p.replicas, p.adding_replicas, p.removing_replicas)
+            for t in response.topics for p in t.partitions}
+
+
+@pytest.mark.slow
+def test_a_new_broker_takes_over_replicas_under_acks_all_producers(four) -> None:
+    cluster = four
+    _start(cluster, 1, 2)
+    topics = {"confluent-kafka": "move-ck", "kafka-python": "move-kp"}
+    for topic in topics.values():
+        create(cluster, topic, partitions=1, rf=2)
+        assert sorted(cluster.partition(topic, 0).replicas) == [1, 2]
+    _start(cluster, 3)
+    producers = [ContinuousProducer(kind, cluster.bootstrap, topic) for kind, topic in topics.items()]
+    with producers[0], producers[1]:
+        _wait_for_progress(producers)
+        _start(cluster, 4)  # adding a broker: a new node.id, then a reassignment
+        assert _alter(cluster, 2, {("move-ck", 0): [3, 4], ("move-kp", 0): [4, 3]}) == {
+            ("move-ck", 0): ErrorCode.NONE, ("move-kp", 0): ErrorCode.NONE}
+        for topic, target in (("move-ck", [3, 4]), ("move-kp", [4, 3])):
+            wait_until(lambda t=topic, r=target: (p := cluster.partition(t, 0)) is not None
+                       and p.replicas == r and sorted(p.isrs) == [3, 4] and p.leader in (3, 4),
+                       90, f"{topic} moved to brokers {target}, both in sync")
+        assert _ongoing(cluster, 3) == {}
+        _wait_for_progress(producers)  # the new leaders take acks=all writes
+    for producer in producers:
+        assert not producer.failed, (producer.kind, producer.failed[:5])
+        records = consume_all(cluster.bootstrap, producer.topic, len(producer.acked), timeout=60)
+        values = [value for _, value in records]
+        assert [offset for offset, _ in records] == list(range(len(records)))  # dense
+        assert len(set(values)) == len(values), f"{producer.kind}: duplicates"
+        assert set(producer.acked) <= set(values), f"{producer.kind}: acknowledged records lost"
+        assert values == sorted(values), f"{producer.kind}: order"
+    new = (cluster.brokers[3], cluster.brokers[4])
+    for topic in topics.values():
+        wait_until(lambda t=topic: len({_log_bytes(b, t) for b in new}) == 1, 30,
+                   f"identical replicas of {topic} on brokers 3 and 4")
+        for old in (1, 2):
+            wait_until(lambda t=topic, n=old: not cluster.brokers[n].partition_dir(t, 0).exists(),
+                       30, f"broker {old} to delete its copy of {topic}")
+
+
+@pytest.mark.slow
+def test_a_move_under_way_is_listed_and_cancelled(four) -> None:
+    cluster = four
+    _start(cluster, 1, 2, 3)
+    create(cluster, "undo", partitions=1, rf=2)
+    original = cluster.partition("undo", 0).replicas
+    spare = ({1, 2, 3} - set(original)).pop()
+    assert _alter(cluster, 1, {("undo", 0): [original[0], 9]}) == {("undo", 0): ErrorCode.INVALID_REPLICA_ASSIGNMENT}
+    assert _alter(cluster, 1, {("undo", 0): []}) == {("undo", 0): ErrorCode.INVALID_REPLICA_ASSIGNMENT}
+    assert _alter(cluster, 1, {("nope", 0): [1]}) == {("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert _alter(cluster, 1, {("undo", 0): None}) == {("undo", 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS}
+    cluster.pause(spare)  # the new replica cannot catch up: the move stays under way
+    try:
+        assert _alter(cluster, original[0], {("undo", 0): [original[0], spare]}) == {
+            ("undo", 0): ErrorCode.NONE}
+        assert _ongoing(cluster, original[0]) == {
+            ("undo", 0): ([original[0], spare, original[1]], [spare], [original[1]])}
+        assert _alter(cluster, original[1], {("undo", 0): None}) == {("undo", 0): ErrorCode.NONE}
+        wait_until(lambda: _ongoing(cluster, original[0]) == {}, 10, "the move to be gone")
+        part = cluster.partition("undo", 0)
+        assert (part.replicas, sorted(part.isrs)) == (original, sorted(original))
+    finally:
+        cluster.resume(spare)
+    # The spare broker may have created a copy while it was a target: it deletes it.
+    wait_until(lambda: not cluster.brokers[spare].partition_dir("undo", 0).exists(), 30,
+               f"broker {spare} to hold no copy of undo")
