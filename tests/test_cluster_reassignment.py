@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from clusterprocs import Cluster, EtcdProcess, wait_until
 from kafkaclient import BlockingClient
+from support.admin_cli import logserver, ok, ok_json, one_error_line
 from test_cluster import ContinuousProducer, _log_bytes, _wait_for_progress, consume_all, create
 
 from kafkaproto import ApiKey, ErrorCode
@@ -177,7 +178,13 @@ def test_a_move_under_way_is_listed_and_cancelled(four) -> None:
             ("undo", 0): ErrorCode.NONE}
         assert _ongoing(cluster, original[0]) == {
             ("undo", 0): ([original[0], spare, original[1]], [spare], [original[1]])}
-        assert _alter(cluster, original[1], {("undo", 0): None}) == {("undo", 0): ErrorCode.NONE}
+        b = cluster.bootstrap  # the command line shows and cancels it too
+        assert ok_json("topic", "reassignments", "-b", b) == [{
+            "topic": "undo", "partition": 0, "replicas": [original[0], spare, original[1]],
+            "adding": [spare], "removing": [original[1]]}]
+        assert "CANCELLED" in ok("topic", "reassign", "--cancel", "undo:0", "-b", b)
+        again = logserver("topic", "reassign", "--cancel", "undo:0", "-b", b)
+        assert again.returncode == 1 and "NO_REASSIGNMENT_IN_PROGRESS" in one_error_line(again)
         wait_until(lambda: _ongoing(cluster, original[0]) == {}, 10, "the move to be gone")
         part = cluster.partition("undo", 0)
         assert (part.replicas, sorted(part.isrs)) == (original, sorted(original))
