@@ -16,6 +16,7 @@ from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    FindCoordinatorRequest,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
@@ -172,6 +173,15 @@ def test_a_move_under_way_is_listed_and_cancelled(four) -> None:
     assert _alter(cluster, 1, {("undo", 0): []}) == {("undo", 0): ErrorCode.INVALID_REPLICA_ASSIGNMENT}
     assert _alter(cluster, 1, {("nope", 0): [1]}) == {("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     assert _alter(cluster, 1, {("undo", 0): None}) == {("undo", 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS}
+    create_offsets = BlockingClient(cluster.brokers[1].port)
+    try:
+        create_offsets.call(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="g", key_type=0))
+    finally:
+        create_offsets.close()
+    wait_until(lambda: cluster.partition("__consumer_offsets", 0) is not None, 20,
+               "__consumer_offsets to exist")
+    assert _alter(cluster, 1, {("__consumer_offsets", 0): [1]}) == {
+        ("__consumer_offsets", 0): ErrorCode.INVALID_REPLICA_ASSIGNMENT}
     cluster.pause(spare)  # the new replica cannot catch up: the move stays under way
     try:
         assert _alter(cluster, original[0], {("undo", 0): [original[0], spare]}) == {

@@ -21,6 +21,7 @@ from kafkaproto.messages import (
 from logserver.cluster import reassignment
 from logserver.cluster.model import PartitionState
 from logserver.cluster.routing import node_of
+from logserver.groups import INTERNAL_TOPICS
 from logserver.handlers.reassignments import (
     Outcome,
     RequestPartition,
@@ -57,6 +58,9 @@ async def alter(broker: Broker, header: RequestHeader,
 async def _move(node: ClusterNode, topic: str, p: RequestPartition) -> Outcome:
     key = node.keys.partition(topic, p.partition_index)
     target = None if p.replicas is None else tuple(p.replicas)
+    if topic in INTERNAL_TOPICS:  # its group coordinator follows leadership, not moves (yet)
+        return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"{topic} cannot be reassigned in this version")
     if target is not None:
         bad = replicas_error(list(target), node.model.brokers)
         if bad is not None:
