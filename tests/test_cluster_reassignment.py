@@ -10,7 +10,15 @@ import pytest
 from clusterprocs import Cluster, EtcdProcess, wait_until
 from kafkaclient import BlockingClient
 from support.admin_cli import logserver, ok, ok_json, one_error_line
-from test_cluster import ContinuousProducer, _log_bytes, _wait_for_progress, consume_all, create
+from test_cluster import (
+    ContinuousProducer,
+    _log_bytes,
+    _wait_for_progress,
+    consume_all,
+    create,
+    list_offsets_request,
+    produce_request,
+)
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (
@@ -144,6 +152,22 @@ def test_a_new_broker_takes_over_replicas_under_acks_all_producers(four) -> None
                        and p.replicas == r and sorted(p.isrs) == [3, 4] and p.leader in (3, 4),
                        90, f"{topic} moved to brokers {target}, both in sync")
         assert _ongoing(cluster, 3) == {}
+        for topic in topics.values():  # a new leader epoch; the old replicas are out
+            leader = cluster.partition(topic, 0).leader
+            client = BlockingClient(cluster.brokers[leader].port)
+            try:
+                listed = client.call(ApiKey.LIST_OFFSETS, 4, list_offsets_request(topic, 0))
+            finally:
+                client.close()
+            assert listed.topics[0].partitions[0].leader_epoch >= 1
+            for old in (1, 2):
+                client = BlockingClient(cluster.brokers[old].port)
+                try:
+                    refused = client.call(ApiKey.PRODUCE, 7, produce_request(topic, 0, [b"stale"]))
+                finally:
+                    client.close()
+                assert refused.responses[0].partition_responses[0].error_code == \
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER
         _wait_for_progress(producers)  # the new leaders take acks=all writes
     for producer in producers:
         assert not producer.failed, (producer.kind, producer.failed[:5])
