@@ -19,6 +19,7 @@ from test_cluster import (
     list_offsets_request,
     produce_request,
 )
+from test_cluster_partitions import consume_partitions, produce
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (
@@ -227,3 +228,23 @@ def test_a_move_under_way_is_listed_and_cancelled(four) -> None:
     # The spare broker may have created a copy while it was a target: it deletes it.
     wait_until(lambda: not cluster.brokers[spare].partition_dir("undo", 0).exists(), 30,
                f"broker {spare} to hold no copy of undo")
+
+
+@pytest.mark.slow
+def test_one_partition_moves_away_and_the_others_stay(four) -> None:
+    cluster = four
+    _start(cluster, 1, 2)
+    create(cluster, "split", partitions=2, rf=2)
+    produce(cluster.bootstrap, "split", [(i % 2, f"r{i:03d}".encode()) for i in range(200)])
+    _start(cluster, 3)
+    assert _alter(cluster, 1, {("split", 0): [2, 3]}) == {("split", 0): ErrorCode.NONE}
+    wait_until(lambda: (p := cluster.partition("split", 0)) is not None and p.replicas == [2, 3]
+               and sorted(p.isrs) == [2, 3], 60, "split-0 moved to brokers 2 and 3")
+    two, three, one = cluster.brokers[2], cluster.brokers[3], cluster.brokers[1]
+    wait_until(lambda: _log_bytes(two, "split") == _log_bytes(three, "split") != b"", 30,
+               "identical copies of split-0 on brokers 2 and 3")
+    # Broker 1 still holds split-1 (untouched) and has emptied its copy of split-0.
+    wait_until(lambda: _log_bytes(one, "split") == b"", 30, "broker 1 to empty split-0")
+    assert sum(f.stat().st_size for f in one.segment_files("split", 1)) > 0
+    records = consume_partitions(cluster.bootstrap, "split", 2, 200)
+    assert sorted(records) == [f"r{i:03d}".encode() for i in range(200)]
