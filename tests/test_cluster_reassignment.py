@@ -6,8 +6,11 @@ The pure state steps (logserver/cluster/reassignment.py) are checked first, with
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from clusterprocs import Cluster, EtcdProcess, wait_until
+from kafka import KafkaProducer
 from kafkaclient import BlockingClient
 from support.admin_cli import logserver, ok, ok_json, one_error_line
 from test_cluster import (
@@ -84,6 +87,33 @@ def test_local_copies_no_longer_assigned_are_found() -> None:
 
 # -- real brokers -------------------------------------------------------------------------------
 
+class OrderedRetriesProducer(ContinuousProducer):
+    """kafka-python with one request in flight per connection. With several, two batches
+    of a partition refused with NOT_LEADER_OR_FOLLOWER by a leader that hands over come
+    back to its accumulator in reverse order (``appendleft``, where Kafka's Java client
+    inserts by sequence), so the new leader sees the later sequence first and answers
+    OUT_OF_ORDER_SEQUENCE_NUMBER (as Kafka's broker does), which kafka-python does not
+    retry. One in flight keeps the retried batch first."""
+
+    def _run(self) -> None:
+        if self.kind != "kafka-python":
+            super()._run()
+            return
+        kp = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", enable_idempotence=True,
+                           linger_ms=5, retries=2**31 - 1, delivery_timeout_ms=120000,
+                           request_timeout_ms=10000, max_in_flight_requests_per_connection=1)
+        i = 0
+        while not self.stop.is_set():
+            value = f"{i:07d}".encode()
+            future = kp.send(self.topic, value=value, partition=0)
+            future.add_callback(lambda _, v=value: self.acked.append(v))
+            future.add_errback(lambda exc: self.failed.append(repr(exc)))
+            time.sleep(0.005)
+            i += 1
+        kp.flush(120)
+        kp.close(10)
+
+
 @pytest.fixture
 def four(tmp_path):
     """Four brokers configured, none started: each test starts the ones it needs."""
@@ -142,7 +172,7 @@ def test_a_new_broker_takes_over_replicas_under_acks_all_producers(four) -> None
         create(cluster, topic, partitions=1, rf=2)
         assert sorted(cluster.partition(topic, 0).replicas) == [1, 2]
     _start(cluster, 3)
-    producers = [ContinuousProducer(kind, cluster.bootstrap, topic) for kind, topic in topics.items()]
+    producers = [OrderedRetriesProducer(kind, cluster.bootstrap, topic) for kind, topic in topics.items()]
     with producers[0], producers[1]:
         _wait_for_progress(producers)
         _start(cluster, 4)  # adding a broker: a new node.id, then a reassignment
@@ -248,3 +278,40 @@ def test_one_partition_moves_away_and_the_others_stay(four) -> None:
     assert sum(f.stat().st_size for f in one.segment_files("split", 1)) > 0
     records = consume_partitions(cluster.bootstrap, "split", 2, 200)
     assert sorted(records) == [f"r{i:03d}".encode() for i in range(200)]
+
+
+@pytest.mark.slow
+def test_the_leader_dies_during_a_move_and_deletes_its_copy_when_back(four) -> None:
+    cluster = four
+    _start(cluster, 1, 2, 3)
+    create(cluster, "crash", partitions=1, rf=2)
+    _start(cluster, 4)
+    before = cluster.partition("crash", 0)
+    target = sorted({1, 2, 3, 4} - set(before.replicas))
+    producer = ContinuousProducer("confluent-kafka", cluster.bootstrap, "crash")
+    with producer:
+        _wait_for_progress([producer])
+        cluster.pause(target[1])  # so that the move cannot finish before the kill
+        try:
+            assert _alter(cluster, target[0], {("crash", 0): target}) == {("crash", 0): ErrorCode.NONE}
+            cluster.brokers[before.leader].kill9()  # mid-move: the other original replica leads
+            wait_until(lambda: cluster.partition("crash", 0).replicas == [*target, *before.replicas],
+                       10, "the move under way in Metadata")
+        finally:
+            cluster.resume(target[1])
+        wait_until(lambda: (p := cluster.partition("crash", 0)) is not None and p.replicas == target
+                   and sorted(p.isrs) == target, 90, f"crash-0 moved to {target} without its leader")
+        _wait_for_progress([producer])
+        cluster.brokers[before.leader].start()  # back: its copy is no replica any more
+        cluster.wait_for_brokers({1, 2, 3, 4})
+    assert not producer.failed, producer.failed[:5]
+    records = consume_all(cluster.bootstrap, "crash", len(producer.acked), timeout=60)
+    values = [value for _, value in records]
+    assert [offset for offset, _ in records] == list(range(len(records)))
+    assert len(set(values)) == len(values) and values == sorted(values)
+    assert set(producer.acked) <= set(values), "acknowledged records lost"
+    for old in before.replicas:
+        wait_until(lambda n=old: not cluster.brokers[n].partition_dir("crash", 0).exists(), 30,
+                   f"broker {old} to delete its copy of crash-0")
+    new = [cluster.brokers[n] for n in target]
+    wait_until(lambda: len({_log_bytes(b, "crash") for b in new}) == 1, 30, "identical copies")
