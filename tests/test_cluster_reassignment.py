@@ -278,6 +278,16 @@ def test_one_partition_moves_away_and_the_others_stay(four) -> None:
     assert sum(f.stat().st_size for f in one.segment_files("split", 1)) > 0
     records = consume_partitions(cluster.bootstrap, "split", 2, 200)
     assert sorted(records) == [f"r{i:03d}".encode() for i in range(200)]
+    # And back: broker 1 refills its emptied copy from the leader.
+    assert _alter(cluster, 3, {("split", 0): [1, 2]}) == {("split", 0): ErrorCode.NONE}
+    wait_until(lambda: (p := cluster.partition("split", 0)) is not None and p.replicas == [1, 2]
+               and sorted(p.isrs) == [1, 2], 60, "split-0 back on brokers 1 and 2")
+    wait_until(lambda: _log_bytes(one, "split") == _log_bytes(two, "split"), 30,
+               "broker 1's copy of split-0 identical to broker 2's again")
+    wait_until(lambda: not three.partition_dir("split", 0).exists(), 30,
+               "broker 3, with no partition of split left, to delete its copy")
+    produce(cluster.bootstrap, "split", [(0, b"after")])
+    assert len(consume_partitions(cluster.bootstrap, "split", 2, 201)) == 201
 
 
 @pytest.mark.slow

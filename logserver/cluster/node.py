@@ -363,6 +363,7 @@ class ClusterNode:
                       if (s := self.model.partition(*w)) is not None and self.node_id not in s.replicas]:
             self._resign(where)
             self._stop_fetcher(where)
+            self._saved_hw.pop(where, None)  # if it comes back, it starts from its own log
             log.info("%s-%d: reassigned away from this broker", *where)
         local = {name: count for name in self.storage.topic_names()
                  if name not in INTERNAL_TOPICS and name not in self._creating
@@ -374,6 +375,8 @@ class ClusterNode:
             async def delete(topic: str = name) -> None:
                 try:
                     await self.storage.delete_topic(topic)  # not the broker's: offsets stay
+                    for where in [w for w in self._saved_hw if w[0] == topic]:
+                        self._saved_hw.pop(where)
                     log.info("deleted the local copy of %s (no replica here any more)", topic)
                 except Exception as exc:
                     log.warning("deleting the local copy of %s failed: %s", topic, exc)
@@ -389,6 +392,7 @@ class ClusterNode:
             async def empty(at: tuple[str, int] = where) -> None:
                 try:
                     await self.storage.truncate_to(*at, 0)
+                    self._saved_hw.pop(at, None)
                     log.info("%s-%d: emptied the local copy (no replica here any more)", *at)
                 except Exception as exc:
                     log.warning("%s-%d: emptying the local copy failed: %s", *at, exc)
