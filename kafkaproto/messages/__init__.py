@@ -122,6 +122,14 @@ from .produce import (
     ProduceRequest,
     ProduceResponse,
 )
+from .reassignments import (
+    ALTER_PARTITION_REASSIGNMENTS,
+    LIST_PARTITION_REASSIGNMENTS,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from .security import (
     ALTER_USER_SCRAM_CREDENTIALS,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
@@ -175,6 +183,8 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
             ALTER_CONFIGS,
             DESCRIBE_LOG_DIRS,
             INCREMENTAL_ALTER_CONFIGS,
+            ALTER_PARTITION_REASSIGNMENTS,
+            LIST_PARTITION_REASSIGNMENTS,
             API_VERSIONS,
             FETCH,
             LIST_OFFSETS,
@@ -308,4 +318,8 @@ __all__ = [
     "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
 ]

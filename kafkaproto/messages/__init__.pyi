@@ -36,6 +36,8 @@ OFFSET_DELETE: ApiSpec
 OFFSET_FETCH: ApiSpec
 INIT_PRODUCER_ID: ApiSpec
 PRODUCE: ApiSpec
+ALTER_PARTITION_REASSIGNMENTS: ApiSpec
+LIST_PARTITION_REASSIGNMENTS: ApiSpec
 ALTER_USER_SCRAM_CREDENTIALS: ApiSpec
 DESCRIBE_USER_SCRAM_CREDENTIALS: ApiSpec
 SASL_AUTHENTICATE: ApiSpec
@@ -1031,6 +1033,61 @@ class IncrementalAlterConfigsResponse(Message):
     throttle_time_ms: int
     responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
     def __init__(self, *, throttle_time_ms: int = ..., responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = ...) -> None: ...
+
+class AlterPartitionReassignmentsRequest(Message):
+    class ReassignablePartition(Struct):
+        partition_index: int
+        replicas: list[int] | None
+        def __init__(self, *, partition_index: int = ..., replicas: list[int] | None = ...) -> None: ...
+    class ReassignableTopic(Struct):
+        name: str
+        partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition]
+        def __init__(self, *, name: str = ..., partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition] = ...) -> None: ...
+    timeout_ms: int
+    topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic]
+    def __init__(self, *, timeout_ms: int = ..., topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = ...) -> None: ...
+
+class AlterPartitionReassignmentsResponse(Message):
+    class ReassignablePartitionResponse(Struct):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    class ReassignableTopicResponse(Struct):
+        name: str
+        partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse]
+        def __init__(self, *, name: str = ..., partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse] = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = ...) -> None: ...
+
+class ListPartitionReassignmentsRequest(Message):
+    class ListPartitionReassignmentsTopics(Struct):
+        name: str
+        partition_indexes: list[int]
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None
+    def __init__(self, *, timeout_ms: int = ..., topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None = ...) -> None: ...
+
+class ListPartitionReassignmentsResponse(Message):
+    class OngoingPartitionReassignment(Struct):
+        partition_index: int
+        replicas: list[int]
+        adding_replicas: list[int]
+        removing_replicas: list[int]
+        def __init__(self, *, partition_index: int = ..., replicas: list[int] = ..., adding_replicas: list[int] = ..., removing_replicas: list[int] = ...) -> None: ...
+    class OngoingTopicReassignment(Struct):
+        name: str
+        partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment]
+        def __init__(self, *, name: str = ..., partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment] = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment] = ...) -> None: ...
 
 class OffsetDeleteRequest(Message):
     class OffsetDeleteRequestPartition(Struct):

@@ -21,6 +21,7 @@ from kafkaproto.messages import (
 )
 from kafkaproto.messages.admin_alter import OP_DELETE, OP_SET
 
+from . import reassign
 from .client import Cluster
 from .errors import CliError, error_name, kafka_error
 from .offsets import EARLIEST, LATEST, list_offsets
@@ -98,6 +99,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                      help="the new total (kafka-topics --alter --partitions)")
     p.add_argument("--validate-only", action="store_true", help="check, change nothing")
     p.set_defaults(func=add_partitions)
+    reassign.register(sub, common)
 
 
 # ---- list / describe ------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kafkaproto import ApiKey
-from logserver.cluster import data_path, partitions_admin, services, topics
+from logserver.cluster import data_path, partitions_admin, reassignments_admin, services, topics
 from logserver.handlers import Handler
 
 # Not advertised in ApiVersions: brokers use them among themselves, and clients skip the
@@ -24,4 +24,6 @@ HANDLERS: dict[int, Any] = {
     ApiKey.DELETE_TOPICS: topics.delete_topics,
     ApiKey.FIND_COORDINATOR: services.find_coordinator,
     ApiKey.CREATE_PARTITIONS: partitions_admin.create_partitions,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments_admin.alter,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments_admin.list_,
 }

@@ -60,17 +60,26 @@ class PartitionState:
     leader_epoch: int
     isr: tuple[int, ...]
     partition_epoch: int = 0
+    # A reassignment under way (KIP-455): ``replicas`` is then the target followed by
+    # the replicas leaving; both lists are empty otherwise (and absent from the JSON).
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
 
     def encode(self) -> bytes:
-        return json.dumps({"replicas": list(self.replicas), "leader": self.leader,
-                           "leader_epoch": self.leader_epoch, "isr": list(self.isr),
-                           "partition_epoch": self.partition_epoch}).encode()
+        d: dict[str, object] = {"replicas": list(self.replicas), "leader": self.leader,
+                                "leader_epoch": self.leader_epoch, "isr": list(self.isr),
+                                "partition_epoch": self.partition_epoch}
+        if self.adding or self.removing:
+            d["adding_replicas"] = list(self.adding)
+            d["removing_replicas"] = list(self.removing)
+        return json.dumps(d).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> PartitionState:
         d = json.loads(raw)
         return cls(tuple(d["replicas"]), int(d["leader"]), int(d["leader_epoch"]),
-                   tuple(d["isr"]), int(d["partition_epoch"]))
+                   tuple(d["isr"]), int(d["partition_epoch"]),
+                   tuple(d.get("adding_replicas", ())), tuple(d.get("removing_replicas", ())))
 
     def offline_replicas(self, live: Iterable[int]) -> list[int]:
         alive = set(live)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ErrorCode
+from logserver.cluster import reassignment
 from logserver.cluster.etcd import EtcdStore, parse_endpoints
 from logserver.cluster.fetcher import ReplicaFetcher
 from logserver.cluster.model import (
@@ -84,6 +85,7 @@ class ClusterNode:
         self._creating: dict[str, asyncio.Task[None]] = {}
         self._deleting: dict[str, asyncio.Task[None]] = {}
         self._seen_topics: set[str] = set()
+        self._emptied: set[tuple[str, int]] = set()
         self._tasks: list[asyncio.Task[Any]] = []
         self._dirty = asyncio.Event()
         self._checkpoint = Path(config.data_dir) / CHECKPOINT_FILE
@@ -293,6 +295,7 @@ class ClusterNode:
         for where in [w for w in self.fetchers if w not in model.partitions]:
             self._stop_fetcher(where)
         self._drop_deleted_topics()
+        self._drop_moved_replicas()
         if not self.ready.is_set():
             self.ready.set()
 
@@ -301,7 +304,8 @@ class ClusterNode:
     async def _controller_pass(self) -> None:
         live = set(self.model.brokers)
         for (topic, index), versioned in list(self.model.partitions.items()):
-            new = elect_leader(versioned.state, live, unclean=self.unclean)
+            new = (elect_leader(versioned.state, live, unclean=self.unclean)
+                   or reassignment.complete(versioned.state, live))
             if new is None:
                 continue
             if await self.store.swap(self.keys.partition(topic, index), new.encode(),
@@ -411,6 +415,48 @@ class ClusterNode:
                     self._deleting.pop(topic, None)
 
             self._deleting[name] = asyncio.get_running_loop().create_task(delete())
+
+    def _drop_moved_replicas(self) -> None:
+        """Replicas reassigned away from this broker: stop leading or following them and
+        delete the local copy (the whole topic when no partition of it stays here)."""
+        for where in [w for w in {*self.leaders, *self.fetchers}
+                      if (s := self.model.partition(*w)) is not None and self.node_id not in s.replicas]:
+            self._resign(where)
+            self._stop_fetcher(where)
+            self._saved_hw.pop(where, None)  # if it comes back, it starts from its own log
+            log.info("%s-%d: reassigned away from this broker", *where)
+        local = {name: count for name in self.storage.topic_names()
+                 if name not in INTERNAL_TOPICS and name not in self._creating
+                 and name not in self._deleting
+                 and (count := self.storage.partition_count(name)) is not None}
+        topics, partitions = reassignment.unassigned(self.model, self.node_id, local)
+        loop = asyncio.get_running_loop()
+        for name in topics:
+            async def delete(topic: str = name) -> None:
+                try:
+                    await self.storage.delete_topic(topic)  # not the broker's: offsets stay
+                    for where in [w for w in self._saved_hw if w[0] == topic]:
+                        self._saved_hw.pop(where)
+                    log.info("deleted the local copy of %s (no replica here any more)", topic)
+                except Exception as exc:
+                    log.warning("deleting the local copy of %s failed: %s", topic, exc)
+                finally:
+                    self._deleting.pop(topic, None)
+            self._deleting[name] = loop.create_task(delete())
+        self._emptied &= set(partitions)  # assigned here again: empty it again when it leaves
+        for where in partitions:
+            if where in self._emptied or not self.storage.log_end_offset(*where):
+                continue
+            self._emptied.add(where)
+
+            async def empty(at: tuple[str, int] = where) -> None:
+                try:
+                    await self.storage.truncate_to(*at, 0)
+                    self._saved_hw.pop(at, None)
+                    log.info("%s-%d: emptied the local copy (no replica here any more)", *at)
+                except Exception as exc:
+                    log.warning("%s-%d: emptying the local copy failed: %s", *at, exc)
+            loop.create_task(empty())
 
     # -- holding a replica ------------------------------------------------------------------
 

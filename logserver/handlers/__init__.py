@@ -48,6 +48,7 @@ from logserver.handlers import (
     offset_delete,
     offset_fetch,
     produce,
+    reassignments,
     sasl_authenticate,
     sasl_handshake,
     sync_group,
@@ -82,6 +83,10 @@ HANDLERS: dict[int, Handler] = {
                                               alter_configs.handle_incremental),
     ApiKey.DESCRIBE_LOG_DIRS: Handler("DescribeLogDirs", 0, 4, describe_log_dirs.handle),
     ApiKey.DESCRIBE_CLUSTER: Handler("DescribeCluster", 0, 1, describe_cluster.handle),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Handler("AlterPartitionReassignments", 0, 0,
+                                                  reassignments.handle_alter),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Handler("ListPartitionReassignments", 0, 0,
+                                                 reassignments.handle_list),
     # -- consumer groups (logserver/groups) --
     ApiKey.FIND_COORDINATOR: Handler("FindCoordinator", 0, 4, find_coordinator.handle),
     ApiKey.JOIN_GROUP: Handler("JoinGroup", 0, 9, join_group.handle),
