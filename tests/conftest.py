@@ -110,3 +110,32 @@ def kcat_bin() -> str:
         pytest.skip(msg)
     return path
 
+
+
+# -- clusters: real etcd and three brokers (tests/clusterprocs.py) ---------------------------
+
+@pytest.fixture
+def etcd(tmp_path):
+    """A fresh etcd on free loopback ports, stopped by its pid afterwards."""
+    from clusterprocs import EtcdProcess
+
+    proc = EtcdProcess(tmp_path / "etcd-data")
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path, etcd):
+    """Three brokers, replication factor 3, min.insync.replicas 2 (files may override)."""
+    from clusterprocs import Cluster
+
+    nodes = Cluster(tmp_path, etcd, 3, **{"min.insync.replicas": 2,
+                                          "default.replication.factor": 3,
+                                          "replica.lag.time.max.ms": 5000})
+    try:
+        yield nodes.start()
+    finally:
+        nodes.stop()

@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from clusterprocs import Cluster, EtcdProcess, wait_until
+from clusterprocs import Cluster, wait_until
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kafka import KafkaProducer
@@ -27,27 +27,6 @@ from logserver.groups.store import kafka_partition_for
 from tests.rawwire import record_batch
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    proc = EtcdProcess(tmp_path / "etcd-data")
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-@pytest.fixture
-def cluster(tmp_path, etcd):
-    nodes = Cluster(tmp_path, etcd, 3, **{"min.insync.replicas": 2,
-                                          "default.replication.factor": 3,
-                                          "replica.lag.time.max.ms": 5000})
-    try:
-        yield nodes.start()
-    finally:
-        nodes.stop()
 
 
 def create(cluster: Cluster, topic: str, partitions: int = 3, rf: int = 3) -> None:

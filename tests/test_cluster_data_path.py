@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from clusterprocs import Cluster, EtcdProcess, wait_until
+from clusterprocs import Cluster, wait_until
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kafkaclient import BlockingClient
@@ -25,27 +25,6 @@ from logserver.log.manager import LOG_START_OFFSET_FILE
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 EARLIEST = -2
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    proc = EtcdProcess(tmp_path / "etcd-data")
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-@pytest.fixture
-def cluster(tmp_path, etcd):
-    nodes = Cluster(tmp_path, etcd, 3, **{"min.insync.replicas": 2,
-                                          "default.replication.factor": 3,
-                                          "replica.lag.time.max.ms": 5000})
-    try:
-        yield nodes.start()
-    finally:
-        nodes.stop()
 
 
 def create(cluster: Cluster, topic: str, partitions: int, rf: int = 3) -> None:

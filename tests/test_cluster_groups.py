@@ -10,7 +10,7 @@ import time
 from collections import defaultdict
 
 import pytest
-from clusterprocs import Cluster, EtcdProcess, wait_until
+from clusterprocs import Cluster, wait_until
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kafkaclient import BlockingClient
@@ -22,27 +22,6 @@ from logserver.groups.store import kafka_partition_for
 pytestmark = pytest.mark.slow
 
 OFFSETS = "__consumer_offsets"
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    proc = EtcdProcess(tmp_path / "etcd-data")
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-@pytest.fixture
-def cluster(tmp_path, etcd):
-    nodes = Cluster(tmp_path, etcd, 3, **{"min.insync.replicas": 2,
-                                          "default.replication.factor": 3,
-                                          "replica.lag.time.max.ms": 5000})
-    try:
-        yield nodes.start()
-    finally:
-        nodes.stop()
 
 
 def _create(cluster: Cluster, topic: str, partitions: int) -> None:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clusterprocs import Cluster, EtcdProcess, wait_until
+from clusterprocs import Cluster, wait_until
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
@@ -37,16 +37,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 USERS = {"alice": "alice-secret", "mallory": "mallory-secret"}
 TOPIC = "secured"
 MECHANISM = "SCRAM-SHA-256"
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    proc = EtcdProcess(tmp_path / "etcd-data")
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
 
 
 def add_user(data_dir: Path, user: str, password: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from clusterprocs import Cluster, EtcdProcess, wait_until
+from clusterprocs import wait_until
 from confluent_kafka.admin import NewTopic
 from test_cluster import ContinuousProducer, consume_all
 
@@ -33,27 +33,6 @@ def test_a_follower_leaves_the_isr_unless_it_is_the_last_member():
     assert without_replica(state, 3, {1, 2, 3}) == PartitionState((1, 2, 3), 2, 4, (1, 2), 8)
     assert without_replica(PartitionState((1, 2, 3), 2, 4, (1, 2), 7), 3, {1, 2, 3}) is None
     assert without_replica(PartitionState((2, 3), -1, 4, (3,), 7), 3, {3}) is None
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    proc = EtcdProcess(tmp_path / "etcd-data")
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-@pytest.fixture
-def cluster(tmp_path, etcd):
-    nodes = Cluster(tmp_path, etcd, 3, **{"min.insync.replicas": 2,
-                                          "default.replication.factor": 3,
-                                          "replica.lag.time.max.ms": 5000})
-    try:
-        yield nodes.start()
-    finally:
-        nodes.stop()
 
 
 @pytest.mark.slow
