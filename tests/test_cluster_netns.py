@@ -29,6 +29,7 @@ from test_cluster import (
 )
 
 from kafkaproto import ApiKey, ErrorCode
+from kafkaproto.messages import MetadataRequest
 
 pytestmark = pytest.mark.slow
 
@@ -75,6 +76,21 @@ def cut_off(lab: NetLab, cluster: Cluster, node: int) -> Iterator[None]:
         cluster.paused.discard(node)
 
 
+def view_of(cluster: Cluster, node: int, topic: str) -> tuple[int, int, list[int]]:
+    """(leader, leader epoch, ISR) of partition 0 as broker ``node`` itself reports it:
+    a broker that missed the changes made while it was cut off still shows the old ones."""
+    broker = cluster.brokers[node]
+    client = BlockingClient(broker.port, host=broker.host, timeout=10)
+    try:
+        answer = client.call(ApiKey.METADATA, 9, MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+            allow_auto_topic_creation=False))
+    finally:
+        client.close()
+    part = answer.topics[0].partitions[0]
+    return part.leader_id, part.leader_epoch, sorted(part.isr_nodes)
+
+
 def _check_acknowledged(cluster: Cluster, producer: ContinuousProducer, others: int = 0) -> list[bytes]:
     """Every acknowledged record present exactly once, offsets dense, order kept
     (``others``: records written to the topic besides the producer's)."""
@@ -116,10 +132,14 @@ def test_leader_cut_off_acknowledges_nothing_and_rejoins_after_truncating(cluste
                 _wait_for_progress([producer])  # the producer goes on with the new leader
                 answer = local.recv().responses[0].partition_responses[0]
                 assert answer.error_code != ErrorCode.NONE, "a cut-off leader acknowledged acks=all"
-            # Healed: it learns of the new leader, truncates its tail, catches up, rejoins.
+            # Healed: it learns of the new leader, truncates its tail, catches up, rejoins
+            # (asked on the new leader, and on the old one itself: no stale view left).
             cluster.wait_for_brokers(set(NODES))
-            wait_until(lambda: old in cluster.partition("cut", 0).isrs, 60, "the old leader in the ISR")
-            assert cluster.partition("cut", 0).leader == new.leader
+            for node in (new.leader, old):
+                wait_until(lambda n=node: view_of(cluster, n, "cut")[2] == sorted(NODES), 60,
+                           f"broker {node} to show the old leader back in the ISR")
+            assert view_of(cluster, old, "cut")[:2] == view_of(cluster, new.leader, "cut")[:2]
+            assert view_of(cluster, old, "cut")[0] != old
             _wait_for_progress([producer])
     finally:
         local.close()

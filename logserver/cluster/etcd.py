@@ -99,11 +99,6 @@ class EtcdStore:
                 reply = await self._call(lambda c: c.refresh_lease(self.lease_id))
             except Exception as exc:
                 log.warning("refreshing etcd lease %x failed: %s", self.lease_id, exc)
-                # Cut off by a network partition, the channel's connection dies silently
-                # (packets dropped, no reset): gRPC keeps timing out on it long after the
-                # network is back. A fresh channel (if etcd answers one) for the next try.
-                with contextlib.suppress(Exception):
-                    await self.reconnect()
                 continue
             if reply is None or reply.TTL <= 0:
                 log.error("etcd lease %x expired: this broker's session is lost", self.lease_id)
