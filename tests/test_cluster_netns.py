@@ -132,6 +132,8 @@ def test_leader_cut_off_acknowledges_nothing_and_rejoins_after_truncating(cluste
                 _wait_for_progress([producer])  # the producer goes on with the new leader
                 answer = local.recv().responses[0].partition_responses[0]
                 assert answer.error_code != ErrorCode.NONE, "a cut-off leader acknowledged acks=all"
+                # It did append it: the divergent tail it must drop when it rejoins.
+                assert b"9999999-stranded" in _log_bytes(broker, "cut")
             # Healed: it learns of the new leader, truncates its tail, catches up, rejoins
             # (asked on the new leader, and on the old one itself: no stale view left).
             cluster.wait_for_brokers(set(NODES))
@@ -145,6 +147,7 @@ def test_leader_cut_off_acknowledges_nothing_and_rejoins_after_truncating(cluste
         local.close()
     values = _check_acknowledged(cluster, producer, others=1)
     assert values[0] == b"-first" and b"9999999-stranded" not in values
+    assert b"9999999-stranded" not in _log_bytes(broker, "cut")  # truncated away
     _identical_replicas(cluster, "cut")
 
 
