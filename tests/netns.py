@@ -5,7 +5,8 @@ bridge; one namespace per host, each joined to the bridge by a veth pair and giv
 private address 10.213.S.N/24 in a subnet S no other address of this machine uses; and a
 veth from the test's own (root) namespace into the bridge (10.213.S.1), so the test's
 clients reach every host. ``cut(host)`` takes the host's bridge port down: its packets
-are dropped silently, as in a real partition (no resets, no errors), until ``heal(host)``.
+are dropped silently, as in a real partition (no resets, no errors), until ``heal(host)``;
+``isolate(hosts)`` cuts those hosts off from one another only.
 
 Names carry the test's pid, so parallel runs do not collide; ``close()`` deletes every
 namespace (and with them every veth and the bridge). Creating them fails loudly: a
@@ -118,6 +119,13 @@ class NetLab:
 
     def heal(self, name: str) -> None:
         ip("-n", self.hub, "link", "set", self.ports[name], "up")
+
+    def isolate(self, names: list[str], on: bool = True) -> None:
+        """Bridge port isolation: hosts ``names`` no longer reach one another, while each
+        still reaches every other host (and the test) - a partial partition."""
+        for name in names:
+            ip("-n", self.hub, "link", "set", "dev", self.ports[name], "type", "bridge_slave",
+               "isolated", "on" if on else "off")
 
     # -- acting from inside a host --------------------------------------------------------
 

@@ -59,6 +59,8 @@ def cluster(tmp_path, lab) -> Iterator[Cluster]:
             for name in lab.ports:  # a failed test may have left a host cut off
                 with contextlib.suppress(RuntimeError):
                     lab.heal(name)
+                with contextlib.suppress(RuntimeError):
+                    lab.isolate([name], on=False)
             nodes.stop()
     finally:
         etcd.stop()
@@ -193,3 +195,34 @@ def test_follower_cut_off_leaves_the_isr_and_returns_after_healing(cluster, lab)
         _wait_for_progress([producer])
     _check_acknowledged(cluster, producer)
     _identical_replicas(cluster, "minority")
+
+
+def test_leader_cut_off_from_its_followers_only_refuses_acks_all(cluster, lab):
+    """A partial partition: the brokers lose one another but each still reaches etcd
+    (and the clients). The leader keeps its session, so no one else is elected; its
+    followers cannot fetch, it shrinks the ISR to itself, and acks=all is refused with
+    NOT_ENOUGH_REPLICAS (min.insync.replicas=2) rather than acknowledged by one copy."""
+    create(cluster, "split", partitions=1, rf=3)
+    leader = cluster.partition("split", 0).leader
+    broker = cluster.brokers[leader]
+    client = BlockingClient(broker.port, host=broker.host)
+    brokers = [f"node{n}" for n in NODES]
+    try:
+        assert produce_to_leader(client, produce_request("split", 0, [b"a"])) == ErrorCode.NONE
+        lab.isolate(brokers)
+        try:
+            wait_until(lambda: view_of(cluster, leader, "split")[2] == [leader], 30,
+                       "the ISR to shrink to the leader")
+            refused = client.call(ApiKey.PRODUCE, 7, produce_request("split", 0, [b"b"]))
+            assert refused.responses[0].partition_responses[0].error_code == \
+                ErrorCode.NOT_ENOUGH_REPLICAS
+            assert view_of(cluster, leader, "split")[:2] == (leader, 0)  # still the leader
+        finally:
+            lab.isolate(brokers, on=False)
+        wait_until(lambda: view_of(cluster, leader, "split")[2] == sorted(NODES), 60,
+                   "the followers back in the ISR")
+        assert produce_to_leader(client, produce_request("split", 0, [b"c"])) == ErrorCode.NONE
+    finally:
+        client.close()
+    assert [v for _, v in consume_all(cluster.bootstrap, "split", 2)] == [b"a", b"c"]
+    _identical_replicas(cluster, "split")
