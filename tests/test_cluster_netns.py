@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 from clusterprocs import Cluster, EtcdProcess, wait_until
 from kafkaclient import BlockingClient
-from netns import NetLab, netlab
+from netns import NetLab, netlab, reachable
 from test_cluster import (
     ContinuousProducer,
     _log_bytes,
@@ -124,6 +124,7 @@ def test_leader_cut_off_acknowledges_nothing_and_rejoins_after_truncating(cluste
         with ContinuousProducer("confluent-kafka", cluster.bootstrap, "cut") as producer:
             _wait_for_progress([producer])
             with cut_off(lab, cluster, old):
+                assert not reachable(broker.host, broker.port)
                 # Appended by the cut-off leader alone; the ISR cannot shrink (etcd is out
                 # of its reach too), so acks=all can never be answered with success.
                 local.send(ApiKey.PRODUCE, 7, produce_request(
@@ -160,6 +161,7 @@ def test_etcd_cut_off_from_everyone_leaders_keep_serving(cluster, lab):
         _wait_for_progress([producer])
         lab.cut("etcd")
         try:
+            assert not reachable(cluster.etcd.host, cluster.etcd.port)
             # Twice the session timeout: every lease expires inside etcd, but no broker
             # can learn it or change anything, so the last known leadership and ISR hold
             # and acks=all writes go on.
