@@ -268,6 +268,10 @@ class ChildProcess:
 class ListeningChild(ChildProcess):
     """A child that serves on ``127.0.0.1:port``: ready once it accepts TCP connections."""
 
+    #: Where it serves: 127.0.0.1, or (tests of network partitions) an address inside a
+    #: network namespace of the test's own.
+    host: str = HOST
+
     def __init__(self, log_path: Path | None = None, port: int | None = None, *,
                  argv: Sequence[str] | None = None, name: str | None = None,
                  env: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
@@ -276,8 +280,8 @@ class ListeningChild(ChildProcess):
 
     @property
     def address(self) -> str:
-        """``127.0.0.1:PORT``."""
-        return f"{HOST}:{self.port}"
+        """``HOST:PORT`` (``127.0.0.1:PORT`` unless ``host`` says otherwise)."""
+        return f"{self.host}:{self.port}"
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Wait until the port accepts a connection; raise with the child's output if not."""
@@ -286,7 +290,7 @@ class ListeningChild(ChildProcess):
             if not self.running:  # first: another process may hold the port
                 self._forget()
                 raise self.start_error(self._exited_message())
-            if can_connect(self.port):
+            if can_connect(self.port, self.host):
                 return
             if time.monotonic() > deadline:
                 self.stop(5)

@@ -26,15 +26,19 @@ ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 class EtcdProcess(ListeningChild):
     name = "etcd"
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, netns: str | None = None, host: str = HOST) -> None:
+        """``netns``: run inside that network namespace, serving on ``host`` there."""
         self.data_dir = data_dir
         self.peer_port = free_port()
         super().__init__(data_dir.parent / "etcd.log", free_port())
+        self.netns = netns
+        self.host = host
 
     def command(self) -> list[str]:
-        client = f"http://{HOST}:{self.port}"
-        peer = f"http://{HOST}:{self.peer_port}"
-        return [ETCD, "--name", "test", "--data-dir", str(self.data_dir),
+        client = f"http://{self.host}:{self.port}"
+        peer = f"http://{HOST}:{self.peer_port}"  # a one-member cluster: peers on loopback
+        inside = ["ip", "netns", "exec", self.netns] if self.netns is not None else []
+        return [*inside, ETCD, "--name", "test", "--data-dir", str(self.data_dir),
                 "--listen-client-urls", client, "--advertise-client-urls", client,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                 "--initial-cluster", f"test={peer}"]
@@ -53,14 +57,19 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
 
 
 class Cluster:
-    """N brokers (node ids 1..N) sharing one etcd and one key prefix."""
+    """N brokers (node ids 1..N) sharing one etcd and one key prefix.
 
-    def __init__(self, root: Path, etcd: EtcdProcess, nodes: int, **settings: object) -> None:
+    ``hosts`` places broker N in network namespace ``hosts[N][0]``, serving on address
+    ``hosts[N][1]`` there (tests/netns.py); without it every broker is on 127.0.0.1."""
+
+    def __init__(self, root: Path, etcd: EtcdProcess, nodes: int, *,
+                 hosts: dict[int, tuple[str, str]] | None = None, **settings: object) -> None:
         self.etcd = etcd
         self.brokers: dict[int, ServerProcess] = {}
         self.paused = set()
         for node in range(1, nodes + 1):
-            self.brokers[node] = ServerProcess(root / f"node{node}", settings={
+            netns, host = (hosts or {}).get(node, (None, HOST))
+            self.brokers[node] = ServerProcess(root / f"node{node}", netns=netns, host=host, settings={
                 "node.id": node, "cluster.etcd.endpoints": etcd.address,
                 "cluster.etcd.prefix": f"/test-{root.name}",
                 "broker.session.timeout.ms": 3000, **settings})

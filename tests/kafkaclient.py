@@ -18,8 +18,9 @@ from kafkaproto.client import ClientConnection, Response
 class BlockingClient:
     """One connection; ``send``/``recv`` apart so that requests can overlap."""
 
-    def __init__(self, port: int, client_id: str = "tests", timeout: float = 30.0) -> None:
-        self.sock = socket.create_connection((HOST, port), timeout=timeout)
+    def __init__(self, port: int, client_id: str = "tests", timeout: float = 30.0,
+                 host: str = HOST) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
         self.core = ClientConnection(client_id)
         self._responses: deque[Response] = deque()
 

@@ -19,6 +19,7 @@ command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)   # PySpar
 command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)   # the power-loss tests' fsync shim
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)   # cluster mode's coordination service
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)   # MQTT over WebSockets in a real browser (Playwright)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)   # network namespaces of the cluster partition tests
 if ((${#missing[@]})); then
     command -v apt-get >/dev/null 2>&1 || die "need ${missing[*]} and there is no apt-get"
     SUDO=()

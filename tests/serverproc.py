@@ -48,6 +48,8 @@ class ServerProcess(ListeningChild):
     passed as flags unless ``base_flags=False`` (for tests of env/config-file settings,
     which then have to bring them themselves). ``launcher`` replaces ``-m logserver``
     (e.g. the test-only fault-injection launcher, which then runs logserver itself).
+    ``netns`` runs it inside that network namespace (``ip netns exec``, which execs: the
+    pid is the server's own), listening on ``host`` there (tests/netns.py).
     """
 
     name = "logserver"
@@ -67,6 +69,8 @@ class ServerProcess(ListeningChild):
         startup_timeout: float = 20.0,
         extra_args: list[str] | tuple[str, ...] = (),
         launcher: list[str] | tuple[str, ...] = ("-m", "logserver"),
+        netns: str | None = None,
+        host: str = HOST,
     ) -> None:
         self.data_dir = Path(data_dir) if data_dir is not None else None
         port = port if port is not None else free_port()
@@ -81,6 +85,8 @@ class ServerProcess(ListeningChild):
         self.startup_timeout = startup_timeout
         self.extra_args = list(extra_args)
         self.launcher = list(launcher)
+        self.netns = netns
+        self.host = host
         # Never the default 9644: test servers run side by side.
         self.admin_port = free_port()
         self.starts = 0
@@ -88,12 +94,8 @@ class ServerProcess(ListeningChild):
 
     # ---- addresses -------------------------------------------------------------
     @property
-    def host(self) -> str:
-        return HOST
-
-    @property
     def bootstrap(self) -> str:
-        """``127.0.0.1:PORT``, the bootstrap string for every client."""
+        """``HOST:PORT`` (127.0.0.1 but in a namespace), the bootstrap string for clients."""
         return self.address
 
     @property
@@ -104,12 +106,14 @@ class ServerProcess(ListeningChild):
     # ---- command line ----------------------------------------------------------
     def command(self) -> list[str]:
         cmd = [sys.executable, *self.launcher]
+        if self.netns is not None:
+            cmd = ["ip", "netns", "exec", self.netns, *cmd]
         if self.config_file is not None:
             cmd += ["--config", str(self.config_file)]
         if self.base_flags:
             if self.data_dir is not None:
                 cmd += ["--log.dirs", str(self.data_dir)]
-            cmd += ["--listeners", f"PLAINTEXT://{HOST}:{self.port}"]
+            cmd += ["--listeners", f"PLAINTEXT://{self.host}:{self.port}"]
             if "admin.listeners" not in self.settings:
                 cmd += ["--admin.listeners", f"http://{HOST}:{self.admin_port}"]
         for name, value in self.settings.items():
