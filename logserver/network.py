@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from kafkaproto import FileRegion, RequestHeader, encode_response
+from logserver.close_connection import CloseConnection
 from logserver.framing import ServerFraming, Slot
 from logserver.latency import RequestMetrics
 from logserver.request_budget import RequestBudget
@@ -292,6 +293,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         return False
 
+    def _close_for(self, header: RequestHeader, close: CloseConnection) -> None:
+        """A handler asked for the connection to close instead of an answer (Kafka: acks=0
+        produce errors); what was already written still leaves, at info like Kafka."""
+        log.info("closing connection from %s (client id %r) after request %d: %s", self.peer,
+                 header.client_id, header.correlation_id, close.reason)
+        if self._transport is not None and not self._closed:
+            self._write_ready()
+            self._closed = True
+            self._transport.close()
+
     def _protocol_error(self, reason: str) -> None:
         self._stats.protocol_errors += 1
         log.warning("closing connection from %s: %s", self.peer, reason)
@@ -319,6 +330,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if header is None:
             self._stats.budget.release(size)
             self._protocol_error(str(result))
+            return
+        if isinstance(result, CloseConnection):
+            self._stats.budget.release(size)
+            self._close_for(header, result)
             return
         if isinstance(result, Awaitable):
             future = asyncio.ensure_future(result)
@@ -357,6 +372,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._protocol_error(f"internal error: {error!r}")
             return
         result = future.result()
+        if isinstance(result, CloseConnection):
+            self._close_for(header, result)
+            return
         try:
             encoded = None if result is None else _encode(header, result)
         except Exception as exc:  # a response a handler built wrong: this client only

@@ -107,6 +107,57 @@ def test_transactional_batch_without_transactional_id_refuses_the_whole_request(
     assert produce("tx", (0, txn)) == [(ErrorCode.NONE, 0)]
 
 
+def test_acks_zero_produce_error_closes_the_connection(conn):
+    """Kafka (KafkaApis.handleProduceRequest) closes the connection when a Produce with
+    acks=0 fails on any partition: the producer gets no response to read the error from.
+    A refused transactional batch without a transactional id does that; nothing is
+    appended, and an acks=0 produce that succeeds leaves the connection open."""
+    import time
+
+    from kafkaclient import BlockingClient
+
+    error, pid, epoch = _init(conn)
+    assert error == ErrorCode.NONE
+    txn = build_batch([(b"k", b"v", (), T0)], producer_id=pid, producer_epoch=epoch,
+                      base_sequence=0, is_transactional=True)
+    plain = build_batch([(b"k", b"plain", (), T0)])
+
+    def acks0(client: BlockingClient, transactional_id: str | None, records: bytes) -> None:
+        client.send(ApiKey.PRODUCE, 9, ProduceRequest(
+            transactional_id=transactional_id, acks=0, timeout_ms=5000, topic_data=[
+                ProduceRequest.TopicProduceData(name=TOPIC, partition_data=[
+                    ProduceRequest.PartitionProduceData(index=1, records=records)])]),
+            expect_response=False)
+
+    # A good acks=0 produce: no answer, the connection stays usable.
+    acks0(conn, None, plain)
+    assert conn.call(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(
+        key="tx", key_type=1)).error_code == ErrorCode.NONE
+
+    refused = BlockingClient(conn.server.port, "acks0-refused", timeout=10)
+    try:
+        acks0(refused, None, txn)
+        refused.sock.settimeout(10)
+        deadline = time.monotonic() + 10
+        closed = False
+        while not closed and time.monotonic() < deadline:
+            try:
+                closed = refused.sock.recv(1) == b""  # no answer: only the close
+            except ConnectionResetError:
+                closed = True
+            except TimeoutError:
+                break
+        assert closed, "the connection stayed open after a failed acks=0 produce"
+    finally:
+        refused.close()
+    # Nothing of the refused request was appended: the next batch lands after the plain one.
+    r = conn.call(ApiKey.PRODUCE, 9, ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000,
+                  topic_data=[ProduceRequest.TopicProduceData(name=TOPIC, partition_data=[
+                      ProduceRequest.PartitionProduceData(index=1, records=plain)])]))
+    part = r.responses[0].partition_responses[0]
+    assert (part.error_code, part.base_offset) == (ErrorCode.NONE, 1)
+
+
 def test_epoch_bump_fences_the_old_producer(conn):
     _, pid, epoch = _init(conn)
     assert _add(conn, pid, epoch, 0) == ErrorCode.NONE

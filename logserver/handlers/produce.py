@@ -1,6 +1,7 @@
 """Produce: validate and append one batch per partition; acks decide what we wait for.
 
-acks=0 gets no response at all; acks=1 and acks=-1 are the same on a single node (the
+acks=0 gets no response at all, but an error on any partition closes the connection, as
+in Kafka (the close is the only error an acks=0 producer can see); acks=1 and acks=-1 are the same on a single node (the
 leader is the whole ISR), and both wait for an fsync when the durability setting asks.
 The same handler serves cluster mode: ``broker.routing`` (logserver.partition_routing)
 refuses partitions this broker does not lead and makes acks=all wait for the ISR.
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, cast
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.batch import parse_header
 from kafkaproto.messages import ProduceRequest, ProduceResponse
+from logserver.close_connection import CloseConnection
 from logserver.groups import INTERNAL_TOPICS
 from logserver.security import checks
 from logserver.storage.api import AppendResult
@@ -28,7 +30,8 @@ PartitionResponse = ProduceResponse.PartitionProduceResponse
 
 
 def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
-        ProduceResponse | Awaitable[ProduceResponse] | None):
+        ProduceResponse | Awaitable[ProduceResponse | CloseConnection | None]
+        | CloseConnection | None):
     acks = request.acks
     routing = broker.routing
     error: int = ErrorCode.INVALID_REQUIRED_ACKS if acks not in (-1, 0, 1) else ErrorCode.NONE
@@ -70,11 +73,36 @@ def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
                 pending.track(broker, acks, topic.name, partition, records, result)
         topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
     if acks == 0:
-        return None
+        return _acks0_outcome(topics, pending)
     response = ProduceResponse(responses=topics, throttle_time_ms=0)
     if not (pending.deferred or pending.waits or pending.replicated):
         return response
     return _complete(broker, acks, response, pending, request.timeout_ms / 1000)
+
+
+def _acks0_outcome(topics: list[ProduceResponse.TopicProduceResponse], pending: _Pending) -> (
+        CloseConnection | Awaitable[CloseConnection | None] | None):
+    """No response for acks=0, unless a partition failed: then the connection closes.
+    Batches validated off the event loop are waited for only to learn their errors (no
+    fsync or replica wait: acks=0 waits for neither)."""
+    if pending.deferred:
+        return _acks0_after_validation(topics, pending)
+    return _close_if_failed(topics)
+
+
+async def _acks0_after_validation(topics: list[ProduceResponse.TopicProduceResponse],
+                                  pending: _Pending) -> CloseConnection | None:
+    for partition, _topic, _records, deferred in pending.deferred:
+        partition.error_code = (await deferred).error
+    return _close_if_failed(topics)
+
+
+def _close_if_failed(topics: list[ProduceResponse.TopicProduceResponse]) -> CloseConnection | None:
+    failed = [f"{topic.name}-{p.index}: {ErrorCode(p.error_code).name}"
+              for topic in topics for p in topic.partition_responses if p.error_code]
+    if not failed:
+        return None
+    return CloseConnection("error during produce with acks=0 (" + ", ".join(failed) + ")")
 
 
 @dataclass
