@@ -247,7 +247,8 @@ class Bridge:
                 host, port = ws_host or cfg.host, ws_port
                 from .websocket import WebSocketListener  # aiohttp: 12 MB, loaded only here
 
-                listener = WebSocketListener(self, ssl_context=ctx)
+                listener = WebSocketListener(self, ssl_context=ctx, tls_failures=self.tls_failures,
+                                             handshake_timeout_s=cfg.connect_timeout_s)
                 self.ws_listeners.append(listener)
                 await listener.start(host, port)
                 log.info("mqtt-bridge WebSocket%s listener on %s:%d (subprotocol mqtt, /mqtt and /)",

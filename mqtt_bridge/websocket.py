@@ -5,7 +5,10 @@ listener hands to :class:`~mqtt_bridge.connection.Connection`, so the same conne
 session and protocol code serves both: binary messages become ``data_received`` calls
 (MQTT packets need not align with WebSocket messages, the packet reader reassembles),
 and each batch the connection writes goes out as one binary message. aiohttp does the
-HTTP upgrade, framing, masking, ping/pong and TLS.
+HTTP upgrade, framing, masking and ping/pong. TLS (``--wss-listen``) runs its handshake
+through ``logserver.security.tls_accept`` like the MQTT TLS listener, so failed
+handshakes are logged (rate-limited) and counted in ``mqtt_tls_handshake_failures_total``
+too (aiohttp's own TLS site drops them silently).
 
 Rules from the specifications: the client must offer the subprotocol ``mqtt`` (an
 upgrade without it is refused with HTTP 400 and counted), and a text message closes
@@ -19,10 +22,12 @@ import contextlib
 import logging
 import ssl
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
+
+from logserver.security.tls_accept import HandshakeFailures, tls_accepting  # stdlib-only helper
 
 from .connection import Connection
 
@@ -150,10 +155,19 @@ class WebSocketTransport(asyncio.Transport):
 class WebSocketListener:
     """An aiohttp server that upgrades ``/mqtt`` and ``/`` to MQTT connections."""
 
-    def __init__(self, bridge: Bridge, *, ssl_context: ssl.SSLContext | None = None) -> None:
+    #: The listener name in failed-handshake log lines and counts.
+    TLS_LISTENER = "MQTT-WSS"
+
+    def __init__(self, bridge: Bridge, *, ssl_context: ssl.SSLContext | None = None,
+                 tls_failures: HandshakeFailures | None = None,
+                 handshake_timeout_s: float | None = None) -> None:
         self.bridge = bridge
         self.ssl_context = ssl_context
         self.port = 0
+        self._tls_failures = tls_failures or HandshakeFailures()
+        self._handshake_timeout_s = handshake_timeout_s
+        self._tls_server: asyncio.AbstractServer | None = None
+        self._close_handshakes: Callable[[], None] | None = None
         app = web.Application()
         for path in PATHS:
             app.router.add_get(path, self._handle)
@@ -161,6 +175,9 @@ class WebSocketListener:
 
     async def start(self, host: str, port: int) -> None:
         await self._runner.setup()
+        if self.ssl_context is not None:
+            await self._start_tls(host, port)
+            return
         site = web.TCPSite(self._runner, host, port, ssl_context=self.ssl_context, backlog=4096,
                            reuse_address=True)
         await site.start()
@@ -168,7 +185,21 @@ class WebSocketListener:
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else port
 
+    async def _start_tls(self, host: str, port: int) -> None:
+        """aiohttp's request handlers behind our own TLS accept (see the module doc)."""
+        server, context = self._runner.server, self.ssl_context
+        assert server is not None and context is not None  # set up above; wss only
+        factory, self._close_handshakes = tls_accepting(
+            server, context, self.TLS_LISTENER, self._tls_failures, self._handshake_timeout_s)
+        self._tls_server = await asyncio.get_running_loop().create_server(
+            factory, host, port, backlog=4096, reuse_address=True)
+        self.port = self._tls_server.sockets[0].getsockname()[1]
+
     async def stop(self) -> None:
+        if self._tls_server is not None:
+            self._tls_server.close()
+        if self._close_handshakes is not None:
+            self._close_handshakes()
         await self._runner.cleanup()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
