@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import socket
 import time
@@ -747,13 +748,13 @@ class Bridge:
         self, conn: Connection | None, topic: str, payload: bytes, qos: int, retain: bool,
         props: dict[str, Any] | None,
     ) -> None:
-        matches = self.index.match(topic)
+        matches, again = self.index.match_copies(topic)
         if not matches:
             return
         self.stats.local_routed += 1
         msg = OutMessage(topic, payload, props)
         sender = conn.session if conn is not None else None
-        for session, opts in matches.items():
+        for session, opts in itertools.chain(matches.items(), again) if again else matches.items():
             if opts.no_local and session is sender:
                 continue
             if session.conn is None:
@@ -846,7 +847,7 @@ class Bridge:
             return
         self.stats.downlink_records += len(records)
         touched: set[Session] = set()
-        match = self.index.match
+        match = self.index.match_copies
         for r in records:
             topic = rule.topic_for(r.key)
             if topic is None:
@@ -858,7 +859,8 @@ class Bridge:
                     self._keep_retained(topic, msg)
                 else:
                     self.retained.set(topic, None)
-            for session, opts in match(topic).items():
+            matches, again = match(topic)
+            for session, opts in itertools.chain(matches.items(), again) if again else matches.items():
                 if session.conn is None:
                     continue  # offline persistent sessions re-read the log on reconnect
                 session.enqueue(msg, min(opts.qos, rule.qos))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .codec import SubOptions, topic_matches
@@ -26,6 +26,7 @@ class SubscriptionIndex:
         self.root = _Node()
         self.count = 0
         self._rr = 0
+        self._picks: list[tuple[Any, SubOptions]] = []  # scratch of match_copies
 
     def add(self, session: Any, topic_filter: str, opts: SubOptions) -> bool:
         """Add or replace; True if it was new."""
@@ -66,15 +67,34 @@ class SubscriptionIndex:
         return found
 
     def match(self, topic: str) -> dict[Any, SubOptions]:
-        """Every session that gets ``topic``, with its strongest matching options.
+        """Every session that gets ``topic``, with its strongest matching options (first
+        copies only: see :meth:`match_copies`)."""
+        return self.match_copies(topic)[0]
 
-        A shared group delivers to one online member, round robin.
+    def match_copies(self, topic: str) -> tuple[dict[Any, SubOptions], Sequence[tuple[Any, SubOptions]]]:
+        """(each session that gets ``topic`` once, with its options; further copies).
+
+        Overlapping non-shared subscriptions of a session give one copy at their highest
+        QoS. A shared group delivers to one online member, round robin, and that copy is
+        its own (MQTT 5 4.8.2): a member that also gets the message from a non-shared
+        subscription or another group gets it again, listed in the second item. Without
+        shared subscriptions on the way that item is an empty tuple, no per-message work.
         """
         out: dict[Any, SubOptions] = {}
         levels = topic.split("/")
         dollar = topic.startswith("$")
         self._walk(self.root, levels, 0, out, dollar)
-        return out
+        picks = self._picks
+        if not picks:
+            return out, ()
+        extra: list[tuple[Any, SubOptions]] = []
+        for session, opts in picks:
+            if session in out:
+                extra.append((session, opts))
+            else:
+                out[session] = opts
+        picks.clear()
+        return out, extra
 
     def _walk(self, node: _Node, levels: list[str], i: int, out: dict[Any, SubOptions], dollar: bool) -> None:
         wild_ok = not (dollar and i == 0)
@@ -117,10 +137,7 @@ class SubscriptionIndex:
             online = [(s, o) for s, o in members.items() if s.online]
             if online:
                 self._rr += 1
-                s, o = online[self._rr % len(online)]
-                prev = out.get(s)
-                if prev is None or o.qos > prev.qos:
-                    out[s] = o
+                self._picks.append(online[self._rr % len(online)])  # a copy of its own
 
 
 class RetainedStore:

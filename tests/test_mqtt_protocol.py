@@ -88,6 +88,33 @@ class Member:
         self.c.loop_stop()
 
 
+def test_shared_and_non_shared_subscriptions_each_deliver_a_copy(request, bridge) -> None:
+    """MQTT 5 4.8.2: a client whose non-shared subscription and shared subscriptions match
+    a message gets one copy for the non-shared one and one per shared subscription it
+    was picked for (here the sole member of two groups: three copies, each at its
+    subscription's QoS); overlapping non-shared subscriptions still give one copy."""
+    both = Member(request, bridge.port, "share-both", paho.MQTTv5)
+    both.subscribe("jobs/both/#", 1)
+    both.subscribe("jobs/both/+", 0)  # overlaps the first: no extra copy
+    both.subscribe("$share/solo/jobs/both/#", 0)
+    both.subscribe("$share/duo/jobs/both/+", 1)
+    plain = Member(request, bridge.port, "share-plain", paho.MQTTv5)
+    plain.subscribe("jobs/both/#", 1)
+    pub = Member(request, bridge.port, "share-bpub", paho.MQTTv5)
+    jobs = [f"both-{i}".encode() for i in range(10)]
+    for j in jobs:
+        pub.c.publish("jobs/both/x", j, qos=1).wait_for_publish(10)
+    wait_until(lambda: len(both.got) >= 3 * len(jobs), what="three copies of each job")
+    wait_until(lambda: len(plain.got) >= len(jobs), what="the plain subscriber's copies")
+    pub.c.publish("jobs/both/x", b"end", qos=1).wait_for_publish(10)
+    wait_until(lambda: sum(m.payload == b"end" for m in both.got) == 3, what="three end markers")
+    copies = {j: sorted(m.qos for m in both.got if m.payload == j) for j in jobs}
+    assert copies == {j: [0, 1, 1] for j in jobs}, copies
+    assert [m.payload for m in plain.got if m.payload != b"end"] == jobs  # one copy each
+    for c in (both, plain, pub):
+        c.stop()
+
+
 def test_shared_subscription_gives_each_message_to_one_member(request, bridge) -> None:
     mosquitto_pub(bridge.port, "-t", "jobs/retained", "-m", "old", "-r", "-q", "1")
     v3 = Member(request, bridge.port, "share-v3", paho.MQTTv311)
