@@ -171,3 +171,31 @@ def test_partition_appends_in_arrival_order_while_validation_runs():
             offload.close()
 
     asyncio.run(scenario())
+
+
+def test_acks_zero_offloaded_batch_refused_closes_the_connection(client):
+    """An acks=0 batch refused by the validation on the pool thread still closes the
+    connection, as Kafka does for any acks=0 produce error (KafkaApis
+    handleProduceRequest); a good one before it is appended and answered nothing."""
+    good = _values("g", 3)
+    garbage = forge(b"\x01not zstd at all" * 64, record_count=1, attributes=int(Compression.ZSTD))
+    refused = BlockingClient(client.server.port, "offload-acks0", timeout=15)
+    try:
+        refused.send(ApiKey.PRODUCE, VERSION, _request(_batch(good, Compression.ZSTD), acks=0),
+                     expect_response=False)
+        refused.send(ApiKey.PRODUCE, VERSION, _request(bytes(garbage), acks=0),
+                     expect_response=False)
+        deadline = time.monotonic() + 15
+        closed = False
+        while not closed and time.monotonic() < deadline:
+            try:
+                closed = refused.sock.recv(1) == b""  # no answer to either: only the close
+            except ConnectionResetError:
+                closed = True
+            except TimeoutError:
+                break
+        assert closed, "the connection stayed open after a refused acks=0 batch"
+    finally:
+        refused.close()
+    assert _latest(client) == 3
+    assert [r.value for r in kp_read(client.server.bootstrap, TOPIC)] == good
