@@ -48,6 +48,7 @@ from tests.support.mqtt_client import MqttClient
 from tests.support.mqtt_procs import BridgeProcess, MosquittoProcess
 
 from .mqtt_load import Counter, Subscriber, connect_publishers, connect_subscribers
+from .mqtt_multi import start_bridges
 from .peers import PeerUnavailable, ensure_amqtt, ensure_rumqttd
 from .progress import NULL_PROGRESS, Progress
 from .targets import LogserverTarget, cpu_seconds, rss_mb
@@ -166,6 +167,9 @@ class MqttSettings:
     #: Seconds allowed to connect and subscribe the fan-out devices (pure-Python peers
     #: can take minutes for 10,000; past this the run is reported as failed).
     connect_cap: float = 120.0
+    #: further bridge set-ups run as servers of their own: N processes behind one port
+    #: (SO_REUSEPORT), named ``bridge-xN`` and compared with the single-process bridge
+    bridge_processes: list[int] = field(default_factory=list)
 
 
 async def publish_workload(port: int, devices: int, window: int, size: int,
@@ -405,6 +409,8 @@ def run_suite(workdir: Path, settings: MqttSettings, peers: list[str],
     """
     run = MqttRun()
     servers: list[str] = ["bridge"] if bridge else []
+    if bridge:
+        servers += [f"bridge-x{n}" for n in settings.bridge_processes if n > 1]
     for name in peers:
         try:
             make_peer(name, workdir / f"install-{name}")  # installs on first use
@@ -420,9 +426,9 @@ def run_suite(workdir: Path, settings: MqttSettings, peers: list[str],
             for position, name in enumerate(order, 1):
                 rundir = workdir / f"mqtt-{name}-{workload}-{repeat + 1}"
                 try:
-                    if name == "bridge":
+                    if name.startswith("bridge"):
                         result = _run_bridge(rundir, workload, settings, progress, run,
-                                             server_args or [], described)
+                                             server_args or [], described, name)
                     else:
                         result = _run_peer(name, rundir, workload, settings, progress, run,
                                            described)
@@ -472,18 +478,23 @@ def _run_peer(name: str, rundir: Path, workload: str, settings: MqttSettings,
 
 
 def _run_bridge(work: Path, workload: str, settings: MqttSettings, progress: Progress,
-                run: MqttRun, server_args: list[str], described: set[str]) -> WorkloadResult:
+                run: MqttRun, server_args: list[str], described: set[str],
+                name: str = "bridge") -> WorkloadResult:
     work.mkdir(parents=True, exist_ok=True)
     logserver = LogserverTarget(work, ["--num.partitions", "3", *server_args])
-    bridge: BridgeProcess | None = None
+    bridges: list[BridgeProcess] = []
+    processes = int(name.rpartition("-x")[2]) if "-x" in name else 1
     try:
         bootstrap = logserver.start()
-        bridge = BridgeProcess(bootstrap, work / "bridge.log", "--log-level", "WARNING",
-                               "--max-connection-rate", "100000")
-        log.info("starting mqtt-bridge on %s:%d", HOST, bridge.port)
-        bridge.start()
-        assert bridge.proc is not None
-        pid = bridge.proc.pid
+        log.info("starting %d mqtt-bridge process(es)", processes)
+        bridges = start_bridges(processes, bootstrap, work, "--log-level", "WARNING",
+                                "--max-connection-rate", "100000")
+        bridge = bridges[0]
+        pids = tuple(b.proc.pid for b in bridges if b.proc is not None)
+
+        def bridges_rss() -> float | None:
+            sizes = [rss_mb(p) for p in pids]
+            return None if None in sizes else sum(x for x in sizes if x is not None)
 
         async def one() -> WorkloadResult:
             client = KafkaClient(bootstrap)
@@ -495,9 +506,9 @@ def _run_bridge(work: Path, workload: str, settings: MqttSettings, progress: Pro
 
             try:
                 ls_pid = logserver.pid()
-                return await _one_workload("bridge", workload, bridge.port, settings, progress,
-                                           kafka_send, lambda: rss_mb(pid),
-                                           (pid,) if ls_pid is None else (pid, ls_pid))
+                return await _one_workload(name, workload, bridge.port, settings, progress,
+                                           kafka_send, bridges_rss,
+                                           pids if ls_pid is None else (*pids, ls_pid))
             finally:
                 await producer.close()
                 await client.close()
@@ -509,15 +520,16 @@ def _run_bridge(work: Path, workload: str, settings: MqttSettings, progress: Pro
                 result.metrics["logserver_rss_mb"] = ls_rss
         return result
     finally:
-        if bridge is not None:
-            bridge.stop()
-            _log_note("bridge", workload, bridge.log_path, run)
+        for b in bridges:
+            b.stop()
+            _log_note(name, workload, b.log_path, run)
         with contextlib.suppress(Exception):
             logserver.stop()
-        if "bridge" not in described:
-            described.add("bridge")
-            run.targets.append({"name": "bridge", "role": "ours", "protocol": "mqtt",
-                                "command": bridge.command() if bridge else None,
+        if name not in described:
+            described.add(name)
+            run.targets.append({"name": name, "role": "ours" if name == "bridge" else "peer",
+                                "protocol": "mqtt", "processes": processes,
+                                "command": bridges[0].command() if bridges else None,
                                 "logserver": logserver.describe()})
 
 
@@ -558,6 +570,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--notices", type=int, default=10, help="at least this many notices per fan-out run (default 10)")
     p.add_argument("--peers", default=",".join(MQTT_PEERS),
                    help=f"peer MQTT servers (default {','.join(MQTT_PEERS)}; '' for none)")
+    p.add_argument("--bridge-processes", type=int, nargs="*", default=[],
+                   help="also run the bridge as N processes behind one port (SO_REUSEPORT), "
+                   "as server bridge-xN, e.g. --bridge-processes 2")
     p.add_argument("--output", type=Path, default=Path(__file__).resolve().parent / "results" / "mqtt.json")
     args = p.parse_args(argv)
     peers = [x.strip() for x in args.peers.split(",") if x.strip()]
@@ -568,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = MqttSettings(devices=args.devices, window=args.window, size=args.size,
                             warmup_s=args.warmup, measure_s=args.seconds, fanout=args.fanout,
                             qos=args.qos,
-                            notices=args.notices)
+                            notices=args.notices, bridge_processes=args.bridge_processes)
     with tempfile.TemporaryDirectory(prefix="mqtt-bench-") as tmp:
         run = run_suite(Path(tmp), settings, peers, Progress(), repeats=args.repeats)
     sys.stdout.write(report(run.results) + "\n")

@@ -228,7 +228,8 @@ class Bridge:
                     lambda: Connection(self, tls=True), self.ssl_context, "MQTT-TLS",
                     self.tls_failures, cfg.connect_timeout_s)
                 self.tls_server = await loop.create_server(
-                    factory, host, cfg.tls_port, backlog=4096, reuse_address=True)
+                    factory, host, cfg.tls_port, backlog=4096, reuse_address=True,
+                    reuse_port=cfg.reuse_port or None)
                 self.tls_port = self.tls_server.sockets[0].getsockname()[1]
                 log.info(
                     "mqtt-bridge TLS listener on %s:%d (client certificates: %s)", host, self.tls_port,
@@ -238,7 +239,8 @@ class Bridge:
             if cfg.plaintext:
                 host, port = cfg.host, cfg.port
                 self.server = await loop.create_server(
-                    lambda: Connection(self), cfg.host, cfg.port, backlog=4096, reuse_address=True
+                    lambda: Connection(self), cfg.host, cfg.port, backlog=4096, reuse_address=True,
+                    reuse_port=cfg.reuse_port or None,
                 )
                 self.port = self.server.sockets[0].getsockname()[1]
             for ws_host, ws_port, ctx in ((cfg.ws_host, cfg.ws_port, None),

@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--bridge-id", metavar="ID",
                    help="this bridge's name among several in front of one log, unique per bridge "
                    "(default host:port); sessions move between bridges by it")
+    k.add_argument("--reuse-port", action="store_true", default=None,
+                   help="SO_REUSEPORT on the MQTT listeners: run several bridge processes on one "
+                   "port (each with its own --bridge-id) when one core is the ceiling")
     k.add_argument("--takeover-timeout-s", type=float, metavar="S",
                    help="how long a CONNECT waits for the bridge holding its session to hand it over "
                    f"(default {d.takeover_timeout_s})")

@@ -40,6 +40,9 @@ class BridgeConfig:
     # Kafka topics the uplink may write (``*`` globs); a new stream outside it is refused
     uplink_topics: list[str] = field(default_factory=lambda: list(DEFAULT_UPLINK_TOPICS))
     plaintext: bool = True  # the plain listener on host:port
+    #: SO_REUSEPORT on the MQTT listeners: several bridge processes share one port and the
+    #: kernel spreads connections over them (each needs its own --bridge-id)
+    reuse_port: bool = False
     tls_host: str | None = None  # default: host
     tls_port: int = 8883
     tls_certfile: str | None = None  # PEM; the TLS listener runs when this is set

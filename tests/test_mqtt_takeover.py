@@ -16,7 +16,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 from prometheus_client.parser import text_string_to_metric_families
 from serverproc import free_port
-from support.mqtt_procs import HOST, BridgeProcess
+from support.mqtt_procs import HOST, BridgeProcess, SharedPortBridge
 from test_mqtt_sessions import stored_session, wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -191,3 +191,44 @@ def test_two_bridges_claiming_at_once_leave_one_connection(request, tmp_path, se
     wait_until(lambda: winner.got == [b"t1"], what="t1 to the winner")
     assert len(alive()) == 1
     winner.disconnect()
+
+
+def test_two_bridges_behind_one_port_serve_the_devices_each_accepted(request, tmp_path, server,
+                                                                      commands) -> None:
+    """``--reuse-port``: two bridge processes on one port, the kernel spreads the devices
+    over them, and each device gets its own commands from whichever bridge took it."""
+    admins = [free_port(), free_port()]
+    port: int | None = None
+    bridges = []
+    for name, admin in zip("ab", admins, strict=True):
+        b = SharedPortBridge(server.bootstrap, tmp_path / f"bridge-{name}.log", "--log-format", "text",
+                             "--bridge-id", name, "--reuse-port", "--admin-listen", f"{HOST}:{admin}",
+                             port=port)
+        request.addfinalizer(b.stop)
+        b.start()
+        port = b.port
+        bridges.append(b)
+    assert port is not None
+    devices: list[Device] = []
+    while len(devices) < 60 and not all(connected(a) > 0 for a in admins):
+        dev = Device(request, f"spread-{len(devices)}", port)
+        assert dev.connect() == (False, 0)
+        dev.subscribe_commands()
+        devices.append(dev)
+    assert all(connected(a) > 0 for a in admins), "one bridge took every one of 60 connections"
+    assert sum(connected(a) for a in admins) == len(devices)
+    for dev in devices:
+        commands(dev.cid, dev.cid.encode())
+    for dev in devices:
+        wait_until(lambda dev=dev: dev.got == [dev.cid.encode()], what=f"the command of {dev.cid}")
+        dev.disconnect()
+
+
+def connected(admin_port: int) -> float:
+    with urllib.request.urlopen(f"http://{HOST}:{admin_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "mqtt_connected_devices":
+                return sample.value
+    raise AssertionError("no mqtt_connected_devices in /metrics")

@@ -6,12 +6,14 @@ by an ``atexit`` hook, and by the kernel if the parent dies (``PR_SET_PDEATHSIG`
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 from logserver.bridge_process import bridge_command
 from logserver.childproc import HOST, ListeningChild
 
-__all__ = ["HOST", "BridgeProcess", "MosquittoProcess"]
+__all__ = ["HOST", "BridgeProcess", "MosquittoProcess", "SharedPortBridge"]
 
 
 class BridgeProcess(ListeningChild):
@@ -26,6 +28,57 @@ class BridgeProcess(ListeningChild):
 
     def command(self) -> list[str]:
         return bridge_command(self.address, self.bootstrap, "--stats-interval-s", "5", *self.args)
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """Inodes of the IPv4 TCP sockets listening on ``port`` (state 0A)."""
+    inodes: set[str] = set()
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            parts = line.split()
+            if parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(parts[9])
+    return inodes
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    out: set[str] = set()
+    fd_dir = f"/proc/{pid}/fd"
+    for fd in os.listdir(fd_dir):
+        try:
+            target = os.readlink(f"{fd_dir}/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            out.add(target[8:-1])
+    return out
+
+
+class SharedPortBridge(BridgeProcess):
+    """A bridge process that shares its port with others (``--reuse-port``).
+
+    Connecting cannot tell the processes on one port apart, so it is ready once its own
+    pid holds a listening socket on the port (``/proc/net/tcp`` against ``/proc/PID/fd``).
+    """
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.running:
+                self._forget()
+                raise self.start_error(self._exited_message())
+            if self.proc is not None:
+                try:
+                    if _socket_inodes(self.proc.pid) & _listening_inodes(self.port):
+                        return
+                except OSError:
+                    pass
+            if time.monotonic() > deadline:
+                self.stop(5)
+                raise self.start_error(f"{self.name} not listening on {self.address} after "
+                                       f"{timeout:.0f}s\n--- output ---\n{self.tail()}")
+            time.sleep(0.05)
 
 
 class MosquittoProcess(ListeningChild):
