@@ -56,6 +56,10 @@ class TransactionCoordinator:
         # Cluster mode (logserver.cluster.txn_markers): markers go to each partition's
         # leader as WriteTxnMarkers; None: written here, this node leads every partition.
         self.marker_sender: Callable[[Markers, list[TopicPartition], int], Awaitable[None]] | None = None
+        # Cluster mode: the __transaction_state partitions this broker leads and has
+        # loaded (None: single node, every id is ours), and those being loaded.
+        self.owned: set[int] | None = None
+        self._partition_loads: dict[int, asyncio.Task[None]] = {}
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -64,8 +68,69 @@ class TransactionCoordinator:
         self.active = True
         self._tasks = [loop.create_task(self._load()), loop.create_task(self._sweep())]
 
+    def start_partitioned(self) -> None:
+        """Cluster mode: serve no transactional id until this broker leads its
+        ``__transaction_state`` partition (``load_partition``); others get NOT_COORDINATOR."""
+        loop = asyncio.get_running_loop()
+        self.owned = set()
+        self.store.replicated = True
+        self.active = True
+        self.loading = False
+        self._tasks = [loop.create_task(self._sweep())]
+
+    def load_partition(self, partition: int) -> None:
+        """This broker leads ``partition`` now: replay it from the local replica to its
+        log end (COORDINATOR_LOAD_IN_PROGRESS meanwhile), then complete the transactions
+        found prepared, as Kafka's new coordinator does."""
+        if self.owned is None or not self.active or partition in self.owned \
+                or partition in self._partition_loads:
+            return
+        self._partition_loads[partition] = asyncio.get_running_loop().create_task(
+            self._load_partition(partition))
+
+    def unload_partition(self, partition: int) -> None:
+        """Another broker leads ``partition`` now: forget its ids (NOT_COORDINATOR)."""
+        if self.owned is None:
+            return
+        task = self._partition_loads.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        if partition not in self.owned:
+            return
+        self.owned.discard(partition)
+        gone = [t for t in self.transactions if self.store.partition_for(t) == partition]
+        for txn_id in gone:
+            self.transactions.pop(txn_id, None)
+        log.info("%s-%d: unloaded %d transactional ids (no longer its leader)", TXN_STATE_TOPIC,
+                 partition, len(gone))
+
+    async def _load_partition(self, partition: int) -> None:
+        started = time.monotonic()
+        loaded: dict[str, TxnMetadata] = {}
+        try:
+            loaded = self.store.replay_partition(partition)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("replaying %s-%d failed", TXN_STATE_TOPIC, partition)
+        if self._partition_loads.get(partition) is not asyncio.current_task() or self.owned is None:
+            return  # unloaded meanwhile
+        self.transactions.update(loaded)
+        self.owned.add(partition)
+        del self._partition_loads[partition]
+        log.info("%s-%d: loaded %d transactional ids in %.3f s", TXN_STATE_TOPIC, partition,
+                 len(loaded), time.monotonic() - started)
+        for meta in loaded.values():
+            if meta.in_prepare:
+                log.info("completing transaction %s left %s by the last coordinator",
+                         meta.transactional_id, meta.state.name)
+                await self._retry_completion(meta.transactional_id)
+
     async def close(self) -> None:
         self.active = False
+        for partition_load in self._partition_loads.values():
+            partition_load.cancel()
+        self._partition_loads.clear()
         for task in self._tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -155,12 +220,22 @@ class TransactionCoordinator:
             lock = self._locks[txn_id] = asyncio.Lock()
         return lock
 
-    def _status(self) -> int | None:
+    def _status(self, txn_id: str | None = None) -> int | None:
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if self.owned is not None and txn_id is not None:
+            partition = self.store.partition_for(txn_id)
+            if partition in self._partition_loads:
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            if partition not in self.owned:
+                return ErrorCode.NOT_COORDINATOR
         return None
+
+    def serves(self, txn_id: str) -> bool:
+        """Is ``txn_id``'s state loaded here (its partition led by this broker)?"""
+        return self._status(txn_id) is None
 
     async def _apply(self, txn_id: str, step: Step) -> None:
         if step.prepare is not None:
@@ -206,6 +281,9 @@ class TransactionCoordinator:
     async def _run(self, txn_id: str, decide: Callable[[TxnMetadata | None], Step]) -> Step:
         """Decide under the id's lock and carry the step out; errors become codes."""
         async with self._lock(txn_id):
+            error = self._status(txn_id)  # unloaded while waiting for the lock
+            if error is not None:
+                return Step(error=error)
             step = decide(self.transactions.get(txn_id))
             if step.error != ErrorCode.NONE:
                 return step
@@ -229,7 +307,7 @@ class TransactionCoordinator:
     async def init_producer_id(self, txn_id: str, timeout_ms: int, producer_id: int,
                                producer_epoch: int) -> tuple[int, int, int]:
         """(error, producer id, epoch)."""
-        error = self._status()
+        error = self._status(txn_id)
         if error is not None:
             return error, -1, -1
         async with self._lock(txn_id):
@@ -251,7 +329,7 @@ class TransactionCoordinator:
 
     async def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
                              partitions: set[TopicPartition]) -> int:
-        error = self._status()
+        error = self._status(txn_id)
         if error is not None:
             return error
         step = await self._run(txn_id, lambda meta: self.machine.add_partitions(
@@ -260,7 +338,7 @@ class TransactionCoordinator:
 
     async def add_offsets(self, txn_id: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> int:
-        error = self._status()
+        error = self._status(txn_id)
         if error is not None:
             return error
         offsets_partition = (OFFSETS_TOPIC, self._broker.groups.store.partition_for(group_id))
@@ -270,7 +348,7 @@ class TransactionCoordinator:
 
     async def txn_offset_commit(self, txn_id: str, producer_id: int, producer_epoch: int,
                                 group_id: str, offsets: dict[TopicPartition, PendingOffset]) -> int:
-        error = self._status()
+        error = self._status(txn_id)
         if error is not None:
             return error
         step = await self._run(txn_id, lambda meta: self.machine.txn_offset_commit(
@@ -279,7 +357,7 @@ class TransactionCoordinator:
 
     async def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int,
                       commit: bool) -> int:
-        error = self._status()
+        error = self._status(txn_id)
         if error is not None:
             return error
         step = await self._run(txn_id, lambda meta: self.machine.end_txn(
