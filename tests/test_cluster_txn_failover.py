@@ -1,0 +1,149 @@
+"""Transactions survive the death of their coordinator (3 real brokers on real etcd,
+confluent-kafka): ``__transaction_state`` is a replicated topic, so the broker that
+becomes leader of a transactional id's partition loads its open or prepared transaction
+and finishes it. read_committed consumers then see every committed record exactly once
+and no aborted one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from clusterprocs import Cluster, wait_until
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from logserver.groups.store import kafka_partition_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+TXN_STATE = "__transaction_state"
+TXN_PARTITIONS = 50  # Kafka's transaction.state.log.num.partitions
+PARTITIONS = 3
+
+
+def _create(cluster: Cluster, topic: str) -> None:
+    admin = cluster.admin()
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(timeout=20)
+    wait_until(lambda: all((p := cluster.partition(topic, i)) is not None and len(p.isrs) == 3
+                           for i in range(PARTITIONS)), 30, f"{topic} in sync")
+
+
+def _coordinator(cluster: Cluster, txn_id: str) -> int:
+    """The leader of the id's __transaction_state partition once its replicas are in sync
+    (so killing it leaves a replica with the whole state)."""
+    index = kafka_partition_for(txn_id, TXN_PARTITIONS)
+
+    def in_sync() -> int | None:
+        part = cluster.partition(TXN_STATE, index)
+        return part.leader if part is not None and len(part.isrs) == 3 else None
+    return int(wait_until(in_sync, 30, f"{TXN_STATE}-{index} in sync"))
+
+
+def _producer(cluster: Cluster, txn_id: str) -> Producer:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id,
+                         "linger.ms": 5, "transaction.timeout.ms": 60000})
+    producer.init_transactions(60)
+    return producer
+
+
+def _read_committed(bootstrap: str, topic: str) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        # read_committed: the end is the last stable offset; no transaction stays open.
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20,
+                                                  cached=False)[1] for p in range(PARTITIONS)}
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while True:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+            positions = consumer.position([TopicPartition(topic, p) for p in range(PARTITIONS)])
+            if all(tp.offset >= ends[tp.partition] for tp in positions):
+                return values
+            assert time.monotonic() < deadline, f"stuck at {positions}, ends {ends}"
+    finally:
+        consumer.close()
+
+
+def _send(producer: Producer, topic: str, values: list[bytes]) -> None:
+    for i, value in enumerate(values):
+        producer.produce(topic, value=value, partition=i % PARTITIONS)
+    assert producer.flush(60) == 0
+
+
+def test_coordinator_killed_mid_transaction_the_producer_commits_on_the_new_one(cluster):
+    topic, txn_id = "txn-failover", "failover-mid"
+    _create(cluster, topic)
+    producer = _producer(cluster, txn_id)
+    producer.begin_transaction()
+    _send(producer, topic, [b"aborted-%d" % i for i in range(20)])
+    producer.abort_transaction(60)
+
+    producer.begin_transaction()
+    first = [b"first-%d" % i for i in range(30)]
+    _send(producer, topic, first)
+    victim = _coordinator(cluster, txn_id)
+    cluster.brokers[victim].kill9()
+    # The id's partition has a new leader that loaded the open transaction.
+    wait_until(lambda: _coordinator_or_none(cluster, txn_id) not in (None, victim), 30,
+               "a new transaction coordinator")
+    second = [b"second-%d" % i for i in range(30)]
+    _send(producer, topic, second)
+    producer.commit_transaction(60)
+
+    seen = _read_committed(cluster.bootstrap, topic)
+    assert sorted(seen) == sorted(first + second)  # each once, none of the aborted ones
+
+
+def _coordinator_or_none(cluster: Cluster, txn_id: str) -> int | None:
+    part = cluster.partition(TXN_STATE, kafka_partition_for(txn_id, TXN_PARTITIONS))
+    return None if part is None or part.leader < 0 else int(part.leader)
+
+
+def test_coordinator_killed_after_the_commit_request_the_transaction_completes(cluster):
+    """The coordinator dies while the commit is under way. Whatever it had written, the
+    outcome is atomic: a successful commit shows every record once; a producer with the
+    same transactional id (fencing the old one) then finds the id free, and its own
+    transaction commits on the new coordinator."""
+    topic, txn_id = "txn-failover-commit", "failover-commit"
+    _create(cluster, topic)
+    producer = _producer(cluster, txn_id)
+    producer.begin_transaction()
+    values = [b"commit-%d" % i for i in range(60)]
+    _send(producer, topic, values)
+    victim = _coordinator(cluster, txn_id)
+    outcome: list[BaseException | None] = []
+
+    def commit() -> None:
+        try:
+            producer.commit_transaction(60)
+            outcome.append(None)
+        except KafkaException as exc:
+            outcome.append(exc)
+
+    committer = threading.Thread(target=commit)
+    committer.start()
+    cluster.brokers[victim].kill9()
+    committer.join(90)
+    assert not committer.is_alive(), "commit_transaction never returned"
+
+    newer = _producer(cluster, txn_id)  # fences the old producer; waits for completion
+    newer.begin_transaction()
+    later = [b"later-%d" % i for i in range(10)]
+    _send(newer, topic, later)
+    newer.commit_transaction(60)
+
+    seen = _read_committed(cluster.bootstrap, topic)
+    assert len(seen) == len(set(seen))  # exactly once
+    assert set(later) <= set(seen)
+    first = [v for v in seen if v.startswith(b"commit-")]
+    assert sorted(first) in (sorted(values), [])  # atomic
+    if outcome == [None]:  # acknowledged: it must be there
+        assert sorted(first) == sorted(values)
