@@ -65,7 +65,7 @@ def _read_committed(bootstrap: str, topic: str) -> list[bytes]:
             if message is not None and message.error() is None:
                 values.append(message.value())
             positions = consumer.position([TopicPartition(topic, p) for p in range(PARTITIONS)])
-            if all(tp.offset >= ends[tp.partition] for tp in positions):
+            if all(tp.offset >= ends[tp.partition] or ends[tp.partition] == 0 for tp in positions):
                 return values
             assert time.monotonic() < deadline, f"stuck at {positions}, ends {ends}"
     finally:
@@ -147,3 +147,60 @@ def test_coordinator_killed_after_the_commit_request_the_transaction_completes(c
     assert sorted(first) in (sorted(values), [])  # atomic
     if outcome == [None]:  # acknowledged: it must be there
         assert sorted(first) == sorted(values)
+
+
+def _state_end(cluster: Cluster, index: int) -> int:
+    """The high watermark of __transaction_state-``index``."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "state-watcher"})
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(TXN_STATE, index), timeout=10,
+                                                  cached=False)[1])
+    finally:
+        consumer.close()
+
+
+def test_a_prepared_commit_is_completed_by_the_new_coordinator(cluster):
+    """Deterministically the PREPARE_COMMIT case: the data partition's leader is paused
+    so the markers cannot be written, the coordinator is killed once its prepare record
+    is replicated, and the new coordinator (the leader of the id's partition now) finds
+    the transaction prepared and writes the markers itself. The producer's commit
+    succeeds and every record is read once."""
+    topic, txn_id = "txn-prepared", "failover-prepared"
+    _create(cluster, topic)
+    producer = _producer(cluster, txn_id)
+    coordinator = _coordinator(cluster, txn_id)
+    index = kafka_partition_for(txn_id, TXN_PARTITIONS)
+    data = next(p for p in range(PARTITIONS) if cluster.partition(topic, p).leader != coordinator)
+    paused = cluster.partition(topic, data).leader
+    producer.begin_transaction()
+    values = [b"prepared-%d" % i for i in range(20)]
+    for value in values:
+        producer.produce(topic, value=value, partition=data)
+    assert producer.flush(60) == 0
+    before = _state_end(cluster, index)
+    outcome: list[BaseException | None] = []
+
+    def commit() -> None:
+        try:
+            producer.commit_transaction(120)
+            outcome.append(None)
+        except KafkaException as exc:
+            outcome.append(exc)
+
+    cluster.pause(paused)
+    committer = threading.Thread(target=commit)
+    try:
+        committer.start()
+        # PREPARE_COMMIT is in the replicated log (the paused broker leaves the ISR).
+        wait_until(lambda: _state_end(cluster, index) > before, 30, "the prepare record")
+        cluster.brokers[coordinator].kill9()
+        wait_until(lambda: _coordinator_or_none(cluster, txn_id) not in (None, coordinator,
+                                                                         paused), 30,
+                   "a new transaction coordinator")
+    finally:
+        cluster.resume(paused)
+    committer.join(150)
+    assert not committer.is_alive(), "commit_transaction never returned"
+    assert outcome == [None]
+    seen = _read_committed(cluster.bootstrap, topic)
+    assert sorted(seen) == sorted(values)
