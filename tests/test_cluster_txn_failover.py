@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from clusterprocs import Cluster, wait_until
+from clusterprocs import Cluster, running_cluster, wait_until
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
@@ -49,15 +49,28 @@ def _producer(cluster: Cluster, txn_id: str) -> Producer:
     return producer
 
 
+def _high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's high watermark (a read_committed consumer would be told the last
+    stable offset, which stops at an open transaction)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw",
+                         "isolation.level": "read_uncommitted"})
+    try:
+        return {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20,
+                                                      cached=False)[1])
+                for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+
+
 def _read_committed(bootstrap: str, topic: str) -> list[bytes]:
+    """Every record a read_committed consumer gets, up to each partition's high watermark:
+    it gets there only once no transaction is open below it."""
+    ends = _high_watermarks(bootstrap, topic)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
                          "isolation.level": "read_committed", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest"})
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        # read_committed: the end is the last stable offset; no transaction stays open.
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20,
-                                                  cached=False)[1] for p in range(PARTITIONS)}
         values: list[bytes] = []
         deadline = time.monotonic() + 60
         while True:
@@ -204,3 +217,31 @@ def test_a_prepared_commit_is_completed_by_the_new_coordinator(cluster):
     assert outcome == [None]
     seen = _read_committed(cluster.bootstrap, topic)
     assert sorted(seen) == sorted(values)
+
+
+def test_an_abandoned_transaction_is_aborted_by_the_new_coordinator(tmp_path):
+    """The coordinator dies and the producer never comes back: the new coordinator loaded
+    the ongoing transaction and aborts it once it outlives transaction.timeout.ms, so
+    read_committed consumers move past it and never see its records."""
+    with running_cluster(tmp_path, 3, **{
+            "min.insync.replicas": 2, "default.replication.factor": 3,
+            "replica.lag.time.max.ms": 5000,
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500}) as cluster:
+        topic, txn_id = "txn-abandoned", "failover-abandoned"
+        _create(cluster, topic)
+        abandoned = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id,
+                              "linger.ms": 5, "transaction.timeout.ms": 5000,
+                              "message.timeout.ms": 5000})
+        abandoned.init_transactions(60)
+        abandoned.begin_transaction()
+        _send(abandoned, topic, [b"abandoned-%d" % i for i in range(30)])
+        victim = _coordinator(cluster, txn_id)
+        cluster.brokers[victim].kill9()
+        committed = [b"committed-%d" % i for i in range(30)]
+        other = _producer(cluster, "failover-other")
+        other.begin_transaction()
+        _send(other, topic, committed)
+        other.commit_transaction(60)
+        # Blocks at the abandoned transaction's first offset until it is aborted.
+        seen = _read_committed(cluster.bootstrap, topic)
+        assert sorted(seen) == sorted(committed)
