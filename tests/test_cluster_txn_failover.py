@@ -14,7 +14,10 @@ import pytest
 from clusterprocs import Cluster, running_cluster, wait_until
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from kafkaclient import BlockingClient
 
+from kafkaproto import ApiKey, ErrorCode
+from kafkaproto.messages import DescribeTransactionsRequest, FindCoordinatorRequest
 from logserver.groups.store import kafka_partition_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -107,12 +110,37 @@ def test_coordinator_killed_mid_transaction_the_producer_commits_on_the_new_one(
     # The id's partition has a new leader that loaded the open transaction.
     wait_until(lambda: _coordinator_or_none(cluster, txn_id) not in (None, victim), 30,
                "a new transaction coordinator")
+    _check_coordinators(cluster, txn_id, victim)
     second = [b"second-%d" % i for i in range(30)]
     _send(producer, topic, second)
     producer.commit_transaction(60)
 
     seen = _read_committed(cluster.bootstrap, topic)
     assert sorted(seen) == sorted(first + second)  # each once, none of the aborted ones
+
+
+def _check_coordinators(cluster: Cluster, txn_id: str, victim: int) -> None:
+    """FindCoordinator names the new leader of the id's partition, which describes the
+    open transaction it loaded; the other live broker answers NOT_COORDINATOR."""
+    leader = _coordinator_or_none(cluster, txn_id)
+    other = next(n for n in cluster.brokers if n not in (leader, victim))
+
+    def ask(node: int) -> tuple[int, int, str]:
+        """(coordinator named by FindCoordinator, DescribeTransactions error, state)."""
+        client = BlockingClient(cluster.brokers[node].port, "txn-failover", timeout=10)
+        try:
+            found = client.call(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(
+                key=txn_id, key_type=1))
+            state = client.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
+                transactional_ids=[txn_id])).transaction_states[0]
+            return found.node_id, state.error_code, state.transaction_state
+        finally:
+            client.close()
+
+    wait_until(lambda: ask(leader) == (leader, ErrorCode.NONE, "Ongoing"), 30,
+               "the new coordinator to describe the open transaction")
+    wait_until(lambda: ask(other)[:2] == (leader, ErrorCode.NOT_COORDINATOR), 30,
+               "the other broker to name the new coordinator and refuse the id")
 
 
 def _coordinator_or_none(cluster: Cluster, txn_id: str) -> int | None:

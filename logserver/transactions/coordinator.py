@@ -168,6 +168,8 @@ class TransactionCoordinator:
     async def _sweep_once(self) -> None:
         for txn_id, meta in list(self.transactions.items()):
             now = _now_ms()
+            if self.owned is not None and not self.serves(txn_id):
+                continue  # its partition moved away (or is loading) meanwhile
             if meta.in_prepare:  # markers that failed to be written: try again
                 await self._retry_completion(txn_id)
             elif self.machine.id_expired(meta, now, self._id_expiration_ms):
@@ -232,6 +234,10 @@ class TransactionCoordinator:
             if partition not in self.owned:
                 return ErrorCode.NOT_COORDINATOR
         return None
+
+    def status(self, txn_id: str) -> int | None:
+        """Why ``txn_id`` cannot be served here (NOT_COORDINATOR, loading...), or None."""
+        return self._status(txn_id)
 
     def serves(self, txn_id: str) -> bool:
         """Is ``txn_id``'s state loaded here (its partition led by this broker)?"""
