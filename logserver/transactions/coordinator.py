@@ -206,6 +206,7 @@ class TransactionCoordinator:
             if meta is None or not self.machine.id_expired(meta, _now_ms(), self._id_expiration_ms):
                 return
             try:
+                self._check_owned(txn_id)
                 await self.store.delete(txn_id)
             except StoreError as exc:
                 log.error("expiring transactional id %s: %s", txn_id, exc)
@@ -243,13 +244,21 @@ class TransactionCoordinator:
         """Is ``txn_id``'s state loaded here (its partition led by this broker)?"""
         return self._status(txn_id) is None
 
+    def _check_owned(self, txn_id: str) -> None:
+        """Cluster mode: write nothing to a partition this broker no longer leads (its
+        local log is a follower's now). Checked with no await before the append."""
+        if self.owned is not None and self.store.partition_for(txn_id) not in self.owned:
+            raise StoreError(f"no longer the coordinator of {txn_id}")
+
     async def _apply(self, txn_id: str, step: Step) -> None:
         if step.prepare is not None:
+            self._check_owned(txn_id)
             await self.store.write(step.prepare)
             self.transactions[txn_id] = step.prepare
         if step.markers is not None:
             await self._write_markers(step.markers)
         if step.complete is not None:
+            self._check_owned(txn_id)
             await self.store.write(step.complete)
             self.transactions[txn_id] = step.complete
 
