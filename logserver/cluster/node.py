@@ -537,7 +537,7 @@ class ClusterNode:
         if where[0] == OFFSETS_TOPIC:  # its groups are ours to coordinate now
             self.broker.groups.load_partition(where[1])
         elif where[0] == TXN_STATE_TOPIC:  # and its transactional ids
-            self.broker.transactions.load_partition(where[1])
+            self.broker.transactions.load_partition(where[1], state.leader_epoch)
 
     def _resign(self, where: tuple[str, int]) -> None:
         leader = self.leaders.pop(where, None)

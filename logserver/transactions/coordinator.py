@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COORDINATOR_EPOCH = 0  # one node, never re-elected
+COORDINATOR_EPOCH = 0  # one node, never re-elected (cluster: the partition's leader epoch)
 
 
 def _now_ms() -> int:
@@ -60,6 +60,9 @@ class TransactionCoordinator:
         # loaded (None: single node, every id is ours), and those being loaded.
         self.owned: set[int] | None = None
         self._partition_loads: dict[int, asyncio.Task[None]] = {}
+        # Kafka's coordinator epoch: the leader epoch of the id's partition here, stamped
+        # on the markers this coordinator writes.
+        self._epochs: dict[int, int] = {}
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -78,10 +81,12 @@ class TransactionCoordinator:
         self.loading = False
         self._tasks = [loop.create_task(self._sweep())]
 
-    def load_partition(self, partition: int) -> None:
+    def load_partition(self, partition: int, coordinator_epoch: int = COORDINATOR_EPOCH) -> None:
         """This broker leads ``partition`` now: replay it from the local replica to its
         log end (COORDINATOR_LOAD_IN_PROGRESS meanwhile), then complete the transactions
         found prepared, as Kafka's new coordinator does."""
+        if self.owned is not None:
+            self._epochs[partition] = coordinator_epoch
         if self.owned is None or not self.active or partition in self.owned \
                 or partition in self._partition_loads:
             return
@@ -92,6 +97,7 @@ class TransactionCoordinator:
         """Another broker leads ``partition`` now: forget its ids (NOT_COORDINATOR)."""
         if self.owned is None:
             return
+        self._epochs.pop(partition, None)
         task = self._partition_loads.pop(partition, None)
         if task is not None:
             task.cancel()
@@ -256,24 +262,26 @@ class TransactionCoordinator:
             await self.store.write(step.prepare)
             self.transactions[txn_id] = step.prepare
         if step.markers is not None:
-            await self._write_markers(step.markers)
+            epoch = COORDINATOR_EPOCH if self.owned is None \
+                else self._epochs.get(self.store.partition_for(txn_id), COORDINATOR_EPOCH)
+            await self._write_markers(step.markers, epoch)
         if step.complete is not None:
             self._check_owned(txn_id)
             await self.store.write(step.complete)
             self.transactions[txn_id] = step.complete
 
-    async def _write_markers(self, markers: Markers) -> None:
+    async def _write_markers(self, markers: Markers, coordinator_epoch: int) -> None:
         storage = self._broker.storage
         waits = []
         # offsets partitions: their offsets go below
         partitions = [tp for tp in sorted(markers.partitions) if tp[0] not in INTERNAL_TOPICS]
         if self.marker_sender is not None:  # cluster mode: to each partition's leader
-            await self.marker_sender(markers, partitions, COORDINATOR_EPOCH)
+            await self.marker_sender(markers, partitions, coordinator_epoch)
             partitions = []
         for topic, partition in partitions:
             result = storage.write_txn_marker(topic, partition, markers.producer_id,
                                               markers.producer_epoch, commit=markers.commit,
-                                              coordinator_epoch=COORDINATOR_EPOCH)
+                                              coordinator_epoch=coordinator_epoch)
             if result.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 log.info("no marker for deleted partition %s-%d", topic, partition)
             elif result.error != ErrorCode.NONE:
