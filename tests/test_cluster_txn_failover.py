@@ -98,6 +98,11 @@ def test_coordinator_killed_mid_transaction_the_producer_commits_on_the_new_one(
     topic, txn_id = "txn-failover", "failover-mid"
     _create(cluster, topic)
     producer = _producer(cluster, txn_id)
+    # Kafka's layout: 50 partitions, 3 replicas each, leaders spread over the brokers.
+    state_topic = cluster.metadata().topics[TXN_STATE]
+    assert len(state_topic.partitions) == TXN_PARTITIONS
+    assert {len(p.replicas) for p in state_topic.partitions.values()} == {3}
+    assert {p.leader for p in state_topic.partitions.values()} == {1, 2, 3}
     producer.begin_transaction()
     _send(producer, topic, [b"aborted-%d" % i for i in range(20)])
     producer.abort_transaction(60)
