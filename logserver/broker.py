@@ -75,7 +75,8 @@ class Broker:
             self.groups.start()
         else:  # the cluster starts the coordinator where it leads __consumer_offsets
             await self.cluster.start()
-        self.transactions.start()
+        if self.cluster is None:  # the cluster loads __transaction_state partitions it leads
+            self.transactions.start()
 
     async def close(self) -> None:
         await self.transactions.close()

@@ -290,6 +290,12 @@ SETTINGS: dict[str, Setting] = {
         Setting("transaction.state.log.num.partitions", "1", _int_in(1, 1000),
                 "Partitions of the internal __transaction_state topic when it is created "
                 "(Kafka: 50, for spreading coordinators over brokers; one node gains nothing)."),
+        Setting("transaction.state.log.replication.factor", "3", _int_in(1, 32767),
+                "Replicas of __transaction_state in cluster mode, capped by the live brokers "
+                "when it is created (one node: 1)."),
+        Setting("transaction.state.log.min.isr", "2", _int_in(1, 32767),
+                "Cluster mode: fewest in-sync replicas (capped by the replication factor) "
+                "with which the transaction coordinator writes its state."),
         Setting("transaction.state.log.segment.bytes", "104857600", _int_in(14, 2**31 - 1),
                 "Segment size of the internal __transaction_state topic."),
         # -- reliability: recovery, limits, retention (issue 4) ---------------------------

@@ -43,8 +43,6 @@ IGNORED: dict[str, str] = {
     "num.replica.fetchers": "no replication",
     "socket.send.buffer.bytes": "the kernel's socket buffer sizes are used",
     "socket.receive.buffer.bytes": "the kernel's socket buffer sizes are used",
-    "transaction.state.log.replication.factor": "one node: replication factor 1",
-    "transaction.state.log.min.isr": "one node: no in-sync replica set",
     "share.coordinator.state.topic.replication.factor": "one node: replication factor 1",
     "share.coordinator.state.topic.min.isr": "one node: no in-sync replica set",
     "zookeeper.connect": "no ZooKeeper: metadata lives in the data directory",

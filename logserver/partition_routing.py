@@ -58,8 +58,8 @@ class PartitionRouting(Protocol):
         """A follower replica fetches from ``fetch_offset``: its log end offset."""
         ...
 
-    def coordinates_transactions(self) -> bool:
-        """Is the transaction coordinator on this broker? Only there can a transactional
+    def coordinates_transactions(self, transactional_id: str | None = None) -> bool:
+        """Is ``transactional_id``'s transaction coordinator on this broker? Only there can a transactional
         Produce be checked against the open transaction; elsewhere the partition leader
         relies on the producer epoch, as Kafka's leaders did before KIP-890."""
         ...
@@ -93,5 +93,5 @@ class LocalRouting:
                          fetch_offset: int) -> None:
         return None
 
-    def coordinates_transactions(self) -> bool:
+    def coordinates_transactions(self, transactional_id: str | None = None) -> bool:
         return True

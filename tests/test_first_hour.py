@@ -94,8 +94,7 @@ log.retention.check.interval.ms=300000
 
 ZK_IGNORED = ["num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
               "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
-              "transaction.state.log.replication.factor",
-              "transaction.state.log.min.isr", "zookeeper.connect",
+              "zookeeper.connect",
               "zookeeper.connection.timeout.ms"]
 KRAFT_IGNORED = [*(n for n in ZK_IGNORED if not n.startswith("zookeeper")), "process.roles",
                  "controller.quorum.voters", "inter.broker.listener.name",

@@ -39,6 +39,7 @@ from logserver.cluster.model import (
 from logserver.cluster.replication import LeaderReplica
 from logserver.cluster.shutdown import without_replica
 from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
+from logserver.transactions.store import TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -52,6 +53,7 @@ PRODUCER_ID_BLOCK = 1000
 CONNECT_TIMEOUT_S = 30.0
 Source = tuple[int, str, int]  # a leader a fetcher replicates from: node id, host, port
 CLUSTER_OFFSETS_PARTITIONS = 50  # Kafka's default offsets.topic.num.partitions
+CLUSTER_TXN_STATE_PARTITIONS = 50  # Kafka's default transaction.state.log.num.partitions
 
 
 def _now_ms() -> float:
@@ -122,6 +124,9 @@ class ClusterNode:
         self.storage.replication_hook = self._replicated_internal_append
         # Groups are served where this broker leads their __consumer_offsets partition.
         self.broker.groups.start_partitioned()
+        # Likewise transactional ids, where it leads their __transaction_state partition.
+        self.broker.transactions.store.cluster_partitions = self._txn_state_partitions
+        self.broker.transactions.start_partitioned()
         # The first broker's cluster id becomes the cluster's (clients check it is one).
         await self.store.create([(self.keys.cluster_id, self.broker.cluster_id.encode())])
         revision, entries = await self.store.snapshot(self.keys.root)
@@ -392,6 +397,26 @@ class ClusterNode:
         with contextlib.suppress(TopicCreationError):
             await self.create_topic(OFFSETS_TOPIC, partitions, max(1, replicas), configs)
 
+    async def ensure_txn_state_topic(self) -> None:
+        """``__transaction_state`` as a replicated cluster topic, created through etcd on
+        the first transactional FindCoordinator as Kafka does:
+        ``transaction.state.log.num.partitions`` partitions (50 unless set) and
+        ``transaction.state.log.replication.factor`` replicas, capped by the live brokers."""
+        if TXN_STATE_TOPIC in self.model.topics:
+            return
+        config = self.broker.config
+        configs = {"cleanup.policy": "compact",
+                   "segment.bytes": str(config["transaction.state.log.segment.bytes"])}
+        partitions = config["transaction.state.log.num.partitions"] \
+            if "transaction.state.log.num.partitions" in config.sources else CLUSTER_TXN_STATE_PARTITIONS
+        replicas = min(config["transaction.state.log.replication.factor"], len(self.model.brokers))
+        with contextlib.suppress(TopicCreationError):
+            await self.create_topic(TXN_STATE_TOPIC, partitions, max(1, replicas), configs)
+
+    def _txn_state_partitions(self) -> int | None:
+        record = self.model.topics.get(TXN_STATE_TOPIC)
+        return None if record is None else record.partitions
+
     def _drop_deleted_topics(self) -> None:
         """Local logs of topics deleted in etcd since we saw them. A log etcd never
         showed us (deleted while we were down, or a wrong prefix) is kept: removing data
@@ -511,6 +536,8 @@ class ClusterNode:
         self.advance(where)
         if where[0] == OFFSETS_TOPIC:  # its groups are ours to coordinate now
             self.broker.groups.load_partition(where[1])
+        elif where[0] == TXN_STATE_TOPIC:  # and its transactional ids
+            self.broker.transactions.load_partition(where[1], state.leader_epoch)
 
     def _resign(self, where: tuple[str, int]) -> None:
         leader = self.leaders.pop(where, None)
@@ -519,6 +546,8 @@ class ClusterNode:
             log.info("%s-%d: no longer leader", *where)
         if where[0] == OFFSETS_TOPIC:
             self.broker.groups.unload_partition(where[1])
+        elif where[0] == TXN_STATE_TOPIC:
+            self.broker.transactions.unload_partition(where[1])
 
     async def _follow(self, where: tuple[str, int], state: PartitionState) -> None:
         running = self.fetchers.get(where)
@@ -605,10 +634,15 @@ class ClusterNode:
         a commit the next coordinator replays. Other topics: the Produce handler decides."""
         where = (topic, partition)
         if topic not in INTERNAL_TOPICS or where not in self.model.partitions:
-            return None  # not replicated (__transaction_state stays on its coordinator)
+            return None
         leader = self.leaders.get(where)
         if leader is None:
             return _failed(f"not the leader of {topic}-{partition}")
+        if topic == TXN_STATE_TOPIC:  # Kafka's transaction.state.log.min.isr
+            wanted = min(self.broker.config["transaction.state.log.min.isr"], len(leader.state.replicas))
+            if len(leader.state.isr) < wanted:
+                return _failed(f"{topic}-{partition}: isr {list(leader.state.isr)} below "
+                               f"transaction.state.log.min.isr {wanted}")
         self.advance(where)
         end = self.storage.log_end_offset(*where) or 0
         return _raise_unless_none(leader.wait_for(end), topic, partition)

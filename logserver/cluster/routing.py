@@ -12,7 +12,6 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode
-from logserver.groups import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -95,11 +94,10 @@ class ClusterRouting:
                          fetch_offset: int) -> None:
         self._node.follower_fetched((topic, partition), replica_id, fetch_offset)
 
-    def coordinates_transactions(self) -> bool:
-        # FindCoordinator names the leader of __consumer_offsets-0 for transactional
-        # ids too (logserver.cluster.services).
-        state = self._node.model.partition(OFFSETS_TOPIC, 0)
-        return state is not None and state.leader == self._node.node_id
+    def coordinates_transactions(self, transactional_id: str | None = None) -> bool:
+        # The id's coordinator leads its __transaction_state partition (and has loaded it).
+        return transactional_id is not None \
+            and self._node.broker.transactions.serves(transactional_id)
 
 
 async def _resolved(error: int) -> int:

@@ -19,6 +19,7 @@ from logserver.groups.store import kafka_partition_for
 from logserver.handlers.find_coordinator import TRANSACTION_KEY_TYPE
 from logserver.request_context import listener_name
 from logserver.security import checks
+from logserver.transactions.store import TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -35,15 +36,19 @@ async def find_coordinator(broker: Broker, header: RequestHeader,
     """A group is coordinated by the leader of its ``__consumer_offsets`` partition,
     Kafka's ``Utils.abs(groupId.hashCode) % partitions``, whichever broker is asked: its
     members never split between brokers, and a new leader of that partition has the
-    group's replicated offsets. Transactional ids (key type 1) keep going to the leader
-    of partition 0, as before groups were spread (transactions are single-node still)."""
+    group's replicated offsets. A transactional id (key type 1) likewise goes to the
+    leader of its ``__transaction_state`` partition, which has its replicated state."""
     node = node_of(broker)
     key_type = request.key_type if header.api_version >= 1 else 0
-    if OFFSETS_TOPIC not in node.model.topics:
+    internal = TXN_STATE_TOPIC if key_type == TRANSACTION_KEY_TYPE else OFFSETS_TOPIC
+    if internal not in node.model.topics:
         try:
-            await node.ensure_offsets_topic()
+            if key_type == TRANSACTION_KEY_TYPE:
+                await node.ensure_txn_state_topic()
+            else:
+                await node.ensure_offsets_topic()
         except Exception as exc:  # etcd unreachable: clients retry
-            log.warning("creating %s failed: %s", OFFSETS_TOPIC, exc)
+            log.warning("creating %s failed: %s", internal, exc)
     rule = checks.FIND_TXN_COORDINATOR if key_type == TRANSACTION_KEY_TYPE \
         else checks.FIND_GROUP_COORDINATOR
     keys = request.coordinator_keys if header.api_version >= 4 else [request.key]
@@ -66,10 +71,10 @@ def _coordinator_of(node: ClusterNode, key: str, key_type: int,
         return refused, -1, "", -1
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return ErrorCode.INVALID_REQUEST, -1, "", -1
-    record = node.model.topics.get(OFFSETS_TOPIC)
-    partition = 0 if record is None or key_type == TRANSACTION_KEY_TYPE \
-        else kafka_partition_for(key, record.partitions)
-    state = node.model.partition(OFFSETS_TOPIC, partition)
+    internal = TXN_STATE_TOPIC if key_type == TRANSACTION_KEY_TYPE else OFFSETS_TOPIC
+    record = node.model.topics.get(internal)
+    partition = 0 if record is None else kafka_partition_for(key, record.partitions)
+    state = node.model.partition(internal, partition)
     info = node.model.brokers.get(state.leader) if state is not None else None
     if info is None:  # not created yet, or no leader now: clients look again
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1

@@ -27,10 +27,11 @@ def handle(broker: Broker, header: RequestHeader,
     states = []
     for txn_id in request.transactional_ids:
         refused = checks.denied(broker, checks.DESCRIBE_TRANSACTIONS, txn_id)
-        meta = None if refused or coordinator.loading else coordinator.describe(txn_id)
+        # Cluster mode: NOT_COORDINATOR unless this broker leads the id's partition.
+        unavailable = refused or coordinator.status(txn_id)
+        meta = None if unavailable else coordinator.describe(txn_id)
         if meta is None:
-            error = (refused or (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coordinator.loading
-                                 else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND))
+            error = unavailable or ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
             states.append(State(error_code=error, transactional_id=txn_id, transaction_state="",
                                 transaction_timeout_ms=0, transaction_start_time_ms=-1,
                                 producer_id=-1, producer_epoch=-1, topics=[]))

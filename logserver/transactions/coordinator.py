@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COORDINATOR_EPOCH = 0  # one node, never re-elected
+COORDINATOR_EPOCH = 0  # one node, never re-elected (cluster: the partition's leader epoch)
 
 
 def _now_ms() -> int:
@@ -56,6 +56,13 @@ class TransactionCoordinator:
         # Cluster mode (logserver.cluster.txn_markers): markers go to each partition's
         # leader as WriteTxnMarkers; None: written here, this node leads every partition.
         self.marker_sender: Callable[[Markers, list[TopicPartition], int], Awaitable[None]] | None = None
+        # Cluster mode: the __transaction_state partitions this broker leads and has
+        # loaded (None: single node, every id is ours), and those being loaded.
+        self.owned: set[int] | None = None
+        self._partition_loads: dict[int, asyncio.Task[None]] = {}
+        # Kafka's coordinator epoch: the leader epoch of the id's partition here, stamped
+        # on the markers this coordinator writes.
+        self._epochs: dict[int, int] = {}
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -64,8 +71,72 @@ class TransactionCoordinator:
         self.active = True
         self._tasks = [loop.create_task(self._load()), loop.create_task(self._sweep())]
 
+    def start_partitioned(self) -> None:
+        """Cluster mode: serve no transactional id until this broker leads its
+        ``__transaction_state`` partition (``load_partition``); others get NOT_COORDINATOR."""
+        loop = asyncio.get_running_loop()
+        self.owned = set()
+        self.store.replicated = True
+        self.active = True
+        self.loading = False
+        self._tasks = [loop.create_task(self._sweep())]
+
+    def load_partition(self, partition: int, coordinator_epoch: int = COORDINATOR_EPOCH) -> None:
+        """This broker leads ``partition`` now: replay it from the local replica to its
+        log end (COORDINATOR_LOAD_IN_PROGRESS meanwhile), then complete the transactions
+        found prepared, as Kafka's new coordinator does."""
+        if self.owned is not None:
+            self._epochs[partition] = coordinator_epoch
+        if self.owned is None or not self.active or partition in self.owned \
+                or partition in self._partition_loads:
+            return
+        self._partition_loads[partition] = asyncio.get_running_loop().create_task(
+            self._load_partition(partition))
+
+    def unload_partition(self, partition: int) -> None:
+        """Another broker leads ``partition`` now: forget its ids (NOT_COORDINATOR)."""
+        if self.owned is None:
+            return
+        self._epochs.pop(partition, None)
+        task = self._partition_loads.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        if partition not in self.owned:
+            return
+        self.owned.discard(partition)
+        gone = [t for t in self.transactions if self.store.partition_for(t) == partition]
+        for txn_id in gone:
+            self.transactions.pop(txn_id, None)
+        log.info("%s-%d: unloaded %d transactional ids (no longer its leader)", TXN_STATE_TOPIC,
+                 partition, len(gone))
+
+    async def _load_partition(self, partition: int) -> None:
+        started = time.monotonic()
+        loaded: dict[str, TxnMetadata] = {}
+        try:
+            loaded = self.store.replay_partition(partition)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("replaying %s-%d failed", TXN_STATE_TOPIC, partition)
+        if self._partition_loads.get(partition) is not asyncio.current_task() or self.owned is None:
+            return  # unloaded meanwhile
+        self.transactions.update(loaded)
+        self.owned.add(partition)
+        del self._partition_loads[partition]
+        log.info("%s-%d: loaded %d transactional ids in %.3f s", TXN_STATE_TOPIC, partition,
+                 len(loaded), time.monotonic() - started)
+        for meta in loaded.values():
+            if meta.in_prepare:
+                log.info("completing transaction %s left %s by the last coordinator",
+                         meta.transactional_id, meta.state.name)
+                await self._retry_completion(meta.transactional_id)
+
     async def close(self) -> None:
         self.active = False
+        for partition_load in self._partition_loads.values():
+            partition_load.cancel()
+        self._partition_loads.clear()
         for task in self._tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -103,6 +174,8 @@ class TransactionCoordinator:
     async def _sweep_once(self) -> None:
         for txn_id, meta in list(self.transactions.items()):
             now = _now_ms()
+            if self.owned is not None and not self.serves(txn_id):
+                continue  # its partition moved away (or is loading) meanwhile
             if meta.in_prepare:  # markers that failed to be written: try again
                 await self._retry_completion(txn_id)
             elif self.machine.id_expired(meta, now, self._id_expiration_ms):
@@ -139,6 +212,7 @@ class TransactionCoordinator:
             if meta is None or not self.machine.id_expired(meta, _now_ms(), self._id_expiration_ms):
                 return
             try:
+                self._check_owned(txn_id)
                 await self.store.delete(txn_id)
             except StoreError as exc:
                 log.error("expiring transactional id %s: %s", txn_id, exc)
@@ -155,35 +229,59 @@ class TransactionCoordinator:
             lock = self._locks[txn_id] = asyncio.Lock()
         return lock
 
-    def _status(self) -> int | None:
+    def _status(self, txn_id: str | None = None) -> int | None:
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if self.owned is not None and txn_id is not None:
+            partition = self.store.partition_for(txn_id)
+            if partition in self._partition_loads:
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            if partition not in self.owned:
+                return ErrorCode.NOT_COORDINATOR
         return None
+
+    def status(self, txn_id: str) -> int | None:
+        """Why ``txn_id`` cannot be served here (NOT_COORDINATOR, loading...), or None."""
+        return self._status(txn_id)
+
+    def serves(self, txn_id: str) -> bool:
+        """Is ``txn_id``'s state loaded here (its partition led by this broker)?"""
+        return self._status(txn_id) is None
+
+    def _check_owned(self, txn_id: str) -> None:
+        """Cluster mode: write nothing to a partition this broker no longer leads (its
+        local log is a follower's now). Checked with no await before the append."""
+        if self.owned is not None and self.store.partition_for(txn_id) not in self.owned:
+            raise StoreError(f"no longer the coordinator of {txn_id}")
 
     async def _apply(self, txn_id: str, step: Step) -> None:
         if step.prepare is not None:
+            self._check_owned(txn_id)
             await self.store.write(step.prepare)
             self.transactions[txn_id] = step.prepare
         if step.markers is not None:
-            await self._write_markers(step.markers)
+            epoch = COORDINATOR_EPOCH if self.owned is None \
+                else self._epochs.get(self.store.partition_for(txn_id), COORDINATOR_EPOCH)
+            await self._write_markers(step.markers, epoch)
         if step.complete is not None:
+            self._check_owned(txn_id)
             await self.store.write(step.complete)
             self.transactions[txn_id] = step.complete
 
-    async def _write_markers(self, markers: Markers) -> None:
+    async def _write_markers(self, markers: Markers, coordinator_epoch: int) -> None:
         storage = self._broker.storage
         waits = []
         # offsets partitions: their offsets go below
         partitions = [tp for tp in sorted(markers.partitions) if tp[0] not in INTERNAL_TOPICS]
         if self.marker_sender is not None:  # cluster mode: to each partition's leader
-            await self.marker_sender(markers, partitions, COORDINATOR_EPOCH)
+            await self.marker_sender(markers, partitions, coordinator_epoch)
             partitions = []
         for topic, partition in partitions:
             result = storage.write_txn_marker(topic, partition, markers.producer_id,
                                               markers.producer_epoch, commit=markers.commit,
-                                              coordinator_epoch=COORDINATOR_EPOCH)
+                                              coordinator_epoch=coordinator_epoch)
             if result.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 log.info("no marker for deleted partition %s-%d", topic, partition)
             elif result.error != ErrorCode.NONE:
@@ -206,6 +304,9 @@ class TransactionCoordinator:
     async def _run(self, txn_id: str, decide: Callable[[TxnMetadata | None], Step]) -> Step:
         """Decide under the id's lock and carry the step out; errors become codes."""
         async with self._lock(txn_id):
+            error = self._status(txn_id)  # unloaded while waiting for the lock
+            if error is not None:
+                return Step(error=error)
             step = decide(self.transactions.get(txn_id))
             if step.error != ErrorCode.NONE:
                 return step
@@ -229,7 +330,7 @@ class TransactionCoordinator:
     async def init_producer_id(self, txn_id: str, timeout_ms: int, producer_id: int,
                                producer_epoch: int) -> tuple[int, int, int]:
         """(error, producer id, epoch)."""
-        error = self._status()
+        error = self._status(txn_id)
         if error is not None:
             return error, -1, -1
         async with self._lock(txn_id):
@@ -251,7 +352,7 @@ class TransactionCoordinator:
 
     async def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
                              partitions: set[TopicPartition]) -> int:
-        error = self._status()
+        error = self._status(txn_id)
         if error is not None:
             return error
         step = await self._run(txn_id, lambda meta: self.machine.add_partitions(
@@ -260,7 +361,7 @@ class TransactionCoordinator:
 
     async def add_offsets(self, txn_id: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> int:
-        error = self._status()
+        error = self._status(txn_id)
         if error is not None:
             return error
         offsets_partition = (OFFSETS_TOPIC, self._broker.groups.store.partition_for(group_id))
@@ -270,7 +371,7 @@ class TransactionCoordinator:
 
     async def txn_offset_commit(self, txn_id: str, producer_id: int, producer_epoch: int,
                                 group_id: str, offsets: dict[TopicPartition, PendingOffset]) -> int:
-        error = self._status()
+        error = self._status(txn_id)
         if error is not None:
             return error
         step = await self._run(txn_id, lambda meta: self.machine.txn_offset_commit(
@@ -279,7 +380,7 @@ class TransactionCoordinator:
 
     async def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int,
                       commit: bool) -> int:
-        error = self._status()
+        error = self._status(txn_id)
         if error is not None:
             return error
         step = await self._run(txn_id, lambda meta: self.machine.end_txn(

@@ -33,7 +33,7 @@ def transactional_produce_error(broker: Broker, transactional_id: str | None, to
     assert records is not None
     if transactional_id is None:
         return ErrorCode.INVALID_TXN_STATE  # a transactional batch needs its transactional id
-    if not broker.routing.coordinates_transactions():  # cluster mode: another broker's
+    if not broker.routing.coordinates_transactions(transactional_id):  # cluster mode: another broker's
         return ErrorCode.NONE
     producer_id = int.from_bytes(records[_PRODUCER_ID:_PRODUCER_ID + 8], "big", signed=True)
     epoch = int.from_bytes(records[_PRODUCER_EPOCH:_PRODUCER_EPOCH + 2], "big", signed=True)
