@@ -37,6 +37,7 @@ from logserver.cluster.model import (
     with_isr,
 )
 from logserver.cluster.replication import LeaderReplica
+from logserver.cluster.security_sync import ClusterSecurity
 from logserver.cluster.shutdown import without_replica
 from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
 
@@ -72,6 +73,8 @@ class ClusterNode:
         self.keys = Keys(config["cluster.etcd.prefix"])
         self.model = ClusterModel(self.keys)
         self.store = EtcdStore(parse_endpoints(config["cluster.etcd.endpoints"]))
+        # Cluster-wide ACLs and SCRAM users (logserver/cluster/security_sync.py).
+        self.security = ClusterSecurity(self.keys.root, self.store, broker.authorizer, broker.scram)
         self.session_ttl_s = max(2, round(config["broker.session.timeout.ms"] / 1000))
         self.min_isr: int = config["min.insync.replicas"]
         self.lag_max_ms: int = config["replica.lag.time.max.ms"]
@@ -127,6 +130,7 @@ class ClusterNode:
         revision, entries = await self.store.snapshot(self.keys.root)
         for key, value, mod in entries:
             self.model.apply(key, value, mod)
+            self.security.apply(key, value)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._watch(revision + 1)),
@@ -245,6 +249,7 @@ class ClusterNode:
             try:
                 async for key, value, mod in self.store.watch(self.keys.root, start_revision):
                     self.model.apply(key, value, mod)
+                    self.security.apply(key, value)
                     start_revision = mod + 1
                     self._dirty.set()
             except asyncio.CancelledError:
