@@ -39,6 +39,7 @@ from logserver.cluster.model import (
 from logserver.cluster.replication import LeaderReplica
 from logserver.cluster.security_sync import ClusterSecurity
 from logserver.cluster.shutdown import without_replica
+from logserver.cluster.topic_configs import apply_topic_configs
 from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -301,6 +302,7 @@ class ClusterNode:
             self._stop_fetcher(where)
         self._drop_deleted_topics()
         self._drop_moved_replicas()
+        await apply_topic_configs(self)  # cluster-wide topic configs (topic_configs.py)
         if not self.ready.is_set():
             self.ready.set()
 

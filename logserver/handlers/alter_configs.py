@@ -29,6 +29,7 @@ from logserver.broker_overrides import (
     StaticBrokerConfigError,
     validate_broker_overrides,
 )
+from logserver.cluster.topic_configs import alter_topic_configs, topic_view
 from logserver.config_changes import ConfigChangeError, incremental, replacement
 from logserver.security import checks
 from logserver.storage.api import InvalidConfigError, UnknownTopicOrPartitionError
@@ -102,10 +103,10 @@ async def _apply(broker: Broker, resource_type: int, name: str, keys: list[str],
     if resource_type != TOPIC:
         return ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported"
     storage = broker.storage
-    current = storage.topic_overrides(name)
-    config = storage.topic_config(name)
-    if current is None or config is None:
+    view = topic_view(broker, name)  # the cluster's in cluster mode
+    if view is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+    config, current = view
     effective = {key: value for key, value, _, _ in describe(config, current, broker.config,
                                                              broker.config.sources)}
     try:
@@ -117,7 +118,10 @@ async def _apply(broker: Broker, resource_type: int, name: str, keys: list[str],
     if validate_only:
         return ErrorCode.NONE, None
     try:
-        await storage.alter_topic_config(name, overrides)
+        if broker.cluster is not None:  # cluster-wide, in etcd; every broker applies it
+            await alter_topic_configs(broker.cluster, name, overrides)
+        else:
+            await storage.alter_topic_config(name, overrides)
     except UnknownTopicOrPartitionError as exc:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc)
     except InvalidConfigError as exc:
