@@ -20,6 +20,11 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from kafkaclient import BlockingClient
+
+from kafkaproto import ApiKey, ErrorCode
+from kafkaproto.messages import IncrementalAlterConfigsRequest
+from kafkaproto.messages.admin_alter import OP_SET
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -102,3 +107,38 @@ def test_alter_configs_on_one_broker_holds_on_every_broker(cluster):
         wait_until(lambda n=node: local_overrides(cluster, n) == {"retention.ms": "7200000"},
                    30, f"broker {node} applying the replaced configs")
     assert described(admin1, "max.message.bytes").source == ConfigSource.DEFAULT_CONFIG.value
+
+
+def broker_setting(admin: AdminClient, node: int, name: str) -> ConfigEntry:
+    resource = ConfigResource(ResourceType.BROKER, str(node))  # sent to that broker
+    return admin.describe_configs([resource])[resource].result(30)[name]
+
+
+def test_default_broker_configs_are_cluster_wide(cluster):
+    cluster.brokers[3].stop()  # down while the default changes
+    cluster.wait_for_brokers({1, 2})
+    # The cluster default (resource name ""), which confluent-kafka cannot name: raw wire.
+    client = BlockingClient(cluster.brokers[1].port)
+    try:
+        Request = IncrementalAlterConfigsRequest
+        response = client.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, Request(resources=[
+            Request.AlterConfigsResource(resource_type=4, resource_name="", configs=[
+                Request.AlterableConfig(name="log.retention.ms", config_operation=OP_SET,
+                                        value="5400000")])]))
+        assert [r.error_code for r in response.responses] == [ErrorCode.NONE]
+    finally:
+        client.close()
+    cluster.brokers[3].start()
+    cluster.wait_for_brokers({1, 2, 3})
+    admin = cluster.admin()
+
+    def everywhere() -> bool:
+        return all((e := broker_setting(admin, node, "log.retention.ms")).value == "5400000"
+                   and e.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+                   for node in (1, 2, 3))
+
+    wait_until(everywhere, 30, "log.retention.ms as the cluster default on every broker")
+    # A topic created afterwards inherits it, as DescribeConfigs on any broker shows.
+    admin.create_topics([NewTopic(TOPIC, 1, 3)])[TOPIC].result(timeout=30)
+    wait_until(lambda: described(admin_of(cluster, 2), "retention.ms").value == "5400000", 30,
+               "the topic inheriting the cluster default")

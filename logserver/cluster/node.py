@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ErrorCode
 from logserver.cluster import reassignment
+from logserver.cluster.broker_configs import ClusterBrokerDefaults
 from logserver.cluster.etcd import EtcdStore, parse_endpoints
 from logserver.cluster.fetcher import ReplicaFetcher
 from logserver.cluster.model import (
@@ -76,6 +77,7 @@ class ClusterNode:
         self.store = EtcdStore(parse_endpoints(config["cluster.etcd.endpoints"]))
         # Cluster-wide ACLs and SCRAM users (logserver/cluster/security_sync.py).
         self.security = ClusterSecurity(self.keys.root, self.store, broker.authorizer, broker.scram)
+        self.broker_defaults = ClusterBrokerDefaults(self.keys.root, self.store)
         self.session_ttl_s = max(2, round(config["broker.session.timeout.ms"] / 1000))
         self.min_isr: int = config["min.insync.replicas"]
         self.lag_max_ms: int = config["replica.lag.time.max.ms"]
@@ -132,6 +134,7 @@ class ClusterNode:
         for key, value, mod in entries:
             self.model.apply(key, value, mod)
             self.security.apply(key, value)
+            self.broker_defaults.apply(key, value)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._watch(revision + 1)),
@@ -251,6 +254,7 @@ class ClusterNode:
                 async for key, value, mod in self.store.watch(self.keys.root, start_revision):
                     self.model.apply(key, value, mod)
                     self.security.apply(key, value)
+                    self.broker_defaults.apply(key, value)
                     start_revision = mod + 1
                     self._dirty.set()
             except asyncio.CancelledError:
@@ -303,6 +307,7 @@ class ClusterNode:
         self._drop_deleted_topics()
         self._drop_moved_replicas()
         await apply_topic_configs(self)  # cluster-wide topic configs (topic_configs.py)
+        await self.broker_defaults.install(self.storage)
         if not self.ready.is_set():
             self.ready.set()
 

@@ -17,7 +17,12 @@ from typing import TYPE_CHECKING
 from logserver.broker_overrides import Overlay
 from logserver.cluster.model import TopicRecord
 from logserver.storage.api import UnknownTopicOrPartitionError
-from logserver.topic_config import TopicConfig, kept_overrides
+from logserver.topic_config import (
+    InvalidConfigError,
+    TopicConfig,
+    kept_overrides,
+    validate_overrides,
+)
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -63,8 +68,14 @@ async def apply_topic_configs(node: ClusterNode) -> None:
     storage = node.storage
     for name, record in list(node.model.topics.items()):
         local = storage.topic_overrides(name)
-        wanted = kept_overrides(record.configs)
-        if local is None or dict(local) == wanted:
+        if local is None:
+            continue
+        try:  # the canonical form the storage keeps, so that equal sets compare equal
+            wanted = validate_overrides(kept_overrides(record.configs))
+        except InvalidConfigError as exc:
+            log.warning("topic %s: the cluster's configs are refused here: %s", name, exc)
+            continue
+        if dict(local) == wanted:
             continue
         try:
             await storage.alter_topic_config(name, wanted)

@@ -140,6 +140,8 @@ async def _apply_broker(broker: Broker, name: str, change: Change,
     storage = broker.storage
     current = storage.broker_overrides()
     level = current.cluster_default if name == "" else current.this_broker
+    if name == "" and broker.cluster is not None and broker.cluster.broker_defaults.wanted is not None:
+        level = broker.cluster.broker_defaults.wanted  # the cluster's, maybe newer than ours
     overlay = Overlay(broker.config, current.effective())
     effective = {key: format_setting(value) for key in DYNAMIC_BROKER_SETTINGS
                  if (value := setting_value(overlay, key)) is not None}
@@ -158,7 +160,10 @@ async def _apply_broker(broker: Broker, name: str, change: Change,
     else:
         updated = BrokerOverrides(current.cluster_default, new_level)
     try:
-        await storage.alter_broker_overrides(updated)
+        if name == "" and broker.cluster is not None:  # cluster-wide, in etcd
+            await broker.cluster.broker_defaults.alter(new_level)
+        else:
+            await storage.alter_broker_overrides(updated)
     except OSError as exc:
         log.error("changing the dynamic broker configs failed: %s", exc)
         return ErrorCode.KAFKA_STORAGE_ERROR, f"storing the configs failed: {exc}"
