@@ -115,8 +115,6 @@ def broker_setting(admin: AdminClient, node: int, name: str) -> ConfigEntry:
 
 
 def test_default_broker_configs_are_cluster_wide(cluster):
-    cluster.brokers[3].stop()  # down while the default changes
-    cluster.wait_for_brokers({1, 2})
     # The cluster default (resource name ""), which confluent-kafka cannot name: raw wire.
     client = BlockingClient(cluster.brokers[1].port)
     try:
@@ -128,8 +126,6 @@ def test_default_broker_configs_are_cluster_wide(cluster):
         assert [r.error_code for r in response.responses] == [ErrorCode.NONE]
     finally:
         client.close()
-    cluster.brokers[3].start()
-    cluster.wait_for_brokers({1, 2, 3})
     admin = cluster.admin()
 
     def everywhere() -> bool:
@@ -138,7 +134,28 @@ def test_default_broker_configs_are_cluster_wide(cluster):
                    for node in (1, 2, 3))
 
     wait_until(everywhere, 30, "log.retention.ms as the cluster default on every broker")
+    cluster.brokers[3].restart()  # and after a restart
+    cluster.wait_for_brokers({1, 2, 3})
+    wait_until(everywhere, 30, "log.retention.ms as the cluster default after a restart")
     # A topic created afterwards inherits it, as DescribeConfigs on any broker shows.
     admin.create_topics([NewTopic(TOPIC, 1, 3)])[TOPIC].result(timeout=30)
     wait_until(lambda: described(admin_of(cluster, 2), "retention.ms").value == "5400000", 30,
                "the topic inheriting the cluster default")
+
+
+def test_a_change_etcd_cannot_take_is_answered_request_timed_out(cluster):
+    creator = cluster.admin()  # kept alive until answered
+    creator.create_topics([NewTopic(TOPIC, 1, 3)])[TOPIC].result(timeout=30)
+    wait_until(lambda: cluster.partition(TOPIC, 0) is not None, 30, "the topic in Metadata")
+    cluster.etcd.stop()
+    client = BlockingClient(cluster.brokers[2].port, timeout=60)
+    try:
+        Request = IncrementalAlterConfigsRequest
+        response = client.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, Request(resources=[
+            Request.AlterConfigsResource(resource_type=2, resource_name=TOPIC, configs=[
+                Request.AlterableConfig(name="retention.ms", config_operation=OP_SET,
+                                        value="1000")])]))
+        assert [(r.error_code, r.error_message.startswith("etcd failed"))
+                for r in response.responses] == [(ErrorCode.REQUEST_TIMED_OUT, True)]
+    finally:
+        client.close()

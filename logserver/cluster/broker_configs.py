@@ -14,7 +14,10 @@ import json
 import logging
 from collections.abc import Mapping
 
+import aetcd
+
 from logserver.broker_overrides import BrokerOverrides
+from logserver.cluster.errors import MetadataUnavailableError
 from logserver.cluster.etcd import EtcdStore
 from logserver.storage.api import Storage
 
@@ -40,6 +43,12 @@ class ClusterBrokerDefaults:
 
     async def alter(self, level: Mapping[str, str]) -> None:
         """Make ``level`` the cluster's default level, whatever it was."""
+        try:
+            await self._swap(level)
+        except (aetcd.ClientError, ConnectionError) as exc:  # ConnectionError: reconnecting failed
+            raise MetadataUnavailableError(f"etcd failed: {exc}") from exc
+
+    async def _swap(self, level: Mapping[str, str]) -> None:
         while True:
             found = await self.store.get(self.key)
             if await self.store.swap(self.key, json.dumps(dict(level), sort_keys=True).encode(),

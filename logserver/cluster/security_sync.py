@@ -23,6 +23,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+import aetcd
+
+from kafkaproto import ErrorCode
+from logserver.cluster.errors import MetadataUnavailableError
 from logserver.security.acl import AclBinding
 from logserver.security.authorizer import Authorizer
 from logserver.security.credentials import CredentialStore
@@ -69,18 +73,26 @@ class ClusterSecurity:
     async def alter_scram(self, alterations: list[Alteration]) -> list[UserResult]:
         """AlterUserScramCredentials against the cluster's credentials, by compare-and-swap."""
         async with self._scram_lock:
-            while True:
-                found = await self.store.get(self.scram_key)
-                working = CredentialStore(self.credentials.path.parent)
-                working.replace_all(self.credentials.snapshot()[1] if found is None else found[0])
-                results = alter(working, alterations)
-                if not any(r.error_code == 0 for r in results):
-                    return results
-                document = working.snapshot()[1]
-                if await self.store.swap(self.scram_key, document, 0 if found is None else found[1]):
-                    self.credentials.replace_all(document, "etcd")
-                    return results
-                log.info("SCRAM credentials changed concurrently; planning again")
+            try:
+                return await self._alter_scram(alterations)
+            except (aetcd.ClientError, ConnectionError) as exc:  # ConnectionError: reconnecting failed
+                log.warning("AlterUserScramCredentials: etcd failed: %s", exc)
+                return [UserResult(user, ErrorCode.REQUEST_TIMED_OUT, f"etcd failed: {exc}")
+                        for user in dict.fromkeys(a.user for a in alterations)]
+
+    async def _alter_scram(self, alterations: list[Alteration]) -> list[UserResult]:
+        while True:
+            found = await self.store.get(self.scram_key)
+            working = CredentialStore(self.credentials.path.parent)
+            working.replace_all(self.credentials.snapshot()[1] if found is None else found[0])
+            results = alter(working, alterations)
+            if not any(r.error_code == 0 for r in results):
+                return results
+            document = working.snapshot()[1]
+            if await self.store.swap(self.scram_key, document, 0 if found is None else found[1]):
+                self.credentials.replace_all(document, "etcd")
+                return results
+            log.info("SCRAM credentials changed concurrently; planning again")
 
 
 class EtcdAclStore(AclStore):
@@ -91,18 +103,24 @@ class EtcdAclStore(AclStore):
         self.security = security
 
     async def update(self, plan: Callable[[Authorizer], tuple[frozenset[AclBinding], R]]) -> R:
+        async with self._lock:
+            try:
+                return await self._update(plan)
+            except (aetcd.ClientError, ConnectionError) as exc:  # ConnectionError: reconnecting failed
+                raise MetadataUnavailableError(f"etcd failed: {exc}") from exc
+
+    async def _update(self, plan: Callable[[Authorizer], tuple[frozenset[AclBinding], R]]) -> R:
         store = self.security.store
         key = self.security.acl_key
-        async with self._lock:
-            while True:
-                found = await store.get(key)
-                if found is not None:  # plan against the cluster's newest set
-                    self.authorizer.replace(decode_acls(found[0]))
-                acls, result = plan(self.authorizer)
-                if found is not None and acls == self.authorizer.acls:
-                    return result
-                if await store.swap(key, encode_acls(acls), 0 if found is None else found[1]):
-                    self.authorizer.replace(acls)
-                    log.info("cluster ACLs changed: %d now", len(acls))
-                    return result
-                log.info("ACLs changed concurrently; planning again")
+        while True:
+            found = await store.get(key)
+            if found is not None:  # plan against the cluster's newest set
+                self.authorizer.replace(decode_acls(found[0]))
+            acls, result = plan(self.authorizer)
+            if found is not None and acls == self.authorizer.acls:
+                return result
+            if await store.swap(key, encode_acls(acls), 0 if found is None else found[1]):
+                self.authorizer.replace(acls)
+                log.info("cluster ACLs changed: %d now", len(acls))
+                return result
+            log.info("ACLs changed concurrently; planning again")

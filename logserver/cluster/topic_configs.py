@@ -14,7 +14,10 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+import aetcd
+
 from logserver.broker_overrides import Overlay
+from logserver.cluster.errors import MetadataUnavailableError
 from logserver.cluster.model import TopicRecord
 from logserver.storage.api import UnknownTopicOrPartitionError
 from logserver.topic_config import (
@@ -50,6 +53,13 @@ def topic_view(broker: Broker, name: str) -> tuple[TopicConfig, Mapping[str, str
 
 async def alter_topic_configs(node: ClusterNode, name: str, overrides: Mapping[str, str]) -> None:
     """Replace the topic's overrides in etcd; raises UnknownTopicOrPartitionError."""
+    try:
+        await _swap_configs(node, name, overrides)
+    except (aetcd.ClientError, ConnectionError) as exc:  # ConnectionError: reconnecting failed
+        raise MetadataUnavailableError(f"etcd failed: {exc}") from exc
+
+
+async def _swap_configs(node: ClusterNode, name: str, overrides: Mapping[str, str]) -> None:
     key = node.keys.topic(name)
     while True:
         found = await node.store.get(key)

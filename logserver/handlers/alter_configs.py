@@ -29,6 +29,7 @@ from logserver.broker_overrides import (
     StaticBrokerConfigError,
     validate_broker_overrides,
 )
+from logserver.cluster.errors import MetadataUnavailableError
 from logserver.cluster.topic_configs import alter_topic_configs, topic_view
 from logserver.config_changes import ConfigChangeError, incremental, replacement
 from logserver.security import checks
@@ -126,6 +127,8 @@ async def _apply(broker: Broker, resource_type: int, name: str, keys: list[str],
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc)
     except InvalidConfigError as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
+    except MetadataUnavailableError as exc:  # cluster mode: etcd did not take it
+        return ErrorCode.REQUEST_TIMED_OUT, str(exc)
     except OSError as exc:
         log.error("changing the configs of topic %s failed: %s", name, exc)
         return ErrorCode.KAFKA_STORAGE_ERROR, f"storing the configs failed: {exc}"
@@ -164,6 +167,8 @@ async def _apply_broker(broker: Broker, name: str, change: Change,
             await broker.cluster.broker_defaults.alter(new_level)
         else:
             await storage.alter_broker_overrides(updated)
+    except MetadataUnavailableError as exc:  # cluster mode: etcd did not take it
+        return ErrorCode.REQUEST_TIMED_OUT, str(exc)
     except OSError as exc:
         log.error("changing the dynamic broker configs failed: %s", exc)
         return ErrorCode.KAFKA_STORAGE_ERROR, f"storing the configs failed: {exc}"
