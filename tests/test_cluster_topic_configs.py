@@ -115,6 +115,8 @@ def broker_setting(admin: AdminClient, node: int, name: str) -> ConfigEntry:
 
 
 def test_default_broker_configs_are_cluster_wide(cluster):
+    cluster.brokers[3].stop()  # down while the default changes: it gets it from etcd
+    cluster.wait_for_brokers({1, 2})
     # The cluster default (resource name ""), which confluent-kafka cannot name: raw wire.
     client = BlockingClient(cluster.brokers[1].port)
     try:
@@ -126,6 +128,8 @@ def test_default_broker_configs_are_cluster_wide(cluster):
         assert [r.error_code for r in response.responses] == [ErrorCode.NONE]
     finally:
         client.close()
+    cluster.brokers[3].start()
+    cluster.wait_for_brokers({1, 2, 3})
     admin = cluster.admin()
 
     def everywhere() -> bool:
