@@ -58,6 +58,11 @@ class Broker:
             from logserver.cluster.txn_markers import MarkerSender
 
             self.cluster = ClusterNode(self)
+            if self.acl_store is not None:  # ACLs are cluster-wide, in etcd
+                from logserver.cluster.security_sync import EtcdAclStore
+
+                self.acl_store = EtcdAclStore(self.acl_store.authorizer, self.cluster.security,
+                                              self.acl_store)
             self.routing = ClusterRouting(self.cluster)
             self.transactions.marker_sender = MarkerSender(self.cluster)
 

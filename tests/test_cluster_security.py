@@ -74,7 +74,7 @@ def secured(tmp_path, etcd):
 
 def grant(port: int, principal: str, resource_type: ResourceType, name: str,
           *operations: AclOperation) -> None:
-    """CreateAcls on one broker (ACLs live in each broker's data directory)."""
+    """CreateAcls through one broker (cluster-wide: the same ACL again changes nothing)."""
     client = BlockingClient(port)
     try:
         response = client.call(ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=[

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ErrorCode
 from logserver.cluster import reassignment
+from logserver.cluster.broker_configs import ClusterBrokerDefaults
 from logserver.cluster.etcd import EtcdStore, parse_endpoints
 from logserver.cluster.fetcher import ReplicaFetcher
 from logserver.cluster.model import (
@@ -37,7 +38,9 @@ from logserver.cluster.model import (
     with_isr,
 )
 from logserver.cluster.replication import LeaderReplica
+from logserver.cluster.security_sync import ClusterSecurity
 from logserver.cluster.shutdown import without_replica
+from logserver.cluster.topic_configs import apply_topic_configs
 from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
 from logserver.transactions.store import TXN_STATE_TOPIC
 
@@ -74,6 +77,9 @@ class ClusterNode:
         self.keys = Keys(config["cluster.etcd.prefix"])
         self.model = ClusterModel(self.keys)
         self.store = EtcdStore(parse_endpoints(config["cluster.etcd.endpoints"]))
+        # Cluster-wide ACLs and SCRAM users (logserver/cluster/security_sync.py).
+        self.security = ClusterSecurity(self.keys.root, self.store, broker.authorizer, broker.scram)
+        self.broker_defaults = ClusterBrokerDefaults(self.keys.root, self.store)
         self.session_ttl_s = max(2, round(config["broker.session.timeout.ms"] / 1000))
         self.min_isr: int = config["min.insync.replicas"]
         self.lag_max_ms: int = config["replica.lag.time.max.ms"]
@@ -132,6 +138,8 @@ class ClusterNode:
         revision, entries = await self.store.snapshot(self.keys.root)
         for key, value, mod in entries:
             self.model.apply(key, value, mod)
+            self.security.apply(key, value)
+            self.broker_defaults.apply(key, value)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._watch(revision + 1)),
@@ -250,6 +258,8 @@ class ClusterNode:
             try:
                 async for key, value, mod in self.store.watch(self.keys.root, start_revision):
                     self.model.apply(key, value, mod)
+                    self.security.apply(key, value)
+                    self.broker_defaults.apply(key, value)
                     start_revision = mod + 1
                     self._dirty.set()
             except asyncio.CancelledError:
@@ -301,6 +311,8 @@ class ClusterNode:
             self._stop_fetcher(where)
         self._drop_deleted_topics()
         self._drop_moved_replicas()
+        await apply_topic_configs(self)  # cluster-wide topic configs (topic_configs.py)
+        await self.broker_defaults.install(self.storage)
         if not self.ready.is_set():
             self.ready.set()
 

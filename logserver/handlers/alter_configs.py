@@ -29,6 +29,8 @@ from logserver.broker_overrides import (
     StaticBrokerConfigError,
     validate_broker_overrides,
 )
+from logserver.cluster.errors import MetadataUnavailableError
+from logserver.cluster.topic_configs import alter_topic_configs, topic_view
 from logserver.config_changes import ConfigChangeError, incremental, replacement
 from logserver.security import checks
 from logserver.storage.api import InvalidConfigError, UnknownTopicOrPartitionError
@@ -102,10 +104,10 @@ async def _apply(broker: Broker, resource_type: int, name: str, keys: list[str],
     if resource_type != TOPIC:
         return ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported"
     storage = broker.storage
-    current = storage.topic_overrides(name)
-    config = storage.topic_config(name)
-    if current is None or config is None:
+    view = topic_view(broker, name)  # the cluster's in cluster mode
+    if view is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+    config, current = view
     effective = {key: value for key, value, _, _ in describe(config, current, broker.config,
                                                              broker.config.sources)}
     try:
@@ -117,11 +119,16 @@ async def _apply(broker: Broker, resource_type: int, name: str, keys: list[str],
     if validate_only:
         return ErrorCode.NONE, None
     try:
-        await storage.alter_topic_config(name, overrides)
+        if broker.cluster is not None:  # cluster-wide, in etcd; every broker applies it
+            await alter_topic_configs(broker.cluster, name, overrides)
+        else:
+            await storage.alter_topic_config(name, overrides)
     except UnknownTopicOrPartitionError as exc:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc)
     except InvalidConfigError as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
+    except MetadataUnavailableError as exc:  # cluster mode: etcd did not take it
+        return ErrorCode.REQUEST_TIMED_OUT, str(exc)
     except OSError as exc:
         log.error("changing the configs of topic %s failed: %s", name, exc)
         return ErrorCode.KAFKA_STORAGE_ERROR, f"storing the configs failed: {exc}"
@@ -136,6 +143,8 @@ async def _apply_broker(broker: Broker, name: str, change: Change,
     storage = broker.storage
     current = storage.broker_overrides()
     level = current.cluster_default if name == "" else current.this_broker
+    if name == "" and broker.cluster is not None and broker.cluster.broker_defaults.wanted is not None:
+        level = broker.cluster.broker_defaults.wanted  # the cluster's, maybe newer than ours
     overlay = Overlay(broker.config, current.effective())
     effective = {key: format_setting(value) for key in DYNAMIC_BROKER_SETTINGS
                  if (value := setting_value(overlay, key)) is not None}
@@ -154,7 +163,12 @@ async def _apply_broker(broker: Broker, name: str, change: Change,
     else:
         updated = BrokerOverrides(current.cluster_default, new_level)
     try:
-        await storage.alter_broker_overrides(updated)
+        if name == "" and broker.cluster is not None:  # cluster-wide, in etcd
+            await broker.cluster.broker_defaults.alter(new_level)
+        else:
+            await storage.alter_broker_overrides(updated)
+    except MetadataUnavailableError as exc:  # cluster mode: etcd did not take it
+        return ErrorCode.REQUEST_TIMED_OUT, str(exc)
     except OSError as exc:
         log.error("changing the dynamic broker configs failed: %s", exc)
         return ErrorCode.KAFKA_STORAGE_ERROR, f"storing the configs failed: {exc}"

@@ -15,6 +15,7 @@ from logserver.security.scram_admin import Alteration, UserResult, alter
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
+    from logserver.cluster.security_sync import ClusterSecurity
 
 Response = AlterUserScramCredentialsResponse
 
@@ -29,13 +30,23 @@ def handle(broker: Broker, header: RequestHeader, request: AlterUserScramCredent
         users = dict.fromkeys(a.user for a in alterations)
         return _saved(broker, [UserResult(user, refused, "not authorized to alter SCRAM credentials")
                                for user in users])
+    if broker.cluster is not None:  # cluster-wide, in etcd (logserver/cluster/security_sync.py)
+        return _in_cluster(broker.cluster.security, alterations)
     results = alter(broker.scram, alterations)
     return _saved(broker, results)
+
+
+async def _in_cluster(security: ClusterSecurity, alterations: list[Alteration]) -> Response:
+    return _response(await security.alter_scram(alterations))
 
 
 async def _saved(broker: Broker, results: list[UserResult]) -> AlterUserScramCredentialsResponse:
     if any(r.error_code == 0 for r in results):
         await asyncio.to_thread(broker.scram.save, broker.scram.snapshot())
+    return _response(results)
+
+
+def _response(results: list[UserResult]) -> Response:
     return Response(throttle_time_ms=0, results=[
         Response.AlterUserScramCredentialsResult(user=r.user, error_code=r.error_code,
                                                  error_message=r.error_message)

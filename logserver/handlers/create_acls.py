@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import CreateAclsRequest, CreateAclsResponse
+from logserver.cluster.errors import MetadataUnavailableError
 from logserver.security import checks
 from logserver.security.acl import AclBinding, make_binding
 from logserver.security.store import AclStore
@@ -42,7 +43,10 @@ def _all(count: int, error: int, message: str | None) -> CreateAclsResponse:
 
 
 async def _create(store: AclStore, bindings: list[AclBinding]) -> CreateAclsResponse:
-    errors = await store.update(lambda authorizer: authorizer.plan_create(bindings))
+    try:
+        errors = await store.update(lambda authorizer: authorizer.plan_create(bindings))
+    except MetadataUnavailableError as exc:  # cluster mode: etcd did not take them
+        return _all(len(bindings), ErrorCode.REQUEST_TIMED_OUT, str(exc))
     return CreateAclsResponse(throttle_time_ms=0, results=[
         Result(error_code=ErrorCode.NONE if error is None else ErrorCode.INVALID_REQUEST,
                error_message=error)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import DeleteAclsRequest, DeleteAclsResponse
+from logserver.cluster.errors import MetadataUnavailableError
 from logserver.handlers.create_acls import NO_AUTHORIZER
 from logserver.security import checks
 from logserver.security.acl import AclBindingFilter, make_filter
@@ -39,7 +40,12 @@ def _all(count: int, error: int, message: str | None) -> DeleteAclsResponse:
 
 
 async def _delete(store: AclStore, filters: list[AclBindingFilter]) -> DeleteAclsResponse:
-    results = await store.update(lambda authorizer: authorizer.plan_delete(filters))
+    try:
+        results = await store.update(lambda authorizer: authorizer.plan_delete(filters))
+    except MetadataUnavailableError as exc:  # cluster mode: etcd did not take it
+        return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
+            FilterResult(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=str(exc),
+                         matching_acls=[]) for _ in filters])
     return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
         FilterResult(
             error_code=ErrorCode.NONE if r.error is None else ErrorCode.INVALID_REQUEST,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from logserver.broker_overrides import DYNAMIC_BROKER_SETTINGS
+from logserver.cluster.topic_configs import topic_view
 from logserver.config import SETTINGS
 from logserver.security import checks
 from logserver.topic_config import (
@@ -65,12 +66,12 @@ def _entry(name: str, value: str | None, source: int, config_type: int,
 
 
 def _topic(broker: Broker, name: str, keys: set[str] | None, with_synonyms: bool) -> Result:
-    config = broker.storage.topic_config(name)
-    overrides = broker.storage.topic_overrides(name)
-    if config is None or overrides is None:
+    view = topic_view(broker, name)  # the cluster's in cluster mode
+    if view is None:
         return Result(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                       error_message=f"topic {name!r} does not exist", resource_type=TOPIC,
                       resource_name=name, configs=[])
+    config, overrides = view
     dynamic = broker.storage.broker_overrides().by_setting()
     entries = [
         _entry(key, value, source, config_type, read_only=not alterable(key),

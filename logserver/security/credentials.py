@@ -38,23 +38,35 @@ class CredentialStore:
 
     def load(self) -> CredentialStore:
         try:
-            document = json.loads(self.path.read_text(encoding="utf-8"))
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return self
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             raise ValueError(f"{self.path}: unreadable SCRAM credentials ({exc})") from exc
+        self.replace_all(raw, str(self.path))
+        return self
+
+    def replace_all(self, raw: bytes, where: str = "credentials") -> None:
+        """Every user from a document :meth:`snapshot` serialized (the file's content, or
+        the cluster-wide credentials in etcd), replacing those held so far."""
+        try:
+            document = json.loads(raw)
+        except ValueError as exc:
+            raise ValueError(f"{where}: unreadable SCRAM credentials ({exc})") from exc
         if document.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{self.path}: unknown format version {document.get('version')!r}")
+            raise ValueError(f"{where}: unknown format version {document.get('version')!r}")
+        users: dict[str, dict[str, ScramCredential]] = {}
         for user, mechanisms in document.get("users", {}).items():
             for mechanism, fields in mechanisms.items():
                 if mechanism not in MECHANISMS:
                     continue
-                self._users.setdefault(user, {})[mechanism] = ScramCredential(
+                users.setdefault(user, {})[mechanism] = ScramCredential(
                     salt=base64.b64decode(fields["salt"]),
                     stored_key=base64.b64decode(fields["stored_key"]),
                     server_key=base64.b64decode(fields["server_key"]),
                     iterations=int(fields["iterations"]))
-        return self
+        self._users = users
+        self._generation += 1
 
     # -- reading ---------------------------------------------------------------------------
 

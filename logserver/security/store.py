@@ -25,7 +25,7 @@ from logserver.log.fsutil import atomic_write
 from logserver.security.acl import AclBinding
 from logserver.security.authorizer import Authorizer
 
-__all__ = ["ACL_FILE", "AclFileError", "AclStore", "read_acls"]
+__all__ = ["ACL_FILE", "AclFileError", "AclStore", "decode_acls", "encode_acls", "read_acls"]
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +46,25 @@ def read_acls(path: Path) -> frozenset[AclBinding]:
     except FileNotFoundError:
         return frozenset()
     try:
-        data = json.loads(text)
-        if data.get("version") != _FORMAT_VERSION:
-            raise ValueError(f"unknown format version {data.get('version')!r}")
-        return frozenset(AclBinding.from_json(item) for item in data["acls"])
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return decode_acls(text.encode())
+    except ValueError as exc:
         raise AclFileError(f"{path}: cannot read the ACLs: {exc} (fix or remove the file; "
                            "without it the server starts with no ACLs)") from exc
 
 
-def _encode(acls: frozenset[AclBinding]) -> bytes:
+def decode_acls(raw: bytes) -> frozenset[AclBinding]:
+    """The ACL set of a document written by :func:`encode_acls` (ValueError if damaged);
+    the same document is the cluster-wide ACL set in etcd (logserver/cluster)."""
+    try:
+        data = json.loads(raw)
+        if data.get("version") != _FORMAT_VERSION:
+            raise ValueError(f"unknown format version {data.get('version')!r}")
+        return frozenset(AclBinding.from_json(item) for item in data["acls"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def encode_acls(acls: frozenset[AclBinding]) -> bytes:
     document = {"version": _FORMAT_VERSION, "acls": [acl.to_json() for acl in sorted(acls)]}
     return (json.dumps(document, indent=1) + "\n").encode()
 
@@ -80,7 +89,7 @@ class AclStore:
         async with self._lock:
             acls, result = plan(self.authorizer)
             if acls != self.authorizer.acls:
-                await asyncio.to_thread(atomic_write, self.path, _encode(acls))
+                await asyncio.to_thread(atomic_write, self.path, encode_acls(acls))
                 self.authorizer.replace(acls)
                 log.info("ACLs changed: %d now (%s)", len(acls), self.path)
             return result
