@@ -178,18 +178,23 @@ def test_session_saves_go_to_the_new_leader_after_the_session_leader_was_killed(
 def test_retained_messages_survive_a_broker_kill(request, tmp_path, cluster) -> None:
     """Retained messages live in a replicated compacted topic: its leader is killed
     while the bridge runs, the bridge writes the next one to the new leader, and a bridge
-    started afterwards hands both to a new subscriber."""
+    started afterwards (the dead broker first in its bootstrap list) hands both to a new
+    subscriber."""
     first = start_retained_bridge(request, tmp_path, cluster.bootstrap, "bridge-a")
     mosquitto_pub(first.port, "-t", "chat/r1", "-m", "one", "-r", "-q", "1")
     wait_until(lambda: b"chat/r1" in retained_in_log(cluster.bootstrap), 30,
                "the retained message in the compacted topic")
-    kill_leader(cluster, RETAINED, b"chat/r1")
+    every = cluster.bootstrap
+    killed = kill_leader(cluster, RETAINED, b"chat/r1")
     mosquitto_pub(first.port, "-t", "chat/r2", "-m", "two", "-r", "-q", "1")
     wait_until(lambda: retained_in_log(cluster.bootstrap).keys() >= {b"chat/r1", b"chat/r2"}, 60,
                "the second retained message, written after the leader kill")
     assert first.stop() == 0, first.tail()
 
-    second = start_retained_bridge(request, tmp_path, cluster.bootstrap, "bridge-b")
+    # configured with every broker, the dead one first: it bootstraps from the others
+    dead = cluster.brokers[killed].bootstrap
+    bootstrap = ",".join([dead, *(b for b in every.split(",") if b != dead)])
+    second = start_retained_bridge(request, tmp_path, bootstrap, "bridge-b")
     got = Subscriber(second.port, request).until_marker(second.port)
     assert sorted((m.topic, m.payload) for m in got) == [("chat/r1", b"one"), ("chat/r2", b"two")]
     assert all(m.retain for m in got)
