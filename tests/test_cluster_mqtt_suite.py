@@ -23,6 +23,9 @@ from test_cluster import create
 from test_mqtt_retained import RETAINED, Subscriber, mosquitto_pub, retained_in_log
 from test_mqtt_retained import start_bridge as start_retained_bridge
 from test_mqtt_sessions import SESSIONS, stored_session
+from test_mqtt_takeover import SESSION_TAKEN_OVER
+from test_mqtt_takeover import Device as TakeoverDevice
+from test_mqtt_takeover import start_bridge as takeover_bridge
 
 from mqtt_bridge.murmur2 import partition_for
 
@@ -235,3 +238,27 @@ def test_commands_and_ota_keep_flowing_through_a_leader_kill(request, tmp_path, 
     got = list(dict.fromkeys(dev.payloads(cmd_topic)))
     assert got == sent_cmd, "commands out of order"
     dev.disconnect()
+
+
+def test_takeover_across_bridges_after_the_session_leader_was_killed(
+    request, tmp_path, cluster, producer
+) -> None:
+    """The claim of a moving device goes through the session topic: with its leader
+    killed while the device sits on bridge a, bridge b still takes the session over."""
+    create(cluster, "commands", partitions=1, rf=3)
+    a = takeover_bridge(request, tmp_path, cluster.bootstrap, "a")
+    b = takeover_bridge(request, tmp_path, cluster.bootstrap, "b")
+    first = TakeoverDevice(request, "mover", a.port)
+    assert first.connect() == (False, 0)
+    first.subscribe_commands()
+    producer.send("commands", key=b"mover", value=b"c1").get(20)
+    wait_until(lambda: first.got == [b"c1"], 30, "c1 through bridge a")
+    killed = kill_leader(cluster, SESSIONS, b"mover")
+
+    second = TakeoverDevice(request, "mover", b.port)
+    assert second.connect() == (True, 0), f"session not present on bridge b after node {killed} died"
+    wait_until(lambda: SESSION_TAKEN_OVER in first.disconnects, 30, "the old connection closed")
+    producer.send("commands", key=b"mover", value=b"c2").get(30)
+    wait_until(lambda: b"c2" in second.got, 30, "c2 through bridge b")
+    assert second.got == [b"c2"] and first.got == [b"c1"]
+    second.disconnect()
