@@ -214,6 +214,7 @@ class Bridge:
                 )
                 if isinstance(self.store, TopicSessionStore):
                     self.store.on_taken = self._surrender
+                    self.store.follower = self.fetcher
                 break
             except KafkaError as exc:
                 log.warning("session store not ready (%s); retrying", exc)

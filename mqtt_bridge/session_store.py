@@ -41,6 +41,7 @@ from kafkaproto.records import Record
 from .compacted import ensure_compacted_topic, read_records
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .kafka_producer import Producer
+from .murmur2 import partition_for
 from .session_owners import Marker, SessionOwners, Verdict
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,14 @@ class SessionStore(Protocol):
     ) -> None: ...
 
 
+class Follower(Protocol):
+    """Where the bridge's fetcher is in the topics it follows (kafka_fetcher.Fetcher)."""
+
+    positions: dict[TopicPartition, int]
+
+    def partitions_of(self, topic: str) -> list[TopicPartition]: ...
+
+
 class TopicSessionStore:
     """Sessions as records of one topic, newest record per client id wins.
 
@@ -137,6 +146,8 @@ class TopicSessionStore:
         self.owners = SessionOwners(bridge_id or uuid.uuid4().hex)
         self.takeover_timeout_s = takeover_timeout_s
         self.on_taken: TakenCallback | None = None
+        #: the fetcher that feeds ``on_records``; set, a claim first catches up with it
+        self.follower: Follower | None = None
         self.takeover_timeouts = 0  # claims that waited in vain for the holder's release
         self._waiters: dict[str, asyncio.Future[None]] = {}
 
@@ -214,6 +225,34 @@ class TopicSessionStore:
                 self.owners.released(client_id, None)
             await self.producer.send(self.topic, client_id.encode(), None, marker.headers())
 
+    async def _catch_up(self, client_id: str) -> None:
+        """Follow the client id's session partition up to its end before claiming.
+
+        The claim record carries this bridge's view of the state and, as the newest record,
+        replaces the holder's last save; a holder that died (kill -9) leaves nothing else.
+        A fetcher still behind the holder's last save (a long-poll on a cluster's leader)
+        would write a stale state, or a tombstone, over it. Bounded by the takeover timeout.
+        """
+        follower = self.follower
+        if follower is None:
+            return
+        tps = follower.partitions_of(self.topic)
+        if not tps:
+            return
+        tp = (self.topic, partition_for(client_id.encode(), len(tps)))
+        try:
+            end = (await self.client.list_offsets([tp], -1)).get(tp)
+        except KafkaError as exc:
+            log.warning("claim of %s without catching up on %s-%d: %s", client_id, *tp, exc)
+            return
+        deadline = time.monotonic() + self.takeover_timeout_s
+        while end is not None and follower.positions.get(tp, end) < end:
+            if time.monotonic() > deadline:
+                log.warning("claim of %s: %s-%d not caught up to %d within %.1fs",
+                            client_id, *tp, end, self.takeover_timeout_s)
+                return
+            await asyncio.sleep(0.01)
+
     async def claim(self, client_id: str, *, clean: bool = False) -> bool:
         """Take the session over from whichever bridge holds it; False if a newer claim won.
 
@@ -223,6 +262,7 @@ class TopicSessionStore:
         """
         if self.owners.holder(client_id) == self.owners.me:
             return True
+        await self._catch_up(client_id)
         previous = self.owners.holder(client_id)
         nonce = uuid.uuid4().hex
         waiter: asyncio.Future[None] | None = None

@@ -139,3 +139,12 @@ def cluster(tmp_path, etcd):
         yield nodes.start()
     finally:
         nodes.stop()
+
+
+@pytest.fixture(params=["single", "cluster"])
+def log_bootstrap(request) -> str:
+    """The bootstrap string of the log a test runs against: one ``server``, or the
+    3-broker ``cluster`` (RF 3, min.insync.replicas 2). Tests taking this run twice."""
+    if request.param == "single":
+        return request.getfixturevalue("server").bootstrap
+    return request.getfixturevalue("cluster").bootstrap

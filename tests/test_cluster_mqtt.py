@@ -1,6 +1,6 @@
 """The MQTT bridge in front of a 3-broker cluster: devices publish QoS 1 while the
 leader of the uplink topic is killed with kill -9; every PUBACKed message is in the log
-exactly once afterwards (real etcd, brokers, bridge and MQTT clients, 127.0.0.1)."""
+exactly once afterwards, for QoS 1 and QoS 2 (real etcd, brokers, bridge and MQTT clients, 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,10 @@ def cluster(tmp_path):
         yield nodes
 
 
-def test_bridge_loses_no_pubacked_message_through_a_leader_kill(tmp_path, cluster):
+@pytest.mark.parametrize("qos", [1, 2])
+def test_bridge_loses_no_pubacked_message_through_a_leader_kill(tmp_path, cluster, qos):
+    """QoS 1: every PUBACKed message is in the log; QoS 2: every PUBCOMPed one, exactly
+    once (the bridge's idempotent producer keeps its retries from duplicating)."""
     stream = "uplink"
     create(cluster, stream, partitions=1, rf=3)
     bridge = BridgeProcess(cluster.bootstrap, tmp_path / "bridge.log", "--log-format", "text",
@@ -38,7 +41,7 @@ def test_bridge_loses_no_pubacked_message_through_a_leader_kill(tmp_path, cluste
         window: set[asyncio.Future] = set()
         while not stop.is_set():
             payload = f"{c.client_id}:{seq:06d}"
-            future = c.publish(f"devices/{c.client_id}/{stream}", payload.encode(), 1)
+            future = c.publish(f"devices/{c.client_id}/{stream}", payload.encode(), qos)
 
             def done(f: asyncio.Future, payload: str = payload) -> None:
                 if not f.cancelled() and f.exception() is None:

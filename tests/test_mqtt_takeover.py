@@ -1,5 +1,6 @@
 """Several bridges in front of one log: a device that moves to another bridge resumes its
 persistent session there and its old connection is closed (session taken over).
+Each runs against one logserver and against a 3-broker cluster (``log_bootstrap``).
 Real logserver and two or three bridge processes, paho-mqtt 5 devices, kafka-python.
 """
 
@@ -84,8 +85,8 @@ def taken_over(admin_port: int) -> float:
 
 
 @pytest.fixture
-def commands(server):
-    producer = KafkaProducer(bootstrap_servers=server.bootstrap, acks="all")
+def commands(log_bootstrap):
+    producer = KafkaProducer(bootstrap_servers=log_bootstrap, acks="all")
 
     def send(cid: str, value: bytes) -> None:
         producer.send("commands", key=cid.encode(), value=value).get(10)
@@ -95,11 +96,11 @@ def commands(server):
 
 
 def test_device_moving_to_another_bridge_takes_its_session_and_closes_the_old_connection(
-    request, tmp_path, server, commands
+    request, tmp_path, log_bootstrap, commands
 ) -> None:
     admin = free_port()
-    a = start_bridge(request, tmp_path, server.bootstrap, "a", "--admin-listen", f"{HOST}:{admin}")
-    b = start_bridge(request, tmp_path, server.bootstrap, "b")
+    a = start_bridge(request, tmp_path, log_bootstrap, "a", "--admin-listen", f"{HOST}:{admin}")
+    b = start_bridge(request, tmp_path, log_bootstrap, "b")
     first = Device(request, "mover", a.port)
     assert first.connect() == (False, 0)
     first.subscribe_commands()
@@ -119,10 +120,10 @@ def test_device_moving_to_another_bridge_takes_its_session_and_closes_the_old_co
 
 
 def test_messages_sent_while_away_reach_the_device_on_whichever_bridge_it_returns_to(
-    request, tmp_path, server, commands
+    request, tmp_path, log_bootstrap, commands
 ) -> None:
-    a = start_bridge(request, tmp_path, server.bootstrap, "a")
-    b = start_bridge(request, tmp_path, server.bootstrap, "b")
+    a = start_bridge(request, tmp_path, log_bootstrap, "a")
+    b = start_bridge(request, tmp_path, log_bootstrap, "b")
     dev = Device(request, "roamer", a.port)
     dev.connect()
     dev.subscribe_commands()
@@ -148,17 +149,17 @@ def test_messages_sent_while_away_reach_the_device_on_whichever_bridge_it_return
         assert "did not release session" not in bridge.output()
 
 
-def test_a_dead_bridge_holds_nothing_up_for_long(request, tmp_path, server, commands) -> None:
+def test_a_dead_bridge_holds_nothing_up_for_long(request, tmp_path, log_bootstrap, commands) -> None:
     """The holder killed with -9 cannot release: the claim waits the takeover timeout and
     resumes from the last saved state, so every command still arrives."""
-    a = start_bridge(request, tmp_path, server.bootstrap, "a")
-    b = start_bridge(request, tmp_path, server.bootstrap, "b", "--takeover-timeout-s", "1")
+    a = start_bridge(request, tmp_path, log_bootstrap, "a")
+    b = start_bridge(request, tmp_path, log_bootstrap, "b", "--takeover-timeout-s", "1")
     dev = Device(request, "orphan", a.port)
     dev.connect()
     dev.subscribe_commands()
     commands("orphan", b"k1")
     wait_until(lambda: dev.got == [b"k1"], what="k1 on bridge a")
-    wait_until(lambda: (stored_session(server.bootstrap, "orphan") or {}).get("subs"),
+    wait_until(lambda: (stored_session(log_bootstrap, "orphan") or {}).get("subs"),
                what="bridge a saved the subscription")  # saved every second (commit interval)
     a.kill9()
     commands("orphan", b"k2")
@@ -170,10 +171,10 @@ def test_a_dead_bridge_holds_nothing_up_for_long(request, tmp_path, server, comm
     moved.disconnect()
 
 
-def test_two_bridges_claiming_at_once_leave_one_connection(request, tmp_path, server, commands) -> None:
+def test_two_bridges_claiming_at_once_leave_one_connection(request, tmp_path, log_bootstrap, commands) -> None:
     """The same client id connecting to three bridges at once: the newest claim in the log
     wins, every other connection is closed or refused, and the winner gets commands."""
-    bridges = [start_bridge(request, tmp_path, server.bootstrap, n) for n in ("a", "b", "c")]
+    bridges = [start_bridge(request, tmp_path, log_bootstrap, n) for n in ("a", "b", "c")]
     devices = [Device(request, "twin", br.port) for br in bridges]
     threads = [threading.Thread(target=d.connect) for d in devices]
     for t in threads:
