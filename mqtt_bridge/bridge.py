@@ -480,6 +480,9 @@ class Bridge:
                 session.restore(stored.qos2_in, stored.inflight)
         if conn.closing:
             return Reason.UNSPECIFIED_ERROR, {}, False
+        if not self.store.holds(cid):  # another bridge's newer claim won while we waited
+            self._discard(session)
+            return Reason.SERVER_BUSY, {"reason_string": "client id taken by another bridge"}, False
         if self.owners.get(cid, username) != username:  # another identity got it meanwhile
             self.stats.denied_connect += 1
             return Reason.NOT_AUTHORIZED, {}, False

@@ -110,6 +110,7 @@ class SessionStore(Protocol):
     async def save(self, client_id: str, state: StoredSession, *, release: bool = False) -> None: ...
     async def delete(self, client_id: str, *, release: bool = False) -> None: ...
     async def claim(self, client_id: str, *, clean: bool = False) -> bool: ...
+    def holds(self, client_id: str) -> bool: ...
     async def release(
         self, client_id: str, nonce: str, claimant: str, state: StoredSession | None
     ) -> None: ...
@@ -287,9 +288,13 @@ class TopicSessionStore:
                         "last saved state", previous, client_id, self.takeover_timeout_s,
                         extra={"event": "takeover_timeout", "client_id": client_id},
                     )
-            return True
+            return self.holds(client_id)  # a newer claim may have won while we waited
         finally:
             self._waiters.pop(nonce, None)
+
+    def holds(self, client_id: str) -> bool:
+        """Is this bridge the session's holder now (no newer claim seen)?"""
+        return self.owners.holder(client_id) == self.owners.me
 
     async def release(
         self, client_id: str, nonce: str, claimant: str, state: StoredSession | None
@@ -349,6 +354,9 @@ class GroupOffsetStore:
 
     async def claim(self, client_id: str, *, clean: bool = False) -> bool:
         """One group per device has no owner to hand over from: several bridges share it."""
+        return True
+
+    def holds(self, client_id: str) -> bool:
         return True
 
     async def release(

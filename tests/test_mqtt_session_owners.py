@@ -57,3 +57,14 @@ def test_own_records_and_replays_are_ignored_and_releases_to_nobody_free_the_ses
     assert a.claimed("d1", 8)
     a.released("d1", None)
     assert a.holder("d1") is None
+
+
+def test_a_won_claim_is_lost_again_to_a_newer_one_seen_before_the_connect_finishes() -> None:
+    """b's claim (11) was acknowledged, then c's (12) arrives while b still waits for the
+    old holder's release: b no longer holds the session and must not accept the client."""
+    b = SessionOwners("b")
+    assert b.observe("d1", claim("a", "na"), 10) is Verdict.TAKEN
+    assert b.claimed("d1", 11)
+    assert b.holder("d1") == "b"
+    assert b.observe("d1", claim("c", "nc"), 12) is Verdict.TAKEN
+    assert b.holder("d1") == "c"
