@@ -194,7 +194,7 @@ def test_two_bridges_claiming_at_once_leave_one_connection(request, tmp_path, lo
     winner.disconnect()
 
 
-def test_two_bridges_behind_one_port_serve_the_devices_each_accepted(request, tmp_path, server,
+def test_two_bridges_behind_one_port_serve_the_devices_each_accepted(request, tmp_path, log_bootstrap,
                                                                       commands) -> None:
     """``--reuse-port``: two bridge processes on one port, the kernel spreads the devices
     over them, and each device gets its own commands from whichever bridge took it."""
@@ -202,7 +202,7 @@ def test_two_bridges_behind_one_port_serve_the_devices_each_accepted(request, tm
     port: int | None = None
     bridges = []
     for name, admin in zip("ab", admins, strict=True):
-        b = SharedPortBridge(server.bootstrap, tmp_path / f"bridge-{name}.log", "--log-format", "text",
+        b = SharedPortBridge(log_bootstrap, tmp_path / f"bridge-{name}.log", "--log-format", "text",
                              "--bridge-id", name, "--reuse-port", "--admin-listen", f"{HOST}:{admin}",
                              port=port)
         request.addfinalizer(b.stop)
