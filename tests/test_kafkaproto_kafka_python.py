@@ -178,9 +178,18 @@ def test_framed_with_headers(spec: ApiSpec, cls: type[Message], kcls: Any, versi
         assert correlation_id == 4242 and back == obj
 
 
+# APIs kafka-python (3.0.12) does not implement: checked on the wire with a real client
+# instead (ConsumerGroupHeartbeat/Describe: librdkafka's KIP-848 consumer in
+# tests/test_groups_consumer_protocol.py).
+NOT_IN_KAFKA_PYTHON = {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
+
+
 def test_cross_check_coverage() -> None:
     """Every declared API is covered on both sides for its whole declared range."""
     for spec in API_SPECS.values():
+        if spec.api_key in NOT_IN_KAFKA_PYTHON:
+            assert (spec.api_key, True) not in KP, "kafka-python has it now: cross-check it"
+            continue
         for cls in (spec.request, spec.response):
             kcls = KP.get((spec.api_key, cls.IS_REQUEST))
             assert kcls is not None, cls.__name__
