@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from clusterprocs import wait_until
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from serverproc import HOST, can_connect, free_port
 
@@ -32,6 +32,15 @@ def _free_run(count: int) -> int:
     raise AssertionError("no run of free ports")
 
 
+def _brokers_in_metadata(admin: AdminClient) -> int:
+    """How many brokers Metadata lists; 0 while the brokers are still starting (librdkafka
+    then raises _PARTIAL or _TRANSPORT instead of answering)."""
+    try:
+        return len(admin.list_topics(timeout=5).brokers)
+    except KafkaException:
+        return 0
+
+
 def test_cluster_up_starts_three_brokers_and_stops_them(tmp_path):
     base, etcd_port = _free_run(3), _free_run(2)
     launcher = ChildProcess(tmp_path / "cluster-up.log", env=python_path_env(), argv=[
@@ -42,7 +51,7 @@ def test_cluster_up_starts_three_brokers_and_stops_them(tmp_path):
     try:
         bootstrap = ",".join(f"{HOST}:{base + i}" for i in range(3))
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 60,
+        wait_until(lambda: _brokers_in_metadata(admin) == 3, 60,
                    f"three brokers in Metadata\n{launcher.tail()}")
         admin.create_topics([NewTopic("up", 1, 3)])["up"].result(timeout=20)
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
@@ -79,7 +88,7 @@ def test_cluster_up_logs_in_the_projects_one_format(tmp_path):
     launcher.start()
     try:
         admin = AdminClient({"bootstrap.servers": f"{HOST}:{base}"})
-        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 1, 60,
+        wait_until(lambda: _brokers_in_metadata(admin) == 1, 60,
                    f"the broker in Metadata\n{launcher.tail()}")
     finally:
         code = launcher.stop(timeout=60)
