@@ -14,10 +14,8 @@ import json
 import logging
 from collections.abc import Mapping
 
-import aetcd
-
 from logserver.broker_overrides import BrokerOverrides
-from logserver.cluster.errors import MetadataUnavailableError
+from logserver.cluster.errors import MetadataUnavailableError, etcd_failures
 from logserver.cluster.etcd import EtcdStore
 from logserver.storage.api import Storage
 
@@ -45,7 +43,7 @@ class ClusterBrokerDefaults:
         """Make ``level`` the cluster's default level, whatever it was."""
         try:
             await self._swap(level)
-        except (aetcd.ClientError, ConnectionError) as exc:  # ConnectionError: reconnecting failed
+        except etcd_failures() as exc:
             raise MetadataUnavailableError(f"etcd failed: {exc}") from exc
 
     async def _swap(self, level: Mapping[str, str]) -> None:

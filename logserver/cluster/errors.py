@@ -7,8 +7,17 @@ with any timeout.
 
 from __future__ import annotations
 
-__all__ = ["MetadataUnavailableError"]
+__all__ = ["MetadataUnavailableError", "etcd_failures"]
 
 
 class MetadataUnavailableError(Exception):
     """etcd did not take a cluster-wide change (unreachable, or failed)."""
+
+
+def etcd_failures() -> tuple[type[BaseException], ...]:
+    """The exceptions of a failed etcd call (aetcd's, and ConnectionError when its
+    reconnect fails). Imported on first failure, not at start, so a single-node server
+    runs without the ``cluster`` extra (aetcd) installed."""
+    import aetcd
+
+    return (aetcd.ClientError, ConnectionError)

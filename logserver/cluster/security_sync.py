@@ -23,10 +23,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-import aetcd
-
 from kafkaproto import ErrorCode
-from logserver.cluster.errors import MetadataUnavailableError
+from logserver.cluster.errors import MetadataUnavailableError, etcd_failures
 from logserver.security.acl import AclBinding
 from logserver.security.authorizer import Authorizer
 from logserver.security.credentials import CredentialStore
@@ -75,7 +73,7 @@ class ClusterSecurity:
         async with self._scram_lock:
             try:
                 return await self._alter_scram(alterations)
-            except (aetcd.ClientError, ConnectionError) as exc:  # ConnectionError: reconnecting failed
+            except etcd_failures() as exc:
                 log.warning("AlterUserScramCredentials: etcd failed: %s", exc)
                 return [UserResult(user, ErrorCode.REQUEST_TIMED_OUT, f"etcd failed: {exc}")
                         for user in dict.fromkeys(a.user for a in alterations)]
@@ -106,7 +104,7 @@ class EtcdAclStore(AclStore):
         async with self._lock:
             try:
                 return await self._update(plan)
-            except (aetcd.ClientError, ConnectionError) as exc:  # ConnectionError: reconnecting failed
+            except etcd_failures() as exc:
                 raise MetadataUnavailableError(f"etcd failed: {exc}") from exc
 
     async def _update(self, plan: Callable[[Authorizer], tuple[frozenset[AclBinding], R]]) -> R:

@@ -14,10 +14,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-import aetcd
-
 from logserver.broker_overrides import Overlay
-from logserver.cluster.errors import MetadataUnavailableError
+from logserver.cluster.errors import MetadataUnavailableError, etcd_failures
 from logserver.cluster.model import TopicRecord
 from logserver.storage.api import UnknownTopicOrPartitionError
 from logserver.topic_config import (
@@ -55,7 +53,7 @@ async def alter_topic_configs(node: ClusterNode, name: str, overrides: Mapping[s
     """Replace the topic's overrides in etcd; raises UnknownTopicOrPartitionError."""
     try:
         await _swap_configs(node, name, overrides)
-    except (aetcd.ClientError, ConnectionError) as exc:  # ConnectionError: reconnecting failed
+    except etcd_failures() as exc:
         raise MetadataUnavailableError(f"etcd failed: {exc}") from exc
 
 
