@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from logserver.cluster.errors import etcd_client_missing
 from logserver.config import SETTINGS, ConfigError, env_name, load_config
 from logserver.kafka_settings import ALIASES, IGNORED
 from logserver.log.errors import CorruptLogError, LogDirLockedError
@@ -161,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(flags, args.config)
     except ConfigError as exc:
         fail(str(exc))
+        return EXIT_USAGE
+    if config["cluster.etcd.endpoints"] and (missing := etcd_client_missing()) is not None:
+        fail(missing)
         return EXIT_USAGE
     from logserver.server import BridgeFailed, run_server
 

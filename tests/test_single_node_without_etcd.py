@@ -5,8 +5,13 @@ ModuleNotFoundError: aetcd)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
+
+from logserver.childproc import python_path_env
 
 # Python stops at sys.modules[...] = None: `import aetcd` raises ImportError, as where
 # the package is not installed.
@@ -36,3 +41,14 @@ def test_single_node_serves_without_aetcd(server_factory) -> None:
         consumer.close()
     assert server.stop() == 0
     assert "Traceback" not in server.output()
+
+
+def test_cluster_mode_without_aetcd_says_what_to_install(tmp_path) -> None:
+    """Cluster mode without the etcd client: one line naming the extra, no traceback."""
+    for args in (["--log.dirs", str(tmp_path / "data"), "--cluster.etcd.endpoints", "127.0.0.1:1"],
+                 ["cluster", "up", "--dir", str(tmp_path / "cluster")]):
+        done = subprocess.run([sys.executable, *WITHOUT_AETCD, *args], capture_output=True,
+                              text=True, timeout=60, env=python_path_env())
+        assert done.returncode == 2, done.stderr
+        assert "bash contrib/venv.sh cluster" in done.stderr
+        assert "Traceback" not in done.stderr

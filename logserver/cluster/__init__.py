@@ -1,7 +1,7 @@
 """Cluster mode: replicated partitions and leader failover, coordinated through etcd.
 
-Off unless ``cluster.etcd.endpoints`` is set; single-node mode never imports this
-package. ``model`` is the sans-I/O picture of the cluster (brokers, controller, topics,
+Off unless ``cluster.etcd.endpoints`` is set; single-node mode never imports the etcd
+client (aetcd, the optional ``cluster`` extra). ``model`` is the sans-I/O picture of the cluster (brokers, controller, topics,
 partition state) and the pure decisions taken on it; ``replication`` the leader's
 sans-I/O view of its followers; ``epochs`` leader epochs read back from the log;
 ``etcd`` the thin client glue; ``node`` one broker's part (registration, controller,

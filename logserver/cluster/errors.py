@@ -7,7 +7,7 @@ with any timeout.
 
 from __future__ import annotations
 
-__all__ = ["MetadataUnavailableError", "etcd_failures"]
+__all__ = ["MetadataUnavailableError", "etcd_client_missing", "etcd_failures"]
 
 
 class MetadataUnavailableError(Exception):
@@ -21,3 +21,14 @@ def etcd_failures() -> tuple[type[BaseException], ...]:
     import aetcd
 
     return (aetcd.ClientError, ConnectionError)
+
+
+def etcd_client_missing() -> str | None:
+    """Why cluster mode cannot start here (one line), or None: the etcd client is the
+    optional ``cluster`` extra, which the README's run command does not install."""
+    try:
+        import aetcd  # noqa: F401
+    except ImportError:
+        return ("cluster mode needs the etcd client aetcd: bash contrib/venv.sh cluster "
+                "(or pip install 'logserver[cluster]')")
+    return None

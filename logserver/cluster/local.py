@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from logserver.childproc import HOST, ChildStartError, ListeningChild, python_path_env
+from logserver.cluster.errors import etcd_client_missing
 from mqtt_bridge import logs
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,9 @@ def broker_command(node: int, port: int, data: Path, etcd: str, nodes: int,
 
 
 def up(args: argparse.Namespace) -> int:
+    if (missing := etcd_client_missing()) is not None:
+        log.error("%s", missing)
+        return 2
     root = args.dir.resolve()
     root.mkdir(parents=True, exist_ok=True)
     children: list[ListeningChild] = []
