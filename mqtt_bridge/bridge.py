@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import socket
 import time
@@ -754,23 +753,36 @@ class Bridge:
         self, conn: Connection | None, topic: str, payload: bytes, qos: int, retain: bool,
         props: dict[str, Any] | None,
     ) -> None:
-        matches, again = self.index.match_copies(topic)
-        if not matches:
+        matches, shared = self.index.match_copies(topic)
+        if not matches and not shared:
             return
         self.stats.local_routed += 1
         msg = OutMessage(topic, payload, props)
         sender = conn.session if conn is not None else None
-        for session, opts in itertools.chain(matches.items(), again) if again else matches.items():
-            if opts.no_local and session is sender:
-                continue
-            if session.conn is None:
-                if session.persistent and qos and opts.qos:
-                    # an offline persistent session keeps QoS 1/2 messages for its return,
-                    # in memory (up to --max-queued; not across a bridge restart)
-                    session.enqueue(msg, min(qos, opts.qos), retain and opts.retain_as_published)
-                continue
-            session.enqueue(msg, min(qos, opts.qos), retain and opts.retain_as_published)
-            session.pump()
+        for session, opts in matches.items():
+            ids = None
+            if sender is not None and session is sender:
+                # no-local is per subscription: an overlapping one without it still
+                # takes the message, at its own QoS and with its own identifiers
+                own = sender.own_copy(topic)
+                if own is None:
+                    continue
+                opts, ids = own
+            self._deliver_local(session, msg, min(qos, opts.qos), retain and opts.retain_as_published, ids)
+        for session, opts, name in shared:
+            ids = [session.sub_ids[name]] if name in session.sub_ids else []
+            self._deliver_local(session, msg, min(qos, opts.qos), retain and opts.retain_as_published, ids)
+
+    @staticmethod
+    def _deliver_local(session: Session, msg: OutMessage, qos: int, retain: bool, ids: list[int] | None) -> None:
+        if session.conn is None:
+            if session.persistent and qos:
+                # an offline persistent session keeps QoS 1/2 messages for its return,
+                # in memory (up to --max-queued; not across a bridge restart)
+                session.enqueue(msg, qos, retain, ids)
+            return
+        session.enqueue(msg, qos, retain, ids)
+        session.pump()
 
     def _publish_will(self, conn: Connection, session: Session | None = None) -> None:
         will = conn.will
@@ -815,8 +827,10 @@ class Bridge:
                 continue
             if topic_filter.startswith("$share/"):
                 continue  # no retained messages for a shared subscription (MQTT 5 4.8.2)
+            # sent because of this subscription: its identifier only (MQTT 5 3.3.4)
+            ids = [session.sub_ids[topic_filter]] if topic_filter in session.sub_ids else []
             for msg in self.retained.matching(topic_filter):
-                session.enqueue(msg, opts.qos, True)
+                session.enqueue(msg, opts.qos, True, ids)
         session.pump()
 
     def unsubscribe(self, session: Session, topic_filter: str) -> bool:
@@ -865,11 +879,15 @@ class Bridge:
                     self._keep_retained(topic, msg)
                 else:
                     self.retained.set(topic, None)
-            matches, again = match(topic)
-            for session, opts in itertools.chain(matches.items(), again) if again else matches.items():
+            matches, shared = match(topic)
+            for session, opts in matches.items():
                 if session.conn is None:
                     continue  # offline persistent sessions re-read the log on reconnect
                 session.enqueue(msg, min(opts.qos, rule.qos))
+                touched.add(session)
+            for session, opts, name in shared:  # (online members only)
+                session.enqueue(msg, min(opts.qos, rule.qos), False,
+                                [session.sub_ids[name]] if name in session.sub_ids else [])
                 touched.add(session)
         for session in touched:
             session.pump()

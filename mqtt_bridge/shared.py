@@ -1,7 +1,7 @@
 """Shared subscriptions (``$share/group/filter``) when a member leaves.
 
 A message that matches a shared subscription goes to one online member of the group
-(``SubscriptionIndex.match``). When that member's connection ends, what it was given
+(``SubscriptionIndex.match_copies``). When that member's connection ends, what it was given
 through the shared subscription and not yet sent goes to another member instead of
 being lost; when its session ends too (clean session / expiry 0), so does what it had
 sent and not yet had acknowledged (MQTT 5 section 4.8.2: the server SHOULD send it to
@@ -57,7 +57,10 @@ def hand_over(index: SubscriptionIndex, session: Session, *, ending: bool) -> in
             if picked is None:
                 break
             other, opts = picked
-            other.enqueue(_impersonal(msg), min(qos, opts.qos), retain)
+            # the other member's copy of this shared subscription, with its identifier
+            name = f"$share/{group}/{flt}"
+            ids = [other.sub_ids[name]] if name in other.sub_ids else []
+            other.enqueue(_impersonal(msg), min(qos, opts.qos), retain, ids)
             touched.add(other)
             moved += 1
             break

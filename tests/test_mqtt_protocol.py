@@ -23,6 +23,7 @@ import pytest
 from kafka import KafkaProducer
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
 from support.mqtt_procs import HOST, BridgeProcess
 from test_mqtt_qos2 import Raw, log_records
 from test_mqtt_retained import mosquitto_pub
@@ -78,9 +79,17 @@ class Member:
         self.c.loop_start()
         assert ev.wait(10), f"{cid}: no CONNACK"
 
-    def subscribe(self, topic_filter: str, qos: int) -> None:
+    def subscribe(self, topic_filter: str, qos: int, sub_id: int = 0, no_local: bool = False) -> None:
         self.ev.clear()
-        self.c.subscribe(topic_filter, qos=qos)
+        if sub_id or no_local:
+            props = None
+            if sub_id:
+                props = Properties(PacketTypes.SUBSCRIBE)
+                props.SubscriptionIdentifier = sub_id
+            self.c.subscribe(topic_filter, options=SubscribeOptions(qos=qos, noLocal=no_local),
+                             properties=props)
+        else:
+            self.c.subscribe(topic_filter, qos=qos)
         assert self.ev.wait(10), "no SUBACK"
 
     def stop(self) -> None:
@@ -113,6 +122,64 @@ def test_shared_and_non_shared_subscriptions_each_deliver_a_copy(request, bridge
     assert [m.payload for m in plain.got if m.payload != b"end"] == jobs  # one copy each
     for c in (both, plain, pub):
         c.stop()
+
+
+def _ids(m: paho.MQTTMessage) -> list[int]:
+    ids = getattr(m.properties, "SubscriptionIdentifier", [])
+    return sorted(ids if isinstance(ids, list) else [ids])
+
+
+def test_subscription_identifiers_are_per_copy(request, bridge, module_server) -> None:
+    """MQTT 5 3.3.4 / 4.8.2: overlapping non-shared subscriptions give one PUBLISH with all
+    their identifiers; each shared subscription's copy carries that subscription's
+    identifier only (locally routed and from the log alike)."""
+    c = Member(request, bridge.port, "sid-copies", paho.MQTTv5)
+    c.subscribe("jobs/sid/#", 1, sub_id=1)
+    c.subscribe("jobs/sid/+", 0, sub_id=2)
+    c.subscribe("$share/sid1/jobs/sid/#", 0, sub_id=3)
+    c.subscribe("$share/sid2/jobs/sid/+", 1, sub_id=4)
+    c.subscribe("devices/sid-copies/commands", 1, sub_id=5)
+    c.subscribe("$share/sid3/devices/sid-copies/commands", 1, sub_id=6)
+    c.subscribe("$share/sid4/devices/sid-copies/#", 0)  # no identifier
+    pub = Member(request, bridge.port, "sid-pub", paho.MQTTv5)
+    pub.c.publish("jobs/sid/x", b"one", qos=1).wait_for_publish(10)
+    pub.c.publish("jobs/sid/x/y", b"deep", qos=1).wait_for_publish(10)
+    producer = KafkaProducer(bootstrap_servers=module_server.bootstrap)
+    request.addfinalizer(producer.close)
+    producer.send("commands", key=b"sid-copies", value=b"cmd").get(timeout=30)
+    wait_until(lambda: len(c.got) >= 3 + 2 + 3, what="every copy")
+    copies = sorted((m.payload, _ids(m), m.qos) for m in c.got)
+    assert copies == sorted([
+        (b"one", [1, 2], 1), (b"one", [3], 0), (b"one", [4], 1),
+        (b"deep", [1], 1), (b"deep", [3], 0),
+        (b"cmd", [5], 1), (b"cmd", [6], 1), (b"cmd", [], 0),
+    ]), copies
+    for m in (c, pub):
+        m.stop()
+
+
+def test_no_local_with_an_overlapping_subscription_and_retained_identifiers(request, bridge) -> None:
+    """No-local holds per subscription (MQTT 5 3.8.3.1): my own message still comes through an
+    overlapping subscription without it, at that one's QoS and with its identifier only. A
+    retained message sent because of a SUBSCRIBE carries that subscription's identifier."""
+    me = Member(request, bridge.port, "sid-nl", paho.MQTTv5)
+    me.subscribe("jobs/nl/x", 1, sub_id=7, no_local=True)
+    me.subscribe("jobs/nl/+", 0, sub_id=8)
+    me.c.publish("jobs/nl/x", b"mine", qos=1).wait_for_publish(10)
+    mosquitto_pub(bridge.port, "-t", "jobs/nl/x", "-m", "theirs", "-q", "1")
+    wait_until(lambda: any(m.payload == b"theirs" for m in me.got), what="the other client's message")
+    assert sorted((m.payload, _ids(m), m.qos) for m in me.got) == [
+        (b"mine", [8], 0), (b"theirs", [7, 8], 1)]
+    mosquitto_pub(bridge.port, "-t", "jobs/ret/a", "-m", "kept", "-r", "-q", "1")
+    r = Member(request, bridge.port, "sid-ret", paho.MQTTv5)
+    r.subscribe("jobs/ret/#", 1, sub_id=10)
+    wait_until(lambda: len(r.got) == 1, what="the retained message")
+    r.subscribe("jobs/ret/+", 1, sub_id=11)  # overlaps: the retained message again, for this one
+    wait_until(lambda: len(r.got) == 2, what="the retained message again")
+    assert [(_ids(m), m.retain) for m in r.got] == [([10], True), ([11], True)]
+    mosquitto_pub(bridge.port, "-t", "jobs/ret/a", "-m", "", "-r", "-q", "1")
+    for m in (me, r):
+        m.stop()
 
 
 def test_shared_subscription_gives_each_message_to_one_member(request, bridge) -> None:
