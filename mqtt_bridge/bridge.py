@@ -177,7 +177,8 @@ class Bridge:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._tokens = float(config.max_connection_rate)
         self._tokens_at = time.monotonic()
-        self._will_timers: dict[str, asyncio.TimerHandle] = {}
+        #: client id -> (timer, publish now) of a will waiting for its delay (v5)
+        self._will_timers: dict[str, tuple[asyncio.TimerHandle, Callable[[], None]]] = {}
         self._stopping = False
         self._log_down_warned = 0.0
         #: persistent sessions -> outbound QoS 2 packet ids whose PUBREL waits for a save
@@ -431,9 +432,6 @@ class Bridge:
             return Reason.SERVER_UNAVAILABLE, {}, False
         if conn.closing:
             return Reason.UNSPECIFIED_ERROR, {}, False
-        timer = self._will_timers.pop(cid, None)
-        if timer is not None:
-            timer.cancel()
         old = self.sessions.get(cid)
         if old is not None and old.conn is not None:
             prev = old.conn
@@ -441,6 +439,11 @@ class Bridge:
             self.detach(prev, abnormal=True)
             prev.close(Reason.SESSION_TAKEN_OVER, "session taken over")
             old = self.sessions.get(cid)
+        pending = self._will_timers.pop(cid, None)  # a delayed will (also the one just made)
+        if pending is not None:
+            pending[0].cancel()
+            if p.clean_start:
+                pending[1]()  # the session it waited for ends now: it goes (MQTT 5 3.1.2.5)
         if old is None and len(self.sessions) >= cfg.max_sessions:
             self.stats.refused_sessions += 1
             log.warning(
@@ -805,7 +808,7 @@ class Bridge:
         elif session is not None and not session.persistent:
             delay = 0  # the session ends now (v5 3.1.3.2.2)
         if delay:
-            self._will_timers[cid] = asyncio.get_running_loop().call_later(delay, fire)
+            self._will_timers[cid] = (asyncio.get_running_loop().call_later(delay, fire), fire)
         else:
             fire()
 
