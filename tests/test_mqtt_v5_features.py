@@ -221,12 +221,21 @@ def test_will_delay_on_session_takeover(request, tmp_path, server) -> None:
     wait_until(lambda: any(m.topic == "chat/wills/ended" for m in watcher.got), timeout=10,
                what="the will of the ended session")
     assert time.monotonic() - t0 < 10  # not after the 30 s delay
+    dropped = connect_with_will("dropped", 30)
+    dropped.close()  # abnormal: the will waits 30 s, or until the session ends
+    wait_until(lambda: "client dropped disconnected (abnormal)" in bridge.output(), what="the disconnect")
+    t1 = time.monotonic()
+    back = Raw(bridge.port, MQTT_5)
+    assert not back.connect("dropped", clean=True).session_present
+    wait_until(lambda: any(m.topic == "chat/wills/dropped" for m in watcher.got), timeout=10,
+               what="the will of the session that Clean Start ended")
+    assert time.monotonic() - t1 < 10
     marker = connect_with_will("marker", 3)  # its will comes after taken's would have
     marker.close()
     wait_until(lambda: any(m.topic == "chat/wills/marker" for m in watcher.got), timeout=15,
                what="the marker's will")
-    assert [m.topic for m in watcher.got] == ["chat/wills/ended", "chat/wills/marker"]
-    for r in (first, resumed, ended, fresh):
+    assert [m.topic for m in watcher.got] == ["chat/wills/ended", "chat/wills/dropped", "chat/wills/marker"]
+    for r in (first, resumed, ended, fresh, back):
         r.close()
     watcher.stop()
 
