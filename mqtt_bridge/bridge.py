@@ -278,7 +278,8 @@ class Bridge:
                 await asyncio.sleep(1.0)
 
     def _apply_retained(
-        self, topic: str, payload: bytes | None, props: dict[str, Any] | None, timestamp_ms: int = -1
+        self, topic: str, payload: bytes | None, props: dict[str, Any] | None, timestamp_ms: int = -1,
+        qos: int = 2,
     ) -> None:
         if not payload:
             self.retained.set(topic, None)
@@ -286,11 +287,11 @@ class Bridge:
         msg = OutMessage(topic, payload, props)
         if msg.expires_at is not None and props and timestamp_ms >= 0:
             msg.expires_at = timestamp_ms / 1000 + props["message_expiry_interval"]
-        self._keep_retained(topic, msg)
+        self._keep_retained(topic, msg, qos)
 
-    def _keep_retained(self, topic: str, msg: OutMessage) -> bool:
+    def _keep_retained(self, topic: str, msg: OutMessage, qos: int) -> bool:
         """Store a retained message if the limits allow; else count and log the refusal."""
-        if self.retained.set(topic, msg):
+        if self.retained.set(topic, msg, qos):
             return True
         self._retained_refused(topic)
         return False
@@ -305,10 +306,10 @@ class Bridge:
                 extra={"event": "retained_refused", "topic": topic},
             )
 
-    def _retain(self, topic: str, payload: bytes, props: dict[str, Any] | None) -> None:
+    def _retain(self, topic: str, payload: bytes, props: dict[str, Any] | None, qos: int) -> None:
         """A retained PUBLISH from a client: in memory now, in the compacted topic for good."""
-        self._apply_retained(topic, payload, props)
-        self.retained_log.write(topic, payload, props)
+        self._apply_retained(topic, payload, props, -1, qos)
+        self.retained_log.write(topic, payload, props, qos)
 
     async def stop(self) -> None:
         """Stop accepting, tell clients, save persistent sessions, flush the producer."""
@@ -590,7 +591,7 @@ class Bridge:
         route = self.mapping.route_up(topic)
         if route is None:
             if retain:
-                self._retain(topic, payload, fwd)
+                self._retain(topic, payload, fwd, qos)
             self._route_local(conn, topic, payload, qos, retain, fwd)
             return Reason.SUCCESS
         ktopic, key = route
@@ -598,7 +599,7 @@ class Bridge:
         if refusal is not None:
             return refusal
         if retain:
-            self._retain(topic, payload, fwd)
+            self._retain(topic, payload, fwd, qos)
         # a device sends to the same topic again and again: its two headers, encoded once
         known = self._uplink_headers.get(topic)
         if known is None or known[0] != cid:
@@ -832,8 +833,8 @@ class Bridge:
                 continue  # no retained messages for a shared subscription (MQTT 5 4.8.2)
             # sent because of this subscription: its identifier only (MQTT 5 3.3.4)
             ids = [session.sub_ids[topic_filter]] if topic_filter in session.sub_ids else []
-            for msg in self.retained.matching(topic_filter):
-                session.enqueue(msg, opts.qos, True, ids)
+            for msg, qos in self.retained.matching(topic_filter):
+                session.enqueue(msg, min(qos, opts.qos), True, ids)
         session.pump()
 
     def unsubscribe(self, session: Session, topic_filter: str) -> bool:
@@ -879,7 +880,7 @@ class Bridge:
             msg = OutMessage(topic, r.value or b"", _user_props(r), tp, r.offset)
             if rule.retain:
                 if r.value:
-                    self._keep_retained(topic, msg)
+                    self._keep_retained(topic, msg, rule.qos)
                 else:
                     self.retained.set(topic, None)
             matches, shared = match(topic)

@@ -156,12 +156,14 @@ class RetainedStore:
 
     Size of one message = its topic's and its payload's bytes; ``fits`` tells whether a
     message may be stored (a replacement counts only its growth), ``set`` refuses what does
-    not fit and returns False so the caller can count and log the refusal.
+    not fit and returns False so the caller can count and log the refusal. Each message
+    keeps the QoS it was published with: a subscriber gets the lower of it and its own.
     """
 
     def __init__(self, max_messages: int = 0, max_bytes: int = 0) -> None:
         self.messages: dict[str, Any] = {}
         self.sizes: dict[str, int] = {}
+        self.qos: dict[str, int] = {}  # only those below 2
         self.bytes = 0
         self.max_messages = max_messages
         self.max_bytes = max_bytes
@@ -177,7 +179,7 @@ class RetainedStore:
         return ((not self.max_messages or count <= self.max_messages)
                 and (not self.max_bytes or total <= self.max_bytes))
 
-    def set(self, topic: str, message: Any) -> bool:
+    def set(self, topic: str, message: Any, qos: int = 2) -> bool:
         if message is None:
             self._remove(topic)
             return True
@@ -189,13 +191,17 @@ class RetainedStore:
         self.messages[topic] = message
         self.sizes[topic] = size
         self.bytes += size
+        if qos < 2:
+            self.qos[topic] = qos
         return True
 
     def _remove(self, topic: str) -> None:
         if self.messages.pop(topic, None) is not None:
             self.bytes -= self.sizes.pop(topic, 0)
+            self.qos.pop(topic, None)
 
-    def matching(self, topic_filter: str) -> Iterator[Any]:
+    def matching(self, topic_filter: str) -> Iterator[tuple[Any, int]]:
+        """(message, the QoS it was published with) for each retained topic the filter matches."""
         _group, f = split_shared(topic_filter)
         now = time.time()
         for topic, msg in list(self.messages.items()):
@@ -204,4 +210,4 @@ class RetainedStore:
                 if expires_at is not None and expires_at <= now:
                     self._remove(topic)  # a retained message ends with its expiry
                     continue
-                yield msg
+                yield msg, self.qos.get(topic, 2)
