@@ -349,9 +349,28 @@ class Connection(asyncio.Protocol):
         self.version = p.protocol_level
         if p.properties.get("request_problem_information") == 0:
             self.problem_information = False
+        if p.will is not None:
+            problem = self._bad_will_topic(p.will.topic)
+            if problem is not None:
+                # MQTT 4.7.1: a will topic is a topic name. v5 says why in the CONNACK;
+                # 3.1.1 has no return code for it: a protocol violation, closed (4.8.0)
+                if self.version == MQTT_5:
+                    self._out.append(encode(Connack(False, Reason.TOPIC_NAME_INVALID,
+                                                    {"reason_string": problem[:200]}), MQTT_5))
+                self.protocol_error(Reason.TOPIC_NAME_INVALID, problem)
+                return
         self.state = "connecting"
         task = asyncio.get_running_loop().create_task(self._connect(p))
         self.bridge.track(task)
+
+    def _bad_will_topic(self, topic: str) -> str | None:
+        try:
+            validate_topic(topic)
+        except TopicError as exc:
+            return f"will topic: {exc}"
+        if topic.count("/") >= self.bridge.config.max_topic_levels:
+            return f"will topic has more than {self.bridge.config.max_topic_levels} levels"
+        return None
 
     async def _connect(self, p: Connect) -> None:
         try:

@@ -38,6 +38,7 @@ from mqtt_bridge.codec import (
     Suback,
     SubOptions,
     Subscribe,
+    Will,
     encode,
 )
 
@@ -561,3 +562,28 @@ def test_reason_strings_follow_request_problem_information(bridge) -> None:
         r.send(encode(Unsubscribe(6, ["$share/u/jobs/u", "jobs/never"]), MQTT_5))
         assert r.packet().reasons == [0, 0x11]  # a shared subscription unsubscribes as any other
         r.close()
+
+
+@pytest.mark.parametrize("will_topic", ["jobs/will/#", "jobs/+/x", ""])
+def test_a_will_topic_must_be_a_topic_name(request, bridge, will_topic: str) -> None:
+    """MQTT 5 3.1.3.3 / 4.7.1, 3.1.1 3.1.3.3: a will topic is a topic name (no wildcards,
+    not empty). v5: CONNACK 0x90 Topic Name invalid with a reason string; 3.1.1 (no such
+    return code): the connection is closed without a CONNACK. No will is ever published."""
+    watcher = Member(request, bridge.port, "will-watch", paho.MQTTv5)
+    watcher.subscribe("jobs/#", 0)
+    v5 = Raw(bridge.port, MQTT_5)
+    v5.send(encode(Connect("will-bad5", MQTT_5, True, 60, None, None,
+                           Will(will_topic, b"gone", 0, False, {}), {}), MQTT_5))
+    ack = v5.packet()
+    assert isinstance(ack, Connack) and ack.reason == 0x90, ack
+    assert "reason_string" in ack.properties
+    with pytest.raises((ConnectionError, OSError)):
+        v5.packet()
+    v3 = Raw(bridge.port, 4)
+    v3.send(encode(Connect("will-bad3", 4, True, 60, None, None, Will(will_topic, b"gone", 0, False, {}), {}), 4))
+    with pytest.raises((ConnectionError, OSError)):
+        v3.packet()
+    mosquitto_pub(bridge.port, "-t", "jobs/will-end", "-m", "end")
+    wait_until(lambda: any(m.topic == "jobs/will-end" for m in watcher.got), what="the marker")
+    assert [m.topic for m in watcher.got] == ["jobs/will-end"]
+    watcher.stop()
