@@ -615,9 +615,19 @@ class Connection(asyncio.Protocol):
         assert session is not None
         reasons: list[int] = []
         for topic_filter in p.topics:
+            try:
+                validate_filter(topic_filter)
+            except TopicError as exc:
+                if self.version != MQTT_5:  # no reason codes in 3.1.1: a protocol violation
+                    raise ProtocolViolation(f"UNSUBSCRIBE: {exc}") from None
+                reasons.append(Reason.TOPIC_FILTER_INVALID)
+                continue
             found = self.bridge.unsubscribe(session, topic_filter)
             reasons.append(Reason.SUCCESS if found else Reason.NO_SUBSCRIPTION_EXISTED)
-        self.write(encode(Unsuback(p.packet_id, reasons), self.version))
+        props: dict[str, Any] = {}
+        if Reason.TOPIC_FILTER_INVALID in reasons and self.problem_information:
+            props["reason_string"] = _why(Reason.TOPIC_FILTER_INVALID)
+        self.write(encode(Unsuback(p.packet_id, reasons, props), self.version))
 
     def _on_disconnect(self, p: Disconnect) -> None:
         if self.version == MQTT_5:

@@ -587,3 +587,27 @@ def test_a_will_topic_must_be_a_topic_name(request, bridge, will_topic: str) -> 
     wait_until(lambda: any(m.topic == "jobs/will-end" for m in watcher.got), what="the marker")
     assert [m.topic for m in watcher.got] == ["jobs/will-end"]
     watcher.stop()
+
+
+def test_unsubscribe_with_an_invalid_filter(bridge) -> None:
+    """MQTT 5 3.11.3: an UNSUBSCRIBE filter that is no valid topic filter gets UNSUBACK 0x8F
+    Topic Filter invalid (the others are answered as usual, the connection stays); 3.1.1 has
+    no reason codes: a protocol violation, closed (4.8.0)."""
+    from mqtt_bridge.codec import Unsuback, Unsubscribe
+
+    r = Raw(bridge.port, MQTT_5)
+    r.connect("unsub-bad5", clean=True)
+    assert r.subscribe("jobs/ok", 1) == [1]
+    r.send(encode(Unsubscribe(2, ["$share/g", "jobs/#/x", "jobs/ok", "jobs/never"]), MQTT_5))
+    ack = r.packet()
+    assert isinstance(ack, Unsuback) and ack.reasons == [0x8F, 0x8F, 0, 0x11], ack
+    assert ack.properties.get("reason_string") == "topic filter invalid"
+    r.send(b"\xc0\x00")  # PINGREQ: still connected
+    assert r.packet().type == 13  # PINGRESP
+    r.close()
+    v3 = Raw(bridge.port, 4)
+    v3.connect("unsub-bad3", clean=True)
+    v3.send(encode(Unsubscribe(2, ["$share/g"]), 4))
+    with pytest.raises((ConnectionError, OSError)):
+        v3.packet()
+    assert "unsub-bad3" in bridge.output() and "Fatal error" not in bridge.output()
