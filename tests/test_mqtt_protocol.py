@@ -611,3 +611,38 @@ def test_unsubscribe_with_an_invalid_filter(bridge) -> None:
     with pytest.raises((ConnectionError, OSError)):
         v3.packet()
     assert "unsub-bad3" in bridge.output() and "Fatal error" not in bridge.output()
+
+
+@pytest.mark.parametrize("packet", ["publish", "subscribe", "puback", "will", "connect-value"])
+def test_a_property_not_valid_for_its_packet_is_malformed(bridge, packet: str) -> None:
+    """MQTT 5 2.2.2.2: a property not valid for its packet type makes the packet malformed
+    (DISCONNECT 0x81); a yes/no property other than 0 or 1 is a protocol error (3.1.2.11.6,
+    before the CONNACK: the connection is closed)."""
+    from mqtt_bridge.codec import Disconnect
+
+    r = Raw(bridge.port, MQTT_5)
+    if packet == "will":
+        r.send(encode(Connect("prop-will", MQTT_5, True, 60, None, None,
+                              Will("jobs/w", b"x", 0, False, {"topic_alias": 3}), {}), MQTT_5))
+        with pytest.raises((ConnectionError, OSError)):
+            r.packet()
+        return
+    if packet == "connect-value":
+        r.send(encode(Connect("prop-val", MQTT_5, True, 60, None, None, None,
+                              {"request_problem_information": 2}), MQTT_5))
+        with pytest.raises((ConnectionError, OSError)):
+            r.packet()
+        return
+    r.connect(f"prop-{packet}", clean=True)
+    if packet == "publish":
+        r.send(encode(Publish("jobs/p", b"x", 1, packet_id=1, properties={"session_expiry_interval": 5}), MQTT_5))
+    elif packet == "subscribe":
+        r.send(encode(Subscribe(1, [("jobs/p", SubOptions(1))], {"message_expiry_interval": 5}), MQTT_5))
+    else:
+        from mqtt_bridge.codec import Ack, PacketType
+
+        r.send(encode(Ack(PacketType.PUBACK, 9, 0x10, {"topic_alias": 1}), MQTT_5))
+    d = r.packet()
+    assert isinstance(d, Disconnect) and d.reason == 0x81, d
+    with pytest.raises((ConnectionError, OSError)):
+        r.packet()
