@@ -38,7 +38,7 @@ from .latency import LatencyHistogram
 from .mapping import ROUTE_CACHE_SIZE, Mapping, UplinkTopics, valid_kafka_topic
 from .record_headers import property_headers, record_properties
 from .retained_log import RetainedLog
-from .session import OutMessage, Qos2In, Session
+from .session import Delivery, OutMessage, Qos2In, Session
 from .session_store import (
     PERMANENT_ERRORS,
     SessionStore,
@@ -986,9 +986,17 @@ class Bridge:
             session.dirty = True
         session.conn = None
         session.epoch += 1
-        hand_over(self.index, session, ending=not session.persistent)
+        moved = hand_over(self.index, session, ending=not session.persistent)
+        # what is re-read from the log on return is dropped; a persistent session keeps
+        # its locally routed QoS 1/2 messages not yet sent (MQTT 4.1), unless handed over
+        kept: list[Delivery] = []
+        if session.persistent:
+            gone = {id(d) for d in moved}
+            kept = [d for d in (*session.queue, *session.held)
+                    if d[0].tp is None and d[1] and id(d) not in gone]
         session.queue.clear()
         session.held.clear()
+        session.queue.extend(kept)
         if session.persistent:
             session.suspend()
         else:

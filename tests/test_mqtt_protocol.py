@@ -31,9 +31,11 @@ from test_mqtt_sessions import wait_until
 
 from mqtt_bridge.codec import (
     MQTT_5,
+    Ack,
     Connack,
     Connect,
     Disconnect,
+    PacketType,
     Publish,
     Suback,
     SubOptions,
@@ -646,3 +648,39 @@ def test_a_property_not_valid_for_its_packet_is_malformed(bridge, packet: str) -
     assert isinstance(d, Disconnect) and d.reason == 0x81, d
     with pytest.raises((ConnectionError, OSError)):
         r.packet()
+
+
+@pytest.mark.parametrize("version", [4, MQTT_5])
+def test_queued_local_messages_stay_with_a_persistent_session(request, bridge, version: int) -> None:
+    """MQTT 5 4.1 / 3.1.1 4.1: a persistent session's state includes the QoS 1/2 messages
+    not yet sent to the client. Locally routed ones queued behind a full window (v5: the
+    client's receive maximum 1; 3.1.1: the bridge's window of 32) when the client leaves go
+    out after its reconnect, the in-flight ones again with DUP."""
+    cid = f"keepq-{version}"
+    window = 1 if version == MQTT_5 else 32
+    props = {"session_expiry_interval": 300, "receive_maximum": 1} if version == MQTT_5 else {}
+    r = Raw(bridge.port, version)
+    r.connect(cid, clean=True, props=props)
+    r.close()
+    r = Raw(bridge.port, version)
+    r.connect(cid, clean=False, props=props)
+    assert r.subscribe("jobs/keepq", 1) == [1]
+    pub = Member(request, bridge.port, f"keepq-pub-{version}", paho.MQTTv5)
+    sent = [f"k{i}".encode() for i in range(window + 3)]
+    for m in sent:
+        pub.c.publish("jobs/keepq", m, qos=1).wait_for_publish(10)
+    pub.stop()
+    first = [r.packet() for _ in range(window)]
+    assert [p.payload for p in first] == sent[:window]  # type: ignore[attr-defined]
+    r.close()  # the window in flight, three queued behind it
+    wait_until(lambda: f"client {cid} disconnected" in bridge.output(), what="the disconnect")
+    r = Raw(bridge.port, version)
+    assert r.connect(cid, clean=False, props=props).session_present
+    got = []
+    for _ in sent:
+        p = r.packet()
+        assert isinstance(p, Publish), p
+        got.append((p.payload, p.dup))
+        r.send(encode(Ack(PacketType.PUBACK, p.packet_id), version))
+    assert got == [(m, i < window) for i, m in enumerate(sent)]
+    r.close()
