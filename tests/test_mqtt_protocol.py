@@ -254,7 +254,7 @@ def test_a_leaving_member_hands_its_messages_to_the_others(request, bridge) -> N
     lazy.connect("share-lazy", clean=True, props={"receive_maximum": 5})
     assert lazy.subscribe("$share/hand/jobs/h/#", 1) == [1]
     keen = Member(request, bridge.port, "share-keen", paho.MQTTv5)
-    keen.subscribe("$share/hand/jobs/h/#", 1)
+    keen.subscribe("$share/hand/jobs/h/#", 1, sub_id=22)
     pub = Member(request, bridge.port, "share-hpub", paho.MQTTv5)
     sent = [f"h{i}".encode() for i in range(30)]
     for p in sent:
@@ -267,6 +267,7 @@ def test_a_leaving_member_hands_its_messages_to_the_others(request, bridge) -> N
     pub.c.publish("jobs/h/x", b"marker", qos=1).wait_for_publish(10)
     wait_until(lambda: any(m.payload == b"marker" for m in keen.got), what="the marker")
     assert sorted(m.payload for m in keen.got if m.payload != b"marker") == sorted(sent)
+    assert all(_ids(m) == [22] for m in keen.got)  # handed over: the keen one's identifier
     assert {p.payload for p in lazy_got} <= set(sent)
     keen.stop()
     pub.stop()
