@@ -91,7 +91,7 @@ class Stats:
     refused_sessions: int = 0  # CONNECTs refused: max_sessions reached
     retained_refused: int = 0  # retained messages not kept: max_retained_messages/_bytes
     queued_dropped: int = 0  # outgoing messages dropped from full queues (of ended sessions)
-    early_overflows: int = 0  # connections closed: over max_packets_before_connack
+    early_overflows: int = 0  # connections closed: over max_packets/bytes_before_connack
     topic_levels_refused: int = 0  # PUBLISH topics / SUBSCRIBE filters over max_topic_levels
     sessions_taken_over: int = 0  # sessions handed to another bridge that the client moved to
 

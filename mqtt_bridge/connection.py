@@ -93,6 +93,8 @@ class Connection(asyncio.Protocol):
     #: v5 Request Problem Information: 0 = reason strings only on CONNACK and DISCONNECT
     #: (MQTT 5 3.1.2.11.7)
     problem_information = True
+    #: bytes received while the CONNECT is processed (bounded: max_bytes_before_connack)
+    _early_bytes = 0
 
     def __init__(self, bridge: Bridge, *, tls: bool = False) -> None:
         self.bridge = bridge
@@ -144,14 +146,21 @@ class Connection(asyncio.Protocol):
         self.last_rx = time.monotonic()
         self.bytes_in += len(data)
         self.bridge.stats.bytes_in += len(data)
+        if self.state == "connecting":
+            self._early_bytes += len(data)
+            limit = self.bridge.config.max_bytes_before_connack
+            if self._early_bytes > limit:
+                self._early_overflow(f"more than {limit} bytes before CONNACK")
+                return
         try:
             packets = self.reader.feed(data)
             for p in packets:
                 if self.closing:
                     return
                 if self.state == "connecting":
-                    if len(self._early) >= self.bridge.config.max_packets_before_connack:
-                        self._early_overflow()
+                    limit = self.bridge.config.max_packets_before_connack
+                    if len(self._early) >= limit:
+                        self._early_overflow(f"more than {limit} packets before CONNACK")
                         return
                     self._early.append(p)
                 else:
@@ -166,16 +175,15 @@ class Connection(asyncio.Protocol):
             else:
                 self.protocol_error(exc.reason, str(exc))
 
-    def _early_overflow(self) -> None:
-        """Too many packets before the CONNACK: stop reading; after the CONNACK the
-        connection closes with 0x97 Quota exceeded (v5 reports errors only after it)."""
+    def _early_overflow(self, why: str) -> None:
+        """Too many packets or bytes before the CONNACK: stop reading; after the CONNACK
+        the connection closes with 0x97 Quota exceeded (v5 reports errors only after it)."""
         if self.transport is not None:
             self.transport.pause_reading()
         if self._early and isinstance(self._early[-1], MqttError):
             return
         self.bridge.stats.early_overflows += 1
-        limit = self.bridge.config.max_packets_before_connack
-        self._early.append(MqttError(Reason.QUOTA_EXCEEDED, f"more than {limit} packets before CONNACK"))
+        self._early.append(MqttError(Reason.QUOTA_EXCEEDED, why))
 
     def peer_certificate(self) -> dict[str, Any] | None:
         """The client's verified certificate (TLS listener with a CA), else None."""
