@@ -440,11 +440,7 @@ class Bridge:
             self.detach(prev, abnormal=True)
             prev.close(Reason.SESSION_TAKEN_OVER, "session taken over")
             old = self.sessions.get(cid)
-        pending = self._will_timers.pop(cid, None)  # a delayed will (also the one just made)
-        if pending is not None:
-            pending[0].cancel()
-            if p.clean_start:
-                pending[1]()  # the session it waited for ends now: it goes (MQTT 5 3.1.2.5)
+        self._settle_will(cid, session_ends=p.clean_start)  # (also the one just made)
         if old is None and len(self.sessions) >= cfg.max_sessions:
             self.stats.refused_sessions += 1
             log.warning(
@@ -788,6 +784,15 @@ class Bridge:
         session.enqueue(msg, qos, retain, ids)
         session.pump()
 
+    def _settle_will(self, cid: str, *, session_ends: bool) -> None:
+        """A new connection for ``cid``: a will waiting for its delay is cancelled, or sent
+        now when that connection's Clean Start ends the session (MQTT 5 3.1.2.5)."""
+        pending = self._will_timers.pop(cid, None)
+        if pending is not None:
+            pending[0].cancel()
+            if session_ends:
+                pending[1]()
+
     def _publish_will(self, conn: Connection, session: Session | None = None) -> None:
         will = conn.will
         conn.will = None
@@ -1035,8 +1040,9 @@ class Bridge:
                 self.track(asyncio.get_running_loop().create_task(
                     self.store.delete(session.client_id, release=True)))
 
-    def _surrender(self, cid: str, nonce: str, claimant: str) -> None:
-        """Another bridge claimed ``cid``: close our connection and hand over the final state."""
+    def _surrender(self, cid: str, nonce: str, claimant: str, clean: bool = False) -> None:
+        """Another bridge claimed ``cid``: close our connection and hand over the final state;
+        a delayed will goes now if the claim ends the session (``clean``), else never."""
         assert self.store is not None
         session = self.sessions.get(cid)
         state: StoredSession | None = None
@@ -1055,6 +1061,7 @@ class Bridge:
             self.stats.sessions_taken_over += 1
         elif isinstance(self.store, TopicSessionStore):
             state = self.store.sessions.get(cid)  # held by an earlier run of this bridge
+        self._settle_will(cid, session_ends=clean)
         self.track(asyncio.get_running_loop().create_task(self.store.release(cid, nonce, claimant, state)))
 
     # ---- durable session state ------------------------------------------------------------
