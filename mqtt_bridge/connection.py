@@ -358,6 +358,14 @@ class Connection(asyncio.Protocol):
         if p.properties.get("request_problem_information") == 0:
             self.problem_information = False
         if p.will is not None:
+            if self.version == MQTT_5 and "response_topic" in p.will.properties:
+                try:
+                    _check_response_topic(p.will.properties["response_topic"])
+                except ProtocolViolation as exc:
+                    self._out.append(encode(Connack(False, Reason.PROTOCOL_ERROR,
+                                                    {"reason_string": str(exc)[:200]}), MQTT_5))
+                    self.protocol_error(Reason.PROTOCOL_ERROR, f"will: {exc}")
+                    return
             problem = self._bad_will_topic(p.will.topic)
             if problem is not None:
                 # MQTT 4.7.1: a will topic is a topic name. v5 says why in the CONNACK;
@@ -418,6 +426,8 @@ class Connection(asyncio.Protocol):
         if self.version == MQTT_5 and props:
             if "subscription_identifier" in props:  # MQTT 5 3.3.4: only the server sends them
                 raise ProtocolViolation("subscription identifier in a client's PUBLISH")
+            if "response_topic" in props:
+                _check_response_topic(props["response_topic"])
             alias = props.get("topic_alias")
             if alias is not None:
                 if alias > self.bridge.config.topic_alias_maximum:
@@ -669,6 +679,14 @@ class Connection(asyncio.Protocol):
             "denied": self.denied,
             "connected_s": round(time.monotonic() - self.connected_at, 1),
         }
+
+
+def _check_response_topic(topic: str) -> None:
+    """A Response Topic is a topic name (MQTT 5 3.3.2.3.5: no wildcards, not empty)."""
+    try:
+        validate_topic(topic)
+    except TopicError as exc:
+        raise ProtocolViolation(f"response topic: {exc}") from None
 
 
 def _why(reason: int) -> str:

@@ -685,3 +685,27 @@ def test_queued_local_messages_stay_with_a_persistent_session(request, bridge, v
         r.send(encode(Ack(PacketType.PUBACK, p.packet_id), version))
     assert got == [(m, i < window) for i, m in enumerate(sent)]
     r.close()
+
+
+def test_a_response_topic_must_be_a_topic_name(request, bridge, module_server) -> None:
+    """MQTT 5 3.3.2.3.5 / 3.1.3.2.5: a Response Topic must not contain wildcards; a PUBLISH
+    with one is a protocol error (DISCONNECT 0x82, nothing routed or written), a will with
+    one gets CONNACK 0x82."""
+    from mqtt_bridge.codec import Disconnect
+
+    watcher = Member(request, bridge.port, "rt-watch", paho.MQTTv5)
+    watcher.subscribe("rr/#", 0)
+    r = Raw(bridge.port, MQTT_5)
+    r.connect("rt-bad", clean=True)
+    r.send(encode(Publish("rr/req", b"x", 1, packet_id=1, properties={"response_topic": "rr/answers/#"}), MQTT_5))
+    d = r.packet()
+    assert isinstance(d, Disconnect) and d.reason == 0x82, d
+    w = Raw(bridge.port, MQTT_5)
+    w.send(encode(Connect("rt-will", MQTT_5, True, 60, None, None,
+                          Will("rr/w", b"x", 0, False, {"response_topic": "rr/+"}), {}), MQTT_5))
+    ack = w.packet()
+    assert isinstance(ack, Connack) and ack.reason == 0x82, ack
+    mosquitto_pub(bridge.port, "-t", "rr/end", "-m", "end")
+    wait_until(lambda: any(m.topic == "rr/end" for m in watcher.got), what="the marker")
+    assert [m.topic for m in watcher.got] == ["rr/end"]
+    watcher.stop()
