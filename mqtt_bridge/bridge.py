@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import socket
 import time
@@ -39,7 +38,7 @@ from .latency import LatencyHistogram
 from .mapping import ROUTE_CACHE_SIZE, Mapping, UplinkTopics, valid_kafka_topic
 from .record_headers import property_headers, record_properties
 from .retained_log import RetainedLog
-from .session import OutMessage, Qos2In, Session
+from .session import Delivery, OutMessage, Qos2In, Session
 from .session_store import (
     PERMANENT_ERRORS,
     SessionStore,
@@ -92,7 +91,7 @@ class Stats:
     refused_sessions: int = 0  # CONNECTs refused: max_sessions reached
     retained_refused: int = 0  # retained messages not kept: max_retained_messages/_bytes
     queued_dropped: int = 0  # outgoing messages dropped from full queues (of ended sessions)
-    early_overflows: int = 0  # connections closed: over max_packets_before_connack
+    early_overflows: int = 0  # connections closed: over max_packets/bytes_before_connack
     topic_levels_refused: int = 0  # PUBLISH topics / SUBSCRIBE filters over max_topic_levels
     sessions_taken_over: int = 0  # sessions handed to another bridge that the client moved to
 
@@ -178,7 +177,8 @@ class Bridge:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._tokens = float(config.max_connection_rate)
         self._tokens_at = time.monotonic()
-        self._will_timers: dict[str, asyncio.TimerHandle] = {}
+        #: client id -> (timer, publish now) of a will waiting for its delay (v5)
+        self._will_timers: dict[str, tuple[asyncio.TimerHandle, Callable[[], None]]] = {}
         self._stopping = False
         self._log_down_warned = 0.0
         #: persistent sessions -> outbound QoS 2 packet ids whose PUBREL waits for a save
@@ -278,7 +278,8 @@ class Bridge:
                 await asyncio.sleep(1.0)
 
     def _apply_retained(
-        self, topic: str, payload: bytes | None, props: dict[str, Any] | None, timestamp_ms: int = -1
+        self, topic: str, payload: bytes | None, props: dict[str, Any] | None, timestamp_ms: int = -1,
+        qos: int = 2,
     ) -> None:
         if not payload:
             self.retained.set(topic, None)
@@ -286,11 +287,11 @@ class Bridge:
         msg = OutMessage(topic, payload, props)
         if msg.expires_at is not None and props and timestamp_ms >= 0:
             msg.expires_at = timestamp_ms / 1000 + props["message_expiry_interval"]
-        self._keep_retained(topic, msg)
+        self._keep_retained(topic, msg, qos)
 
-    def _keep_retained(self, topic: str, msg: OutMessage) -> bool:
+    def _keep_retained(self, topic: str, msg: OutMessage, qos: int) -> bool:
         """Store a retained message if the limits allow; else count and log the refusal."""
-        if self.retained.set(topic, msg):
+        if self.retained.set(topic, msg, qos):
             return True
         self._retained_refused(topic)
         return False
@@ -305,10 +306,10 @@ class Bridge:
                 extra={"event": "retained_refused", "topic": topic},
             )
 
-    def _retain(self, topic: str, payload: bytes, props: dict[str, Any] | None) -> None:
+    def _retain(self, topic: str, payload: bytes, props: dict[str, Any] | None, qos: int) -> None:
         """A retained PUBLISH from a client: in memory now, in the compacted topic for good."""
-        self._apply_retained(topic, payload, props)
-        self.retained_log.write(topic, payload, props)
+        self._apply_retained(topic, payload, props, -1, qos)
+        self.retained_log.write(topic, payload, props, qos)
 
     async def stop(self) -> None:
         """Stop accepting, tell clients, save persistent sessions, flush the producer."""
@@ -432,9 +433,6 @@ class Bridge:
             return Reason.SERVER_UNAVAILABLE, {}, False
         if conn.closing:
             return Reason.UNSPECIFIED_ERROR, {}, False
-        timer = self._will_timers.pop(cid, None)
-        if timer is not None:
-            timer.cancel()
         old = self.sessions.get(cid)
         if old is not None and old.conn is not None:
             prev = old.conn
@@ -442,6 +440,7 @@ class Bridge:
             self.detach(prev, abnormal=True)
             prev.close(Reason.SESSION_TAKEN_OVER, "session taken over")
             old = self.sessions.get(cid)
+        self._settle_will(cid, session_ends=p.clean_start)  # (also the one just made)
         if old is None and len(self.sessions) >= cfg.max_sessions:
             self.stats.refused_sessions += 1
             log.warning(
@@ -588,7 +587,7 @@ class Bridge:
         route = self.mapping.route_up(topic)
         if route is None:
             if retain:
-                self._retain(topic, payload, fwd)
+                self._retain(topic, payload, fwd, qos)
             self._route_local(conn, topic, payload, qos, retain, fwd)
             return Reason.SUCCESS
         ktopic, key = route
@@ -596,7 +595,7 @@ class Bridge:
         if refusal is not None:
             return refusal
         if retain:
-            self._retain(topic, payload, fwd)
+            self._retain(topic, payload, fwd, qos)
         # a device sends to the same topic again and again: its two headers, encoded once
         known = self._uplink_headers.get(topic)
         if known is None or known[0] != cid:
@@ -754,23 +753,45 @@ class Bridge:
         self, conn: Connection | None, topic: str, payload: bytes, qos: int, retain: bool,
         props: dict[str, Any] | None,
     ) -> None:
-        matches, again = self.index.match_copies(topic)
-        if not matches:
+        matches, shared = self.index.match_copies(topic)
+        if not matches and not shared:
             return
         self.stats.local_routed += 1
         msg = OutMessage(topic, payload, props)
         sender = conn.session if conn is not None else None
-        for session, opts in itertools.chain(matches.items(), again) if again else matches.items():
-            if opts.no_local and session is sender:
-                continue
-            if session.conn is None:
-                if session.persistent and qos and opts.qos:
-                    # an offline persistent session keeps QoS 1/2 messages for its return,
-                    # in memory (up to --max-queued; not across a bridge restart)
-                    session.enqueue(msg, min(qos, opts.qos), retain and opts.retain_as_published)
-                continue
-            session.enqueue(msg, min(qos, opts.qos), retain and opts.retain_as_published)
-            session.pump()
+        for session, opts in matches.items():
+            ids = None
+            if sender is not None and session is sender:
+                # no-local is per subscription: an overlapping one without it still
+                # takes the message, at its own QoS and with its own identifiers
+                own = sender.own_copy(topic)
+                if own is None:
+                    continue
+                opts, ids = own
+            self._deliver_local(session, msg, min(qos, opts.qos), retain and opts.retain_as_published, ids)
+        for session, opts, name in shared:
+            ids = [session.sub_ids[name]] if name in session.sub_ids else []
+            self._deliver_local(session, msg, min(qos, opts.qos), retain and opts.retain_as_published, ids)
+
+    @staticmethod
+    def _deliver_local(session: Session, msg: OutMessage, qos: int, retain: bool, ids: list[int] | None) -> None:
+        if session.conn is None:
+            if session.persistent and qos:
+                # an offline persistent session keeps QoS 1/2 messages for its return,
+                # in memory (up to --max-queued; not across a bridge restart)
+                session.enqueue(msg, qos, retain, ids)
+            return
+        session.enqueue(msg, qos, retain, ids)
+        session.pump()
+
+    def _settle_will(self, cid: str, *, session_ends: bool) -> None:
+        """A new connection for ``cid``: a will waiting for its delay is cancelled, or sent
+        now when that connection's Clean Start ends the session (MQTT 5 3.1.2.5)."""
+        pending = self._will_timers.pop(cid, None)
+        if pending is not None:
+            pending[0].cancel()
+            if session_ends:
+                pending[1]()
 
     def _publish_will(self, conn: Connection, session: Session | None = None) -> None:
         will = conn.will
@@ -793,7 +814,7 @@ class Bridge:
         elif session is not None and not session.persistent:
             delay = 0  # the session ends now (v5 3.1.3.2.2)
         if delay:
-            self._will_timers[cid] = asyncio.get_running_loop().call_later(delay, fire)
+            self._will_timers[cid] = (asyncio.get_running_loop().call_later(delay, fire), fire)
         else:
             fire()
 
@@ -815,8 +836,10 @@ class Bridge:
                 continue
             if topic_filter.startswith("$share/"):
                 continue  # no retained messages for a shared subscription (MQTT 5 4.8.2)
-            for msg in self.retained.matching(topic_filter):
-                session.enqueue(msg, opts.qos, True)
+            # sent because of this subscription: its identifier only (MQTT 5 3.3.4)
+            ids = [session.sub_ids[topic_filter]] if topic_filter in session.sub_ids else []
+            for msg, qos in self.retained.matching(topic_filter):
+                session.enqueue(msg, min(qos, opts.qos), True, ids)
         session.pump()
 
     def unsubscribe(self, session: Session, topic_filter: str) -> bool:
@@ -862,14 +885,18 @@ class Bridge:
             msg = OutMessage(topic, r.value or b"", _user_props(r), tp, r.offset)
             if rule.retain:
                 if r.value:
-                    self._keep_retained(topic, msg)
+                    self._keep_retained(topic, msg, rule.qos)
                 else:
                     self.retained.set(topic, None)
-            matches, again = match(topic)
-            for session, opts in itertools.chain(matches.items(), again) if again else matches.items():
+            matches, shared = match(topic)
+            for session, opts in matches.items():
                 if session.conn is None:
                     continue  # offline persistent sessions re-read the log on reconnect
                 session.enqueue(msg, min(opts.qos, rule.qos))
+                touched.add(session)
+            for session, opts, name in shared:  # (online members only)
+                session.enqueue(msg, min(opts.qos, rule.qos), False,
+                                [session.sub_ids[name]] if name in session.sub_ids else [])
                 touched.add(session)
         for session in touched:
             session.pump()
@@ -964,9 +991,17 @@ class Bridge:
             session.dirty = True
         session.conn = None
         session.epoch += 1
-        hand_over(self.index, session, ending=not session.persistent)
+        moved = hand_over(self.index, session, ending=not session.persistent)
+        # what is re-read from the log on return is dropped; a persistent session keeps
+        # its locally routed QoS 1/2 messages not yet sent (MQTT 4.1), unless handed over
+        kept: list[Delivery] = []
+        if session.persistent:
+            gone = {id(d) for d in moved}
+            kept = [d for d in (*session.queue, *session.held)
+                    if d[0].tp is None and d[1] and id(d) not in gone]
         session.queue.clear()
         session.held.clear()
+        session.queue.extend(kept)
         if session.persistent:
             session.suspend()
         else:
@@ -1005,8 +1040,9 @@ class Bridge:
                 self.track(asyncio.get_running_loop().create_task(
                     self.store.delete(session.client_id, release=True)))
 
-    def _surrender(self, cid: str, nonce: str, claimant: str) -> None:
-        """Another bridge claimed ``cid``: close our connection and hand over the final state."""
+    def _surrender(self, cid: str, nonce: str, claimant: str, clean: bool = False) -> None:
+        """Another bridge claimed ``cid``: close our connection and hand over the final state;
+        a delayed will goes now if the claim ends the session (``clean``), else never."""
         assert self.store is not None
         session = self.sessions.get(cid)
         state: StoredSession | None = None
@@ -1025,6 +1061,7 @@ class Bridge:
             self.stats.sessions_taken_over += 1
         elif isinstance(self.store, TopicSessionStore):
             state = self.store.sessions.get(cid)  # held by an earlier run of this bridge
+        self._settle_will(cid, session_ends=clean)
         self.track(asyncio.get_running_loop().create_task(self.store.release(cid, nonce, claimant, state)))
 
     # ---- durable session state ------------------------------------------------------------

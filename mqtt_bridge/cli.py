@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("max_retained_messages", "retained messages kept, 0 = no limit"),
         ("max_retained_bytes", "bytes of retained topics + payloads kept, 0 = no limit"),
         ("max_packets_before_connack", "packets held while a CONNECT is processed; more close the connection (0x97)"),
+        ("max_bytes_before_connack", "bytes held while a CONNECT is processed; more close the connection (0x97)"),
         ("max_topic_levels", "levels of a topic name (PUBLISH) or filter (SUBSCRIBE)"),
         ("receive_maximum", "incoming unacknowledged QoS 1/2 PUBLISHes per v5 client"),
         ("max_session_bytes", "largest saved session state; subscriptions beyond it are refused"),

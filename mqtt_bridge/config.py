@@ -29,6 +29,8 @@ class BridgeConfig:
     max_retained_bytes: int = 256 << 20  # their topics + payloads, bytes (0 = no limit)
     #: packets a client may send after CONNECT before its CONNACK (read, held, then handled)
     max_packets_before_connack: int = 1_000
+    #: bytes a client may send after CONNECT before its CONNACK (else packets x packet size)
+    max_bytes_before_connack: int = 2 << 20
     max_topic_levels: int = 128  # levels of a topic name or filter (EMQX's name and default)
     receive_maximum: int = 1_000  # incoming unacknowledged QoS 1/2 per v5 connection
     topic_alias_maximum: int = 32

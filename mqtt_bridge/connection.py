@@ -93,6 +93,8 @@ class Connection(asyncio.Protocol):
     #: v5 Request Problem Information: 0 = reason strings only on CONNACK and DISCONNECT
     #: (MQTT 5 3.1.2.11.7)
     problem_information = True
+    #: bytes received while the CONNECT is processed (bounded: max_bytes_before_connack)
+    _early_bytes = 0
 
     def __init__(self, bridge: Bridge, *, tls: bool = False) -> None:
         self.bridge = bridge
@@ -144,14 +146,21 @@ class Connection(asyncio.Protocol):
         self.last_rx = time.monotonic()
         self.bytes_in += len(data)
         self.bridge.stats.bytes_in += len(data)
+        if self.state == "connecting":
+            self._early_bytes += len(data)
+            limit = self.bridge.config.max_bytes_before_connack
+            if self._early_bytes > limit:
+                self._early_overflow(f"more than {limit} bytes before CONNACK")
+                return
         try:
             packets = self.reader.feed(data)
             for p in packets:
                 if self.closing:
                     return
                 if self.state == "connecting":
-                    if len(self._early) >= self.bridge.config.max_packets_before_connack:
-                        self._early_overflow()
+                    limit = self.bridge.config.max_packets_before_connack
+                    if len(self._early) >= limit:
+                        self._early_overflow(f"more than {limit} packets before CONNACK")
                         return
                     self._early.append(p)
                 else:
@@ -166,16 +175,15 @@ class Connection(asyncio.Protocol):
             else:
                 self.protocol_error(exc.reason, str(exc))
 
-    def _early_overflow(self) -> None:
-        """Too many packets before the CONNACK: stop reading; after the CONNACK the
-        connection closes with 0x97 Quota exceeded (v5 reports errors only after it)."""
+    def _early_overflow(self, why: str) -> None:
+        """Too many packets or bytes before the CONNACK: stop reading; after the CONNACK
+        the connection closes with 0x97 Quota exceeded (v5 reports errors only after it)."""
         if self.transport is not None:
             self.transport.pause_reading()
         if self._early and isinstance(self._early[-1], MqttError):
             return
         self.bridge.stats.early_overflows += 1
-        limit = self.bridge.config.max_packets_before_connack
-        self._early.append(MqttError(Reason.QUOTA_EXCEEDED, f"more than {limit} packets before CONNACK"))
+        self._early.append(MqttError(Reason.QUOTA_EXCEEDED, why))
 
     def peer_certificate(self) -> dict[str, Any] | None:
         """The client's verified certificate (TLS listener with a CA), else None."""
@@ -349,9 +357,36 @@ class Connection(asyncio.Protocol):
         self.version = p.protocol_level
         if p.properties.get("request_problem_information") == 0:
             self.problem_information = False
+        if p.will is not None:
+            if self.version == MQTT_5 and "response_topic" in p.will.properties:
+                try:
+                    _check_response_topic(p.will.properties["response_topic"])
+                except ProtocolViolation as exc:
+                    self._out.append(encode(Connack(False, Reason.PROTOCOL_ERROR,
+                                                    {"reason_string": str(exc)[:200]}), MQTT_5))
+                    self.protocol_error(Reason.PROTOCOL_ERROR, f"will: {exc}")
+                    return
+            problem = self._bad_will_topic(p.will.topic)
+            if problem is not None:
+                # MQTT 4.7.1: a will topic is a topic name. v5 says why in the CONNACK;
+                # 3.1.1 has no return code for it: a protocol violation, closed (4.8.0)
+                if self.version == MQTT_5:
+                    self._out.append(encode(Connack(False, Reason.TOPIC_NAME_INVALID,
+                                                    {"reason_string": problem[:200]}), MQTT_5))
+                self.protocol_error(Reason.TOPIC_NAME_INVALID, problem)
+                return
         self.state = "connecting"
         task = asyncio.get_running_loop().create_task(self._connect(p))
         self.bridge.track(task)
+
+    def _bad_will_topic(self, topic: str) -> str | None:
+        try:
+            validate_topic(topic)
+        except TopicError as exc:
+            return f"will topic: {exc}"
+        if topic.count("/") >= self.bridge.config.max_topic_levels:
+            return f"will topic has more than {self.bridge.config.max_topic_levels} levels"
+        return None
 
     async def _connect(self, p: Connect) -> None:
         try:
@@ -391,6 +426,8 @@ class Connection(asyncio.Protocol):
         if self.version == MQTT_5 and props:
             if "subscription_identifier" in props:  # MQTT 5 3.3.4: only the server sends them
                 raise ProtocolViolation("subscription identifier in a client's PUBLISH")
+            if "response_topic" in props:
+                _check_response_topic(props["response_topic"])
             alias = props.get("topic_alias")
             if alias is not None:
                 if alias > self.bridge.config.topic_alias_maximum:
@@ -596,9 +633,19 @@ class Connection(asyncio.Protocol):
         assert session is not None
         reasons: list[int] = []
         for topic_filter in p.topics:
+            try:
+                validate_filter(topic_filter)
+            except TopicError as exc:
+                if self.version != MQTT_5:  # no reason codes in 3.1.1: a protocol violation
+                    raise ProtocolViolation(f"UNSUBSCRIBE: {exc}") from None
+                reasons.append(Reason.TOPIC_FILTER_INVALID)
+                continue
             found = self.bridge.unsubscribe(session, topic_filter)
             reasons.append(Reason.SUCCESS if found else Reason.NO_SUBSCRIPTION_EXISTED)
-        self.write(encode(Unsuback(p.packet_id, reasons), self.version))
+        props: dict[str, Any] = {}
+        if Reason.TOPIC_FILTER_INVALID in reasons and self.problem_information:
+            props["reason_string"] = _why(Reason.TOPIC_FILTER_INVALID)
+        self.write(encode(Unsuback(p.packet_id, reasons, props), self.version))
 
     def _on_disconnect(self, p: Disconnect) -> None:
         if self.version == MQTT_5:
@@ -632,6 +679,14 @@ class Connection(asyncio.Protocol):
             "denied": self.denied,
             "connected_s": round(time.monotonic() - self.connected_at, 1),
         }
+
+
+def _check_response_topic(topic: str) -> None:
+    """A Response Topic is a topic name (MQTT 5 3.3.2.3.5: no wildcards, not empty)."""
+    try:
+        validate_topic(topic)
+    except TopicError as exc:
+        raise ProtocolViolation(f"response topic: {exc}") from None
 
 
 def _why(reason: int) -> str:

@@ -1,7 +1,8 @@
 """Retained messages kept in a compacted topic of the log, so they survive restarts.
 
 Record key = the MQTT topic, value = the payload, header ``mqtt.props`` = the forwarded
-v5 properties as JSON; a retained PUBLISH with an empty payload writes a tombstone
+v5 properties as JSON, header ``mqtt.qos`` = the QoS it was published with (absent = 2:
+records written before it was kept); a retained PUBLISH with an empty payload writes a tombstone
 (null value), which deletes it, as MQTT says. At start-up the whole topic is read into
 the in-memory ``RetainedStore``; afterwards the bridge follows the topic like a downlink
 topic, so several bridges in front of one log share their retained messages.
@@ -24,6 +25,8 @@ from .kafka_producer import Producer
 log = logging.getLogger(__name__)
 
 PROPS_HEADER = "mqtt.props"
+QOS_HEADER = "mqtt.qos"
+_QOS_VALUES = (b"0", b"1", b"2")
 
 
 def props_to_header(props: dict[str, Any] | None) -> bytes | None:
@@ -52,12 +55,13 @@ def props_from_header(raw: bytes | None) -> dict[str, Any] | None:
 class RetainedLog:
     """Writes retained messages to ``topic`` and applies the topic's records to a store.
 
-    ``apply(topic, payload, props)`` (payload None = delete) is the in-memory side.
+    ``apply(topic, payload, props, timestamp_ms, qos)`` (payload None = delete) is the
+    in-memory side.
     """
 
     def __init__(
         self, client: KafkaClient, producer: Producer, topic: str,
-        apply: Callable[[str, bytes | None, dict[str, Any] | None, int], None],
+        apply: Callable[[str, bytes | None, dict[str, Any] | None, int, int], None],
         max_message_bytes: int,
     ) -> None:
         self.client = client
@@ -113,18 +117,24 @@ class RetainedLog:
         assert r.key is not None
         topic = r.key.decode("utf-8", "replace")
         if not r.value:
-            self.apply(topic, None, None, -1)
+            self.apply(topic, None, None, -1, 2)
             return
-        raw = next((v for k, v in (r.headers or ()) if k == PROPS_HEADER), None)
+        raw = None
+        qos = 2
+        for k, v in r.headers or ():
+            if k == PROPS_HEADER:
+                raw = v
+            elif k == QOS_HEADER and v in _QOS_VALUES:
+                qos = int(v)
         try:
             props = props_from_header(raw)
         except (ValueError, TypeError) as exc:
             log.error("retained message for %r: unreadable properties (%s)", topic, exc)
             props = None
-        self.apply(topic, r.value, props, r.timestamp)
+        self.apply(topic, r.value, props, r.timestamp, qos)
 
-    def write(self, topic: str, payload: bytes, props: dict[str, Any] | None) -> asyncio.Future[int]:
-        headers: list[tuple[str, bytes | None]] = []
+    def write(self, topic: str, payload: bytes, props: dict[str, Any] | None, qos: int = 2) -> asyncio.Future[int]:
+        headers: list[tuple[str, bytes | None]] = [(QOS_HEADER, _QOS_VALUES[qos])]
         raw = props_to_header(props)
         if raw is not None:
             headers.append((PROPS_HEADER, raw))

@@ -20,7 +20,6 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from .codec import MQTT_5, SubOptions, publish_parts, topic_matches
-from .codec.topics import split_shared
 from .kafka_client import TopicPartition
 
 if TYPE_CHECKING:
@@ -154,17 +153,47 @@ class Session:
 
     # ---- delivery -----------------------------------------------------------------
     def personal(self, msg: OutMessage) -> OutMessage:
-        """The message with this session's subscription identifiers, if it has any that match."""
+        """The copy of the message its non-shared subscriptions give: with the identifiers
+        of all of them that match (MQTT 5 3.3.4; a shared subscription's copy is separate)."""
         if not self.sub_ids:
             return msg
-        ids = sorted(i for f, i in self.sub_ids.items() if topic_matches(split_shared(f)[1], msg.topic))
+        topic = msg.topic
+        ids = sorted(i for f, i in self.sub_ids.items() if not f.startswith("$share/") and topic_matches(f, topic))
+        return self.with_ids(msg, ids)
+
+    @staticmethod
+    def with_ids(msg: OutMessage, ids: list[int]) -> OutMessage:
         if not ids:
             return msg
         return msg.derived(subscription_identifier=ids if len(ids) > 1 else ids[0])
 
-    def enqueue(self, msg: OutMessage, qos: int, retain: bool = False) -> None:
-        if self.sub_ids:
-            msg = self.personal(msg)
+    def own_copy(self, topic: str) -> tuple[SubOptions, list[int]] | None:
+        """Options and identifiers of this session's non-shared subscriptions that take a
+        message it published itself (no-local ones do not: MQTT 5 3.8.3.1); None if none."""
+        qos = -1
+        rap = False
+        ids: list[int] = []
+        for f, o in self.subs.items():
+            if o.no_local or f.startswith("$share/") or not topic_matches(f, topic):
+                continue
+            qos = max(qos, o.qos)
+            rap = rap or o.retain_as_published
+            i = self.sub_ids.get(f)
+            if i:
+                ids.append(i)
+        if qos < 0:
+            return None
+        return SubOptions(qos, False, rap), sorted(ids)
+
+    def enqueue(self, msg: OutMessage, qos: int, retain: bool = False, ids: list[int] | None = None) -> None:
+        """Queue a copy: ``ids`` None = the non-shared subscriptions' copy (their
+        identifiers added here), else exactly these identifiers (the caller knows which
+        subscription gives the copy)."""
+        if ids is None:
+            if self.sub_ids:
+                msg = self.personal(msg)
+        elif ids:
+            msg = self.with_ids(msg, ids)
         target = self.held if self.holding else self.queue
         if len(target) >= self.max_queued:
             self.dropped += 1

@@ -8,7 +8,8 @@ that died). The newest claim in log order wins, so two bridges claiming one clie
 at once agree on the winner. Sans-I/O: records in, verdicts out.
 
 Headers: ``mqtt.bridge`` = the writer, ``mqtt.holder`` = who holds the session after
-this record (absent: nobody), ``mqtt.claim`` / ``mqtt.release`` = the claim's nonce.
+this record (absent: nobody), ``mqtt.claim`` / ``mqtt.release`` = the claim's nonce,
+``mqtt.clean`` = ``1`` on the claim of a connection with Clean Start (the session ends).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ ORIGIN = "mqtt.bridge"
 HOLDER = "mqtt.holder"
 CLAIM = "mqtt.claim"
 RELEASE = "mqtt.release"
+CLEAN = "mqtt.clean"
 
 
 @dataclass(frozen=True)
@@ -33,14 +35,16 @@ class Marker:
     holder: str | None = None
     claim: str | None = None
     release: str | None = None
+    clean: bool = False
 
     @classmethod
     def of(cls, headers: Sequence[Header]) -> Marker:
         found: dict[str, str] = {}
         for name, value in headers:
-            if name in (ORIGIN, HOLDER, CLAIM, RELEASE) and value is not None:
+            if name in (ORIGIN, HOLDER, CLAIM, RELEASE, CLEAN) and value is not None:
                 found[name] = value.decode("utf-8", "replace")
-        return cls(found.get(ORIGIN), found.get(HOLDER), found.get(CLAIM), found.get(RELEASE))
+        return cls(found.get(ORIGIN), found.get(HOLDER), found.get(CLAIM), found.get(RELEASE),
+                   found.get(CLEAN) == "1")
 
     def headers(self) -> list[Header]:
         out: list[Header] = []
@@ -48,6 +52,8 @@ class Marker:
                             (RELEASE, self.release)):
             if value is not None:
                 out.append((name, value.encode()))
+        if self.clean:
+            out.append((CLEAN, b"1"))
         return out
 
 
@@ -114,8 +120,8 @@ class SessionOwners:
         if owner is not None and owner.holder == self.me:
             owner.holder = holder
 
-    def claim_marker(self, nonce: str) -> Marker:
-        return Marker(origin=self.me, holder=self.me, claim=nonce)
+    def claim_marker(self, nonce: str, *, clean: bool = False) -> Marker:
+        return Marker(origin=self.me, holder=self.me, claim=nonce, clean=clean)
 
     def save_marker(self, *, release: str | None = None, to: str | None = None) -> Marker:
         if release is None:

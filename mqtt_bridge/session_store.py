@@ -99,7 +99,8 @@ PERMANENT_ERRORS = frozenset({10, 17, 18, 12, 24, 40})
 
 
 #: called when another bridge claims a session this one holds: (client id, nonce, claimant)
-TakenCallback = Callable[[str, str, str], None]
+#: (client id, claim nonce, claiming bridge, clean start of the claiming connection)
+TakenCallback = Callable[[str, str, str, bool], None]
 
 
 class SessionStore(Protocol):
@@ -184,7 +185,7 @@ class TopicSessionStore:
         verdict = self.owners.observe(cid, marker, record.offset)
         if verdict is Verdict.TAKEN and not at_start:
             if self.on_taken is not None and marker.claim is not None and marker.origin is not None:
-                self.on_taken(cid, marker.claim, marker.origin)
+                self.on_taken(cid, marker.claim, marker.origin, marker.clean)
             return
         if verdict is Verdict.IGNORE and not at_start:
             return
@@ -274,7 +275,7 @@ class TopicSessionStore:
             state = None if clean else self.sessions.get(client_id)
             offset = await self.producer.send(
                 self.topic, client_id.encode(), state.to_json() if state is not None else None,
-                self.owners.claim_marker(nonce).headers(),
+                self.owners.claim_marker(nonce, clean=clean).headers(),
             )
             if not self.owners.claimed(client_id, offset):
                 return False

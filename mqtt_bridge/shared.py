@@ -1,7 +1,7 @@
 """Shared subscriptions (``$share/group/filter``) when a member leaves.
 
 A message that matches a shared subscription goes to one online member of the group
-(``SubscriptionIndex.match``). When that member's connection ends, what it was given
+(``SubscriptionIndex.match_copies``). When that member's connection ends, what it was given
 through the shared subscription and not yet sent goes to another member instead of
 being lost; when its session ends too (clean session / expiry 0), so does what it had
 sent and not yet had acknowledged (MQTT 5 section 4.8.2: the server SHOULD send it to
@@ -24,12 +24,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def hand_over(index: SubscriptionIndex, session: Session, *, ending: bool) -> int:
+def hand_over(index: SubscriptionIndex, session: Session, *, ending: bool) -> list[Delivery]:
     """Give the leaving ``session``'s shared-subscription messages to other members.
 
     Call after the session went offline and before its queue is cleared. A message
     that also matches one of its non-shared subscriptions stays (it may have come
-    through that one). Returns how many messages moved.
+    through that one). Returns the deliveries that moved (the session drops them).
     """
     shared: list[tuple[str, str]] = []
     plain: list[str] = []
@@ -40,13 +40,14 @@ def hand_over(index: SubscriptionIndex, session: Session, *, ending: bool) -> in
         else:
             shared.append((group, flt))
     if not shared:
-        return 0
+        return []
     items: list[Delivery] = [*session.queue, *session.held]
     if ending:
         items += [d for d in session.inflight.values() if d[1]]
-    moved = 0
+    moved: list[Delivery] = []
     touched: set[Session] = set()
-    for msg, qos, retain in items:
+    for item in items:
+        msg, qos, retain = item
         topic = msg.topic
         if any(topic_matches(f, topic) for f in plain):
             continue
@@ -57,14 +58,17 @@ def hand_over(index: SubscriptionIndex, session: Session, *, ending: bool) -> in
             if picked is None:
                 break
             other, opts = picked
-            other.enqueue(_impersonal(msg), min(qos, opts.qos), retain)
+            # the other member's copy of this shared subscription, with its identifier
+            name = f"$share/{group}/{flt}"
+            ids = [other.sub_ids[name]] if name in other.sub_ids else []
+            other.enqueue(_impersonal(msg), min(qos, opts.qos), retain, ids)
             touched.add(other)
-            moved += 1
+            moved.append(item)
             break
     for other in touched:
         other.pump()
     if moved:
-        log.info("shared subscriptions of %s: %d messages handed to other members", session.client_id, moved)
+        log.info("shared subscriptions of %s: %d messages handed to other members", session.client_id, len(moved))
     return moved
 
 

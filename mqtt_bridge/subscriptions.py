@@ -11,12 +11,18 @@ from .codec.topics import split_shared
 
 
 class _Node:
-    __slots__ = ("children", "subs", "shared")
+    __slots__ = ("children", "subs", "shared", "names")
 
     def __init__(self) -> None:
         self.children: dict[str, _Node] = {}
         self.subs: dict[Any, SubOptions] = {}
         self.shared: dict[str, dict[Any, SubOptions]] = {}
+        #: group -> the shared filter as subscribed (``$share/group/filter``)
+        self.names: dict[str, str] = {}
+
+
+#: one copy a shared subscription gives: (session, its options, ``$share/group/filter``)
+SharedCopy = tuple[Any, SubOptions, str]
 
 
 class SubscriptionIndex:
@@ -26,7 +32,7 @@ class SubscriptionIndex:
         self.root = _Node()
         self.count = 0
         self._rr = 0
-        self._picks: list[tuple[Any, SubOptions]] = []  # scratch of match_copies
+        self._picks: list[SharedCopy] = []  # scratch of match_copies
 
     def add(self, session: Any, topic_filter: str, opts: SubOptions) -> bool:
         """Add or replace; True if it was new."""
@@ -34,7 +40,11 @@ class SubscriptionIndex:
         node = self.root
         for level in f.split("/"):
             node = node.children.setdefault(level, _Node())
-        target = node.subs if group is None else node.shared.setdefault(group, {})
+        if group is None:
+            target = node.subs
+        else:
+            target = node.shared.setdefault(group, {})
+            node.names[group] = topic_filter
         new = session not in target
         target[session] = opts
         self.count += new
@@ -56,6 +66,7 @@ class SubscriptionIndex:
             found = members.pop(session, None) is not None
             if not members:
                 node.shared.pop(group, None)
+                node.names.pop(group, None)
         self.count -= found
         # prune empty nodes
         levels = f.split("/")
@@ -67,18 +78,23 @@ class SubscriptionIndex:
         return found
 
     def match(self, topic: str) -> dict[Any, SubOptions]:
-        """Every session that gets ``topic``, with its strongest matching options (first
-        copies only: see :meth:`match_copies`)."""
-        return self.match_copies(topic)[0]
+        """Every session that gets ``topic`` (at least once), with the options of one of
+        its matching subscriptions; for delivery use :meth:`match_copies`."""
+        out, shared = self.match_copies(topic)
+        for session, opts, _name in shared:
+            out.setdefault(session, opts)
+        return out
 
-    def match_copies(self, topic: str) -> tuple[dict[Any, SubOptions], Sequence[tuple[Any, SubOptions]]]:
-        """(each session that gets ``topic`` once, with its options; further copies).
+    def match_copies(self, topic: str) -> tuple[dict[Any, SubOptions], Sequence[SharedCopy]]:
+        """(each session whose non-shared subscriptions match ``topic``, with their
+        strongest options; the copies shared subscriptions give).
 
         Overlapping non-shared subscriptions of a session give one copy at their highest
-        QoS. A shared group delivers to one online member, round robin, and that copy is
-        its own (MQTT 5 4.8.2): a member that also gets the message from a non-shared
-        subscription or another group gets it again, listed in the second item. Without
-        shared subscriptions on the way that item is an empty tuple, no per-message work.
+        QoS (MQTT 5 3.3.4). A shared group gives one copy to one online member, round
+        robin, and that copy is the member's own (MQTT 5 4.8.2), with that subscription's
+        identifier: it is listed in the second item, with the shared filter, also when
+        the member has no non-shared match. Without shared subscriptions on the way that
+        item is an empty tuple, no per-message work.
         """
         out: dict[Any, SubOptions] = {}
         levels = topic.split("/")
@@ -87,14 +103,8 @@ class SubscriptionIndex:
         picks = self._picks
         if not picks:
             return out, ()
-        extra: list[tuple[Any, SubOptions]] = []
-        for session, opts in picks:
-            if session in out:
-                extra.append((session, opts))
-            else:
-                out[session] = opts
-        picks.clear()
-        return out, extra
+        self._picks = []
+        return out, picks
 
     def _walk(self, node: _Node, levels: list[str], i: int, out: dict[Any, SubOptions], dollar: bool) -> None:
         wild_ok = not (dollar and i == 0)
@@ -133,11 +143,12 @@ class SubscriptionIndex:
             prev = out.get(s)
             if prev is None or o.qos > prev.qos:
                 out[s] = o
-        for members in node.shared.values():
+        for group, members in node.shared.items():
             online = [(s, o) for s, o in members.items() if s.online]
             if online:
                 self._rr += 1
-                self._picks.append(online[self._rr % len(online)])  # a copy of its own
+                s, o = online[self._rr % len(online)]
+                self._picks.append((s, o, node.names[group]))  # a copy of its own
 
 
 class RetainedStore:
@@ -145,12 +156,14 @@ class RetainedStore:
 
     Size of one message = its topic's and its payload's bytes; ``fits`` tells whether a
     message may be stored (a replacement counts only its growth), ``set`` refuses what does
-    not fit and returns False so the caller can count and log the refusal.
+    not fit and returns False so the caller can count and log the refusal. Each message
+    keeps the QoS it was published with: a subscriber gets the lower of it and its own.
     """
 
     def __init__(self, max_messages: int = 0, max_bytes: int = 0) -> None:
         self.messages: dict[str, Any] = {}
         self.sizes: dict[str, int] = {}
+        self.qos: dict[str, int] = {}  # only those below 2
         self.bytes = 0
         self.max_messages = max_messages
         self.max_bytes = max_bytes
@@ -166,7 +179,7 @@ class RetainedStore:
         return ((not self.max_messages or count <= self.max_messages)
                 and (not self.max_bytes or total <= self.max_bytes))
 
-    def set(self, topic: str, message: Any) -> bool:
+    def set(self, topic: str, message: Any, qos: int = 2) -> bool:
         if message is None:
             self._remove(topic)
             return True
@@ -178,13 +191,17 @@ class RetainedStore:
         self.messages[topic] = message
         self.sizes[topic] = size
         self.bytes += size
+        if qos < 2:
+            self.qos[topic] = qos
         return True
 
     def _remove(self, topic: str) -> None:
         if self.messages.pop(topic, None) is not None:
             self.bytes -= self.sizes.pop(topic, 0)
+            self.qos.pop(topic, None)
 
-    def matching(self, topic_filter: str) -> Iterator[Any]:
+    def matching(self, topic_filter: str) -> Iterator[tuple[Any, int]]:
+        """(message, the QoS it was published with) for each retained topic the filter matches."""
         _group, f = split_shared(topic_filter)
         now = time.time()
         for topic, msg in list(self.messages.items()):
@@ -193,4 +210,4 @@ class RetainedStore:
                 if expires_at is not None and expires_at <= now:
                     self._remove(topic)  # a retained message ends with its expiry
                     continue
-                yield msg
+                yield msg, self.qos.get(topic, 2)

@@ -148,11 +148,13 @@ def test_subscription_index_shared_and_wildcards() -> None:
     idx.add(c, "$share/g/devices/d1/commands", SubOptions(1))
     got = idx.match("devices/d1/commands")
     assert set(got) == {a, b, c}
+    plain, shared = idx.match_copies("devices/d1/commands")
+    assert set(plain) == {a, b} and [s for s, _o, _n in shared] == [c]  # a copy of its own
     assert idx.remove(a, "devices/+/commands")
     assert set(idx.match("devices/d2/commands")) == {b}
     # c's own non-shared subscription: the shared pick is a second copy (MQTT 5 4.8.2)
     idx.add(c, "devices/d1/#", SubOptions(0))
     first, again = idx.match_copies("devices/d1/commands")
     assert set(first) == {b, c} and first[c] == SubOptions(0)
-    assert again == [(c, SubOptions(1))]
+    assert again == [(c, SubOptions(1), "$share/g/devices/d1/commands")]
     assert idx.match_copies("devices/d2/commands") == ({b: SubOptions(0)}, ())

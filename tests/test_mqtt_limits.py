@@ -234,6 +234,44 @@ def test_topic_levels_limit(make_bridge) -> None:
 
 
 @pytest.mark.parametrize("version", [5, 4])
+def test_bytes_before_connack_limit(make_bridge, version) -> None:
+    """Bytes sent after CONNECT before the CONNACK are bounded too (else up to
+    max-packets-before-connack x max-packet-size were held): CONNECT and five 40 KB
+    PUBLISHes in one write, limit 64 KiB: CONNACK, then the connection closes (v5:
+    DISCONNECT 0x97); one such PUBLISH is within the limit."""
+    bridge = make_bridge("--max-bytes-before-connack", "65536")
+
+    def burst(cid: str, n: int) -> list:
+        data = encode(Connect(cid, version, True, 30), version) + b"".join(
+            encode(Publish("site/burst", b"x" * 40_000, 0), version) for _ in range(n))
+        reader = PacketReader(version=version)
+        got: list = []
+        with socket.create_connection((HOST, bridge.port), timeout=10) as s:
+            s.sendall(data + encode(Pingreq(), version))
+            while True:
+                try:
+                    chunk = s.recv(65536)
+                except ConnectionResetError:
+                    return got
+                if not chunk:
+                    return got
+                got.extend(reader.feed(chunk))
+                if any(p.type == PacketType.PINGRESP for p in got):
+                    return got
+
+    ok = burst(f"bytes-within-{version}", 1)
+    assert [p.type for p in ok] == [PacketType.CONNACK, PacketType.PINGRESP]
+    got = burst(f"bytes-burst-{version}", 5)
+    assert got[0].type == PacketType.CONNACK and got[0].reason == 0
+    if version == 5:
+        assert [(p.type, p.reason) for p in got[1:]] == [(PacketType.DISCONNECT, QUOTA)]
+    else:
+        assert got[1:] == []  # 3.1.1: closed without a word
+    wait_for_counters(bridge, {"early_overflows": 1})
+    assert "more than 65536 bytes before CONNACK" in bridge.output()
+
+
+@pytest.mark.parametrize("version", [5, 4])
 def test_packets_before_connack_limit(make_bridge, version) -> None:
     """CONNECT and 30 PUBLISHes in one write, limit 10: CONNACK, then the connection
     closes (v5: DISCONNECT 0x97); a client within the limit is served normally."""

@@ -23,6 +23,7 @@ import pytest
 from kafka import KafkaProducer
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
 from support.mqtt_procs import HOST, BridgeProcess
 from test_mqtt_qos2 import Raw, log_records
 from test_mqtt_retained import mosquitto_pub
@@ -30,13 +31,16 @@ from test_mqtt_sessions import wait_until
 
 from mqtt_bridge.codec import (
     MQTT_5,
+    Ack,
     Connack,
     Connect,
     Disconnect,
+    PacketType,
     Publish,
     Suback,
     SubOptions,
     Subscribe,
+    Will,
     encode,
 )
 
@@ -78,9 +82,17 @@ class Member:
         self.c.loop_start()
         assert ev.wait(10), f"{cid}: no CONNACK"
 
-    def subscribe(self, topic_filter: str, qos: int) -> None:
+    def subscribe(self, topic_filter: str, qos: int, sub_id: int = 0, no_local: bool = False) -> None:
         self.ev.clear()
-        self.c.subscribe(topic_filter, qos=qos)
+        if sub_id or no_local:
+            props = None
+            if sub_id:
+                props = Properties(PacketTypes.SUBSCRIBE)
+                props.SubscriptionIdentifier = sub_id
+            self.c.subscribe(topic_filter, options=SubscribeOptions(qos=qos, noLocal=no_local),
+                             properties=props)
+        else:
+            self.c.subscribe(topic_filter, qos=qos)
         assert self.ev.wait(10), "no SUBACK"
 
     def stop(self) -> None:
@@ -113,6 +125,64 @@ def test_shared_and_non_shared_subscriptions_each_deliver_a_copy(request, bridge
     assert [m.payload for m in plain.got if m.payload != b"end"] == jobs  # one copy each
     for c in (both, plain, pub):
         c.stop()
+
+
+def _ids(m: paho.MQTTMessage) -> list[int]:
+    ids = getattr(m.properties, "SubscriptionIdentifier", [])
+    return sorted(ids if isinstance(ids, list) else [ids])
+
+
+def test_subscription_identifiers_are_per_copy(request, bridge, module_server) -> None:
+    """MQTT 5 3.3.4 / 4.8.2: overlapping non-shared subscriptions give one PUBLISH with all
+    their identifiers; each shared subscription's copy carries that subscription's
+    identifier only (locally routed and from the log alike)."""
+    c = Member(request, bridge.port, "sid-copies", paho.MQTTv5)
+    c.subscribe("jobs/sid/#", 1, sub_id=1)
+    c.subscribe("jobs/sid/+", 0, sub_id=2)
+    c.subscribe("$share/sid1/jobs/sid/#", 0, sub_id=3)
+    c.subscribe("$share/sid2/jobs/sid/+", 1, sub_id=4)
+    c.subscribe("devices/sid-copies/commands", 1, sub_id=5)
+    c.subscribe("$share/sid3/devices/sid-copies/commands", 1, sub_id=6)
+    c.subscribe("$share/sid4/devices/sid-copies/#", 0)  # no identifier
+    pub = Member(request, bridge.port, "sid-pub", paho.MQTTv5)
+    pub.c.publish("jobs/sid/x", b"one", qos=1).wait_for_publish(10)
+    pub.c.publish("jobs/sid/x/y", b"deep", qos=1).wait_for_publish(10)
+    producer = KafkaProducer(bootstrap_servers=module_server.bootstrap)
+    request.addfinalizer(producer.close)
+    producer.send("commands", key=b"sid-copies", value=b"cmd").get(timeout=30)
+    wait_until(lambda: len(c.got) >= 3 + 2 + 3, what="every copy")
+    copies = sorted((m.payload, _ids(m), m.qos) for m in c.got)
+    assert copies == sorted([
+        (b"one", [1, 2], 1), (b"one", [3], 0), (b"one", [4], 1),
+        (b"deep", [1], 1), (b"deep", [3], 0),
+        (b"cmd", [5], 1), (b"cmd", [6], 1), (b"cmd", [], 0),
+    ]), copies
+    for m in (c, pub):
+        m.stop()
+
+
+def test_no_local_with_an_overlapping_subscription_and_retained_identifiers(request, bridge) -> None:
+    """No-local holds per subscription (MQTT 5 3.8.3.1): my own message still comes through an
+    overlapping subscription without it, at that one's QoS and with its identifier only. A
+    retained message sent because of a SUBSCRIBE carries that subscription's identifier."""
+    me = Member(request, bridge.port, "sid-nl", paho.MQTTv5)
+    me.subscribe("jobs/nl/x", 1, sub_id=7, no_local=True)
+    me.subscribe("jobs/nl/+", 0, sub_id=8)
+    me.c.publish("jobs/nl/x", b"mine", qos=1).wait_for_publish(10)
+    mosquitto_pub(bridge.port, "-t", "jobs/nl/x", "-m", "theirs", "-q", "1")
+    wait_until(lambda: any(m.payload == b"theirs" for m in me.got), what="the other client's message")
+    assert sorted((m.payload, _ids(m), m.qos) for m in me.got) == [
+        (b"mine", [8], 0), (b"theirs", [7, 8], 1)]
+    mosquitto_pub(bridge.port, "-t", "jobs/ret/a", "-m", "kept", "-r", "-q", "1")
+    r = Member(request, bridge.port, "sid-ret", paho.MQTTv5)
+    r.subscribe("jobs/ret/#", 1, sub_id=10)
+    wait_until(lambda: len(r.got) == 1, what="the retained message")
+    r.subscribe("jobs/ret/+", 1, sub_id=11)  # overlaps: the retained message again, for this one
+    wait_until(lambda: len(r.got) == 2, what="the retained message again")
+    assert [(_ids(m), m.retain) for m in r.got] == [([10], True), ([11], True)]
+    mosquitto_pub(bridge.port, "-t", "jobs/ret/a", "-m", "", "-r", "-q", "1")
+    for m in (me, r):
+        m.stop()
 
 
 def test_shared_subscription_gives_each_message_to_one_member(request, bridge) -> None:
@@ -184,7 +254,7 @@ def test_a_leaving_member_hands_its_messages_to_the_others(request, bridge) -> N
     lazy.connect("share-lazy", clean=True, props={"receive_maximum": 5})
     assert lazy.subscribe("$share/hand/jobs/h/#", 1) == [1]
     keen = Member(request, bridge.port, "share-keen", paho.MQTTv5)
-    keen.subscribe("$share/hand/jobs/h/#", 1)
+    keen.subscribe("$share/hand/jobs/h/#", 1, sub_id=22)
     pub = Member(request, bridge.port, "share-hpub", paho.MQTTv5)
     sent = [f"h{i}".encode() for i in range(30)]
     for p in sent:
@@ -197,6 +267,7 @@ def test_a_leaving_member_hands_its_messages_to_the_others(request, bridge) -> N
     pub.c.publish("jobs/h/x", b"marker", qos=1).wait_for_publish(10)
     wait_until(lambda: any(m.payload == b"marker" for m in keen.got), what="the marker")
     assert sorted(m.payload for m in keen.got if m.payload != b"marker") == sorted(sent)
+    assert all(_ids(m) == [22] for m in keen.got)  # handed over: the keen one's identifier
     assert {p.payload for p in lazy_got} <= set(sent)
     keen.stop()
     pub.stop()
@@ -494,3 +565,147 @@ def test_reason_strings_follow_request_problem_information(bridge) -> None:
         r.send(encode(Unsubscribe(6, ["$share/u/jobs/u", "jobs/never"]), MQTT_5))
         assert r.packet().reasons == [0, 0x11]  # a shared subscription unsubscribes as any other
         r.close()
+
+
+@pytest.mark.parametrize("will_topic", ["jobs/will/#", "jobs/+/x", ""])
+def test_a_will_topic_must_be_a_topic_name(request, bridge, will_topic: str) -> None:
+    """MQTT 5 3.1.3.3 / 4.7.1, 3.1.1 3.1.3.3: a will topic is a topic name (no wildcards,
+    not empty). v5: CONNACK 0x90 Topic Name invalid with a reason string; 3.1.1 (no such
+    return code): the connection is closed without a CONNACK. No will is ever published."""
+    watcher = Member(request, bridge.port, "will-watch", paho.MQTTv5)
+    watcher.subscribe("jobs/#", 0)
+    v5 = Raw(bridge.port, MQTT_5)
+    v5.send(encode(Connect("will-bad5", MQTT_5, True, 60, None, None,
+                           Will(will_topic, b"gone", 0, False, {}), {}), MQTT_5))
+    ack = v5.packet()
+    assert isinstance(ack, Connack) and ack.reason == 0x90, ack
+    assert "reason_string" in ack.properties
+    with pytest.raises((ConnectionError, OSError)):
+        v5.packet()
+    v3 = Raw(bridge.port, 4)
+    v3.send(encode(Connect("will-bad3", 4, True, 60, None, None, Will(will_topic, b"gone", 0, False, {}), {}), 4))
+    with pytest.raises((ConnectionError, OSError)):
+        v3.packet()
+    mosquitto_pub(bridge.port, "-t", "jobs/will-end", "-m", "end")
+    wait_until(lambda: any(m.topic == "jobs/will-end" for m in watcher.got), what="the marker")
+    assert [m.topic for m in watcher.got] == ["jobs/will-end"]
+    watcher.stop()
+
+
+def test_unsubscribe_with_an_invalid_filter(bridge) -> None:
+    """MQTT 5 3.11.3: an UNSUBSCRIBE filter that is no valid topic filter gets UNSUBACK 0x8F
+    Topic Filter invalid (the others are answered as usual, the connection stays); 3.1.1 has
+    no reason codes: a protocol violation, closed (4.8.0)."""
+    from mqtt_bridge.codec import Unsuback, Unsubscribe
+
+    r = Raw(bridge.port, MQTT_5)
+    r.connect("unsub-bad5", clean=True)
+    assert r.subscribe("jobs/ok", 1) == [1]
+    r.send(encode(Unsubscribe(2, ["$share/g", "jobs/#/x", "jobs/ok", "jobs/never"]), MQTT_5))
+    ack = r.packet()
+    assert isinstance(ack, Unsuback) and ack.reasons == [0x8F, 0x8F, 0, 0x11], ack
+    assert ack.properties.get("reason_string") == "topic filter invalid"
+    r.send(b"\xc0\x00")  # PINGREQ: still connected
+    assert r.packet().type == 13  # PINGRESP
+    r.close()
+    v3 = Raw(bridge.port, 4)
+    v3.connect("unsub-bad3", clean=True)
+    v3.send(encode(Unsubscribe(2, ["$share/g"]), 4))
+    with pytest.raises((ConnectionError, OSError)):
+        v3.packet()
+    assert "unsub-bad3" in bridge.output() and "Fatal error" not in bridge.output()
+
+
+@pytest.mark.parametrize("packet", ["publish", "subscribe", "puback", "will", "connect-value"])
+def test_a_property_not_valid_for_its_packet_is_malformed(bridge, packet: str) -> None:
+    """MQTT 5 2.2.2.2: a property not valid for its packet type makes the packet malformed
+    (DISCONNECT 0x81); a yes/no property other than 0 or 1 is a protocol error (3.1.2.11.6,
+    before the CONNACK: the connection is closed)."""
+    from mqtt_bridge.codec import Disconnect
+
+    r = Raw(bridge.port, MQTT_5)
+    if packet == "will":
+        r.send(encode(Connect("prop-will", MQTT_5, True, 60, None, None,
+                              Will("jobs/w", b"x", 0, False, {"topic_alias": 3}), {}), MQTT_5))
+        with pytest.raises((ConnectionError, OSError)):
+            r.packet()
+        return
+    if packet == "connect-value":
+        r.send(encode(Connect("prop-val", MQTT_5, True, 60, None, None, None,
+                              {"request_problem_information": 2}), MQTT_5))
+        with pytest.raises((ConnectionError, OSError)):
+            r.packet()
+        return
+    r.connect(f"prop-{packet}", clean=True)
+    if packet == "publish":
+        r.send(encode(Publish("jobs/p", b"x", 1, packet_id=1, properties={"session_expiry_interval": 5}), MQTT_5))
+    elif packet == "subscribe":
+        r.send(encode(Subscribe(1, [("jobs/p", SubOptions(1))], {"message_expiry_interval": 5}), MQTT_5))
+    else:
+        from mqtt_bridge.codec import Ack, PacketType
+
+        r.send(encode(Ack(PacketType.PUBACK, 9, 0x10, {"topic_alias": 1}), MQTT_5))
+    d = r.packet()
+    assert isinstance(d, Disconnect) and d.reason == 0x81, d
+    with pytest.raises((ConnectionError, OSError)):
+        r.packet()
+
+
+@pytest.mark.parametrize("version", [4, MQTT_5])
+def test_queued_local_messages_stay_with_a_persistent_session(request, bridge, version: int) -> None:
+    """MQTT 5 4.1 / 3.1.1 4.1: a persistent session's state includes the QoS 1/2 messages
+    not yet sent to the client. Locally routed ones queued behind a full window (v5: the
+    client's receive maximum 1; 3.1.1: the bridge's window of 32) when the client leaves go
+    out after its reconnect, the in-flight ones again with DUP."""
+    cid = f"keepq-{version}"
+    window = 1 if version == MQTT_5 else 32
+    props = {"session_expiry_interval": 300, "receive_maximum": 1} if version == MQTT_5 else {}
+    r = Raw(bridge.port, version)
+    r.connect(cid, clean=True, props=props)
+    r.close()
+    r = Raw(bridge.port, version)
+    r.connect(cid, clean=False, props=props)
+    assert r.subscribe("jobs/keepq", 1) == [1]
+    pub = Member(request, bridge.port, f"keepq-pub-{version}", paho.MQTTv5)
+    sent = [f"k{i}".encode() for i in range(window + 3)]
+    for m in sent:
+        pub.c.publish("jobs/keepq", m, qos=1).wait_for_publish(10)
+    pub.stop()
+    first = [r.packet() for _ in range(window)]
+    assert [p.payload for p in first] == sent[:window]  # type: ignore[attr-defined]
+    r.close()  # the window in flight, three queued behind it
+    wait_until(lambda: f"client {cid} disconnected" in bridge.output(), what="the disconnect")
+    r = Raw(bridge.port, version)
+    assert r.connect(cid, clean=False, props=props).session_present
+    got = []
+    for _ in sent:
+        p = r.packet()
+        assert isinstance(p, Publish), p
+        got.append((p.payload, p.dup))
+        r.send(encode(Ack(PacketType.PUBACK, p.packet_id), version))
+    assert got == [(m, i < window) for i, m in enumerate(sent)]
+    r.close()
+
+
+def test_a_response_topic_must_be_a_topic_name(request, bridge, module_server) -> None:
+    """MQTT 5 3.3.2.3.5 / 3.1.3.2.5: a Response Topic must not contain wildcards; a PUBLISH
+    with one is a protocol error (DISCONNECT 0x82, nothing routed or written), a will with
+    one gets CONNACK 0x82."""
+    from mqtt_bridge.codec import Disconnect
+
+    watcher = Member(request, bridge.port, "rt-watch", paho.MQTTv5)
+    watcher.subscribe("rr/#", 0)
+    r = Raw(bridge.port, MQTT_5)
+    r.connect("rt-bad", clean=True)
+    r.send(encode(Publish("rr/req", b"x", 1, packet_id=1, properties={"response_topic": "rr/answers/#"}), MQTT_5))
+    d = r.packet()
+    assert isinstance(d, Disconnect) and d.reason == 0x82, d
+    w = Raw(bridge.port, MQTT_5)
+    w.send(encode(Connect("rt-will", MQTT_5, True, 60, None, None,
+                          Will("rr/w", b"x", 0, False, {"response_topic": "rr/+"}), {}), MQTT_5))
+    ack = w.packet()
+    assert isinstance(ack, Connack) and ack.reason == 0x82, ack
+    mosquitto_pub(bridge.port, "-t", "rr/end", "-m", "end")
+    wait_until(lambda: any(m.topic == "rr/end" for m in watcher.got), what="the marker")
+    assert [m.topic for m in watcher.got] == ["rr/end"]
+    watcher.stop()

@@ -121,3 +121,35 @@ def test_two_bridges_share_retained_messages(request, tmp_path, server) -> None:
         return r.stdout.strip() == "chat/shared from-a"
 
     wait_until(b_has_it, timeout=30, what="the retained message on the other bridge")
+
+
+def test_retained_messages_keep_their_qos_also_after_kill9(request, tmp_path, server) -> None:
+    """MQTT 5 3.3.1.3 / 3.1.1 3.3.1.3: a retained message goes to a new subscriber at the
+    lower of its own QoS and the subscription's (stored with it in the log: after a kill -9
+    too)."""
+    bridge = start_bridge(request, tmp_path, server.bootstrap)
+    for q in ("0", "1", "2"):
+        mosquitto_pub(bridge.port, "-t", f"chat/qos/{q}", "-m", q, "-r", "-q", q)
+
+    def retained_qos(sub_qos: int) -> dict[str, int]:
+        got: list[paho.MQTTMessage] = []
+        ev = threading.Event()
+        c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="", protocol=paho.MQTTv311)
+        c.on_message = lambda c, u, m: got.append(m)
+        c.on_subscribe = lambda *a: ev.set()
+        request.addfinalizer(c.loop_stop)
+        c.connect(HOST, bridge.port)
+        c.loop_start()
+        c.subscribe("chat/qos/+", qos=sub_qos)
+        assert ev.wait(10)
+        wait_until(lambda: len(got) == 3, what="three retained messages")
+        c.disconnect()
+        c.loop_stop()
+        assert all(m.retain for m in got)
+        return {m.topic: m.qos for m in got}
+
+    assert retained_qos(2) == {"chat/qos/0": 0, "chat/qos/1": 1, "chat/qos/2": 2}
+    assert retained_qos(1) == {"chat/qos/0": 0, "chat/qos/1": 1, "chat/qos/2": 1}
+    bridge.kill9()
+    bridge.start()
+    assert retained_qos(2) == {"chat/qos/0": 0, "chat/qos/1": 1, "chat/qos/2": 2}

@@ -233,3 +233,54 @@ def connected(admin_port: int) -> float:
             if sample.name == "mqtt_connected_devices":
                 return sample.value
     raise AssertionError("no mqtt_connected_devices in /metrics")
+
+
+def test_a_delayed_will_on_the_old_bridge_follows_the_new_connections_clean_start(
+    request, tmp_path, log_bootstrap
+) -> None:
+    """MQTT 5 3.1.2.5 across bridges: a device that moves to another bridge with Clean
+    Start 0 continues its session, so the old bridge never sends its delayed will; with
+    Clean Start 1 the session ends, so the old bridge sends it at once."""
+    from test_mqtt_qos2 import Raw
+
+    from mqtt_bridge.codec import MQTT_5, Connect, Will, encode
+
+    acl = tmp_path / "acl"
+    acl.write_text("topic readwrite wills/#\n")
+    a = start_bridge(request, tmp_path, log_bootstrap, "a", "--acl-file", str(acl))
+    b = start_bridge(request, tmp_path, log_bootstrap, "b", "--acl-file", str(acl))
+    got: list[str] = []
+    ev = threading.Event()
+    watcher = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="will-watcher", protocol=paho.MQTTv5)
+    watcher.on_message = lambda c, u, m: got.append(m.topic)
+    watcher.on_subscribe = lambda *args: ev.set()
+    request.addfinalizer(watcher.loop_stop)
+    watcher.connect(HOST, a.port)  # wills on unmapped topics are routed by the bridge that sends them
+    watcher.loop_start()
+    watcher.subscribe("wills/#", qos=1)
+    assert ev.wait(10), "no SUBACK"
+
+    def with_will(port: int, cid: str, delay: int) -> Raw:
+        r = Raw(port, MQTT_5)
+        r.send(encode(Connect(cid, MQTT_5, True, 60, None, None, Will(f"wills/{cid}", b"gone", 1, False,
+                              {"will_delay_interval": delay}), {"session_expiry_interval": 600}), MQTT_5))
+        assert r.packet().reason == 0
+        return r
+
+    moved = with_will(a.port, "w-moved", 2)
+    again = Raw(b.port, MQTT_5)
+    assert again.connect("w-moved", clean=False, props={"session_expiry_interval": 600}).session_present
+    assert moved.packet().reason == SESSION_TAKEN_OVER
+    ended = with_will(a.port, "w-ended", 30)
+    fresh = Raw(b.port, MQTT_5)
+    fresh.connect("w-ended", clean=True, props={"session_expiry_interval": 600})
+    assert ended.packet().reason == SESSION_TAKEN_OVER
+    wait_until(lambda: "wills/w-ended" in got, timeout=10, what="the will of the session Clean Start ended")
+    marker = with_will(a.port, "w-marker", 3)  # its will comes after w-moved's would have
+    marker.close()
+    wait_until(lambda: "wills/w-marker" in got, timeout=15, what="the marker's will")
+    assert got == ["wills/w-ended", "wills/w-marker"]
+    for r in (moved, again, ended, fresh):
+        r.close()
+    watcher.disconnect()
+    watcher.loop_stop()

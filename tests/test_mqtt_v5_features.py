@@ -190,6 +190,56 @@ def test_will_delay_reconnect_cancels_and_session_end_sends_it(request, tmp_path
     assert [m.topic for m in watcher.got if m.topic == "chat/wills/back"] == []
 
 
+def test_will_delay_on_session_takeover(request, tmp_path, server) -> None:
+    """MQTT 5 3.1.2.5 / 3.1.3.2.2: when a new connection takes over a client id, the old
+    connection's delayed will is not sent if the new one continues the session (Clean
+    Start 0); with Clean Start 1 the session ends, so the will goes at once."""
+    from test_mqtt_qos2 import Raw
+
+    from mqtt_bridge.codec import MQTT_5, Connect, Will, encode
+
+    bridge = start_bridge(request, tmp_path, server.bootstrap)
+    watcher = Client5(request, bridge.port)
+    watcher.subscribe("chat/wills/#")
+
+    def connect_with_will(cid: str, delay: int, clean: bool = True) -> Raw:
+        r = Raw(bridge.port, MQTT_5)
+        will = Will(f"chat/wills/{cid}", b"gone", 1, False, {"will_delay_interval": delay})
+        r.send(encode(Connect(cid, MQTT_5, clean, 60, None, None, will, {"session_expiry_interval": 600}),
+                      MQTT_5))
+        assert r.packet().reason == 0
+        return r
+
+    first = connect_with_will("taken", 2)
+    resumed = Raw(bridge.port, MQTT_5)
+    assert resumed.connect("taken", clean=False, props={"session_expiry_interval": 600}).session_present
+    assert first.packet().reason == 0x8E  # session taken over
+    ended = connect_with_will("ended", 30)
+    t0 = time.monotonic()
+    fresh = Raw(bridge.port, MQTT_5)
+    assert not fresh.connect("ended", clean=True, props={"session_expiry_interval": 600}).session_present
+    wait_until(lambda: any(m.topic == "chat/wills/ended" for m in watcher.got), timeout=10,
+               what="the will of the ended session")
+    assert time.monotonic() - t0 < 10  # not after the 30 s delay
+    dropped = connect_with_will("dropped", 30)
+    dropped.close()  # abnormal: the will waits 30 s, or until the session ends
+    wait_until(lambda: "client dropped disconnected (abnormal)" in bridge.output(), what="the disconnect")
+    t1 = time.monotonic()
+    back = Raw(bridge.port, MQTT_5)
+    assert not back.connect("dropped", clean=True).session_present
+    wait_until(lambda: any(m.topic == "chat/wills/dropped" for m in watcher.got), timeout=10,
+               what="the will of the session that Clean Start ended")
+    assert time.monotonic() - t1 < 10
+    marker = connect_with_will("marker", 3)  # its will comes after taken's would have
+    marker.close()
+    wait_until(lambda: any(m.topic == "chat/wills/marker" for m in watcher.got), timeout=15,
+               what="the marker's will")
+    assert [m.topic for m in watcher.got] == ["chat/wills/ended", "chat/wills/dropped", "chat/wills/marker"]
+    for r in (first, resumed, ended, fresh, back):
+        r.close()
+    watcher.stop()
+
+
 def test_no_local_retain_as_published_and_retain_handling(request, tmp_path, server) -> None:
     bridge = start_bridge(request, tmp_path, server.bootstrap)
 

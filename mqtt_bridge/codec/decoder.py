@@ -30,7 +30,7 @@ from .packets import (
     Will,
 )
 from .primitives import read_binary, read_u16, read_utf8
-from .properties import Properties, decode_properties
+from .properties import WILL, Properties, decode_properties
 
 _EMPTY = Properties()
 #: Fixed-header flags each packet type must carry (PUBLISH's are its own).
@@ -137,9 +137,9 @@ class PacketReader:
             raise ProtocolViolation("first packet is not CONNECT")
         return _DECODERS[ptype](self, flags, body)
 
-    def _props(self, body: bytes, pos: int) -> tuple[Properties, int]:
+    def _props(self, body: bytes, pos: int, where: int) -> tuple[Properties, int]:
         if self.version == MQTT_5:
-            return decode_properties(body, pos, len(body))
+            return decode_properties(body, pos, len(body), where)
         return _EMPTY, pos
 
     def _connect(self, flags: int, body: bytes) -> Connect:
@@ -161,7 +161,7 @@ class PacketReader:
             raise MalformedPacket("CONNECT reserved flag set")
         keep_alive, pos = read_u16(body, pos, end)
         self.version = level
-        props, pos = self._props(body, pos)
+        props, pos = self._props(body, pos, PacketType.CONNECT)
         client_id, pos = read_utf8(body, pos, end)
         will = None
         will_qos = (cflags >> 3) & 0x03
@@ -169,7 +169,7 @@ class PacketReader:
         if cflags & 0x04:
             if will_qos == 3:
                 raise MalformedPacket("will QoS 3")
-            wprops, pos = self._props(body, pos)
+            wprops, pos = self._props(body, pos, WILL)
             wtopic, pos = read_utf8(body, pos, end)
             wpayload, pos = read_binary(body, pos, end)
             will = Will(wtopic, wpayload, will_qos, will_retain, dict(wprops))
@@ -198,7 +198,7 @@ class PacketReader:
     def _connack(self, flags: int, body: bytes) -> Connack:
         if len(body) < 2:
             raise MalformedPacket("truncated CONNACK")
-        props, _ = self._props(body, 2)
+        props, _ = self._props(body, 2, PacketType.CONNACK)
         return Connack(bool(body[0] & 1), body[1], dict(props))
 
     def _publish(self, flags: int, body: bytes) -> Publish:
@@ -225,7 +225,7 @@ class PacketReader:
             pos += 2
             if packet_id == 0:
                 raise MalformedPacket("PUBLISH with packet identifier 0")
-        props, pos = self._props(body, pos)
+        props, pos = self._props(body, pos, PacketType.PUBLISH)
         return Publish(topic, body[pos:], qos, bool(flags & 1), dup, packet_id, props)
 
     def _ack(self, kind: PacketType, body: bytes) -> Ack:
@@ -238,7 +238,7 @@ class PacketReader:
         if self.version == MQTT_5 and pos < end:
             reason = body[pos]
             if pos + 1 < end:
-                props, pos = decode_properties(body, pos + 1, end)
+                props, pos = decode_properties(body, pos + 1, end, kind)
         elif pos != end:
             raise MalformedPacket("trailing bytes in acknowledgement")
         return Ack(kind, packet_id, reason, dict(props) if props else {})
@@ -248,7 +248,7 @@ class PacketReader:
         packet_id, pos = read_u16(body, 0, end)
         if packet_id == 0:
             raise MalformedPacket("SUBSCRIBE with packet identifier 0")
-        props, pos = self._props(body, pos)
+        props, pos = self._props(body, pos, PacketType.SUBSCRIBE)
         topics: list[tuple[str, SubOptions]] = []
         while pos < end:
             topic, pos = read_utf8(body, pos, end)
@@ -273,7 +273,7 @@ class PacketReader:
     def _suback(self, flags: int, body: bytes) -> Suback:
         end = len(body)
         packet_id, pos = read_u16(body, 0, end)
-        props, pos = self._props(body, pos)
+        props, pos = self._props(body, pos, PacketType.SUBACK)
         return Suback(packet_id, list(body[pos:]), dict(props))
 
     def _unsubscribe(self, flags: int, body: bytes) -> Unsubscribe:
@@ -281,7 +281,7 @@ class PacketReader:
         packet_id, pos = read_u16(body, 0, end)
         if packet_id == 0:
             raise MalformedPacket("UNSUBSCRIBE with packet identifier 0")
-        props, pos = self._props(body, pos)
+        props, pos = self._props(body, pos, PacketType.UNSUBSCRIBE)
         topics: list[str] = []
         while pos < end:
             topic, pos = read_utf8(body, pos, end)
@@ -296,7 +296,7 @@ class PacketReader:
         if self.version != MQTT_5 and pos != end:
             # 3.1.1 UNSUBACK is the packet identifier alone (MQTT-3.11.2): no reason codes.
             raise MalformedPacket("trailing bytes in UNSUBACK")
-        props, pos = self._props(body, pos)
+        props, pos = self._props(body, pos, PacketType.UNSUBACK)
         return Unsuback(packet_id, list(body[pos:]), dict(props))
 
     def _disconnect(self, flags: int, body: bytes) -> Disconnect:
@@ -308,7 +308,7 @@ class PacketReader:
             return Disconnect()
         props: Properties = _EMPTY
         if len(body) > 1:
-            props, _ = decode_properties(body, 1, len(body))
+            props, _ = decode_properties(body, 1, len(body), PacketType.DISCONNECT)
         return Disconnect(body[0], dict(props))
 
     def _auth(self, flags: int, body: bytes) -> Auth:
@@ -316,7 +316,7 @@ class PacketReader:
             return Auth()
         props: Properties = _EMPTY
         if len(body) > 1:
-            props, _ = decode_properties(body, 1, len(body))
+            props, _ = decode_properties(body, 1, len(body), PacketType.AUTH)
         return Auth(body[0], dict(props))
 
 

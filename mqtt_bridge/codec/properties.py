@@ -24,39 +24,52 @@ from .primitives import (
 # Wire types
 BYTE, U16, U32, VARINT, UTF8, BINARY, PAIR = range(7)
 
-#: id -> (attribute name, wire type). Declarative table from MQTT 5.0 section 2.2.2.2.
-PROPERTY_TABLE: dict[int, tuple[str, int]] = {
-    0x01: ("payload_format_indicator", BYTE),
-    0x02: ("message_expiry_interval", U32),
-    0x03: ("content_type", UTF8),
-    0x08: ("response_topic", UTF8),
-    0x09: ("correlation_data", BINARY),
-    0x0B: ("subscription_identifier", VARINT),
-    0x11: ("session_expiry_interval", U32),
-    0x12: ("assigned_client_identifier", UTF8),
-    0x13: ("server_keep_alive", U16),
-    0x15: ("authentication_method", UTF8),
-    0x16: ("authentication_data", BINARY),
-    0x17: ("request_problem_information", BYTE),
-    0x18: ("will_delay_interval", U32),
-    0x19: ("request_response_information", BYTE),
-    0x1A: ("response_information", UTF8),
-    0x1C: ("server_reference", UTF8),
-    0x1F: ("reason_string", UTF8),
-    0x21: ("receive_maximum", U16),
-    0x22: ("topic_alias_maximum", U16),
-    0x23: ("topic_alias", U16),
-    0x24: ("maximum_qos", BYTE),
-    0x25: ("retain_available", BYTE),
-    0x26: ("user_property", PAIR),
-    0x27: ("maximum_packet_size", U32),
-    0x28: ("wildcard_subscription_available", BYTE),
-    0x29: ("subscription_identifier_available", BYTE),
-    0x2A: ("shared_subscription_available", BYTE),
+#: Where a property may appear: packet types, and ``WILL`` for a CONNECT's will properties.
+WILL = 0
+_C, _CA, _P, _PA, _PREC, _PREL, _PCOMP = 1, 2, 3, 4, 5, 6, 7
+_S, _SA, _U, _UA, _D, _A = 8, 9, 10, 11, 14, 15
+_MESSAGE = frozenset((_P, WILL))
+_ACKS = frozenset((_PA, _PREC, _PREL, _PCOMP))
+
+#: id -> (attribute name, wire type, where allowed). Declarative table from MQTT 5.0
+#: section 2.2.2.2; a property elsewhere makes the packet malformed.
+PROPERTY_TABLE: dict[int, tuple[str, int, frozenset[int]]] = {
+    0x01: ("payload_format_indicator", BYTE, _MESSAGE),
+    0x02: ("message_expiry_interval", U32, _MESSAGE),
+    0x03: ("content_type", UTF8, _MESSAGE),
+    0x08: ("response_topic", UTF8, _MESSAGE),
+    0x09: ("correlation_data", BINARY, _MESSAGE),
+    0x0B: ("subscription_identifier", VARINT, frozenset((_P, _S))),
+    0x11: ("session_expiry_interval", U32, frozenset((_C, _CA, _D))),
+    0x12: ("assigned_client_identifier", UTF8, frozenset((_CA,))),
+    0x13: ("server_keep_alive", U16, frozenset((_CA,))),
+    0x15: ("authentication_method", UTF8, frozenset((_C, _CA, _A))),
+    0x16: ("authentication_data", BINARY, frozenset((_C, _CA, _A))),
+    0x17: ("request_problem_information", BYTE, frozenset((_C,))),
+    0x18: ("will_delay_interval", U32, frozenset((WILL,))),
+    0x19: ("request_response_information", BYTE, frozenset((_C,))),
+    0x1A: ("response_information", UTF8, frozenset((_CA,))),
+    0x1C: ("server_reference", UTF8, frozenset((_CA, _D))),
+    0x1F: ("reason_string", UTF8, frozenset((_CA, *_ACKS, _SA, _UA, _D, _A))),
+    0x21: ("receive_maximum", U16, frozenset((_C, _CA))),
+    0x22: ("topic_alias_maximum", U16, frozenset((_C, _CA))),
+    0x23: ("topic_alias", U16, frozenset((_P,))),
+    0x24: ("maximum_qos", BYTE, frozenset((_CA,))),
+    0x25: ("retain_available", BYTE, frozenset((_CA,))),
+    0x26: ("user_property", PAIR, frozenset((_C, _CA, *_MESSAGE, *_ACKS, _S, _SA, _U, _UA, _D, _A))),
+    0x27: ("maximum_packet_size", U32, frozenset((_C, _CA))),
+    0x28: ("wildcard_subscription_available", BYTE, frozenset((_CA,))),
+    0x29: ("subscription_identifier_available", BYTE, frozenset((_CA,))),
+    0x2A: ("shared_subscription_available", BYTE, frozenset((_CA,))),
 }
-NAME_TO_ID = {name: pid for pid, (name, _t) in PROPERTY_TABLE.items()}
+NAME_TO_ID = {name: pid for pid, (name, _t, _w) in PROPERTY_TABLE.items()}
 #: Properties whose value may not be zero (MQTT 5.0: protocol error).
 NONZERO = {"receive_maximum", "maximum_packet_size", "topic_alias", "subscription_identifier"}
+#: Properties that are 0 or 1 (MQTT 5.0: any other value is a protocol error).
+YES_NO = {
+    "request_problem_information", "request_response_information", "maximum_qos", "retain_available",
+    "wildcard_subscription_available", "subscription_identifier_available", "shared_subscription_available",
+}
 
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
@@ -70,8 +83,9 @@ class Properties(dict):  # values differ per property id; typed by their accesso
         return self.get("user_property", [])
 
 
-def decode_properties(buf: bytes, pos: int, end: int) -> tuple[Properties, int]:
-    """Decode a property block starting with its varint length at ``pos``."""
+def decode_properties(buf: bytes, pos: int, end: int, where: int) -> tuple[Properties, int]:
+    """Decode a property block starting with its varint length at ``pos``, of a packet of
+    type ``where`` (or ``WILL``)."""
     length, pos = decode_varint(buf, pos)
     stop = pos + length
     if stop > end:
@@ -83,7 +97,9 @@ def decode_properties(buf: bytes, pos: int, end: int) -> tuple[Properties, int]:
         entry = PROPERTY_TABLE.get(pid)
         if entry is None:
             raise MalformedPacket(f"unknown property id {pid:#x}")
-        name, kind = entry
+        name, kind, allowed = entry
+        if where not in allowed:
+            raise MalformedPacket(f"property {name} not allowed in packet type {where}")
         value: Any
         if kind == BYTE:
             if pos >= stop:
@@ -115,6 +131,8 @@ def decode_properties(buf: bytes, pos: int, end: int) -> tuple[Properties, int]:
             if name == "topic_alias":  # MQTT 5 3.3.2.3.4: 0x94, not a plain protocol error
                 raise ProtocolViolation("topic alias 0", Reason.TOPIC_ALIAS_INVALID)
             raise ProtocolViolation(f"property {name} must not be 0")
+        if name in YES_NO and value > 1:
+            raise ProtocolViolation(f"property {name} is {value}, not 0 or 1")
         if name == "subscription_identifier":
             subids.append(value)
             continue
