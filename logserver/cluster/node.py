@@ -331,15 +331,19 @@ class ClusterNode:
                          versioned.state.leader, new.leader, new.leader_epoch, list(new.isr))
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
-                           configs: Mapping[str, str]) -> TopicRecord:
+                           configs: Mapping[str, str],
+                           assignment: list[tuple[int, ...]] | None = None) -> TopicRecord:
         """Topic and partition states in one etcd transaction that fails if the topic
-        exists: creation is decided once, whichever broker took the request."""
-        brokers = list(self.model.brokers.values())
-        try:
-            assignment = assign_replicas(brokers, partitions, replication_factor,
-                                         start=hash(name) % max(1, len(brokers)))
-        except ValueError as exc:
-            raise TopicCreationError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from None
+        exists: creation is decided once, whichever broker took the request. Without a
+        manual ``assignment`` (replicas by partition, checked by the caller), replicas
+        are placed over the live brokers."""
+        if assignment is None:
+            brokers = list(self.model.brokers.values())
+            try:
+                assignment = assign_replicas(brokers, partitions, replication_factor,
+                                             start=hash(name) % max(1, len(brokers)))
+            except ValueError as exc:
+                raise TopicCreationError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from None
         record = TopicRecord(name, uuid.uuid4().bytes, partitions, dict(configs))
         puts = [(self.keys.topic(name), record.encode())]
         puts += [(self.keys.partition(name, i), initial_state(replicas).encode())
