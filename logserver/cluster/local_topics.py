@@ -25,6 +25,13 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 FILE_NAME = "cluster-topic-ids"
+CHECKPOINT_FILE = "replication-offset-checkpoint"  # the followers' high watermarks (node.py)
+
+
+def cluster_member_files(data_dir: Path) -> list[str]:
+    """The files only a cluster member writes in its data directory (empty: none, so the
+    directory is a single node's or has never been started)."""
+    return [name for name in (FILE_NAME, CHECKPOINT_FILE) if (data_dir / name).exists()]
 
 
 @dataclass

@@ -25,7 +25,7 @@ from logserver.cluster import reassignment
 from logserver.cluster.broker_configs import ClusterBrokerDefaults
 from logserver.cluster.etcd import EtcdStore, parse_endpoints
 from logserver.cluster.fetcher import ReplicaFetcher
-from logserver.cluster.local_topics import LocalTopicIds, classify
+from logserver.cluster.local_topics import CHECKPOINT_FILE, LocalTopicIds, classify
 from logserver.cluster.model import (
     NO_LEADER,
     BrokerInfo,
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHECK_INTERVAL_S = 0.5
-CHECKPOINT_FILE = "replication-offset-checkpoint"
 PRODUCER_ID_BLOCK = 1000
 CONNECT_TIMEOUT_S = 30.0
 Source = tuple[int, str, int]  # a leader a fetcher replicates from: node id, host, port
