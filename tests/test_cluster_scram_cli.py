@@ -7,22 +7,40 @@ SASL_PLAINTEXT listeners, confluent-kafka logging in."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from clusterprocs import wait_until
-from confluent_kafka import KafkaException
-from serverproc import run_cli
-from test_cluster_security_sync import MECHANISM, describe_as, etcd_value, secured  # noqa: F401
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from serverproc import HOST, free_port, run_cli
+from test_cluster_security_sync import MECHANISM, etcd_value, secured  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def _logs_in(cluster, node: int, user: str, password: str) -> bool:
+    """True once a Metadata request is answered after logging in to broker ``node``;
+    False as soon as librdkafka reports the login refused."""
+    refused: list[KafkaError] = []
+    consumer = Consumer({"bootstrap.servers": f"{HOST}:{cluster.sasl_ports[node]}",
+                         "group.id": "probe", "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanisms": MECHANISM, "sasl.username": user,
+                         "sasl.password": password,
+                         "error_cb": lambda err: refused.append(err)
+                         if err.code() == KafkaError._AUTHENTICATION else None})
     try:
-        describe_as(cluster, node, user, password, "anything")
-        return True
-    except KafkaException:
-        return False
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                consumer.list_topics(timeout=0.5)
+                return True
+            except KafkaException:
+                consumer.poll(0)  # serves error_cb
+                if refused:
+                    return False
+        raise AssertionError(f"broker {node} neither accepted nor refused {user}")
+    finally:
+        consumer.close()
 
 
 def test_scram_cli_changes_the_cluster_users_in_etcd(secured, tmp_path) -> None:  # noqa: F811
@@ -68,7 +86,6 @@ def test_scram_cli_changes_the_cluster_users_in_etcd(secured, tmp_path) -> None:
 
 
 def test_scram_cli_reports_an_unreachable_etcd(tmp_path) -> None:
-    from serverproc import free_port
     proc = run_cli(["scram", "list", "--cluster.etcd.endpoints", f"127.0.0.1:{free_port()}"],
                    timeout=60)
     assert proc.returncode == 1 and "scram_credentials" in proc.stderr, proc.stderr
