@@ -128,3 +128,30 @@ def test_a_topic_created_again_while_a_broker_was_away_is_replaced_there(tmp_pat
         assert "deleted and created again" in b3.output_tail(200_000)
         assert read_topic_id(b3.partition_dir("again", 0)) != old_local_id, "a new local log"
         assert _watermarks(cluster.bootstrap, "again", 1) == [(0, 2)]
+
+
+def test_records_written_for_another_etcd_delete_nothing(tmp_path) -> None:
+    """A data directory whose records name another etcd cluster (etcd wiped, or another
+    prefix): a topic missing from this etcd is not taken for deleted."""
+    with running_cluster(tmp_path, 3, **{"min.insync.replicas": 2,
+                                         "default.replication.factor": 3}) as cluster:
+        create(cluster, "elsewhere", partitions=1, rf=3)
+        produce(cluster.bootstrap, "elsewhere", [(0, b"keep me")])
+        b3 = cluster.brokers[3]
+        wait_until(lambda: b"keep me" in _bytes(b3, "elsewhere", 0), 30, "broker 3's copy")
+        assert b3.stop() == 0
+        records = b3.data_dir / FILE_NAME
+        written = json.loads(records.read_text())
+        assert "elsewhere" in written["topics"]
+        records.write_text(json.dumps({**written, "incarnation": "another-etcd"}))
+        admin1 = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+        admin1.delete_topics(["elsewhere"])["elsewhere"].result(timeout=30)
+        wait_until(lambda: "elsewhere" not in cluster.metadata().topics, 30, "the deletion")
+
+        b3.start()
+        cluster.wait_for_brokers({1, 2, 3})
+        wait_until(lambda: "was written for another etcd cluster" in b3.output_tail(200_000),
+                   30, "broker 3 to say so")
+        create(cluster, "after", partitions=1, rf=3)  # a full reconcile pass went by since
+        assert b"keep me" in _bytes(b3, "elsewhere", 0)
+        assert "deleted the local log of elsewhere" not in b3.output_tail(200_000)
