@@ -71,7 +71,7 @@ def test_a_topic_deleted_while_a_broker_was_down_is_deleted_there(tmp_path) -> N
         wait_until(lambda: not b3.partition_dir("gone", 0).exists()
                    and not b3.partition_dir("gone", 1).exists(), 30,
                    "broker 3 to delete its stray log of gone")
-        assert "deleted the local log of gone" in b3.output_tail(200_000)
+        assert "local log of gone: the topic was deleted from the cluster" in b3.output_tail(200_000)
         assert _bytes(b3, "kept", 0).startswith(kept_before), "an existing topic's data stays"
         recorded = json.loads((b3.data_dir / FILE_NAME).read_text())["topics"]
         assert "kept" in recorded and "gone" not in recorded
@@ -155,3 +155,31 @@ def test_records_written_for_another_etcd_delete_nothing(tmp_path) -> None:
         create(cluster, "after", partitions=1, rf=3)  # a full reconcile pass went by since
         assert b"keep me" in _bytes(b3, "elsewhere", 0)
         assert "deleted the local log of elsewhere" not in b3.output_tail(200_000)
+
+
+def test_a_data_directory_from_before_the_records_is_adopted(tmp_path) -> None:
+    """Broker 3's data directory without ``cluster-topic-ids`` (as written before it
+    existed): its logs of the cluster's topics are recorded as theirs and kept; once
+    recorded, a topic deleted while it is down goes when it is back."""
+    with running_cluster(tmp_path, 3, **{"min.insync.replicas": 2,
+                                         "default.replication.factor": 3}) as cluster:
+        create(cluster, "older", partitions=1, rf=3)
+        produce(cluster.bootstrap, "older", [(0, b"keep me")])
+        b3 = cluster.brokers[3]
+        wait_until(lambda: b"keep me" in _bytes(b3, "older", 0), 30, "broker 3's copy")
+        assert b3.stop() == 0
+        (b3.data_dir / FILE_NAME).unlink()
+        b3.start()
+        wait_until(lambda: (b3.data_dir / FILE_NAME).exists() and "older" in json.loads(
+            (b3.data_dir / FILE_NAME).read_text())["topics"], 30, "older recorded")
+        wait_until(lambda: sorted(cluster.partition("older", 0).isrs) == [1, 2, 3], 30,
+                   "broker 3 in sync again")
+        assert b"keep me" in _bytes(b3, "older", 0)
+
+        assert b3.stop() == 0
+        admin1 = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+        admin1.delete_topics(["older"])["older"].result(timeout=30)
+        wait_until(lambda: "older" not in cluster.metadata().topics, 30, "the deletion")
+        b3.start()
+        wait_until(lambda: not b3.partition_dir("older", 0).exists(), 30,
+                   "broker 3 to delete its stray log of older")

@@ -90,8 +90,13 @@ class LocalTopicIds:
         return self.incarnation == incarnation
 
     def remember(self, name: str, topic_id: bytes) -> None:
-        if self.ids.get(name) != topic_id:
-            self.ids[name] = topic_id
+        self.remember_all({name: topic_id})
+
+    def remember_all(self, ids: Mapping[str, bytes]) -> None:
+        """One write for many (a data directory adopted at its first start)."""
+        changed = {name: tid for name, tid in ids.items() if self.ids.get(name) != tid}
+        if changed:
+            self.ids.update(changed)
             self._save()
 
     def forget(self, name: str) -> None:

@@ -464,9 +464,10 @@ class ClusterNode:
             return
         verdicts = classify(local, {n: r.topic_id for n, r in self.model.topics.items()},
                             self.local_ids.ids)
-        for name, topic_id in verdicts.adopt.items():
-            self.local_ids.remember(name, topic_id)
-            log.info("local log of %s: recorded as the cluster's topic %s", name, topic_id.hex())
+        if verdicts.adopt:
+            self.local_ids.remember_all(verdicts.adopt)
+            log.info("local logs recorded as the cluster's topics of their names: %s",
+                     ", ".join(sorted(verdicts.adopt)))
         for name in verdicts.unknown:
             if name not in self._kept_logged:
                 self._kept_logged.add(name)
