@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from kafkaproto import ErrorCode
+from logserver.cluster.local_topics import LocalTopicIds, classify
 from logserver.cluster.model import (
     NO_LEADER,
     BrokerInfo,
@@ -122,3 +123,28 @@ def test_isr_shrinks_after_the_lag_time_and_grows_when_caught_up():
     assert leader.hw == 4 and leader.to_add() == []
     leader.follower_fetched(3, 4, 4, now_ms=2100.0)
     assert leader.to_add() == [3]
+
+
+# -- stray local logs (cluster/local_topics.py) ---------------------------------------------
+
+def test_stray_logs_are_those_gone_or_under_another_id() -> None:
+    a, b, c = b"a" * 16, b"b" * 16, b"c" * 16
+    verdicts = classify(["same", "gone", "again", "legacy", "foreign"],
+                        cluster={"same": a, "again": c, "legacy": b},
+                        recorded={"same": a, "gone": b, "again": a})
+    assert verdicts.gone == ["gone"]
+    assert verdicts.replaced == ["again"]
+    assert verdicts.adopt == {"legacy": b}  # written before the records: the cluster's it is
+    assert verdicts.unknown == ["foreign"]  # no word says it was ever the cluster's: kept
+
+
+def test_local_topic_ids_trust_only_the_etcd_cluster_they_were_written_for(tmp_path) -> None:
+    ids = LocalTopicIds(tmp_path)
+    assert ids.bind("one")
+    ids.remember("t", b"x" * 16)
+    again = LocalTopicIds(tmp_path)
+    assert again.ids == {"t": b"x" * 16}
+    assert again.bind("one")
+    assert not LocalTopicIds(tmp_path).bind("two")  # etcd wiped, or another prefix
+    (tmp_path / "cluster-topic-ids").write_text("{not json")
+    assert not LocalTopicIds(tmp_path).bind("one")

@@ -5,6 +5,7 @@ values are JSON, one key per thing that changes on its own:
 
 - ``{prefix}/brokers/{node_id}``: a live broker (host, port, rack), under its lease;
 - ``{prefix}/controller``: the controller's node id, under its lease;
+- ``{prefix}/incarnation``: a random id created once (cluster/local_topics.py);
 - ``{prefix}/topics/{name}``: topic id, partition count, config overrides;
 - ``{prefix}/partitions/{topic}/{index}``: replicas, leader, leader epoch, ISR,
   partition epoch; only ever changed by a compare-and-swap on its mod revision.
@@ -128,6 +129,11 @@ class Keys:
     @property
     def producer_id_block(self) -> bytes:
         return f"{self.prefix}/producer_id_block".encode()
+
+    @property
+    def incarnation(self) -> bytes:
+        """A random id written once: which etcd cluster a broker's local records are for."""
+        return f"{self.prefix}/incarnation".encode()
 
     @property
     def controller(self) -> bytes:

@@ -25,6 +25,7 @@ from logserver.cluster import reassignment
 from logserver.cluster.broker_configs import ClusterBrokerDefaults
 from logserver.cluster.etcd import EtcdStore, parse_endpoints
 from logserver.cluster.fetcher import ReplicaFetcher
+from logserver.cluster.local_topics import CHECKPOINT_FILE, LocalTopicIds, classify
 from logserver.cluster.model import (
     NO_LEADER,
     BrokerInfo,
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHECK_INTERVAL_S = 0.5
-CHECKPOINT_FILE = "replication-offset-checkpoint"
 PRODUCER_ID_BLOCK = 1000
 CONNECT_TIMEOUT_S = 30.0
 Source = tuple[int, str, int]  # a leader a fetcher replicates from: node id, host, port
@@ -98,6 +98,12 @@ class ClusterNode:
         self._dirty = asyncio.Event()
         self._checkpoint = Path(config.data_dir) / CHECKPOINT_FILE
         self._saved_hw: dict[tuple[str, int], int] = self._load_checkpoint()
+        self._hw_forgotten = False  # entries dropped since the checkpoint was written
+        # The cluster topic id of each local log (stray logs are deleted); trusted once
+        # the records are known to be for this etcd cluster (start()).
+        self.local_ids = LocalTopicIds(Path(config.data_dir))
+        self._ids_trusted = False
+        self._kept_logged: set[str] = set()
         self.ready = asyncio.Event()
         # Lead nothing until the model has caught up to this etcd revision (a broker
         # whose session expired must first see what was decided without it).
@@ -135,6 +141,14 @@ class ClusterNode:
         self.broker.transactions.start_partitioned()
         # The first broker's cluster id becomes the cluster's (clients check it is one).
         await self.store.create([(self.keys.cluster_id, self.broker.cluster_id.encode())])
+        await self.store.create([(self.keys.incarnation, uuid.uuid4().hex.encode())])
+        found = await self.store.get(self.keys.incarnation)
+        incarnation = found[0].decode() if found is not None else ""
+        self._ids_trusted = self.local_ids.bind(incarnation)
+        if not self._ids_trusted:
+            log.warning("%s was written for another etcd cluster or prefix (incarnation %s, "
+                        "this one is %s): local logs of topics it does not have are kept",
+                        self.local_ids.path, self.local_ids.incarnation, incarnation)
         revision, entries = await self.store.snapshot(self.keys.root)
         for key, value, mod in entries:
             self.model.apply(key, value, mod)
@@ -303,13 +317,13 @@ class ClusterNode:
             log.info("node %d is the controller", self.node_id)
         if model.controller_id == self.node_id:
             await self._controller_pass()
+        self._drop_stray_logs()  # before leading or following: a stray log is no replica
         for (topic, index), versioned in list(model.partitions.items()):
             state = versioned.state
-            if self.node_id in state.replicas:
+            if self.node_id in state.replicas and topic not in self._deleting:
                 await self._hold(topic, index, state)
         for where in [w for w in self.fetchers if w not in model.partitions]:
             self._stop_fetcher(where)
-        self._drop_deleted_topics()
         self._drop_moved_replicas()
         await apply_topic_configs(self)  # cluster-wide topic configs (topic_configs.py)
         await self.broker_defaults.install(self.storage)
@@ -331,15 +345,19 @@ class ClusterNode:
                          versioned.state.leader, new.leader, new.leader_epoch, list(new.isr))
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
-                           configs: Mapping[str, str]) -> TopicRecord:
+                           configs: Mapping[str, str],
+                           assignment: list[tuple[int, ...]] | None = None) -> TopicRecord:
         """Topic and partition states in one etcd transaction that fails if the topic
-        exists: creation is decided once, whichever broker took the request."""
-        brokers = list(self.model.brokers.values())
-        try:
-            assignment = assign_replicas(brokers, partitions, replication_factor,
-                                         start=hash(name) % max(1, len(brokers)))
-        except ValueError as exc:
-            raise TopicCreationError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from None
+        exists: creation is decided once, whichever broker took the request. Without a
+        manual ``assignment`` (replicas by partition, checked by the caller), replicas
+        are placed over the live brokers."""
+        if assignment is None:
+            brokers = list(self.model.brokers.values())
+            try:
+                assignment = assign_replicas(brokers, partitions, replication_factor,
+                                             start=hash(name) % max(1, len(brokers)))
+            except ValueError as exc:
+                raise TopicCreationError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from None
         record = TopicRecord(name, uuid.uuid4().bytes, partitions, dict(configs))
         puts = [(self.keys.topic(name), record.encode())]
         puts += [(self.keys.partition(name, i), initial_state(replicas).encode())
@@ -429,29 +447,75 @@ class ClusterNode:
         record = self.model.topics.get(TXN_STATE_TOPIC)
         return None if record is None else record.partitions
 
-    def _drop_deleted_topics(self) -> None:
-        """Local logs of topics deleted in etcd since we saw them. A log etcd never
-        showed us (deleted while we were down, or a wrong prefix) is kept: removing data
-        on the word of an empty etcd is not a risk worth taking in a preview."""
+    def _drop_stray_logs(self) -> None:
+        """Delete the local logs of topics the cluster no longer has, or has under another
+        topic id (deleted, or deleted and created again, also while this broker was down),
+        as Kafka's brokers delete stray logs. Only on the word of the records in
+        ``cluster-topic-ids`` (local_topics.py); without them, only topics deleted while
+        this broker watched go."""
         self._seen_topics.update(self.model.topics)
-        for name in self.storage.topic_names():
-            if name in self.model.topics or name not in self._seen_topics \
-                    or name in INTERNAL_TOPICS or name in self._creating or name in self._deleting:
-                continue
-            self._seen_topics.discard(name)
-            for where in [w for w in {*self.leaders, *self.fetchers} if w[0] == name]:
-                self._resign(where)
-                self._stop_fetcher(where)
+        names = self.storage.topic_names()
+        local = [n for n in names if n not in INTERNAL_TOPICS and n not in self._creating
+                 and n not in self._deleting]
+        if not self._ids_trusted:
+            for name in local:
+                if name not in self.model.topics and name in self._seen_topics:
+                    self._delete_local(name, replaced=False)
+            return
+        verdicts = classify(local, {n: r.topic_id for n, r in self.model.topics.items()},
+                            self.local_ids.ids)
+        if verdicts.adopt:
+            self.local_ids.remember_all(verdicts.adopt)
+            log.info("local logs recorded as the cluster's topics of their names: %s",
+                     ", ".join(sorted(verdicts.adopt)))
+        for name in verdicts.unknown:
+            if name not in self._kept_logged:
+                self._kept_logged.add(name)
+                log.warning("local log of %s: the cluster has no such topic and no record says "
+                            "it had one; kept", name)
+        for name in verdicts.gone:
+            log.info("local log of %s: the topic was deleted from the cluster; deleting it", name)
+            self._delete_local(name, replaced=False)
+        for name in verdicts.replaced:
+            log.info("local log of %s: topic id %s, the cluster's is %s (deleted and created "
+                     "again); deleting it", name, self.local_ids.ids[name].hex(),
+                     self.model.topics[name].topic_id.hex())
+            self._delete_local(name, replaced=True)
+        for name in set(self.local_ids.ids) - set(names) - set(self._creating) - set(self._deleting):
+            self.local_ids.forget(name)  # its local log is gone (or was never created)
 
-            async def delete(topic: str = name) -> None:
-                try:
-                    await self.broker.delete_topic(topic)
-                except Exception as exc:
-                    log.warning("deleting the local log of %s failed: %s", topic, exc)
-                finally:
-                    self._deleting.pop(topic, None)
+    def _delete_local(self, name: str, *, replaced: bool) -> None:
+        """Stop leading and following the topic and delete its local log (in a task);
+        then forget its record, and reconcile again, which creates the log of a topic
+        that was ``replaced`` afresh. A deleted topic's committed offsets go too; those
+        of one replaced belong to the new topic."""
+        for where in [w for w in {*self.leaders, *self.fetchers} if w[0] == name]:
+            self._resign(where)
+            self._stop_fetcher(where)
+        self._forget_hw(name)
+        self._emptied = {w for w in self._emptied if w[0] != name}
 
-            self._deleting[name] = asyncio.get_running_loop().create_task(delete())
+        async def delete() -> None:
+            try:
+                if replaced:
+                    await self.storage.delete_topic(name)
+                else:
+                    await self.broker.delete_topic(name)
+                if self._ids_trusted:
+                    self.local_ids.forget(name)
+                log.info("deleted the local log of %s", name)
+            except Exception as exc:
+                log.warning("deleting the local log of %s failed: %s", name, exc)
+            finally:
+                self._deleting.pop(name, None)
+                self._dirty.set()
+
+        self._deleting[name] = asyncio.get_running_loop().create_task(delete())
+
+    def _forget_hw(self, topic: str) -> None:
+        for where in [w for w in self._saved_hw if w[0] == topic]:
+            self._saved_hw.pop(where)
+            self._hw_forgotten = True
 
     def _drop_moved_replicas(self) -> None:
         """Replicas reassigned away from this broker: stop leading or following them and
@@ -472,8 +536,9 @@ class ClusterNode:
             async def delete(topic: str = name) -> None:
                 try:
                     await self.storage.delete_topic(topic)  # not the broker's: offsets stay
-                    for where in [w for w in self._saved_hw if w[0] == topic]:
-                        self._saved_hw.pop(where)
+                    self._forget_hw(topic)
+                    if self._ids_trusted:
+                        self.local_ids.forget(topic)
                     log.info("deleted the local copy of %s (no replica here any more)", topic)
                 except Exception as exc:
                     log.warning("deleting the local copy of %s failed: %s", topic, exc)
@@ -512,9 +577,11 @@ class ClusterNode:
                 await self._follow(where, state)
 
     def _create_locally(self, topic: str, *, grow: bool = False) -> None:
-        if topic in self._creating or topic not in self.model.topics:
+        if topic in self._creating or topic in self._deleting or topic not in self.model.topics:
             return
         record = self.model.topics[topic]
+        if self._ids_trusted:  # recorded first: a log on disk is never without its record
+            self.local_ids.remember(topic, record.topic_id)
 
         async def create() -> None:
             try:
@@ -700,12 +767,13 @@ class ClusterNode:
             hw = self.storage.high_watermark(*where)
             if hw is not None:
                 current[where] = hw
-        if current == self._saved_hw:
+        if current == self._saved_hw and not self._hw_forgotten:
             return
         tmp = self._checkpoint.with_suffix(".tmp")
         tmp.write_text(json.dumps([[t, p, hw] for (t, p), hw in sorted(current.items())]))
         os.replace(tmp, self._checkpoint)
         self._saved_hw = current
+        self._hw_forgotten = False
 
 
 async def _failed(why: str) -> None:

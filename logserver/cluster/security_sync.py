@@ -38,6 +38,7 @@ __all__ = ["ClusterSecurity", "EtcdAclStore"]
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+SCRAM_KEY = b"scram_credentials"  # under the prefix (also written by `logserver scram`)
 
 
 class ClusterSecurity:
@@ -46,7 +47,7 @@ class ClusterSecurity:
     def __init__(self, root: bytes, store: EtcdStore, authorizer: Authorizer | None,
                  credentials: CredentialStore) -> None:
         self.acl_key = root + b"acls"
-        self.scram_key = root + b"scram_credentials"
+        self.scram_key = root + SCRAM_KEY
         self.store = store
         self.authorizer = authorizer
         self.credentials = credentials

@@ -20,9 +20,11 @@ from kafkaproto.messages import (
     MetadataRequest,
     MetadataResponse,
 )
+from logserver.cluster.assignments import AssignmentError, manual_assignment
 from logserver.cluster.node import TopicCreationError
 from logserver.cluster.routing import node_of
 from logserver.groups import INTERNAL_TOPICS
+from logserver.handlers.create_topics import MAX_PARTITIONS_PER_TOPIC
 from logserver.request_context import listener_name
 from logserver.security import checks
 from logserver.storage.api import InvalidConfigError
@@ -131,10 +133,11 @@ def _metadata_response(broker: Broker, node: ClusterNode, wanted: list[str | Non
 # -- CreateTopics -----------------------------------------------------------------------------
 
 async def create_and_wait(node: ClusterNode, name: str, partitions: int, replication_factor: int,
-                          configs: dict[str, str]) -> None:
+                          configs: dict[str, str],
+                          assignment: list[tuple[int, ...]] | None = None) -> None:
     """Create through etcd, then wait (bounded) until our own watch has seen it, so the
     client's next Metadata to this broker finds the topic."""
-    await node.create_topic(name, partitions, replication_factor, configs)
+    await node.create_topic(name, partitions, replication_factor, configs, assignment)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + CREATE_VISIBLE_TIMEOUT_S
     while name not in node.model.topics and loop.time() < deadline:
@@ -182,15 +185,24 @@ async def _create_one(broker: Broker, node: ClusterNode, topic: CreateTopicsRequ
         return _result(name, ErrorCode.INVALID_TOPIC_EXCEPTION, invalid)
     if name in node.model.topics:
         return _result(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-    if topic.assignments:
-        return _result(name, ErrorCode.INVALID_REQUEST,
-                       "manual replica assignments are not supported in cluster mode yet")
-    partitions = broker.config["num.partitions"] if topic.num_partitions == -1 else topic.num_partitions
-    rf = (broker.config["default.replication.factor"] if topic.replication_factor == -1
-          else topic.replication_factor)
-    if partitions < 1:
-        return _result(name, ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
-    if not 1 <= rf <= len(node.model.brokers):
+    assignment: list[tuple[int, ...]] | None = None
+    if topic.assignments:  # as Kafka: counts -1, the replicas given per partition
+        try:
+            assignment = manual_assignment(
+                ((a.partition_index, list(a.broker_ids)) for a in topic.assignments),
+                topic.num_partitions, topic.replication_factor, node.model.brokers)
+        except AssignmentError as exc:
+            return _result(name, exc.error, str(exc))
+        partitions, rf = len(assignment), len(assignment[0])
+    else:
+        partitions = (broker.config["num.partitions"] if topic.num_partitions == -1
+                      else topic.num_partitions)
+        rf = (broker.config["default.replication.factor"] if topic.replication_factor == -1
+              else topic.replication_factor)
+    if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
+        return _result(name, ErrorCode.INVALID_PARTITIONS,
+                       f"number of partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}")
+    if assignment is None and not 1 <= rf <= len(node.model.brokers):
         return _result(name, ErrorCode.INVALID_REPLICATION_FACTOR,
                        f"replication factor {rf} is larger than the {len(node.model.brokers)} live brokers")
     try:
@@ -202,7 +214,7 @@ async def _create_one(broker: Broker, node: ClusterNode, topic: CreateTopicsRequ
     loop = asyncio.get_running_loop()
     while True:
         try:
-            await create_and_wait(node, name, partitions, rf, overrides)
+            await create_and_wait(node, name, partitions, rf, overrides, assignment)
             break
         except TopicCreationError as exc:
             return _result(name, exc.error, str(exc))
