@@ -1,7 +1,8 @@
 """A follower's replica fetcher, one per source broker as Kafka's ReplicaFetcherThread:
 one connection to a leader and one Fetch request (with our replica id) for every
 partition this broker follows there; the batches are appended with the leader's offsets
-and the leader's high watermark taken over.
+and the leader's high watermark taken over. Partitions under a replication throttle
+(throttle.py) are left out of a Fetch while this broker's follower quota is used up.
 
 The protocol work is the project's sans-I/O client core (kafkaproto.client); this is
 the socket glue. The node adds a partition (at a leader epoch) when it starts following
@@ -28,6 +29,7 @@ from logserver.cluster.epochs import end_offset_for_epoch, last_epoch
 from logserver.cluster.wire import call
 
 if TYPE_CHECKING:
+    from logserver.cluster.throttle import ReplicationThrottle
     from logserver.storage.api import Storage
 
 log = logging.getLogger(__name__)
@@ -50,8 +52,10 @@ class Followed:
 
 
 class ReplicaFetcher:
-    def __init__(self, storage: Storage, node_id: int, address: tuple[str, int]) -> None:
+    def __init__(self, storage: Storage, node_id: int, address: tuple[str, int],
+                 throttle: ReplicationThrottle | None = None) -> None:
         self.storage = storage
+        self.throttle = throttle
         self.node_id = node_id
         self.address = address
         self.partitions: dict[Where, Followed] = {}
@@ -95,7 +99,8 @@ class ReplicaFetcher:
                 for where, followed in list(self.partitions.items()):
                     if not followed.reconciled:
                         await self._truncate_divergent(conn, reader, writer, where, followed)
-                wanted = {w: f for w, f in self.partitions.items() if f.reconciled}
+                wanted = self._within_quota(
+                    {w: f for w, f in self.partitions.items() if f.reconciled})
                 if not wanted:
                     await asyncio.sleep(RETRY_S)
                     continue
@@ -104,6 +109,14 @@ class ReplicaFetcher:
                     await asyncio.sleep(RETRY_S)
         finally:
             writer.close()
+
+    def _within_quota(self, wanted: dict[Where, Followed]) -> dict[Where, Followed]:
+        """Kafka's follower side of a replication throttle: while this broker's quota is
+        used up, the throttled partitions stay out of the next Fetch."""
+        throttle = self.throttle
+        if throttle is None or not throttle.follower_exceeded():
+            return wanted
+        return {w: f for w, f in wanted.items() if not throttle.follower_throttled(*w)}
 
     async def _fetch(self, conn: ClientConnection, reader: asyncio.StreamReader,
                      writer: asyncio.StreamWriter, wanted: dict[Where, Followed]) -> FetchResponse:
@@ -206,6 +219,8 @@ class ReplicaFetcher:
         if isinstance(records, FileRegion):  # only the broker's own reads give these
             raise TypeError("fetched records as a file region")
         leo = self.storage.log_end_offset(topic, partition) or 0
+        if records and self.throttle is not None and self.throttle.follower_throttled(topic, partition):
+            self.throttle.follower_received(len(records))
         if records:
             # A writable copy: the log patches the batch header fields it owns in place.
             leo = self.storage.append_replica(topic, partition, memoryview(bytearray(records)))

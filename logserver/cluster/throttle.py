@@ -1,0 +1,128 @@
+"""Replication throttles as Kafka's ReplicationQuotaManager applies them (KIP-73).
+
+Two dynamic broker configs bound the bytes per second of throttled replication on each
+broker: ``leader.replication.throttled.rate`` for what it sends to followers as leader,
+``follower.replication.throttled.rate`` for what its fetchers take in. Which replicas
+are throttled is said per topic: ``leader.replication.throttled.replicas`` lists the
+``PARTITION:BROKER`` pairs whose broker, leading, is throttled when it serves that
+partition, ``follower.replication.throttled.replicas`` the pairs whose broker, following,
+is throttled fetching it; ``*`` means every replica of the topic. As in Kafka only
+replicas outside the ISR are throttled (a reassignment's new ones), so a throttle never
+slows acks=all writes.
+
+When a quota is exceeded the leader leaves the throttled partitions out of its Fetch
+response (they come back empty) and the follower leaves them out of its next Fetch; the
+bytes that do pass are counted afterwards. The count decays at the rate (a leaky bucket),
+so over any stretch of time the throttled bytes exceed ``rate * seconds`` by at most what
+one Fetch carried when the quota was last under.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from logserver.broker_overrides import Overlay
+from logserver.topic_config import parse_throttled_replicas
+
+if TYPE_CHECKING:
+    from logserver.cluster.node import ClusterNode
+
+__all__ = ["LEADER_RATE", "FOLLOWER_RATE", "ReplicationQuota", "ReplicationThrottle",
+           "listed", "parse_throttled_replicas"]
+
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+UNLIMITED = 2**63 - 1  # Kafka's default rate: Long.MAX_VALUE, no throttle
+
+
+def listed(value: str | None, partition: int, broker: int) -> bool:
+    """Is ``PARTITION:BROKER`` in a throttled-replicas value (or is it ``*``)?"""
+    if not value:
+        return False
+    if value.strip() == "*":
+        return True
+    for pair in value.split(","):
+        p, _, b = pair.strip().partition(":")
+        if p.strip() == str(partition) and b.strip() == str(broker):
+            return True
+    return False
+
+
+class ReplicationQuota:
+    """Throttled bytes against a rate: exceeded while the bytes counted so far have not
+    drained at ``rate`` bytes per second."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._backlog = 0.0  # bytes not yet covered by the rate
+        self._at = clock()
+
+    def _drain(self, rate: int) -> None:
+        now = self._clock()
+        self._backlog = max(0.0, self._backlog - rate * (now - self._at))
+        self._at = now
+
+    def exceeded(self, rate: int) -> bool:
+        if rate >= UNLIMITED:
+            return False
+        self._drain(rate)
+        return self._backlog > 0
+
+    def record(self, size: int, rate: int) -> None:
+        if rate >= UNLIMITED or size <= 0:
+            return
+        self._drain(rate)
+        self._backlog += size
+
+
+class ReplicationThrottle:
+    """One broker's two quotas and the questions its Fetch handler (as leader) and its
+    replica fetchers (as follower) ask, answered from the cluster model and the dynamic
+    broker configs."""
+
+    def __init__(self, node: ClusterNode) -> None:
+        self._node = node
+        self.leader = ReplicationQuota()
+        self.follower = ReplicationQuota()
+
+    def rate(self, name: str) -> int:
+        broker = self._node.broker
+        overlay: Mapping[str, Any] = Overlay(broker.config, broker.storage.broker_overrides().effective())
+        try:
+            return int(overlay[name])
+        except (KeyError, TypeError, ValueError):
+            return UNLIMITED
+
+    def _configs(self, topic: str) -> Mapping[str, str]:
+        record = self._node.model.topics.get(topic)
+        return {} if record is None else record.configs
+
+    def leader_throttled(self, topic: str, partition: int, replica_id: int) -> bool:
+        """Is what this leader sends ``replica_id`` for the partition throttled?"""
+        node = self._node
+        state = node.model.partition(topic, partition)
+        return (state is not None and replica_id not in state.isr
+                and listed(self._configs(topic).get(LEADER_REPLICAS), partition, node.node_id))
+
+    def follower_throttled(self, topic: str, partition: int) -> bool:
+        """Is this broker's fetching of the partition throttled?"""
+        node = self._node
+        state = node.model.partition(topic, partition)
+        return (state is not None and node.node_id not in state.isr
+                and listed(self._configs(topic).get(FOLLOWER_REPLICAS), partition, node.node_id))
+
+    def leader_exceeded(self) -> bool:
+        return self.leader.exceeded(self.rate(LEADER_RATE))
+
+    def follower_exceeded(self) -> bool:
+        return self.follower.exceeded(self.rate(FOLLOWER_RATE))
+
+    def leader_sent(self, size: int) -> None:
+        self.leader.record(size, self.rate(LEADER_RATE))
+
+    def follower_received(self, size: int) -> None:
+        self.follower.record(size, self.rate(FOLLOWER_RATE))
