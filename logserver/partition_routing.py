@@ -63,8 +63,9 @@ class PartitionRouting(Protocol):
         (a listed replica out of the ISR)?"""
         ...
 
-    def replica_quota_exceeded(self) -> bool:
-        """Is this leader's replication quota used up for now?"""
+    def replica_allowance(self) -> int:
+        """The most bytes of a throttled partition one Fetch may carry now (0: the
+        leader's replication quota is used up)."""
         ...
 
     def replica_bytes_sent(self, size: int) -> None:
@@ -109,8 +110,8 @@ class LocalRouting:
     def replica_throttled(self, replica_id: int, topic: str, partition: int) -> bool:
         return False
 
-    def replica_quota_exceeded(self) -> bool:
-        return False
+    def replica_allowance(self) -> int:
+        return 2**31 - 1
 
     def replica_bytes_sent(self, size: int) -> None:
         return None

@@ -49,6 +49,7 @@ class Followed:
 
     leader_epoch: int
     reconciled: bool = False  # our log's tail checked against the leader's (KIP-101)
+    max_bytes: int = PARTITION_MAX_BYTES  # what the next Fetch asks (less when throttled)
 
 
 class ReplicaFetcher:
@@ -112,11 +113,20 @@ class ReplicaFetcher:
 
     def _within_quota(self, wanted: dict[Where, Followed]) -> dict[Where, Followed]:
         """Kafka's follower side of a replication throttle: while this broker's quota is
-        used up, the throttled partitions stay out of the next Fetch."""
+        used up, the throttled partitions stay out of the next Fetch; else each asks
+        for at most a second's worth of the rate."""
         throttle = self.throttle
-        if throttle is None or not throttle.follower_exceeded():
+        if throttle is None:
             return wanted
-        return {w: f for w, f in wanted.items() if not throttle.follower_throttled(*w)}
+        out = {}
+        for where, followed in wanted.items():
+            followed.max_bytes = PARTITION_MAX_BYTES
+            if throttle.follower_throttled(*where):
+                followed.max_bytes = min(PARTITION_MAX_BYTES, throttle.follower_allowance())
+                if followed.max_bytes == 0:
+                    continue
+            out[where] = followed
+        return out
 
     async def _fetch(self, conn: ClientConnection, reader: asyncio.StreamReader,
                      writer: asyncio.StreamWriter, wanted: dict[Where, Followed]) -> FetchResponse:
@@ -127,7 +137,7 @@ class ReplicaFetcher:
                 continue  # local log not created yet
             by_topic.setdefault(topic, []).append(FetchRequest.FetchPartition(
                 partition=index, current_leader_epoch=followed.leader_epoch, fetch_offset=leo,
-                last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=PARTITION_MAX_BYTES))
+                last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=followed.max_bytes))
         request = FetchRequest(
             replica_id=self.node_id, max_wait_ms=MAX_WAIT_MS, min_bytes=1,
             max_bytes=RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,

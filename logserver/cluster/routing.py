@@ -97,8 +97,8 @@ class ClusterRouting:
     def replica_throttled(self, replica_id: int, topic: str, partition: int) -> bool:
         return self._node.throttle.leader_throttled(topic, partition, replica_id)
 
-    def replica_quota_exceeded(self) -> bool:
-        return self._node.throttle.leader_exceeded()
+    def replica_allowance(self) -> int:
+        return self._node.throttle.leader_allowance()
 
     def replica_bytes_sent(self, size: int) -> None:
         self._node.throttle.leader_sent(size)

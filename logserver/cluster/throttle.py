@@ -14,7 +14,9 @@ When a quota is exceeded the leader leaves the throttled partitions out of its F
 response (they come back empty) and the follower leaves them out of its next Fetch; the
 bytes that do pass are counted afterwards. The count decays at the rate (a leaky bucket),
 so over any stretch of time the throttled bytes exceed ``rate * seconds`` by at most what
-one Fetch carried when the quota was last under.
+one Fetch carried when the quota was last under, and a throttled partition's share of
+a Fetch is capped at one second's worth of the rate (unless its first batch is larger,
+KIP-74): a throttled move of S bytes at R bytes/s takes at least S/R - 1 seconds.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 UNLIMITED = 2**63 - 1  # Kafka's default rate: Long.MAX_VALUE, no throttle
+MAX_FETCH_BYTES = 2**31 - 1
 
 
 def listed(value: str | None, partition: int, broker: int) -> bool:
@@ -71,6 +74,10 @@ class ReplicationQuota:
             return False
         self._drain(rate)
         return self._backlog > 0
+
+    def allowance(self, rate: int) -> int:
+        """0 while exceeded, else ``rate`` (one second's worth, capped at 2 GiB)."""
+        return 0 if self.exceeded(rate) else min(rate, MAX_FETCH_BYTES)
 
     def record(self, size: int, rate: int) -> None:
         if rate >= UNLIMITED or size <= 0:
@@ -115,11 +122,14 @@ class ReplicationThrottle:
         return (state is not None and node.node_id not in state.isr
                 and listed(self._configs(topic).get(FOLLOWER_REPLICAS), partition, node.node_id))
 
-    def leader_exceeded(self) -> bool:
-        return self.leader.exceeded(self.rate(LEADER_RATE))
+    def leader_allowance(self) -> int:
+        """The most bytes of a throttled partition one Fetch may carry to a follower now:
+        0 while the leader quota is used up, else one second's worth of the rate."""
+        return self.leader.allowance(self.rate(LEADER_RATE))
 
-    def follower_exceeded(self) -> bool:
-        return self.follower.exceeded(self.rate(FOLLOWER_RATE))
+    def follower_allowance(self) -> int:
+        """The same for what this broker's fetchers ask of a throttled partition."""
+        return self.follower.allowance(self.rate(FOLLOWER_RATE))
 
     def leader_sent(self, size: int) -> None:
         self.leader.record(size, self.rate(LEADER_RATE))

@@ -156,12 +156,13 @@ class _Fetch:
                 # the limits (so an oversized batch never stalls); every later partition
                 # gets whole batches within what is left of max_bytes, or nothing.
                 limit = max(0, min(wanted.partition_max_bytes, self.budget - total))
-                # A throttled replica over the leader's quota gets none of its records
-                # (Kafka's ReplicationQuotaManager); what a throttled one gets counts.
+                # A throttled replica gets none of its records while the leader's quota
+                # is used up (Kafka's ReplicationQuotaManager), else at most a second's
+                # worth of the rate; what it gets counts against the quota.
                 throttled = self.follower and self.routing.replica_throttled(
                     self.replica_id, name, wanted.partition)
-                if throttled and self.routing.replica_quota_exceeded():
-                    limit = 0
+                if throttled:
+                    limit = min(limit, self.routing.replica_allowance())
                 stable = (storage.last_stable_offset(name, wanted.partition,
                                                      fetch_offset=wanted.fetch_offset)
                           if self.committed else None)
