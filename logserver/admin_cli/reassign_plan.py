@@ -69,30 +69,30 @@ def parse(text: str) -> Plan:
 
 def propose(current: Mapping[Where, Sequence[int]], brokers: Iterable[BrokerInfo]) -> Plan:
     """Every partition of ``current`` placed on ``brokers`` with its replication factor,
-    greedily over all topics together: the preferred leader is a broker with the fewest
-    leaders so far, each further replica one on a rack the partition does not use yet
-    (when racks are set) with the fewest replicas so far; ties go round the
-    rack-alternated order, starting one further for each partition. So leaders and
-    replicas end within one of even over the listed brokers."""
+    over all topics together: first the preferred leaders go round the rack-alternated
+    broker order (so they end within one of even), then each further replica goes to a
+    broker on a rack the partition does not use yet (when racks are set) with the fewest
+    replicas so far, ties going round the same order. So replicas end even where the
+    replication factors allow it."""
     chosen = list(brokers)
     order = rack_alternated(chosen)
     rack = {b.node_id: b.rack for b in chosen}
-    leaders: Counter[int] = Counter()
-    held: Counter[int] = Counter()
-    plan: Plan = {}
-    for k, (where, replicas) in enumerate(sorted(current.items())):
-        if len(replicas) > len(order):
-            raise CliError(f"{where[0]}:{where[1]}: replication factor {len(replicas)} is "
-                           f"larger than the {len(order)} brokers listed", exit_code=2)
+    wheres = sorted(current)
+    for where in wheres:
+        if len(current[where]) > len(order):
+            raise CliError(f"{where[0]}:{where[1]}: replication factor {len(current[where])} "
+                           f"is larger than the {len(order)} brokers listed", exit_code=2)
+    plan: Plan = {where: [order[k % len(order)]] for k, where in enumerate(wheres)}
+    held: Counter[int] = Counter(picked[0] for picked in plan.values())
+    for k, where in enumerate(wheres):
+        picked = plan[where]
         turn = order[k % len(order):] + order[:k % len(order)]
-        picked = [min(turn, key=lambda b: (leaders[b], held[b]))]
-        while len(picked) < len(replicas):
+        while len(picked) < len(current[where]):
             racks_used = {rack[b] for b in picked if rack[b] is not None}
-            picked.append(min((b for b in turn if b not in picked),
-                              key=lambda b: (rack[b] in racks_used, held[b])))
-        leaders[picked[0]] += 1
-        held.update(picked)
-        plan[where] = picked
+            best = min((b for b in turn if b not in picked),
+                       key=lambda b: (rack[b] in racks_used, held[b]))
+            picked.append(best)
+            held[best] += 1
     return plan
 
 
