@@ -166,9 +166,10 @@ class _Fetch:
                 stable = (storage.last_stable_offset(name, wanted.partition,
                                                      fetch_offset=wanted.fetch_offset)
                           if self.committed else None)
+                min_one = total == 0 and not (throttled and limit == 0)
                 read = storage.read(name, wanted.partition, wanted.fetch_offset, limit,
-                                    min_one=total == 0 and limit > 0, fetch_version=version,
-                                    upper_bound=stable, replica=self.follower)
+                                    min_one=min_one, fetch_version=version, upper_bound=stable,
+                                    replica=self.follower)
                 if throttled:
                     self.routing.replica_bytes_sent(read.size)
                 if read.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
