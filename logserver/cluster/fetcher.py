@@ -100,10 +100,13 @@ class ReplicaFetcher:
                 for where, followed in list(self.partitions.items()):
                     if not followed.reconciled:
                         await self._truncate_divergent(conn, reader, writer, where, followed)
-                wanted = self._within_quota(
-                    {w: f for w, f in self.partitions.items() if f.reconciled})
+                reconciled = {w: f for w, f in self.partitions.items() if f.reconciled}
+                wanted = self._within_quota(reconciled)
                 if not wanted:
-                    await asyncio.sleep(RETRY_S)
+                    # Held back by the throttle: ask again once the quota has drained.
+                    throttle = self.throttle
+                    await asyncio.sleep(throttle.follower_wait_s()
+                                        if reconciled and throttle is not None else RETRY_S)
                     continue
                 response = await self._fetch(conn, reader, writer, wanted)
                 if not await self._apply(response, wanted):

@@ -75,6 +75,13 @@ class ReplicationQuota:
         self._drain(rate)
         return self._backlog > 0
 
+    def wait_s(self, rate: int) -> float:
+        """Seconds until the bytes counted so far have drained at ``rate``."""
+        if rate >= UNLIMITED:
+            return 0.0
+        self._drain(rate)
+        return self._backlog / rate
+
     def allowance(self, rate: int) -> int:
         """0 while exceeded, else ``rate`` (one second's worth, capped at 2 GiB)."""
         return 0 if self.exceeded(rate) else min(rate, MAX_FETCH_BYTES)
@@ -130,6 +137,11 @@ class ReplicationThrottle:
     def follower_allowance(self) -> int:
         """The same for what this broker's fetchers ask of a throttled partition."""
         return self.follower.allowance(self.rate(FOLLOWER_RATE))
+
+    def follower_wait_s(self) -> float:
+        """How long this broker's fetchers wait before asking for throttled partitions
+        again (at least 10 ms, at most 1 s)."""
+        return min(1.0, max(0.01, self.follower.wait_s(self.rate(FOLLOWER_RATE))))
 
     def leader_sent(self, size: int) -> None:
         self.leader.record(size, self.rate(LEADER_RATE))
