@@ -266,9 +266,10 @@ def test_generate_proposes_a_balanced_plan_that_execute_applies(three, tmp_path)
 
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(doc["proposed"]))
-    out = ok("topic", "reassign", "--execute", "--reassignment-json-file", str(plan_file),
-             "--wait", "-b", b, timeout=120)
-    assert "COMPLETE" in out and "IN_PROGRESS" not in out
+    rows = ok_json("topic", "reassign", "--execute", "--reassignment-json-file", str(plan_file),
+                   "--wait", "-b", b, timeout=120)  # one document: the final state
+    assert {(r["topic"], r["partition"]): r["status"] for r in rows} == dict.fromkeys(
+        proposed, "COMPLETE")
     for (topic, index), replicas in proposed.items():
         wait_until(lambda t=topic, i=index, r=replicas: (p := cluster.partition(t, i)) is not None
                    and p.replicas == r and sorted(p.isrs) == sorted(r), 30,

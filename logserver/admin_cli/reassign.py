@@ -113,11 +113,12 @@ def reassign(cluster: Cluster, args: argparse.Namespace) -> int:
         if args.throttle < 1:
             raise CliError("--throttle must be at least 1 byte/s", exit_code=2)
         _set_throttle(cluster, plan, args.throttle)
-    code = _alter(cluster, args, dict(plan), "STARTED")
+    # --wait --json prints one document: the final state only.
+    code = _alter(cluster, args, dict(plan), "STARTED", show=not (args.wait and args.json))
     if args.wait and code == 0:
         while verify(cluster, args, plan, quiet=True):
             time.sleep(WAIT_POLL_S)
-        return verify(cluster, args, plan)
+        return verify(cluster, args, plan, clear=args.throttle is not None)
     return code
 
 
@@ -143,7 +144,7 @@ def _plan(args: argparse.Namespace) -> Plan:
 
 
 def _alter(cluster: Cluster, args: argparse.Namespace, moves: dict[Where, list[int] | None],
-           started: str) -> int:
+           started: str, *, show: bool = True) -> int:
     by_topic: dict[str, list[AlterPartitionReassignmentsRequest.ReassignablePartition]] = {}
     for (topic, partition), replicas in moves.items():
         by_topic.setdefault(topic, []).append(AlterPartitionReassignmentsRequest.ReassignablePartition(
@@ -158,8 +159,9 @@ def _alter(cluster: Cluster, args: argparse.Namespace, moves: dict[Where, list[i
              "status": error_name(p.error_code) if p.error_code else started,
              "error": (p.error_message or error_name(p.error_code)) if p.error_code else None}
             for t in response.responses for p in t.partitions]
-    emit(args.json, rows, lambda rows: table(
-        ["topic", "partition", "status"], [[r["topic"], r["partition"], r["status"]] for r in rows]))
+    if show:
+        emit(args.json, rows, lambda rows: table(
+            ["topic", "partition", "status"], [[r["topic"], r["partition"], r["status"]] for r in rows]))
     for r in rows:
         if r["error"]:
             print(f"logserver: reassign {r['topic']}:{r['partition']}: {r['status']} ({r['error']})",
@@ -243,10 +245,12 @@ def _clear_throttle(cluster: Cluster, topics: list[str], others_moving: bool) ->
     _incremental(cluster, resources, "removing the throttle")
 
 
-def verify(cluster: Cluster, args: argparse.Namespace, plan: Plan, *, quiet: bool = False) -> int:
+def verify(cluster: Cluster, args: argparse.Namespace, plan: Plan, *, quiet: bool = False,
+           clear: bool = True) -> int:
     """Each move: in progress, done (the replicas are the target) or not as planned (a
     cancelled or replaced move). Once none is in progress, the throttle of their topics
-    goes, and the rates too unless other moves are under way (Kafka's --verify)."""
+    goes, and the rates too unless other moves are under way (Kafka's --verify; with
+    ``clear`` False, as ``--wait`` without ``--throttle``, the configs are left alone)."""
     response = cluster.any().call(ApiKey.LIST_PARTITION_REASSIGNMENTS,
                                   ListPartitionReassignmentsRequest(timeout_ms=TIMEOUT_MS, topics=None),
                                   ceiling=0)
@@ -268,6 +272,8 @@ def verify(cluster: Cluster, args: argparse.Namespace, plan: Plan, *, quiet: boo
         [[r["topic"], r["partition"], r["replicas"], r["target"], r["status"]] for r in rows]))
     if moving:
         return 1
+    if not clear:
+        return 0
     _clear_throttle(cluster, sorted({t for t, _ in plan}), others_moving=bool(ongoing))
     print("logserver: no move under way: throttle removed", file=sys.stderr)
     return 0
