@@ -116,16 +116,20 @@ class ReplicaFetcher:
 
     def _within_quota(self, wanted: dict[Where, Followed]) -> dict[Where, Followed]:
         """Kafka's follower side of a replication throttle: while this broker's quota is
-        used up, the throttled partitions stay out of the next Fetch; else each asks
-        for at most a second's worth of the rate."""
+        used up, the throttled partitions stay out of the next Fetch; else together they
+        ask for at most a second's worth of the rate."""
         throttle = self.throttle
         if throttle is None:
             return wanted
         out = {}
+        budget: int | None = None  # throttled bytes this Fetch may still ask for
         for where, followed in wanted.items():
             followed.max_bytes = PARTITION_MAX_BYTES
             if throttle.follower_throttled(*where):
-                followed.max_bytes = min(PARTITION_MAX_BYTES, throttle.follower_allowance())
+                if budget is None:
+                    budget = throttle.follower_allowance()
+                followed.max_bytes = min(PARTITION_MAX_BYTES, budget)
+                budget -= followed.max_bytes
                 if followed.max_bytes == 0:
                     continue
             out[where] = followed

@@ -14,9 +14,10 @@ When a quota is exceeded the leader leaves the throttled partitions out of its F
 response (they come back empty) and the follower leaves them out of its next Fetch; the
 bytes that do pass are counted afterwards. The count decays at the rate (a leaky bucket),
 so over any stretch of time the throttled bytes exceed ``rate * seconds`` by at most what
-one Fetch carried when the quota was last under, and a throttled partition's share of
-a Fetch is capped at one second's worth of the rate (unless its first batch is larger,
-KIP-74): a throttled move of S bytes at R bytes/s takes at least S/R - 1 seconds.
+one Fetch carried when the quota was last under, and the throttled partitions of a
+Fetch get at most one second's worth of the rate together (the leader: the first one
+that reads uses the quota up for the others; unless its first batch is larger, KIP-74):
+a throttled move of S bytes at R bytes/s takes at least S/R - 1 seconds.
 """
 
 from __future__ import annotations
@@ -26,13 +27,11 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from logserver.broker_overrides import Overlay
-from logserver.topic_config import parse_throttled_replicas
 
 if TYPE_CHECKING:
     from logserver.cluster.node import ClusterNode
 
-__all__ = ["LEADER_RATE", "FOLLOWER_RATE", "ReplicationQuota", "ReplicationThrottle",
-           "listed", "parse_throttled_replicas"]
+__all__ = ["FOLLOWER_RATE", "LEADER_RATE", "ReplicationQuota", "ReplicationThrottle", "listed"]
 
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
