@@ -14,9 +14,13 @@ import pytest
 from clusterprocs import running_cluster, wait_until
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
+from kafkaclient import BlockingClient
 from support.admin_cli import logserver, ok, ok_json, one_error_line
 from test_cluster import create
 
+from kafkaproto import ApiKey
+from kafkaproto.messages import IncrementalAlterConfigsRequest
+from kafkaproto.messages.admin_alter import OP_DELETE, OP_SET
 from logserver.admin_cli import reassign_plan
 from logserver.admin_cli.errors import CliError
 from logserver.cluster.model import BrokerInfo
@@ -283,3 +287,41 @@ def test_generate_proposes_a_balanced_plan_that_execute_applies(three, tmp_path)
     both = logserver("topic", "reassign", "plan-a:0=1", "--reassignment-json-file", str(plan_file),
                      "-b", b)
     assert both.returncode == 2
+
+
+@pytest.mark.slow
+def test_in_sync_replicas_are_never_throttled(three) -> None:
+    """Kafka's rule: only replicas outside the ISR are throttled. With `*` on both lists
+    and 1,000 bytes/s, 2 MiB of acks=all writes to an RF 3 topic (which needs both
+    followers) still complete: throttled, they would take over half an hour."""
+    cluster, b = three, three.bootstrap
+    create(cluster, "steady", partitions=1, rf=3)
+    ok("topic", "alter-config", "steady", "--set", "leader.replication.throttled.replicas=*",
+       "--set", "follower.replication.throttled.replicas=*", "-b", b)
+    try:
+        _set_rates(cluster, "1000")
+        wait_until(lambda: set(_broker_rates(cluster).values()) == {"1000"}, 20,
+                   "the rates on broker 1")
+        _produce(b, "steady", 2048, 1024)
+        p = cluster.partition("steady", 0)
+        assert sorted(p.isrs) == [1, 2, 3]
+    finally:
+        _set_rates(cluster, None)
+
+
+def _set_rates(cluster, value: str | None) -> None:
+    """Both rates as the cluster-wide default (resource name ""), or deleted."""
+    Config = IncrementalAlterConfigsRequest.AlterableConfig
+    client = BlockingClient(cluster.brokers[1].port)
+    try:
+        response = client.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, IncrementalAlterConfigsRequest(
+            resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
+                resource_type=4, resource_name="", configs=[
+                    Config(name=name, config_operation=OP_DELETE if value is None else OP_SET,
+                           value=value)
+                    for name in ("leader.replication.throttled.rate",
+                                 "follower.replication.throttled.rate")])],
+            validate_only=False))
+    finally:
+        client.close()
+    assert [r.error_code for r in response.responses] == [0], response
