@@ -69,7 +69,8 @@ class ReplicationQuota:
         self._at = now
 
     def exceeded(self, rate: int) -> bool:
-        if rate >= UNLIMITED:
+        if rate >= UNLIMITED:  # no throttle: nothing owed when one is set again
+            self._backlog = 0.0
             return False
         self._drain(rate)
         return self._backlog > 0
@@ -77,6 +78,7 @@ class ReplicationQuota:
     def wait_s(self, rate: int) -> float:
         """Seconds until the bytes counted so far have drained at ``rate``."""
         if rate >= UNLIMITED:
+            self._backlog = 0.0
             return 0.0
         self._drain(rate)
         return self._backlog / rate
@@ -86,7 +88,10 @@ class ReplicationQuota:
         return 0 if self.exceeded(rate) else min(rate, MAX_FETCH_BYTES)
 
     def record(self, size: int, rate: int) -> None:
-        if rate >= UNLIMITED or size <= 0:
+        if rate >= UNLIMITED:
+            self._backlog = 0.0
+            return
+        if size <= 0:
             return
         self._drain(rate)
         self._backlog += size
