@@ -42,9 +42,11 @@ def _fill(bootstrap: str, mib: int) -> None:
 def _move(bootstrap: str, target: int, rate: int | None) -> float:
     throttle = [] if rate is None else ["--throttle", str(rate)]
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "logserver", "topic", "reassign", f"{TOPIC}:0={target}",
-                    *throttle, "--wait", "-b", bootstrap], check=True, capture_output=True,
-                   timeout=600)
+    done = subprocess.run([sys.executable, "-m", "logserver", "topic", "reassign",
+                           f"{TOPIC}:0={target}", *throttle, "--wait", "-b", bootstrap],
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode:
+        raise RuntimeError(f"reassign failed ({done.returncode}): {done.stdout}{done.stderr}")
     return time.monotonic() - started
 
 

@@ -33,6 +33,7 @@ RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 REPLICA_LISTS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 WAIT_POLL_S = 0.5
+NOT_PLANNED_GRACE_S = 5.0
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -56,8 +57,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--wait", action="store_true",
                    help="with --execute: wait until the moves are done, then remove the throttle")
     p.add_argument("--verify", action="store_true",
-                   help="report each move (exit 1 while any is under way); once all are "
-                   "done, remove their throttle")
+                   help="report each move (exit 0 once all are done as planned, else 1); "
+                   "once none is under way, remove their throttle")
     p.add_argument("--generate", action="store_true",
                    help="print the current assignment of --topics and a proposed one over "
                    "--broker-list, as reassignment JSON")
@@ -116,8 +117,7 @@ def reassign(cluster: Cluster, args: argparse.Namespace) -> int:
     # --wait --json prints one document: the final state only.
     code = _alter(cluster, args, dict(plan), "STARTED", show=not (args.wait and args.json))
     if args.wait and code == 0:
-        while verify(cluster, args, plan, quiet=True):
-            time.sleep(WAIT_POLL_S)
+        _wait(cluster, plan)
         return verify(cluster, args, plan, clear=args.throttle is not None)
     return code
 
@@ -245,12 +245,9 @@ def _clear_throttle(cluster: Cluster, topics: list[str], others_moving: bool) ->
     _incremental(cluster, resources, "removing the throttle")
 
 
-def verify(cluster: Cluster, args: argparse.Namespace, plan: Plan, *, quiet: bool = False,
-           clear: bool = True) -> int:
+def _statuses(cluster: Cluster, plan: Plan) -> tuple[list[dict[str, Any]], set[Where]]:
     """Each move: in progress, done (the replicas are the target) or not as planned (a
-    cancelled or replaced move). Once none is in progress, the throttle of their topics
-    goes, and the rates too unless other moves are under way (Kafka's --verify; with
-    ``clear`` False, as ``--wait`` without ``--throttle``, the configs are left alone)."""
+    cancelled or replaced move); and every partition moving in the cluster."""
     response = cluster.any().call(ApiKey.LIST_PARTITION_REASSIGNMENTS,
                                   ListPartitionReassignmentsRequest(timeout_ms=TIMEOUT_MS, topics=None),
                                   ceiling=0)
@@ -264,19 +261,42 @@ def verify(cluster: Cluster, args: argparse.Namespace, plan: Plan, *, quiet: boo
                   else "COMPLETE" if current.get(where) == list(target) else "NOT_AS_PLANNED")
         rows.append({"topic": where[0], "partition": where[1], "replicas": current.get(where),
                      "target": list(target), "status": status})
+    return rows, ongoing
+
+
+def _wait(cluster: Cluster, plan: Plan) -> None:
+    """Until every move is complete. A move neither under way nor done (cancelled or
+    replaced by someone else) ends the wait once it stays so for NOT_PLANNED_GRACE_S: right
+    after the request the answering broker's own view may not show the move yet."""
+    odd_since: float | None = None
+    while True:
+        statuses = {r["status"] for r in _statuses(cluster, plan)[0]}
+        if statuses == {"COMPLETE"}:
+            return
+        if "IN_PROGRESS" in statuses:
+            odd_since = None
+        elif odd_since is None:
+            odd_since = time.monotonic()
+        elif time.monotonic() - odd_since > NOT_PLANNED_GRACE_S:
+            return
+        time.sleep(WAIT_POLL_S)
+
+
+def verify(cluster: Cluster, args: argparse.Namespace, plan: Plan, *, clear: bool = True) -> int:
+    """Kafka's --verify: each move's status (exit 1 while any is in progress); once none
+    is, the throttle of their topics goes, and the rates too unless other moves are under
+    way (with ``clear`` False, as ``--wait`` without ``--throttle``, configs stay)."""
+    rows, ongoing = _statuses(cluster, plan)
     moving = any(r["status"] == "IN_PROGRESS" for r in rows)
-    if quiet:
-        return 1 if moving else 0
     emit(args.json, rows, lambda rows: table(
         ["topic", "partition", "replicas", "target", "status"],
         [[r["topic"], r["partition"], r["replicas"], r["target"], r["status"]] for r in rows]))
     if moving:
         return 1
-    if not clear:
-        return 0
-    _clear_throttle(cluster, sorted({t for t, _ in plan}), others_moving=bool(ongoing))
-    print("logserver: no move under way: throttle removed", file=sys.stderr)
-    return 0
+    if clear:
+        _clear_throttle(cluster, sorted({t for t, _ in plan}), others_moving=bool(ongoing))
+        print("logserver: no move under way: throttle removed", file=sys.stderr)
+    return 0 if all(r["status"] == "COMPLETE" for r in rows) else 1
 
 
 def list_reassignments(cluster: Cluster, args: argparse.Namespace) -> int:
