@@ -5,7 +5,9 @@ restart, either as the cluster-wide default (resource name "") or for one broker
 node id); the per-broker value wins. Here the dynamic ones are the broker defaults of the
 topic settings this server applies (``log.retention.ms``, ``log.segment.bytes``,
 ``message.max.bytes``, ...): a change re-resolves every topic without its own override at
-once. Everything else in the config file is static (Kafka's answer: INVALID_REQUEST,
+once. The replication throttle rates (``leader.replication.throttled.rate``,
+``follower.replication.throttled.rate``, cluster mode) are dynamic too; the fetch paths
+read them at each use. Everything else in the config file is static (Kafka's answer: INVALID_REQUEST,
 "Cannot update these configs dynamically").
 
 Pure data here; the storage engines persist and apply (``Storage.alter_broker_overrides``).
@@ -18,10 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from logserver.topic_config import (
+    LONG,
     TOPIC_SETTINGS,
     InvalidConfigError,
     TopicSetting,
     format_setting,
+    int_in,
     setting_value,
 )
 
@@ -39,10 +43,13 @@ __all__ = [
 DYNAMIC_BROKER_CONFIG = 2
 DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 
-#: broker setting name -> the topic setting whose default it is
+#: broker setting name -> the topic setting whose default it is, and the replication
+#: throttle rates (logserver/cluster/throttle.py), which are broker settings only
 DYNAMIC_BROKER_SETTINGS: dict[str, TopicSetting] = {
-    s.broker_setting: s for s in TOPIC_SETTINGS.values()
-    if s.field is not None and s.broker_setting is not None
+    **{s.broker_setting: s for s in TOPIC_SETTINGS.values()
+       if s.field is not None and s.broker_setting is not None},
+    **{name: TopicSetting(name, None, name, LONG, int_in(1))
+       for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate")},
 }
 
 

@@ -397,6 +397,13 @@ SETTINGS: dict[str, Setting] = {
                 "NOT_ENOUGH_REPLICAS (cluster mode)."),
         Setting("replica.lag.time.max.ms", "30000", _int_in(1),
                 "A follower not caught up for this long leaves the ISR (cluster mode)."),
+        Setting("leader.replication.throttled.rate", str(2**63 - 1), _int_in(1),
+                "Bytes/s this broker sends, leading, to out-of-sync followers of the replicas "
+                "a topic's leader.replication.throttled.replicas lists (dynamic; cluster mode)."),
+        Setting("follower.replication.throttled.rate", str(2**63 - 1), _int_in(1),
+                "Bytes/s this broker fetches, following, for the replicas a topic's "
+                "follower.replication.throttled.replicas lists while out of sync (dynamic; "
+                "cluster mode)."),
         Setting("controlled.shutdown.enable", "true", _parse_bool,
                 "On SIGTERM, move this broker's leaderships to other in-sync replicas and "
                 "leave every ISR before closing the listeners (cluster mode)."),

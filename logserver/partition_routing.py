@@ -58,6 +58,20 @@ class PartitionRouting(Protocol):
         """A follower replica fetches from ``fetch_offset``: its log end offset."""
         ...
 
+    def replica_throttled(self, replica_id: int, topic: str, partition: int) -> bool:
+        """Is what this leader sends follower ``replica_id`` of the partition throttled
+        (a listed replica out of the ISR)?"""
+        ...
+
+    def replica_allowance(self) -> int:
+        """The most bytes of a throttled partition one Fetch may carry now (0: the
+        leader's replication quota is used up)."""
+        ...
+
+    def replica_bytes_sent(self, size: int) -> None:
+        """Throttled bytes sent to a follower: they count against the quota."""
+        ...
+
     def coordinates_transactions(self, transactional_id: str | None = None) -> bool:
         """Is ``transactional_id``'s transaction coordinator on this broker? Only there can a transactional
         Produce be checked against the open transaction; elsewhere the partition leader
@@ -91,6 +105,15 @@ class LocalRouting:
 
     def follower_fetched(self, replica_id: int, topic: str, partition: int,
                          fetch_offset: int) -> None:
+        return None
+
+    def replica_throttled(self, replica_id: int, topic: str, partition: int) -> bool:
+        return False
+
+    def replica_allowance(self) -> int:
+        return 2**31 - 1
+
+    def replica_bytes_sent(self, size: int) -> None:
         return None
 
     def coordinates_transactions(self, transactional_id: str | None = None) -> bool:

@@ -8,8 +8,9 @@ validates with ``validate_overrides`` and DescribeConfigs reports ``describe``.
 
 Every topic setting Kafka defines is known. Those with a meaning here are applied; the
 others are *inert*: validated, stored and reported by DescribeConfigs, but with no effect
-(tiered storage, replication throttles, cleaner tuning, timestamp bounds, compression
-levels...). Where an inert setting has values whose meaning this server cannot honour
+(tiered storage, cleaner tuning, timestamp bounds, compression
+levels...); the replication throttles' replica lists are stored the same way and
+applied by the cluster (logserver/cluster/throttle.py). Where an inert setting has values whose meaning this server cannot honour
 (``compression.type`` other than ``producer``: no broker-side recompression;
 ``min.insync.replicas`` above 1: one replica; ``remote.storage.enable=true``: no tiered
 storage) those values are refused with INVALID_CONFIG. ``flush.messages`` and
@@ -301,6 +302,19 @@ def any_text(text: str) -> str:
     return text.strip()
 
 
+def parse_throttled_replicas(text: str) -> str:
+    """Kafka's format of the ``*.replication.throttled.replicas`` topic configs: empty,
+    ``*``, or ``PARTITION:BROKER`` pairs separated by commas; ValueError otherwise."""
+    value = text.strip()
+    if value in ("", "*"):
+        return value
+    for pair in value.split(","):
+        partition, sep, broker = pair.strip().partition(":")
+        if not sep or not partition.strip().isdigit() or not broker.strip().isdigit():
+            raise ValueError("must be '*' or a list of PARTITION:BROKER pairs, e.g. 0:1,1:2")
+    return value
+
+
 def only(allowed: str, why: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """A valid value of ``parse``, but only ``allowed`` has a meaning this server honours."""
 
@@ -399,11 +413,11 @@ TOPIC_SETTINGS: dict[str, TopicSetting] = {
         TopicSetting("flush.ms", None, "log.flush.interval.ms", LONG, _refused("not applied"),
                      fixed=str(LONG_MAX),
                      refusal="fsync policy is the broker-wide log.flush.interval.ms"),
-        _inert("follower.replication.throttled.replicas", LIST, any_text, "",
+        _inert("follower.replication.throttled.replicas", LIST, parse_throttled_replicas, "",
                "follower.replication.throttled.replicas"),
         TopicSetting("index.interval.bytes", "index_interval_bytes", "log.index.interval.bytes",
                      INT, int_in(0, INT_MAX)),
-        _inert("leader.replication.throttled.replicas", LIST, any_text, "",
+        _inert("leader.replication.throttled.replicas", LIST, parse_throttled_replicas, "",
                "leader.replication.throttled.replicas"),
         _inert("local.retention.bytes", LONG, int_in(-2), "-2", "log.local.retention.bytes"),
         _inert("local.retention.ms", LONG, int_in(-2), "-2", "log.local.retention.ms"),

@@ -1,7 +1,8 @@
 """A follower's replica fetcher, one per source broker as Kafka's ReplicaFetcherThread:
 one connection to a leader and one Fetch request (with our replica id) for every
 partition this broker follows there; the batches are appended with the leader's offsets
-and the leader's high watermark taken over.
+and the leader's high watermark taken over. Partitions under a replication throttle
+(throttle.py) are left out of a Fetch while this broker's follower quota is used up.
 
 The protocol work is the project's sans-I/O client core (kafkaproto.client); this is
 the socket glue. The node adds a partition (at a leader epoch) when it starts following
@@ -28,6 +29,7 @@ from logserver.cluster.epochs import end_offset_for_epoch, last_epoch
 from logserver.cluster.wire import call
 
 if TYPE_CHECKING:
+    from logserver.cluster.throttle import ReplicationThrottle
     from logserver.storage.api import Storage
 
 log = logging.getLogger(__name__)
@@ -47,11 +49,14 @@ class Followed:
 
     leader_epoch: int
     reconciled: bool = False  # our log's tail checked against the leader's (KIP-101)
+    max_bytes: int = PARTITION_MAX_BYTES  # what the next Fetch asks (less when throttled)
 
 
 class ReplicaFetcher:
-    def __init__(self, storage: Storage, node_id: int, address: tuple[str, int]) -> None:
+    def __init__(self, storage: Storage, node_id: int, address: tuple[str, int],
+                 throttle: ReplicationThrottle | None = None) -> None:
         self.storage = storage
+        self.throttle = throttle
         self.node_id = node_id
         self.address = address
         self.partitions: dict[Where, Followed] = {}
@@ -95,15 +100,40 @@ class ReplicaFetcher:
                 for where, followed in list(self.partitions.items()):
                     if not followed.reconciled:
                         await self._truncate_divergent(conn, reader, writer, where, followed)
-                wanted = {w: f for w, f in self.partitions.items() if f.reconciled}
+                reconciled = {w: f for w, f in self.partitions.items() if f.reconciled}
+                wanted = self._within_quota(reconciled)
                 if not wanted:
-                    await asyncio.sleep(RETRY_S)
+                    # Held back by the throttle: ask again once the quota has drained.
+                    throttle = self.throttle
+                    await asyncio.sleep(throttle.follower_wait_s()
+                                        if reconciled and throttle is not None else RETRY_S)
                     continue
                 response = await self._fetch(conn, reader, writer, wanted)
                 if not await self._apply(response, wanted):
                     await asyncio.sleep(RETRY_S)
         finally:
             writer.close()
+
+    def _within_quota(self, wanted: dict[Where, Followed]) -> dict[Where, Followed]:
+        """Kafka's follower side of a replication throttle: while this broker's quota is
+        used up, the throttled partitions stay out of the next Fetch; else together they
+        ask for at most a second's worth of the rate."""
+        throttle = self.throttle
+        if throttle is None:
+            return wanted
+        out = {}
+        budget: int | None = None  # throttled bytes this Fetch may still ask for
+        for where, followed in wanted.items():
+            followed.max_bytes = PARTITION_MAX_BYTES
+            if throttle.follower_throttled(*where):
+                if budget is None:
+                    budget = throttle.follower_allowance()
+                followed.max_bytes = min(PARTITION_MAX_BYTES, budget)
+                budget -= followed.max_bytes
+                if followed.max_bytes == 0:
+                    continue
+            out[where] = followed
+        return out
 
     async def _fetch(self, conn: ClientConnection, reader: asyncio.StreamReader,
                      writer: asyncio.StreamWriter, wanted: dict[Where, Followed]) -> FetchResponse:
@@ -114,7 +144,7 @@ class ReplicaFetcher:
                 continue  # local log not created yet
             by_topic.setdefault(topic, []).append(FetchRequest.FetchPartition(
                 partition=index, current_leader_epoch=followed.leader_epoch, fetch_offset=leo,
-                last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=PARTITION_MAX_BYTES))
+                last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=followed.max_bytes))
         request = FetchRequest(
             replica_id=self.node_id, max_wait_ms=MAX_WAIT_MS, min_bytes=1,
             max_bytes=RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
@@ -206,6 +236,8 @@ class ReplicaFetcher:
         if isinstance(records, FileRegion):  # only the broker's own reads give these
             raise TypeError("fetched records as a file region")
         leo = self.storage.log_end_offset(topic, partition) or 0
+        if records and self.throttle is not None and self.throttle.follower_throttled(topic, partition):
+            self.throttle.follower_received(len(records))
         if records:
             # A writable copy: the log patches the batch header fields it owns in place.
             leo = self.storage.append_replica(topic, partition, memoryview(bytearray(records)))

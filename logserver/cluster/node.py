@@ -41,6 +41,7 @@ from logserver.cluster.model import (
 from logserver.cluster.replication import LeaderReplica
 from logserver.cluster.security_sync import ClusterSecurity
 from logserver.cluster.shutdown import without_replica
+from logserver.cluster.throttle import ReplicationThrottle
 from logserver.cluster.topic_configs import apply_topic_configs
 from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
 from logserver.transactions.store import TXN_STATE_TOPIC
@@ -80,6 +81,7 @@ class ClusterNode:
         # Cluster-wide ACLs and SCRAM users (logserver/cluster/security_sync.py).
         self.security = ClusterSecurity(self.keys.root, self.store, broker.authorizer, broker.scram)
         self.broker_defaults = ClusterBrokerDefaults(self.keys.root, self.store)
+        self.throttle = ReplicationThrottle(self)  # replication quotas (throttle.py)
         self.session_ttl_s = max(2, round(config["broker.session.timeout.ms"] / 1000))
         self.min_isr: int = config["min.insync.replicas"]
         self.lag_max_ms: int = config["replica.lag.time.max.ms"]
@@ -646,7 +648,8 @@ class ClusterNode:
         source = (state.leader, leader.host, leader.port)
         running_source = self._sources.get(source)
         if running_source is None:
-            fetcher = ReplicaFetcher(self.storage, self.node_id, (leader.host, leader.port))
+            fetcher = ReplicaFetcher(self.storage, self.node_id, (leader.host, leader.port),
+                                     self.throttle)
             running_source = (fetcher, asyncio.get_running_loop().create_task(fetcher.run()))
             self._sources[source] = running_source
         running_source[0].add(where, state.leader_epoch)

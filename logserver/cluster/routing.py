@@ -94,6 +94,15 @@ class ClusterRouting:
                          fetch_offset: int) -> None:
         self._node.follower_fetched((topic, partition), replica_id, fetch_offset)
 
+    def replica_throttled(self, replica_id: int, topic: str, partition: int) -> bool:
+        return self._node.throttle.leader_throttled(topic, partition, replica_id)
+
+    def replica_allowance(self) -> int:
+        return self._node.throttle.leader_allowance()
+
+    def replica_bytes_sent(self, size: int) -> None:
+        self._node.throttle.leader_sent(size)
+
     def coordinates_transactions(self, transactional_id: str | None = None) -> bool:
         # The id's coordinator leads its __transaction_state partition (and has loaded it).
         return transactional_id is not None \

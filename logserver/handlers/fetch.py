@@ -11,7 +11,8 @@ broker setting) as well as by the request's ``max_bytes``.
 
 In cluster mode the same handler serves consumers and follower replicas (a replica id);
 ``broker.routing`` (logserver.partition_routing) refuses partitions this broker does not
-lead at the given leader epoch and learns the followers' log end offsets.
+lead at the given leader epoch, learns the followers' log end offsets, and tells which
+follower reads are throttled (replication quotas).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def handle(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
                    if name is not None and not checks.allowed(broker, checks.FETCH, name)}
     fetch = _Fetch(broker.storage, routing, wanted, max_bytes, version, refused,
                    committed=not follower and request.isolation_level == READ_COMMITTED,
-                   follower=follower)
+                   follower=follower, replica_id=request.replica_id)
     response, size, partitions = fetch.build()
     if size >= request.min_bytes or request.max_wait_ms <= 0 or not partitions:
         return response
@@ -129,6 +130,7 @@ class _Fetch:
     refused: set[str]  # topics without READ: TOPIC_AUTHORIZATION_FAILED, not read
     committed: bool  # read_committed: stop at the last stable offset (KIP-98)
     follower: bool  # a follower replica: reads to the log end
+    replica_id: int = -1  # the follower's broker id (replication throttles)
 
     def build(self) -> tuple[FetchResponse, int, list[tuple[str, int]]]:
         """The response as of now, its record bytes, and the partitions worth waiting on."""
@@ -154,12 +156,22 @@ class _Fetch:
                 # the limits (so an oversized batch never stalls); every later partition
                 # gets whole batches within what is left of max_bytes, or nothing.
                 limit = max(0, min(wanted.partition_max_bytes, self.budget - total))
+                # A throttled replica gets none of its records while the leader's quota
+                # is used up (Kafka's ReplicationQuotaManager), else at most a second's
+                # worth of the rate; what it gets counts against the quota.
+                throttled = self.follower and self.routing.replica_throttled(
+                    self.replica_id, name, wanted.partition)
+                if throttled:
+                    limit = min(limit, self.routing.replica_allowance())
                 stable = (storage.last_stable_offset(name, wanted.partition,
                                                      fetch_offset=wanted.fetch_offset)
                           if self.committed else None)
+                min_one = total == 0 and not (throttled and limit == 0)
                 read = storage.read(name, wanted.partition, wanted.fetch_offset, limit,
-                                    min_one=total == 0, fetch_version=version, upper_bound=stable,
+                                    min_one=min_one, fetch_version=version, upper_bound=stable,
                                     replica=self.follower)
+                if throttled:
+                    self.routing.replica_bytes_sent(read.size)
                 if read.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     results.append(_failed(wanted.partition, read.error))
                     continue
