@@ -1,7 +1,8 @@
 """DescribeProducers (v0): the idempotent and transactional producers each partition
 tracks, with the first offset of a producer's open transaction (kafka-transactions.sh
 find-hanging) and the coordinator epoch of its last marker (which
-``kafka-transactions.sh abort`` sends back in its WriteTxnMarkers). Needs READ on each topic (TOPIC_AUTHORIZATION_FAILED), as in Kafka."""
+``kafka-transactions.sh abort`` sends back in its WriteTxnMarkers). Needs READ on each
+topic (TOPIC_AUTHORIZATION_FAILED), as in Kafka."""
 
 from __future__ import annotations
 
