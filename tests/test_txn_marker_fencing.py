@@ -12,6 +12,7 @@ from kafkaproto.messages import (
     AddPartitionsToTxnRequest,
     CreateTopicsRequest,
     DescribeProducersRequest,
+    EndTxnRequest,
     FindCoordinatorRequest,
     InitProducerIdRequest,
     ListOffsetsRequest,
@@ -116,6 +117,20 @@ def test_marker_from_an_older_coordinator_epoch_is_refused(server_factory, topic
         assert _marker(client, topic_name, other.producer_id, other.producer_epoch, commit=False,
                        coordinator_epoch=2) == ErrorCode.NONE
         _assert_fenced_at(client, topic_name, other.producer_id, other.producer_epoch, 2)
+    finally:
+        client.close()
+
+
+def test_one_node_coordinator_writes_epoch_0(server_factory, topic_name):
+    """One node's coordinator is never re-elected: its markers carry epoch 0."""
+    server = server_factory()
+    client = _client(server)
+    try:
+        pid, epoch = _open_transaction(client, topic_name)
+        ended = client.call(ApiKey.END_TXN, 3, EndTxnRequest(
+            transactional_id=TXN_ID, producer_id=pid, producer_epoch=epoch, committed=True))
+        assert ended.error_code == ErrorCode.NONE
+        assert _coordinator_epochs(client, topic_name) == {pid: 0}
     finally:
         client.close()
 
