@@ -79,17 +79,19 @@ def test_without_open_transactions_the_old_copy_is_moved_aside(tmp_path, etcd):
     _old_layout(data, tmp_path, commit=True)
     broker = _broker(data, tmp_path, etcd)
     try:
-        broker.start()
-        moved = list((data / MOVED_DIR).glob("*/__transaction_state-0"))
-        assert len(moved) == 1 and any(moved[0].glob("*.log"))
+        broker.start()  # its port opens before it joins the cluster (and checks first)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         wait_until(lambda: admin.list_topics(timeout=10).controller_id == 1, 30, "the controller")
+        moved = list((data / MOVED_DIR).glob("*/__transaction_state-0"))
+        assert len(moved) == 1 and any(moved[0].glob("*.log"))
         admin.create_topics([NewTopic("new-txns", 1, 1)])["new-txns"].result(timeout=20)
         _transaction(broker.bootstrap, "new-txns", commit=True)  # the same id, new coordinator
         # the replicated topic, Kafka's layout: 50 partitions here now
         wait_until(lambda: (data / "__transaction_state-49").is_dir(), 30,
                    "the replicated __transaction_state's local copy")
         assert broker.restart() == 0  # a replica of the replicated topic: left alone
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        wait_until(lambda: admin.list_topics(timeout=10).controller_id == 1, 30, "the controller")
         _transaction(broker.bootstrap, "new-txns", commit=True)
     finally:
         broker.stop()
