@@ -166,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     if config["cluster.etcd.endpoints"] and (missing := etcd_client_missing()) is not None:
         fail(missing)
         return EXIT_USAGE
+    from logserver.cluster.txn_state_migration import PreReplicationTxnStateError
     from logserver.server import BridgeFailed, run_server
 
     bridge_args = ["--log-format", args.log_format, "--log-level", args.log_level]
@@ -179,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:  # a listener's security cannot be honoured (checked at start)
         print(f"logserver: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except PreReplicationTxnStateError as exc:
+        fail(f"refusing to start: {exc}")
+        return EXIT_CANNOT_START
     except LogDirLockedError as exc:
         fail(f"cannot start: {exc} (another logserver, or `logserver repair`, "
              f"holds its lock file; each server needs its own --log.dirs)")

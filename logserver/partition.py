@@ -90,8 +90,13 @@ class PartitionLog(Protocol):
         """Aborted transactions overlapping [start, end) (the ``.txnindex`` files)."""
         ...
 
-    def active_producers(self) -> list[tuple[int, int, int, int]]:
-        """(producer id, epoch, last sequence, last timestamp) of the producers it tracks."""
+    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp, coordinator epoch of its
+        last marker) of the producers it tracks."""
+        ...
+
+    def coordinator_epoch(self, producer_id: int) -> int:
+        """The coordinator epoch of the producer's last marker, -1 if none."""
         ...
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None: ...
@@ -275,12 +280,12 @@ class Partition:
         """Aborted transactions overlapping [start, end) (a read_committed fetch)."""
         return self.log.aborted_txns(start, end)
 
-    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
+    def active_producers(self) -> list[tuple[int, int, int, int, int, int]]:
         """DescribeProducers: (id, epoch, last sequence, last timestamp, first offset of
-        its open transaction or -1)."""
+        its open transaction or -1, coordinator epoch of its last marker or -1)."""
         ongoing = self.log.ongoing_txns()
-        return [(pid, epoch, seq, ts, ongoing.get(pid, -1))
-                for pid, epoch, seq, ts in self.log.active_producers()]
+        return [(pid, epoch, seq, ts, ongoing.get(pid, -1), coordinator_epoch)
+                for pid, epoch, seq, ts, coordinator_epoch in self.log.active_producers()]
 
     @property
     def last_stable_offset(self) -> int:
@@ -288,7 +293,17 @@ class Partition:
 
     def append_marker(self, producer_id: int, producer_epoch: int, *, commit: bool,
                       coordinator_epoch: int) -> AppendResult:
-        """Write a commit or abort marker for a producer's transaction (coordinator only)."""
+        """Write a commit or abort marker for a producer's transaction (coordinator only).
+
+        A marker from an older coordinator epoch than the producer's last one here is
+        refused (TRANSACTION_COORDINATOR_FENCED): a coordinator that lost its
+        ``__transaction_state`` partition (a zombie) cannot end the transaction. Checked
+        and appended with no await between, so two markers cannot race past the check."""
+        last = self.log.coordinator_epoch(producer_id)
+        if coordinator_epoch < last:
+            return AppendResult(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                                message=f"marker for producer {producer_id} from coordinator "
+                                f"epoch {coordinator_epoch}, older than {last}")
         now = int(time.time() * 1000)
         batch = build_marker(producer_id, producer_epoch, commit=commit,
                              coordinator_epoch=coordinator_epoch, timestamp_ms=now)

@@ -163,3 +163,43 @@ def test_idle_producers_expire_by_wall_clock(tmp_path: Path) -> None:
     ps.update(h, 0, now_ms=10_000)
     assert ps.remove_expired(now_ms=10_500) == 0
     assert ps.remove_expired(now_ms=11_001) == 1 and not ps.producers
+
+
+def _marker(log: Log, pid: int, coordinator_epoch: int) -> None:
+    from kafkaproto.batch import parse_header
+    from kafkaproto.control import build_marker
+
+    batch = build_marker(pid, 0, commit=True, coordinator_epoch=coordinator_epoch, timestamp_ms=1000)
+    log.append(memoryview(batch), parse_header(batch))
+
+
+def test_coordinator_epochs_survive_snapshots_and_replay(tmp_path: Path) -> None:
+    """Each producer's last marker's coordinator epoch: in the roll snapshots, rebuilt
+    from the markers after them after a kill, in the clean-close snapshot, and replayed
+    from the log when the snapshot is of the format before it (version 2)."""
+    import struct
+
+    d = tmp_path / "t-0"
+    log = Log(d, small_config())
+    _marker(log, 7, 3)
+    for i in range(30):  # rolls: snapshots holding producer 7 at coordinator epoch 3
+        _produce(log, 2 * i)
+    _marker(log, 7, 8)
+    _marker(log, 9, 2)
+    assert log.snapshot_files()
+    crash(log)
+    log = Log(d, small_config(), recovery_point=0, clean_shutdown=False)
+    ps = log.producer_state
+    assert (ps.coordinator_epoch(7), ps.coordinator_epoch(9), ps.coordinator_epoch(PID)) == (8, 2, -1)
+    log.close()
+    log = Log(d, small_config())
+    assert (log.producer_state.coordinator_epoch(7), log.producer_state.coordinator_epoch(9)) == (8, 2)
+    log.close()
+    for snap in d.glob("*.snapshot"):
+        data = bytearray(snap.read_bytes())
+        struct.pack_into(">H", data, 4, 2)  # an older server's format: passed over
+        snap.write_bytes(bytes(data))
+    log = Log(d, small_config())
+    assert (log.producer_state.coordinator_epoch(7), log.producer_state.coordinator_epoch(9)) == (8, 2)
+    assert _produce(log, 60)[1] is not None
+    log.close()

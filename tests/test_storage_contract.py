@@ -346,6 +346,30 @@ def test_replicated_markers_and_truncation_keep_the_last_stable_offset(engine: s
     run(engine, tmp_path, scenario)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_replicated_marker_fences_older_coordinators(engine: str, tmp_path: Path) -> None:
+    """A follower learns each producer's coordinator epoch from the markers it replicates,
+    so once it leads it refuses markers from an older coordinator (a zombie one)."""
+    async def scenario(storage: Storage) -> None:
+        await storage.create_topic("t", 1, {})
+        marker = bytearray(build_marker(5, 0, commit=True, coordinator_epoch=4, timestamp_ms=1_000))
+        storage.append_replica("t", 0, memoryview(marker))
+        assert [(p[0], p[5]) for p in storage.active_producers("t", 0) or []] == [(5, 4)]
+        refused = storage.write_txn_marker("t", 0, 5, 0, commit=False, coordinator_epoch=3)
+        assert refused.error == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+        assert storage.log_end_offset("t", 0) == 1
+        written = storage.write_txn_marker("t", 0, 5, 0, commit=False, coordinator_epoch=4)
+        assert written.error == ErrorCode.NONE and storage.log_end_offset("t", 0) == 2
+        written = storage.write_txn_marker("t", 0, 5, 0, commit=True, coordinator_epoch=6)
+        assert written.error == ErrorCode.NONE
+        assert [(p[0], p[5]) for p in storage.active_producers("t", 0) or []] == [(5, 6)]
+        # another producer id has no marker here: any coordinator epoch is accepted
+        other = storage.write_txn_marker("t", 0, 9, 0, commit=False, coordinator_epoch=0)
+        assert other.error == ErrorCode.NONE
+
+    run(engine, tmp_path, scenario)
+
+
 def test_restart_at_survives_a_restart(tmp_path: Path) -> None:
     async def restart(storage: Storage) -> None:
         await storage.create_topic("s", 1, {})

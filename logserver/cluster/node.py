@@ -43,6 +43,7 @@ from logserver.cluster.security_sync import ClusterSecurity
 from logserver.cluster.shutdown import without_replica
 from logserver.cluster.throttle import ReplicationThrottle
 from logserver.cluster.topic_configs import apply_topic_configs
+from logserver.cluster.txn_state_migration import check_local_txn_state
 from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
 from logserver.transactions.store import TXN_STATE_TOPIC
 
@@ -133,6 +134,11 @@ class ClusterNode:
                     raise
                 log.warning("%s; retrying", exc)
                 await asyncio.sleep(0.5)
+        # Before this broker is live (holding no replica yet): its local __transaction_state
+        # may be from before the topic was replicated (txn_state_migration.py).
+        raw = await self.store.get(self.keys.topic(TXN_STATE_TOPIC))
+        await check_local_txn_state(
+            self.broker, None if raw is None else TopicRecord.decode(TXN_STATE_TOPIC, raw[0]).partitions)
         await self.store.grant_lease(self.session_ttl_s)
         await self._register()
         self.storage.replication_hook = self._replicated_internal_append

@@ -1,6 +1,8 @@
 """DescribeProducers (v0): the idempotent and transactional producers each partition
 tracks, with the first offset of a producer's open transaction (kafka-transactions.sh
-find-hanging). Needs READ on each topic (TOPIC_AUTHORIZATION_FAILED), as in Kafka."""
+find-hanging) and the coordinator epoch of its last marker (which
+``kafka-transactions.sh abort`` sends back in its WriteTxnMarkers). Needs READ on each
+topic (TOPIC_AUTHORIZATION_FAILED), as in Kafka."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import DescribeProducersRequest, DescribeProducersResponse
 from logserver.security import checks
-from logserver.transactions.coordinator import COORDINATOR_EPOCH
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -35,8 +36,8 @@ def handle(broker: Broker, header: RequestHeader,
             partitions.append(Partition(partition_index=index, error_code=ErrorCode.NONE,
                                         active_producers=[
                 Producer(producer_id=pid, producer_epoch=epoch, last_sequence=seq,
-                         last_timestamp=ts, coordinator_epoch=COORDINATOR_EPOCH,
+                         last_timestamp=ts, coordinator_epoch=coordinator_epoch,
                          current_txn_start_offset=start)
-                for pid, epoch, seq, ts, start in producers]))
+                for pid, epoch, seq, ts, start, coordinator_epoch in producers]))
         topics.append(Topic(name=topic.name, partitions=partitions))
     return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

@@ -6,7 +6,11 @@ in-sync replicas, like Kafka's acks=all marker appends). Over the wire this also
 admin abort of a hanging transaction (Kafka's ``kafka-transactions.sh abort``, the admin
 clients' ``abortTransaction``): an abort marker for a producer whose transaction a
 partition still holds open. A marker older than the producer's current epoch at the
-partition is refused (INVALID_PRODUCER_EPOCH), as Kafka's leader does. Only principals with CLUSTER_ACTION on
+partition is refused (INVALID_PRODUCER_EPOCH), as Kafka's leader does, and one whose
+coordinator epoch is older than the producer's last marker's at the partition
+(TRANSACTION_COORDINATOR_FENCED, checked in ``Partition.append_marker``): a coordinator
+that lost its ``__transaction_state`` partition cannot end the transaction any more.
+Only principals with CLUSTER_ACTION on
 the cluster (brokers, admins) may write markers; everyone else gets
 CLUSTER_AUTHORIZATION_FAILED for every partition.
 """

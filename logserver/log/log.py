@@ -49,7 +49,13 @@ from logserver.log.producer_state import SNAPSHOT_SUFFIX, Decision, ProducerStat
 from logserver.log.segment import Segment
 from logserver.log.slice import SegmentSlice
 from logserver.log.transaction_index import AbortedTxnEntry
-from logserver.log.txn_index import COMMIT, CONTROL_KEY_SIZE, control_type
+from logserver.log.txn_index import (
+    COMMIT,
+    CONTROL_KEY_SIZE,
+    CONTROL_RECORD_SIZE,
+    control_coordinator_epoch,
+    control_type,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -208,12 +214,7 @@ class Log:
             ps.reset(start)
         if start < leo:
             with self._local.pinned_segments(start) as segments:
-                headers: Iterator[BatchHeader]
-                if rebuild_txn_from is None:
-                    headers = (header for _, header in _iter_headers(segments, start))
-                else:
-                    headers = self._rebuilding_txn_index(segments, start)
-                count = ps.replay(headers, _now_ms())
+                count = ps.replay(self._replayed(segments, start, rebuild_txn_from), _now_ms())
             logger.info(
                 "%s: producer state replayed %d batches from offset %d (snapshot %s)",
                 self.directory,
@@ -223,24 +224,27 @@ class Log:
             )
         ps.map_end_offset = leo
 
-    def _rebuilding_txn_index(self, segments: tuple[Segment, ...],
-                              start: int) -> Iterator[BatchHeader]:
-        """The replay's headers, writing the abort entries of stale ``.txnindex`` files
-        on the way (each before its marker reaches the producer state)."""
+    def _replayed(self, segments: tuple[Segment, ...], start: int,
+                  rebuild_txn_from: int | None) -> Iterator[tuple[BatchHeader, int]]:
+        """The replay's batches: (header, a marker's coordinator epoch, else -1). With
+        ``rebuild_txn_from``, writes the abort entries of stale ``.txnindex`` files on the
+        way (each before its marker reaches the producer state)."""
         ps = self.producer_state
-        for seg, header in _iter_headers(segments, start):
-            if seg.txn_index_stale and header.is_control and header.is_transactional:
-                pos = seg.translate_offset(header.base_offset)
-                key = b"" if pos is None else seg.read_at(pos[0] + BATCH_HEADER_SIZE,
-                                                          CONTROL_KEY_SIZE)
-                if control_type(key) != COMMIT:
-                    entry = ps.abort_entry(header.producer_id, header.base_offset)
-                    if entry is not None:
-                        seg.add_aborted_txn(AbortedTxnEntry(header.producer_id, entry[0],
-                                                            header.base_offset, entry[1]))
-            yield header
-        for seg in segments:
-            seg.txn_index_stale = False
+        for seg, pos, header in _iter_headers(segments, start):
+            if not (header.is_control and header.is_transactional):
+                yield header, -1
+                continue
+            record = seg.read_at(pos + BATCH_HEADER_SIZE, CONTROL_RECORD_SIZE)
+            if rebuild_txn_from is not None and seg.txn_index_stale \
+                    and control_type(record) != COMMIT:
+                entry = ps.abort_entry(header.producer_id, header.base_offset)
+                if entry is not None:
+                    seg.add_aborted_txn(AbortedTxnEntry(header.producer_id, entry[0],
+                                                        header.base_offset, entry[1]))
+            yield header, control_coordinator_epoch(record)
+        if rebuild_txn_from is not None:
+            for seg in segments:
+                seg.txn_index_stale = False
 
     # -- transactions --------------------------------------------------------------------
 
@@ -367,7 +371,7 @@ class Log:
                     if aborted is not None:
                         seg.add_aborted_txn(aborted)
         if header.producer_id >= 0:
-            self.producer_state.update(header, base, now)
+            self.producer_state.update(header, base, now, _marker_coordinator_epoch(header, batch))
         else:
             self.producer_state.map_end_offset = next_offset
         self.last_append_ms = now
@@ -826,8 +830,18 @@ def _iter_positioned(segments: tuple[Segment, ...]) -> Iterator[tuple[Segment, t
             yield seg, found
 
 
-def _iter_headers(segments: tuple[Segment, ...], offset: int) -> Iterator[tuple[Segment, BatchHeader]]:
-    """Headers of every batch of ``segments`` (pinned) from the one holding ``offset`` on."""
+def _marker_coordinator_epoch(header: BatchHeader, batch: bytearray | memoryview) -> int:
+    """The coordinator epoch of a marker batch (one record), else -1."""
+    if not (header.is_control and header.is_transactional):
+        return -1
+    return control_coordinator_epoch(bytes(batch[BATCH_HEADER_SIZE:BATCH_HEADER_SIZE
+                                                 + CONTROL_RECORD_SIZE]))
+
+
+def _iter_headers(segments: tuple[Segment, ...],
+                  offset: int) -> Iterator[tuple[Segment, int, BatchHeader]]:
+    """(segment, position, header) of every batch of ``segments`` (pinned) from the one
+    holding ``offset`` on."""
     for seg in segments:
         pos = 0
         if seg.next_offset <= offset:
@@ -837,5 +851,5 @@ def _iter_headers(segments: tuple[Segment, ...], offset: int) -> Iterator[tuple[
             if found is None:
                 continue
             pos = found[0]
-        for _, header in seg.iter_headers(pos):
-            yield seg, header
+        for position, header in seg.iter_headers(pos):
+            yield seg, position, header

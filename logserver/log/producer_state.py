@@ -13,9 +13,15 @@ the last snapshot).
 
 Open transactions are producer state too (Kafka's ``ongoingTxns``): a transactional
 batch opens one for its producer id at its base offset, a marker closes it. They give
-the last stable offset, and they are in the snapshot (format version 2), so after a
-clean stop neither needs the log read again. A version 1 snapshot holds no transactions
-and is passed over (the log is replayed instead, once).
+the last stable offset, and they are in the snapshot, so after a clean stop neither
+needs the log read again.
+
+Each producer also keeps the coordinator epoch of its last marker (Kafka's
+``ProducerStateEntry.coordinatorEpoch``, read from the marker's control record): the
+partition leader refuses a marker from an older transaction coordinator epoch
+(TRANSACTION_COORDINATOR_FENCED), so a zombie coordinator cannot commit or abort.
+Snapshot format 3 holds it; a format 1 snapshot (no transactions) or 2 (no coordinator
+epochs) is passed over and the log replayed instead, once.
 """
 
 from __future__ import annotations
@@ -52,11 +58,12 @@ MAX_CACHED_BATCHES = 5
 SNAPSHOT_SUFFIX = ".snapshot"
 _INT32_MAX = 2**31 - 1
 _MAGIC = b"LSPS"
-_VERSION = 2  # 2: open transactions after the producers
+_VERSION = 3  # 2: open transactions after the producers; 3: coordinator epochs
 _TXN_COUNT = struct.Struct(">I")
 _TXN = struct.Struct(">qq")  # producer id, first offset of its open transaction
 _FILE_HEADER = struct.Struct(">4sHII")  # magic, version, crc32 of the rest, producer count
-_PRODUCER = struct.Struct(">qhBq")  # producer id, epoch, batch count, last seen (ms)
+# producer id, epoch, batch count, last seen (ms), coordinator epoch of its last marker
+_PRODUCER = struct.Struct(">qhBqi")
 _BATCH = struct.Struct(">iiqqq")  # first seq, last seq, base offset, last offset, timestamp
 
 
@@ -65,7 +72,8 @@ def snapshot_file_name(offset: int) -> str:
 
 
 class _OldSnapshotError(Exception):
-    """A version 1 snapshot: valid, but without the open transactions."""
+    """A version 1 or 2 snapshot: valid, but without open transactions or coordinator
+    epochs."""
 
 
 class Verdict(IntEnum):
@@ -104,12 +112,13 @@ class BatchMetadata(NamedTuple):
 class ProducerEntry:
     """One producer id's epoch and its last ``MAX_CACHED_BATCHES`` batches."""
 
-    __slots__ = ("batches", "epoch", "last_timestamp")
+    __slots__ = ("batches", "coordinator_epoch", "epoch", "last_timestamp")
 
     def __init__(self, epoch: int) -> None:
         self.epoch = epoch
         self.batches: deque[BatchMetadata] = deque(maxlen=MAX_CACHED_BATCHES)
         self.last_timestamp = -1
+        self.coordinator_epoch = -1  # of its last marker; -1: none seen
 
     @property
     def last_seq(self) -> int:
@@ -198,11 +207,13 @@ class ProducerStateManager:
             f"{(entry.last_seq + 1) & _INT32_MAX}, got {first_seq}",
         )
 
-    def update(self, header: BatchHeader, base_offset: int, now_ms: int = -1) -> None:
+    def update(self, header: BatchHeader, base_offset: int, now_ms: int = -1,
+               coordinator_epoch: int = -1) -> None:
         """Record an appended (or replayed) batch at ``base_offset``.
 
         ``now_ms`` (wall clock of the append) drives expiration; record timestamps are
         client-chosen and may be years old, which would expire a live producer.
+        ``coordinator_epoch``: a marker's (its control record value).
         """
         next_offset = base_offset + header.last_offset_delta + 1
         if next_offset > self.map_end_offset:
@@ -220,9 +231,16 @@ class ProducerStateManager:
         if header.is_control:
             # A transaction marker (written by the coordinator, sequence -1) ends a
             # transaction; with a newer epoch it fences the producer's older epochs.
-            if entry is not None and epoch > entry.epoch:
+            # Its coordinator epoch fences older coordinators (checked before the append).
+            if entry is None:
+                entry = self.producers[pid] = ProducerEntry(epoch)
+            elif epoch > entry.epoch:
                 entry.epoch = epoch
                 entry.batches.clear()
+            if header.is_transactional:
+                entry.coordinator_epoch = coordinator_epoch
+            if now_ms > entry.last_timestamp:
+                entry.last_timestamp = now_ms
             return
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(epoch)
@@ -254,16 +272,22 @@ class ProducerStateManager:
         if seen > entry.last_timestamp:
             entry.last_timestamp = seen
 
-    def replay(self, headers: Iterable[BatchHeader], now_ms: int) -> int:
-        """Rebuild state from batch headers already in the log; returns how many were read.
+    def replay(self, batches: Iterable[tuple[BatchHeader, int]], now_ms: int) -> int:
+        """Rebuild state from batches already in the log, each as (header, coordinator
+        epoch of a marker, else -1); returns how many were read.
 
         Replayed producers count as seen at ``now_ms`` (the restart), never expiring early.
         """
         count = 0
-        for header in headers:
-            self.update(header, header.base_offset, now_ms)
+        for header, coordinator_epoch in batches:
+            self.update(header, header.base_offset, now_ms, coordinator_epoch)
             count += 1
         return count
+
+    def coordinator_epoch(self, producer_id: int) -> int:
+        """The coordinator epoch of ``producer_id``'s last marker here, -1 if none."""
+        entry = self.producers.get(producer_id)
+        return -1 if entry is None else entry.coordinator_epoch
 
     # -- transactions ----------------------------------------------------------------
 
@@ -318,7 +342,8 @@ class ProducerStateManager:
         offset = self.map_end_offset
         parts: list[bytes] = []
         for pid, entry in self.producers.items():
-            parts.append(_PRODUCER.pack(pid, entry.epoch, len(entry.batches), entry.last_timestamp))
+            parts.append(_PRODUCER.pack(pid, entry.epoch, len(entry.batches), entry.last_timestamp,
+                                        entry.coordinator_epoch))
             parts.extend(_BATCH.pack(*meta) for meta in entry.batches)
         parts.append(_TXN_COUNT.pack(len(self.ongoing)))
         parts.extend(_TXN.pack(pid, first) for pid, first in self.ongoing.items())
@@ -349,7 +374,7 @@ class ProducerStateManager:
             try:
                 self._read_snapshot(path)
             except _OldSnapshotError:
-                logger.info("%s: snapshot without transaction state, replaying instead", path)
+                logger.info("%s: snapshot of an older format (no transaction state or coordinator epochs), replaying instead", path)
                 self.reset()
                 continue
             except (OSError, ValueError, struct.error) as exc:
@@ -365,7 +390,7 @@ class ProducerStateManager:
         data = path.read_bytes()
         magic, version, crc, count = _FILE_HEADER.unpack_from(data, 0)
         body = memoryview(data)[_FILE_HEADER.size :]
-        if magic == _MAGIC and version == 1:
+        if magic == _MAGIC and version in (1, 2):
             raise _OldSnapshotError(path)
         if magic != _MAGIC or version != _VERSION:
             raise ValueError(f"bad magic/version {magic!r}/{version}")
@@ -374,10 +399,11 @@ class ProducerStateManager:
         pos = 0
         producers: dict[int, ProducerEntry] = {}
         for _ in range(count):
-            pid, epoch, nbatches, last_ts = _PRODUCER.unpack_from(body, pos)
+            pid, epoch, nbatches, last_ts, coordinator_epoch = _PRODUCER.unpack_from(body, pos)
             pos += _PRODUCER.size
             entry = ProducerEntry(epoch)
             entry.last_timestamp = last_ts
+            entry.coordinator_epoch = coordinator_epoch
             for _ in range(nbatches):
                 entry.batches.append(BatchMetadata._make(_BATCH.unpack_from(body, pos)))
                 pos += _BATCH.size

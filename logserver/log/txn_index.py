@@ -16,11 +16,14 @@ from typing import NamedTuple
 
 from kafkaproto.batch import BatchHeader
 
-__all__ = ["CONTROL_KEY_SIZE", "AbortedTxn", "PartitionTxns", "control_type"]
+__all__ = ["CONTROL_KEY_SIZE", "CONTROL_RECORD_SIZE", "AbortedTxn", "PartitionTxns",
+           "control_coordinator_epoch", "control_type"]
 
 # A control record: varint length, attributes, timestamp delta, offset delta, key length
 # (one byte each for a marker), then the key: int16 version, int16 type (0 abort, 1 commit).
 CONTROL_KEY_SIZE = 9
+# ... then the value length and the value: int16 version, int32 coordinator epoch.
+CONTROL_RECORD_SIZE = 16
 ABORT, COMMIT = 0, 1
 
 
@@ -30,6 +33,15 @@ def control_type(first_record: bytes) -> int:
     if len(first_record) < CONTROL_KEY_SIZE or first_record[4] != 8:  # key length 4
         return -1
     return int.from_bytes(first_record[7:9], "big", signed=True)
+
+
+def control_coordinator_epoch(first_record: bytes) -> int:
+    """The coordinator epoch a marker carries (Kafka's EndTransactionMarker value), from
+    the first ``CONTROL_RECORD_SIZE`` bytes of its records; -1 when not a marker's layout."""
+    if len(first_record) < CONTROL_RECORD_SIZE or first_record[4] != 8 \
+            or first_record[9] != 12:  # key length 4, value length 6
+        return -1
+    return int.from_bytes(first_record[12:16], "big", signed=True)
 
 
 class AbortedTxn(NamedTuple):

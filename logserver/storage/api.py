@@ -225,15 +225,18 @@ class Storage(Protocol):
         (the segment log reads them from its ``.txnindex`` files)."""
         ...
 
-    def active_producers(self, topic: str, partition: int) -> list[tuple[int, int, int, int, int]] | None:
+    def active_producers(self, topic: str, partition: int) -> list[tuple[int, int, int, int, int, int]] | None:
         """DescribeProducers: (id, epoch, last sequence, last timestamp, open txn start
-        offset or -1) per producer; None for an unknown partition."""
+        offset or -1, coordinator epoch of its last marker or -1) per producer; None for
+        an unknown partition."""
         ...
 
     def write_txn_marker(self, topic: str, partition: int, producer_id: int,
                          producer_epoch: int, *, commit: bool,
                          coordinator_epoch: int) -> AppendResult:
-        """Append a commit/abort control batch (Kafka's WriteTxnMarkers, done in-process)."""
+        """Append a commit/abort control batch (Kafka's WriteTxnMarkers, done in-process);
+        TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than the producer's
+        last marker's."""
         ...
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> ListedOffset:

@@ -290,7 +290,7 @@ class PartitionedStorage:
             return []
         return [(a.producer_id, a.first_offset) for a in found[1].aborted_txns(start, end)]
 
-    def active_producers(self, topic: str, partition: int) -> list[tuple[int, int, int, int, int]] | None:
+    def active_producers(self, topic: str, partition: int) -> list[tuple[int, int, int, int, int, int]] | None:
         found = self._partition(topic, partition)
         return None if found is None else found[1].active_producers()
 

@@ -40,7 +40,14 @@ from logserver.log.errors import (
 )
 from logserver.log.producer_state import Decision, ProducerStateManager
 from logserver.log.transaction_index import AbortedTxnEntry
-from logserver.log.txn_index import COMMIT, CONTROL_KEY_SIZE, PartitionTxns, control_type
+from logserver.log.txn_index import (
+    COMMIT,
+    CONTROL_KEY_SIZE,
+    CONTROL_RECORD_SIZE,
+    PartitionTxns,
+    control_coordinator_epoch,
+    control_type,
+)
 from logserver.partition import LEADER_EPOCH, Partition
 from logserver.storage.api import LogDirInfo, PartitionDirInfo, Records
 from logserver.storage.base import PartitionedStorage, TopicState
@@ -102,12 +109,19 @@ class MemoryLog:
         if header.is_transactional and self._txn_cache is not None:
             self._txn_cache.on_batch(header, base, _commit_of(batch, header))
         if header.producer_id >= 0:
-            self.producer_state.update(header, base, _now_ms())
+            coordinator_epoch = -1
+            if header.is_control and header.is_transactional:
+                coordinator_epoch = control_coordinator_epoch(
+                    bytes(batch[BATCH_HEADER_SIZE:BATCH_HEADER_SIZE + CONTROL_RECORD_SIZE]))
+            self.producer_state.update(header, base, _now_ms(), coordinator_epoch)
         return base
 
-    def active_producers(self) -> list[tuple[int, int, int, int]]:
-        return [(pid, e.epoch, e.last_seq, e.last_timestamp)
+    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
+        return [(pid, e.epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch)
                 for pid, e in self.producer_state.producers.items()]
+
+    def coordinator_epoch(self, producer_id: int) -> int:
+        return self.producer_state.coordinator_epoch(producer_id)
 
     def _txns(self) -> PartitionTxns:
         """Open and aborted transactions, from the batches held (kept until they change)."""

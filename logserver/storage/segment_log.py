@@ -79,9 +79,12 @@ class SegmentPartitionLog:
         region = self._log.read(offset, max_bytes, upper_bound, min_one=min_one)
         return region  # a pinned SegmentSlice: the network layer releases it once sent
 
-    def active_producers(self) -> list[tuple[int, int, int, int]]:
-        return [(pid, e.epoch, e.last_seq, e.last_timestamp)
+    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
+        return [(pid, e.epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch)
                 for pid, e in self._log.producer_state.producers.items()]
+
+    def coordinator_epoch(self, producer_id: int) -> int:
+        return self._log.producer_state.coordinator_epoch(producer_id)
 
     def has_zstd(self, records: Records) -> bool:
         """Only old fetchers pay for this look at the batch headers."""

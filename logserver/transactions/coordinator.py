@@ -262,13 +262,21 @@ class TransactionCoordinator:
             await self.store.write(step.prepare)
             self.transactions[txn_id] = step.prepare
         if step.markers is not None:
-            epoch = COORDINATOR_EPOCH if self.owned is None \
-                else self._epochs.get(self.store.partition_for(txn_id), COORDINATOR_EPOCH)
-            await self._write_markers(step.markers, epoch)
+            await self._write_markers(step.markers, self._coordinator_epoch(txn_id))
         if step.complete is not None:
             self._check_owned(txn_id)
             await self.store.write(step.complete)
             self.transactions[txn_id] = step.complete
+
+    def _coordinator_epoch(self, txn_id: str) -> int:
+        """The epoch stamped on ``txn_id``'s markers: the leader epoch of its partition
+        here (cluster mode; StoreError once another broker leads it), else 0."""
+        if self.owned is None:
+            return COORDINATOR_EPOCH
+        epoch = self._epochs.get(self.store.partition_for(txn_id))
+        if epoch is None:
+            raise StoreError(f"no longer the coordinator of {txn_id}")
+        return epoch
 
     async def _write_markers(self, markers: Markers, coordinator_epoch: int) -> None:
         storage = self._broker.storage
