@@ -120,6 +120,7 @@ class Bridge:
             config.uplink_topics, {r.kafka_topic for r in self.mapping.downlink} | {config.session_topic, config.retained_topic}
         )
         self._downlink_filters = [r.mqtt_filter for r in self.mapping.downlink]
+        self._refill_bound = self._refill  # one bound method shared by every session
         #: client id -> the identity (username or certificate CN; None = anonymous) holding it
         self.owners: dict[str, str | None] = {}
         self.ssl_context = (
@@ -491,7 +492,7 @@ class Bridge:
             session.expiry_handle = None
         session.persistent = expiry > 0
         session.expiry_interval = expiry
-        session.refill = self._refill
+        session.refill = self._refill_bound
         self.sessions[cid] = session
         self.owners[cid] = username
         session.conn = conn
@@ -922,7 +923,7 @@ class Bridge:
                                 qos = max(qos, o.qos)
                         if qos < 0:
                             continue
-                        session.queue.append(
+                        session.own_queue().append(
                             (session.personal(OutMessage(topic, r.value or b"", _user_props(r), tp, r.offset)),
                              min(qos, rule.qos), False)
                         )
@@ -944,7 +945,8 @@ class Bridge:
                         del session.redeliver[k]
                 session.catchup_pos.clear()
                 session.holding = False
-                session.queue.extend(session.held)
+                if session.held:
+                    session.own_queue().extend(session.held)
                 session.held.clear()
                 session.pump()
                 log.info("session %s caught up: %d messages from the log", session.client_id, delivered)

@@ -40,7 +40,7 @@ from .codec import (
     validate_topic,
 )
 from .codec.encoder import PINGRESP
-from .session import PID_BYTES, OutMessage, Session
+from .session import NO_QUEUE, PID_BYTES, OutMessage, Session, pid_bytes
 
 if TYPE_CHECKING:
     from .acl import Identity
@@ -118,7 +118,9 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
-        self._acks: deque[list[Any]] = deque()  # [packet_id, qos, future, reason, received]
+        #: [packet_id, qos, future, reason, received] per unacknowledged QoS 1/2 PUBLISH;
+        #: the shared empty NO_QUEUE until the device first publishes with QoS > 0
+        self._acks: deque[list[Any]] = NO_QUEUE
         # counters
         self.msgs_in = 0
         self.bytes_in = 0
@@ -256,7 +258,7 @@ class Connection(asyncio.Protocol):
             msg = self._aliased(msg)
         head, tail = msg.parts(self.version, qos, retain, dup)
         if qos:
-            self._out += (head, PID_BYTES[pid], tail)
+            self._out += (head, PID_BYTES[pid] or pid_bytes(pid), tail)
             size = len(head) + 2 + len(tail)
         else:
             self._out.append(head)
@@ -431,6 +433,8 @@ class Connection(asyncio.Protocol):
             if qos == 0:
                 return
             acks = self._acks
+            if acks is NO_QUEUE:
+                acks = self._acks = deque()
             # A produce batch's records share one future: one callback per run of them.
             if not acks or acks[-1][2] is not result:
                 result.add_done_callback(self._on_logged)
@@ -444,6 +448,8 @@ class Connection(asyncio.Protocol):
         if result == Reason.NOT_AUTHORIZED:
             self._denied("publish", topic)
         if qos:
+            if self._acks is NO_QUEUE:
+                self._acks = deque()
             self._acks.append([p.packet_id, qos, None, result, time.perf_counter()])
             self._drain_acks()
 
@@ -481,7 +487,7 @@ class Connection(asyncio.Protocol):
                     or fut.exception() is not None):
                 break
             acks.popleft()
-            out += (_PUBACK, PID_BYTES[entry[0]])
+            out += (_PUBACK, PID_BYTES[entry[0]] or pid_bytes(entry[0]))
             observe(now - entry[4])
             n += 1
         if n:
