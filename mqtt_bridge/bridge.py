@@ -39,7 +39,7 @@ from .latency import LatencyHistogram
 from .mapping import ROUTE_CACHE_SIZE, Mapping, UplinkTopics, valid_kafka_topic
 from .record_headers import property_headers, record_properties
 from .retained_log import RetainedLog
-from .session import OutMessage, Qos2In, Session
+from .session import Delivery, OutMessage, Qos2In, Session
 from .session_store import (
     PERMANENT_ERRORS,
     SessionStore,
@@ -867,11 +867,17 @@ class Bridge:
                 else:
                     self.retained.set(topic, None)
             matches, again = match(topic)
+            # (message, qos, retain) by qos: one tuple shared by all its receivers
+            deliveries: list[Delivery | None] = [None, None, None]
             for session, opts in itertools.chain(matches.items(), again) if again else matches.items():
                 if session.conn is None:
                     continue  # offline persistent sessions re-read the log on reconnect
-                session.enqueue(msg, min(opts.qos, rule.qos))
-                touched.add(session)
+                qos = opts.qos if opts.qos < rule.qos else rule.qos
+                d = deliveries[qos]
+                if d is None:
+                    d = deliveries[qos] = (msg, qos, False)
+                if not session.deliver(d):
+                    touched.add(session)
         for session in touched:
             session.pump()
 

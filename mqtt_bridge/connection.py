@@ -224,14 +224,18 @@ class Connection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        out, self._out = self._out, []
+        out = self._out
         n = self._out_bytes
         self._out_bytes = 0
         if self.transport is None or self.transport.is_closing() or not out:
+            out.clear()
             return
         self.bytes_out += n
         self.bridge.stats.bytes_out += n
         self.transport.writelines(out)
+        # the same list again (the transport keeps none of it): a new one per flush was
+        # 10,000 objects per notice for the garbage collector to find alive
+        out.clear()
         s = self.session
         if s is not None and s.queue and not self.paused_writing:
             s.pump()

@@ -223,6 +223,41 @@ class Session:
             return
         target.append((msg, qos, retain))
 
+    def deliver(self, delivery: Delivery) -> bool:
+        """``enqueue`` then ``pump``, for a live message; False: it was queued, pump later.
+
+        The fan-out path: a session with nothing waiting whose connection has room takes
+        the message straight to its connection, without a queue entry (10,000 devices
+        meant 10,000 deques made and freed per notice, and the garbage collector runs
+        they caused). Anything unusual (a queue, a catch-up, subscription identifiers,
+        an expiry, re-deliveries, gaps, a full window or socket) goes the queued way.
+        ``delivery`` (message, qos, retain) is kept in ``inflight`` as it is: one tuple
+        shared by every session that gets the message at that QoS.
+        """
+        msg, qos, retain = delivery
+        conn = self.conn
+        if (
+            self.queue or self.holding or self.sub_ids or self.redeliver or self.gaps
+            or msg.expires_at is not None or conn is None or conn.closing or conn.backed_up
+            or not self.max_queued
+        ):
+            self.enqueue(msg, qos, retain)
+            return False
+        if qos:
+            inflight = self.inflight
+            if len(inflight) + len(self.released) >= conn.send_quota:
+                self.enqueue(msg, qos, retain)
+                return False
+            if conn.fits(msg, qos):
+                pid = self.next_packet_id()
+                inflight[pid] = delivery
+                conn.send_publish(msg, qos, retain, pid)
+                if self.persistent:
+                    self.dirty = True  # its packet id is saved: a crash re-sends it as DUP
+        elif conn.fits(msg, 0):
+            conn.send_publish(msg, 0, retain, 0)
+        return True
+
     def next_packet_id(self) -> int:
         pid = self._next_pid
         reserved = self.released
