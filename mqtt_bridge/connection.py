@@ -40,7 +40,7 @@ from .codec import (
     validate_topic,
 )
 from .codec.encoder import PINGRESP
-from .session import NO_QUEUE, PID_BYTES, OutMessage, Session, pid_bytes
+from .session import EMPTY_DICT, NO_QUEUE, PID_BYTES, OutMessage, Session, pid_bytes
 
 if TYPE_CHECKING:
     from .acl import Identity
@@ -98,7 +98,7 @@ class Connection(asyncio.Protocol):
         self.bridge = bridge
         self.tls = tls
         self.identity: Identity | None = None
-        self.publish_verdicts: dict[str, bool] = {}
+        self.publish_verdicts: dict[str, bool] = EMPTY_DICT
         cfg = bridge.config
         self.reader = PacketReader(cfg.max_packet_size)
         self.transport: asyncio.Transport | None = None
@@ -112,8 +112,8 @@ class Connection(asyncio.Protocol):
         self.state = "new"  # new -> connecting -> connected -> closed
         self.closing = False
         self.send_quota = cfg.max_inflight
-        self.topic_aliases: dict[int, str] = {}
-        self.out_aliases: dict[str, int] = {}
+        self.topic_aliases: dict[int, str] = EMPTY_DICT
+        self.out_aliases: dict[str, int] = EMPTY_DICT
         self._early: list[Any] = []
         self._out: list[bytes] = []
         self._out_bytes = 0
@@ -251,6 +251,8 @@ class Connection(asyncio.Protocol):
         if alias is None:
             if len(self.out_aliases) >= self.alias_max:
                 return msg  # all aliases taken: the full topic (no eviction)
+            if self.out_aliases is EMPTY_DICT:
+                self.out_aliases = {}
             alias = self.out_aliases[msg.topic] = len(self.out_aliases) + 1
             topic = msg.topic
         out = OutMessage(topic, msg.payload, {**(msg.properties or {}), "topic_alias": alias}, msg.tp, msg.offset)
@@ -402,6 +404,8 @@ class Connection(asyncio.Protocol):
                 if alias > self.bridge.config.topic_alias_maximum:
                     raise MqttError(Reason.TOPIC_ALIAS_INVALID, f"topic alias {alias} out of range")
                 if topic:
+                    if self.topic_aliases is EMPTY_DICT:
+                        self.topic_aliases = {}
                     self.topic_aliases[alias] = topic
                 else:
                     topic = self.topic_aliases.get(alias, "")
@@ -527,7 +531,7 @@ class Connection(asyncio.Protocol):
                     return
             acks.popleft()
             pid, qos = entry[0], entry[1]
-            if qos == 2 and reason >= 0x80 and self.session is not None:
+            if qos == 2 and reason >= 0x80 and self.session is not None and self.session.qos2_in:
                 self.session.qos2_in.pop(pid, None)  # refused: the exchange ends here
             kind = PacketType.PUBACK if qos == 1 else PacketType.PUBREC
             self.bridge.puback_latency.observe(time.perf_counter() - entry[4])

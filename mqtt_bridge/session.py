@@ -17,6 +17,7 @@ import math
 import struct
 import time
 from collections import deque
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .codec import MQTT_5, SubOptions, publish_parts, topic_matches
@@ -38,6 +39,11 @@ def pid_bytes(pid: int) -> bytes:
     b = PID_BYTES[pid] = struct.pack(">H", pid)
     return b
 
+
+#: The value of a per-session (or per-connection) dict nothing was written to yet: shared,
+#: read-only (a write raises), replaced by a dict of its own on the first write. An empty
+#: dict is 64 bytes; a device carried a dozen such that most never use.
+EMPTY_DICT: dict[Any, Any] = MappingProxyType({})  # type: ignore[assignment]
 
 #: ``Session.released`` of every session with no QoS 2 message awaiting PUBCOMP (an empty
 #: set is 216 bytes); frozen, so nothing can be added to the shared one by mistake
@@ -146,20 +152,20 @@ class Session:
         self.expiry_interval = 0  # seconds; 0xFFFFFFFF = never
         self.subs: dict[str, SubOptions] = {}
         #: v5 subscription identifiers by filter (only filters that have one)
-        self.sub_ids: dict[str, int] = {}
+        self.sub_ids: dict[str, int] = EMPTY_DICT
         self.expired = 0  # messages dropped because their message expiry passed
         self.conn: Connection | None = None
         #: waiting messages; NO_QUEUE (shared, empty) until something has to wait
         self.queue: deque[Delivery] = NO_QUEUE
         self.inflight: dict[int, Delivery] = {}
         #: inbound QoS 2 packet ids awaiting PUBREL
-        self.qos2_in: dict[int, Qos2In] = {}
+        self.qos2_in: dict[int, Qos2In] = EMPTY_DICT
         #: outbound QoS 2 packet ids PUBREC'd by the client, PUBREL sent, awaiting PUBCOMP
         self.released: set[int] = _NO_PIDS  # type: ignore[assignment]  # a set once used
         #: (kafka topic, partition, offset) -> (packet id, qos) of messages that were in
         #: flight when the client left: re-read from the log, they go out with the same
         #: packet id and the DUP flag
-        self.redeliver: dict[tuple[str, int, int], tuple[int, int]] = {}
+        self.redeliver: dict[tuple[str, int, int], tuple[int, int]] = EMPTY_DICT
         self.save_failures = 0
         self.retry_at = 0.0
         self.max_queued = max_queued
@@ -168,9 +174,9 @@ class Session:
         #: partitions followed -> resume offset while offline (set on detach/load)
         self.offsets: dict[TopicPartition, int] = {}
         #: partitions being caught up -> next offset the catch-up will read
-        self.catchup_pos: dict[TopicPartition, int] = {}
+        self.catchup_pos: dict[TopicPartition, int] = EMPTY_DICT
         #: lowest offset dropped from a full queue, re-read later (at least once)
-        self.gaps: dict[TopicPartition, int] = {}
+        self.gaps: dict[TopicPartition, int] = EMPTY_DICT
         self.holding = False  # True while a catch-up is running: live messages wait
         self.held: list[Delivery] = []  # a list: a deque is 0.7 KB even when empty
         self.epoch = 0  # bumped on every attach/detach; stale catch-ups stop
@@ -214,6 +220,8 @@ class Session:
             if msg.tp is not None and self.persistent and qos:
                 prev = self.gaps.get(msg.tp)
                 if prev is None or msg.offset < prev:
+                    if self.gaps is EMPTY_DICT:
+                        self.gaps = {}
                     self.gaps[msg.tp] = msg.offset
             if self.dropped in (1, 10, 100) or self.dropped % 1000 == 0:
                 log.warning(
@@ -352,6 +360,8 @@ class Session:
         """
         for pid, (msg, qos, _retain) in list(self.inflight.items()):
             if msg.tp is not None:
+                if self.redeliver is EMPTY_DICT:
+                    self.redeliver = {}
                 self.redeliver[(msg.tp[0], msg.tp[1], msg.offset)] = (pid, qos)
                 del self.inflight[pid]
 
@@ -380,6 +390,8 @@ class Session:
 
     def restore(self, qos2_in: dict[int, list[Any]], inflight: list[list[Any]]) -> None:
         for pid, (nonce, ktopic, starts) in qos2_in.items():
+            if self.qos2_in is EMPTY_DICT:
+                self.qos2_in = {}
             self.qos2_in[pid] = Qos2In(nonce, ktopic, {int(k): int(v) for k, v in starts.items()})
         for pid, t, p, o, qos, released in inflight:
             if released:
@@ -387,6 +399,8 @@ class Session:
                     self.released = set()
                 self.released.add(pid)
             else:
+                if self.redeliver is EMPTY_DICT:
+                    self.redeliver = {}
                 self.redeliver[(t, p, o)] = (pid, qos)
 
     # ---- offsets ------------------------------------------------------------------
