@@ -30,7 +30,7 @@ READ, WRITE = 1, 2
 _ACCESS = {"read": READ, "write": WRITE, "readwrite": READ | WRITE, "deny": 0}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Identity:
     """A connected client as the authorizer sees it."""
 

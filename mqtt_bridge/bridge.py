@@ -38,7 +38,7 @@ from .latency import LatencyHistogram
 from .mapping import ROUTE_CACHE_SIZE, Mapping, UplinkTopics, valid_kafka_topic
 from .record_headers import property_headers, record_properties
 from .retained_log import RetainedLog
-from .session import Delivery, OutMessage, Qos2In, Session
+from .session import EMPTY_DICT, Delivery, OutMessage, Qos2In, Session
 from .session_store import (
     PERMANENT_ERRORS,
     SessionStore,
@@ -119,6 +119,7 @@ class Bridge:
             config.uplink_topics, {r.kafka_topic for r in self.mapping.downlink} | {config.session_topic, config.retained_topic}
         )
         self._downlink_filters = [r.mqtt_filter for r in self.mapping.downlink]
+        self._refill_bound = self._refill  # one bound method shared by every session
         #: client id -> the identity (username or certificate CN; None = anonymous) holding it
         self.owners: dict[str, str | None] = {}
         self.ssl_context = (
@@ -474,6 +475,8 @@ class Bridge:
                     opts = _unpack_opts(packed)
                     session.subs[f] = opts
                     if packed >> 8:
+                        if session.sub_ids is EMPTY_DICT:
+                            session.sub_ids = {}
                         session.sub_ids[f] = packed >> 8
                     self.index.add(session, f, opts)
                 session.restore(stored.qos2_in, stored.inflight)
@@ -490,7 +493,7 @@ class Bridge:
             session.expiry_handle = None
         session.persistent = expiry > 0
         session.expiry_interval = expiry
-        session.refill = self._refill
+        session.refill = self._refill_bound
         self.sessions[cid] = session
         self.owners[cid] = username
         session.conn = conn
@@ -539,7 +542,9 @@ class Bridge:
             pass
         assert conn.identity is not None
         ok = self._may_publish(conn.identity, topic)
-        if len(cache) >= 256:
+        if cache is EMPTY_DICT:
+            cache = conn.publish_verdicts = {}
+        elif len(cache) >= 256:
             cache.clear()
         cache[topic] = ok
         return ok
@@ -659,6 +664,8 @@ class Bridge:
             if result == Reason.SUCCESS:
                 done: asyncio.Future[Any] = loop.create_future()
                 done.set_result(None)
+                if session.qos2_in is EMPTY_DICT:
+                    session.qos2_in = {}
                 session.qos2_in[pid] = Qos2In("", "")
                 session.qos2_in[pid].future = done
             return result
@@ -666,6 +673,8 @@ class Bridge:
         if refusal is not None:
             return refusal
         entry = Qos2In(uuid.uuid4().hex, route[0])
+        if session.qos2_in is EMPTY_DICT:
+            session.qos2_in = {}
         session.qos2_in[pid] = entry
         entry.future = loop.create_task(self._qos2_write(conn, session, entry, topic, payload, retain, props))
         return cast("asyncio.Future[Any]", entry.future)
@@ -743,7 +752,7 @@ class Bridge:
     def released(self, session: Session, pid: int) -> bool:
         """PUBREL: the client will not send this packet id's message again. False if the
         session held nothing for it."""
-        if session.qos2_in.pop(pid, None) is None:
+        if not session.qos2_in or session.qos2_in.pop(pid, None) is None:
             return False
         if session.persistent:
             session.dirty = True
@@ -822,8 +831,10 @@ class Bridge:
     def subscribe(self, session: Session, topic_filter: str, opts: SubOptions, sub_id: int = 0) -> None:
         session.subs[topic_filter] = opts
         if sub_id:
+            if session.sub_ids is EMPTY_DICT:
+                session.sub_ids = {}
             session.sub_ids[topic_filter] = sub_id
-        else:
+        elif session.sub_ids:
             session.sub_ids.pop(topic_filter, None)
         self.index.add(session, topic_filter, opts)
         self._track(session)
@@ -844,7 +855,8 @@ class Bridge:
 
     def unsubscribe(self, session: Session, topic_filter: str) -> bool:
         found = session.subs.pop(topic_filter, None) is not None
-        session.sub_ids.pop(topic_filter, None)
+        if session.sub_ids:
+            session.sub_ids.pop(topic_filter, None)
         self.index.remove(session, topic_filter)
         self._track(session)
         if session.persistent:
@@ -889,11 +901,17 @@ class Bridge:
                 else:
                     self.retained.set(topic, None)
             matches, shared = match(topic)
+            # (message, qos, retain) by qos: one tuple shared by all its receivers
+            deliveries: list[Delivery | None] = [None, None, None]
             for session, opts in matches.items():
                 if session.conn is None:
                     continue  # offline persistent sessions re-read the log on reconnect
-                session.enqueue(msg, min(opts.qos, rule.qos))
-                touched.add(session)
+                qos = opts.qos if opts.qos < rule.qos else rule.qos
+                d = deliveries[qos]
+                if d is None:
+                    d = deliveries[qos] = (msg, qos, False)
+                if not session.deliver(d):
+                    touched.add(session)
             for session, opts, name in shared:  # (online members only)
                 session.enqueue(msg, min(opts.qos, rule.qos), False,
                                 [session.sub_ids[name]] if name in session.sub_ids else [])
@@ -902,7 +920,7 @@ class Bridge:
             session.pump()
 
     def _refill(self, session: Session) -> None:
-        gaps, session.gaps = session.gaps, {}
+        gaps, session.gaps = session.gaps, EMPTY_DICT
         start = {tp: off for tp, off in gaps.items() if off < self.fetcher.positions.get(tp, off)}
         if start:
             self._begin_catch_up(session, start)
@@ -916,6 +934,8 @@ class Bridge:
         position), i.e. out of order and twice, and a save in between would skip the range.
         """
         session.holding = True
+        if session.catchup_pos is EMPTY_DICT:
+            session.catchup_pos = {}
         session.catchup_pos.update(start)
         end = {tp: self.fetcher.positions.get(tp, off) for tp, off in start.items()}
         loop = asyncio.get_running_loop()
@@ -949,7 +969,7 @@ class Bridge:
                                 qos = max(qos, o.qos)
                         if qos < 0:
                             continue
-                        session.queue.append(
+                        session.own_queue().append(
                             (session.personal(OutMessage(topic, r.value or b"", _user_props(r), tp, r.offset)),
                              min(qos, rule.qos), False)
                         )
@@ -962,6 +982,8 @@ class Bridge:
         except KafkaError as exc:
             log.warning("catch-up for %s failed: %s; gaps kept for a retry", session.client_id, exc)
             for tp, pos in session.catchup_pos.items():
+                if session.gaps is EMPTY_DICT:
+                    session.gaps = {}
                 session.gaps[tp] = min(pos, session.gaps.get(tp, pos))
         finally:
             if session.epoch == epoch:
@@ -969,9 +991,11 @@ class Bridge:
                     queued = {(m.tp[0], m.tp[1], m.offset) for m, _q, _r in session.queue if m.tp}
                     for k in [k for k in session.redeliver if k not in queued]:
                         del session.redeliver[k]
-                session.catchup_pos.clear()
+                if session.catchup_pos:
+                    session.catchup_pos.clear()
                 session.holding = False
-                session.queue.extend(session.held)
+                if session.held:
+                    session.own_queue().extend(session.held)
                 session.held.clear()
                 session.pump()
                 log.info("session %s caught up: %d messages from the log", session.client_id, delivered)
@@ -1007,8 +1031,10 @@ class Bridge:
         else:
             session.inflight.clear()
         session.holding = False
-        session.catchup_pos.clear()
-        session.gaps.clear()
+        if session.catchup_pos:
+            session.catchup_pos.clear()
+        if session.gaps:
+            session.gaps.clear()
         if session.persistent:
             self._save_soon(session)
             if session.expiry_interval != NEVER:

@@ -40,7 +40,7 @@ from .codec import (
     validate_topic,
 )
 from .codec.encoder import PINGRESP
-from .session import PID_BYTES, OutMessage, Session
+from .session import EMPTY_DICT, NO_QUEUE, PID_BYTES, OutMessage, Session, pid_bytes
 
 if TYPE_CHECKING:
     from .acl import Identity
@@ -100,7 +100,7 @@ class Connection(asyncio.Protocol):
         self.bridge = bridge
         self.tls = tls
         self.identity: Identity | None = None
-        self.publish_verdicts: dict[str, bool] = {}
+        self.publish_verdicts: dict[str, bool] = EMPTY_DICT
         cfg = bridge.config
         self.reader = PacketReader(cfg.max_packet_size)
         self.transport: asyncio.Transport | None = None
@@ -114,13 +114,15 @@ class Connection(asyncio.Protocol):
         self.state = "new"  # new -> connecting -> connected -> closed
         self.closing = False
         self.send_quota = cfg.max_inflight
-        self.topic_aliases: dict[int, str] = {}
-        self.out_aliases: dict[str, int] = {}
+        self.topic_aliases: dict[int, str] = EMPTY_DICT
+        self.out_aliases: dict[str, int] = EMPTY_DICT
         self._early: list[Any] = []
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
-        self._acks: deque[list[Any]] = deque()  # [packet_id, qos, future, reason, received]
+        #: [packet_id, qos, future, reason, received] per unacknowledged QoS 1/2 PUBLISH;
+        #: the shared empty NO_QUEUE until the device first publishes with QoS > 0
+        self._acks: deque[list[Any]] = NO_QUEUE
         # counters
         self.msgs_in = 0
         self.bytes_in = 0
@@ -230,14 +232,18 @@ class Connection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        out, self._out = self._out, []
+        out = self._out
         n = self._out_bytes
         self._out_bytes = 0
         if self.transport is None or self.transport.is_closing() or not out:
+            out.clear()
             return
         self.bytes_out += n
         self.bridge.stats.bytes_out += n
         self.transport.writelines(out)
+        # the same list again (the transport keeps none of it): a new one per flush was
+        # 10,000 objects per notice for the garbage collector to find alive
+        out.clear()
         s = self.session
         if s is not None and s.queue and not self.paused_writing:
             s.pump()
@@ -253,6 +259,8 @@ class Connection(asyncio.Protocol):
         if alias is None:
             if len(self.out_aliases) >= self.alias_max:
                 return msg  # all aliases taken: the full topic (no eviction)
+            if self.out_aliases is EMPTY_DICT:
+                self.out_aliases = {}
             alias = self.out_aliases[msg.topic] = len(self.out_aliases) + 1
             topic = msg.topic
         out = OutMessage(topic, msg.payload, {**(msg.properties or {}), "topic_alias": alias}, msg.tp, msg.offset)
@@ -264,7 +272,7 @@ class Connection(asyncio.Protocol):
             msg = self._aliased(msg)
         head, tail = msg.parts(self.version, qos, retain, dup)
         if qos:
-            self._out += (head, PID_BYTES[pid], tail)
+            self._out += (head, PID_BYTES[pid] or pid_bytes(pid), tail)
             size = len(head) + 2 + len(tail)
         else:
             self._out.append(head)
@@ -433,6 +441,8 @@ class Connection(asyncio.Protocol):
                 if alias > self.bridge.config.topic_alias_maximum:
                     raise MqttError(Reason.TOPIC_ALIAS_INVALID, f"topic alias {alias} out of range")
                 if topic:
+                    if self.topic_aliases is EMPTY_DICT:
+                        self.topic_aliases = {}
                     self.topic_aliases[alias] = topic
                 else:
                     topic = self.topic_aliases.get(alias, "")
@@ -468,6 +478,8 @@ class Connection(asyncio.Protocol):
             if qos == 0:
                 return
             acks = self._acks
+            if acks is NO_QUEUE:
+                acks = self._acks = deque()
             # A produce batch's records share one future: one callback per run of them.
             if not acks or acks[-1][2] is not result:
                 result.add_done_callback(self._on_logged)
@@ -481,6 +493,8 @@ class Connection(asyncio.Protocol):
         if result == Reason.NOT_AUTHORIZED:
             self._denied("publish", topic)
         if qos:
+            if self._acks is NO_QUEUE:
+                self._acks = deque()
             self._acks.append([p.packet_id, qos, None, result, time.perf_counter()])
             self._drain_acks()
 
@@ -518,7 +532,7 @@ class Connection(asyncio.Protocol):
                     or fut.exception() is not None):
                 break
             acks.popleft()
-            out += (_PUBACK, PID_BYTES[entry[0]])
+            out += (_PUBACK, PID_BYTES[entry[0]] or pid_bytes(entry[0]))
             observe(now - entry[4])
             n += 1
         if n:
@@ -554,7 +568,7 @@ class Connection(asyncio.Protocol):
                     return
             acks.popleft()
             pid, qos = entry[0], entry[1]
-            if qos == 2 and reason >= 0x80 and self.session is not None:
+            if qos == 2 and reason >= 0x80 and self.session is not None and self.session.qos2_in:
                 self.session.qos2_in.pop(pid, None)  # refused: the exchange ends here
             kind = PacketType.PUBACK if qos == 1 else PacketType.PUBREC
             self.bridge.puback_latency.observe(time.perf_counter() - entry[4])

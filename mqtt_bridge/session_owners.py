@@ -63,7 +63,7 @@ class Verdict(enum.Enum):
     TAKEN = "taken"  # another bridge claimed a session: whoever holds it must give it up
 
 
-@dataclass
+@dataclass(slots=True)
 class _Owner:
     holder: str | None
     claim_offset: int = -1  # offset of the newest claim seen for the client id
