@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 from clusterprocs import Cluster, wait_until
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kafkaclient import BlockingClient
 
@@ -202,3 +202,77 @@ def test_consumer_protocol_group_shares_exactly_once_and_survives_a_coordinator_
         assert offsets == set(range(len(offsets))), (partition, sorted(
             set(range(max(offsets) + 1)) - offsets)[:5])
     assert sum(len(o) for o in seen.values()) == len(first) + len(second)
+
+
+def test_coordinator_without_a_replica_of_the_topic_assigns_and_commits_it(cluster):
+    """A topic with one replica, on a broker that is not the group's coordinator: the
+    coordinator knows the topic from the cluster, so a KIP-848 member gets its
+    partitions and commits (OffsetCommit v9) and a classic commit are accepted."""
+    topic, partitions = "kip848-one-replica", 2
+    admin = cluster.admin()  # kept: a collected admin client fails its futures
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=20)
+    led = wait_until(lambda: all((p := cluster.partition(topic, i)) is not None
+                                 and p.leader in cluster.brokers for i in range(partitions))
+                     and [cluster.partition(topic, i) for i in range(partitions)], 30,
+                     f"{topic} led")
+    replicas = {r for p in led for r in p.replicas}
+    assert len(replicas) < len(cluster.brokers), replicas
+    # The first FindCoordinator creates __consumer_offsets; then pick a group whose
+    # coordinator holds no replica of the topic.
+    starter = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "starter"})
+    try:
+        wait_until(lambda: _try(lambda: starter.committed(
+            [TopicPartition(topic, 0)], timeout=5)), 60, "a group coordinator")
+    finally:
+        starter.close()
+    group, classic_group = wait_until(
+        lambda: [g for g in (f"elsewhere-{i}" for i in range(200))
+                 if _leader(cluster, g) not in {-1, *replicas}][:2], 60,
+        "groups coordinated away from the topic's replicas")
+    classic = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": classic_group})
+    try:  # a classic commit (OffsetCommit v9 without a member), checked by the coordinator
+        [done] = classic.commit(offsets=[TopicPartition(topic, 1, 7)], asynchronous=False)
+        assert done.error is None, done
+    finally:
+        classic.close()
+    values = [b"c%04d" % i for i in range(100)]
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": 1})
+    for i, value in enumerate(values):
+        producer.produce(topic, value=value, partition=i % partitions)
+    assert producer.flush(30) == 0
+
+    member = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                       "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                       "enable.auto.commit": False})
+    got: list[bytes] = []
+    try:
+        member.subscribe([topic])
+
+        def consumed_all() -> bool:
+            message = member.poll(0.2)
+            if message is not None and message.error() is None:
+                member.commit(message=message, asynchronous=False)
+                got.append(message.value())
+            return set(got) >= set(values)
+
+        wait_until(consumed_all, 90, f"{topic} consumed (assigned: {member.assignment()})")
+        committed = member.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                     timeout=10)
+    finally:
+        member.close()
+    assert sorted(got) == sorted(values)
+    assert [tp.offset for tp in committed] == [50, 50], committed
+
+
+
+def _leader(cluster: Cluster, group: str) -> int:
+    partition = cluster.partition(OFFSETS, kafka_partition_for(group, 50))
+    return -1 if partition is None else partition.leader
+
+
+def _try(call: Callable[[], object]) -> bool:
+    try:
+        call()
+        return True
+    except KafkaException:
+        return False
