@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from logserver.config import Config
 from logserver.groups import GroupCoordinator
+from logserver.groups.consumer.machine import TopicCatalog
 from logserver.limits import topic_limit_error
 from logserver.partition import LEADER_EPOCH
 from logserver.partition_routing import LocalRouting, PartitionRouting
@@ -41,6 +42,9 @@ class Broker:
 
             storage = SegmentLogStorage(config)
         self.storage: Storage = storage
+        # Topic names, partition counts and ids as groups and offset commits see them:
+        # this broker's logs here, the cluster's (etcd) in cluster mode.
+        self.topics: TopicCatalog = storage
         self._creating: dict[str, int] = {}  # topic -> partitions, while being created
         self.groups = GroupCoordinator(self)  # consumer groups (logserver/groups)
         # ACL authorization (logserver/security): None unless authorizer.class.name is set.
@@ -53,6 +57,7 @@ class Broker:
         # What the data-path handlers ask about leadership and replication.
         self.routing: PartitionRouting = LocalRouting(self.storage)
         if config["cluster.etcd.endpoints"]:
+            from logserver.cluster.catalog import ClusterTopics
             from logserver.cluster.node import ClusterNode
             from logserver.cluster.routing import ClusterRouting
             from logserver.cluster.txn_markers import MarkerSender
@@ -64,6 +69,7 @@ class Broker:
                 self.acl_store = EtcdAclStore(self.acl_store.authorizer, self.cluster.security,
                                               self.acl_store)
             self.routing = ClusterRouting(self.cluster)
+            self.topics = self.groups.catalog = ClusterTopics(self.cluster)
             self.transactions.marker_sender = MarkerSender(self.cluster)
 
     # -- lifecycle ------------------------------------------------------------------------

@@ -278,3 +278,56 @@ def test_an_abandoned_transaction_is_aborted_by_the_new_coordinator(tmp_path):
         # Blocks at the abandoned transaction's first offset until it is aborted.
         seen = _read_committed(cluster.bootstrap, topic)
         assert sorted(seen) == sorted(committed)
+
+
+def test_coordinators_without_a_replica_of_the_topic_take_it_into_a_transaction(cluster):
+    """A one-partition topic with two replicas; a transactional id and a group whose
+    coordinators are on the third broker: AddPartitionsToTxn and TxnOffsetCommit know the
+    topic from the cluster, so the transaction commits its record and the group's offset."""
+    topic = "txn-two-replicas"
+    admin = cluster.admin()  # kept: a collected admin client fails its futures
+    admin.create_topics([NewTopic(topic, 1, 2)])[topic].result(timeout=20)
+    led = wait_until(lambda: (p := cluster.partition(topic, 0)) is not None
+                     and len(p.isrs) == 2 and p, 30, f"{topic} in sync")
+    [elsewhere] = set(cluster.brokers) - set(led.replicas)
+    probe = _producer(cluster, "probe")  # creates __transaction_state
+    probe.flush(5)
+    txn_id = next(t for t in (f"txn-elsewhere-{i}" for i in range(200))
+                  if _coordinator(cluster, t) == elsewhere)
+    starter = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "starter"})
+    try:  # creates __consumer_offsets
+        wait_until(lambda: _committed_or_none(starter, topic) is not None, 60,
+                   "a group coordinator")
+    finally:
+        starter.close()
+    group = wait_until(lambda: next((
+        g for g in (f"group-elsewhere-{i}" for i in range(200))
+        if (p := cluster.partition("__consumer_offsets", kafka_partition_for(g, 50)))
+        is not None and p.leader == elsewhere), None), 30, "a group coordinated elsewhere")
+
+    producer = _producer(cluster, txn_id)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"in a transaction", partition=0)
+    assert producer.flush(30) == 0
+    meta = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    try:
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, 1)],
+                                             meta.consumer_group_metadata(), 30)
+    finally:
+        meta.close()
+    producer.commit_transaction(30)
+
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                       "isolation.level": "read_committed"})
+    try:
+        [committed] = reader.committed([TopicPartition(topic, 0)], timeout=10)
+    finally:
+        reader.close()
+    assert committed.offset == 1, committed
+
+
+def _committed_or_none(consumer: Consumer, topic: str) -> list | None:
+    try:
+        return consumer.committed([TopicPartition(topic, 0)], timeout=5)
+    except KafkaException:
+        return None

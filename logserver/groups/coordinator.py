@@ -39,6 +39,7 @@ from logserver.groups.consumer.machine import (
     ConsumerWritten,
     HeartbeatRequest,
     HeartbeatResult,
+    TopicCatalog,
 )
 from logserver.groups.consumer.model import ConsumerGroup
 from logserver.groups.decisions import (
@@ -103,7 +104,8 @@ class GroupCoordinator:
                                self._consumer_subscriptions)
         # KIP-848 consumer-protocol groups beside the classic ones (groups/consumer)
         self.consumer = ConsumerGroups(ConsumerSettings.from_config(config))
-        self.catalog = broker.storage  # topics as the consumer groups' assignors see them
+        # topics as the consumer groups' assignors see them (the cluster's in cluster mode)
+        self.catalog: TopicCatalog = broker.storage
         self.timers = Timers(lambda: self.loop, self._on_timer)
         self.active = False
         self.loading = True

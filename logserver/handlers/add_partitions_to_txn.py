@@ -52,6 +52,6 @@ def _partition_errors(broker: Broker, wanted: list[tuple[str, int]]) -> dict[tup
     for topic, p in wanted:
         if topic not in writable:
             failed[(topic, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif topic in INTERNAL_TOPICS or not 0 <= p < (broker.storage.partition_count(topic) or 0):
+        elif topic in INTERNAL_TOPICS or not 0 <= p < (broker.topics.partition_count(topic) or 0):
             failed[(topic, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return failed

@@ -44,7 +44,7 @@ def sort_partitions(
     errors: dict[TopicPartition, int] = {}
     offsets: dict[TopicPartition, _O] = {}
     for topic in topics:
-        count = broker.storage.partition_count(topic.name)
+        count = broker.topics.partition_count(topic.name)
         topic_refused = refused or checks.denied(broker, topic_rule, topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)

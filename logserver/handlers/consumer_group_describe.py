@@ -28,12 +28,12 @@ CONSUMER_MEMBER_TYPE = 1
 
 def handle(broker: Broker, header: RequestHeader,
            request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
-    storage = broker.storage
+    catalog = broker.topics  # the cluster's topic ids in cluster mode, as Metadata's
 
     def assignment(partitions: Partitions) -> Assignment:
         topics = []
         for name in sorted(partitions):
-            topic_id = storage.topic_id(name)
+            topic_id = catalog.topic_id(name)
             if topic_id is not None and partitions[name]:
                 topics.append(TopicPartitions(topic_id=topic_id, topic_name=name,
                                               partitions=sorted(partitions[name])))

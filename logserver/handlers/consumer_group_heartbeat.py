@@ -35,12 +35,12 @@ def handle(broker: Broker, header: RequestHeader, request: ConsumerGroupHeartbea
         if not checks.allowed(broker, checks.CONSUMER_GROUP_HEARTBEAT_TOPIC, topic):
             return _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                           f"The group is not authorized to describe topic {topic}.")
-    storage = broker.storage
+    catalog = broker.topics  # the cluster's topic ids in cluster mode, as Metadata's
     owned: Partitions | None = None
     if request.topic_partitions is not None:
         owned = {}
         for tp in request.topic_partitions:
-            name = storage.topic_for_id(bytes(tp.topic_id))
+            name = catalog.topic_for_id(bytes(tp.topic_id))
             if name is not None and tp.partitions:
                 owned.setdefault(name, set()).update(tp.partitions)
     version = header.api_version
@@ -67,7 +67,7 @@ def handle(broker: Broker, header: RequestHeader, request: ConsumerGroupHeartbea
         if result.assignment is not None:
             topics = []
             for name in sorted(result.assignment):
-                topic_id = storage.topic_id(name)
+                topic_id = catalog.topic_id(name)
                 if topic_id is not None and result.assignment[name]:
                     topics.append(TopicPartitions(topic_id=topic_id,
                                                   partitions=sorted(result.assignment[name])))

@@ -31,7 +31,7 @@ def handle(broker: Broker, header: RequestHeader, request: OffsetDeleteRequest) 
     errors: dict[TopicPartition, int] = {}
     known: list[TopicPartition] = []
     for topic in request.topics:
-        count = broker.storage.partition_count(topic.name)
+        count = broker.topics.partition_count(topic.name)
         refused = checks.denied(broker, checks.OFFSET_DELETE_TOPIC, topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
