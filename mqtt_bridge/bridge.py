@@ -1025,7 +1025,8 @@ class Bridge:
                     if d[0].tp is None and d[1] and id(d) not in gone]
         session.queue.clear()
         session.held.clear()
-        session.queue.extend(kept)
+        if kept:
+            session.own_queue().extend(kept)
         if session.persistent:
             session.suspend()
         else:
