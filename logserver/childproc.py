@@ -196,6 +196,13 @@ class ChildProcess:
         self.wait_ready(timeout)
         return self
 
+    def request_stop(self) -> None:
+        """The stop signal by pid, without waiting (stop several children at once)."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, self.stop_signal)
+
     def stop(self, timeout: float = 10.0) -> int | None:
         """The stop signal by pid, SIGKILL if still alive after ``timeout``; the exit code."""
         proc = self.proc

@@ -69,7 +69,7 @@ def test_cluster_up_starts_three_brokers_and_stops_them(tmp_path):
         finally:
             consumer.close()
     finally:
-        code = launcher.stop(timeout=60)
+        code = launcher.stop(timeout=120)
     assert code == 0, launcher.tail()
     assert not any(can_connect(port) for port in (base, base + 1, base + 2, etcd_port))
     for node in (1, 2, 3):
@@ -91,7 +91,7 @@ def test_cluster_up_logs_in_the_projects_one_format(tmp_path):
         wait_until(lambda: _brokers_in_metadata(admin) == 1, 60,
                    f"the broker in Metadata\n{launcher.tail()}")
     finally:
-        code = launcher.stop(timeout=60)
+        code = launcher.stop(timeout=120)
     assert code == 0, launcher.tail()
     own = _json_lines(launcher.output())
     assert any(r["logger"] == "logserver.cluster.local" and r["msg"].startswith("cluster up:")
