@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kafkaproto import ApiKey
+from kafkaproto.errors import ErrorCode
 from kafkaproto.messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
@@ -123,6 +124,10 @@ class Follower(Protocol):
     positions: dict[TopicPartition, int]
 
     def partitions_of(self, topic: str) -> list[TopicPartition]: ...
+
+
+#: how long a claim may wait for its session partition (a leader failover takes seconds)
+CATCH_UP_MIN_S = 10.0
 
 
 class TopicSessionStore:
@@ -233,7 +238,10 @@ class TopicSessionStore:
         The claim record carries this bridge's view of the state and, as the newest record,
         replaces the holder's last save; a holder that died (kill -9) leaves nothing else.
         A fetcher still behind the holder's last save (a long-poll on a cluster's leader)
-        would write a stale state, or a tombstone, over it. Bounded by the takeover timeout.
+        would write a stale state, or a tombstone, over it. So when the partition's end
+        cannot be read or reached within the catch-up bound (its leader failing over, say)
+        the claim is not made: KafkaError (REQUEST_TIMED_OUT), and the CONNECT is refused
+        with Server unavailable; the device connects again, as it would to any server.
         """
         follower = self.follower
         if follower is None:
@@ -242,17 +250,20 @@ class TopicSessionStore:
         if not tps:
             return
         tp = (self.topic, partition_for(client_id.encode(), len(tps)))
-        try:
-            end = (await self.client.list_offsets([tp], -1)).get(tp)
-        except KafkaError as exc:
-            log.warning("claim of %s without catching up on %s-%d: %s", client_id, *tp, exc)
-            return
-        deadline = time.monotonic() + self.takeover_timeout_s
-        while end is not None and follower.positions.get(tp, end) < end:
+        deadline = time.monotonic() + max(self.takeover_timeout_s, CATCH_UP_MIN_S)
+        end: int | None = None
+        while end is None:
+            try:
+                end = (await self.client.list_offsets([tp], -1)).get(tp, -1)
+            except KafkaError as exc:
+                if time.monotonic() > deadline:
+                    raise KafkaError(f"session partition {tp[0]}-{tp[1]} unavailable: {exc}",
+                                     ErrorCode.REQUEST_TIMED_OUT) from exc
+                await asyncio.sleep(0.1)
+        while follower.positions.get(tp, end) < end:
             if time.monotonic() > deadline:
-                log.warning("claim of %s: %s-%d not caught up to %d within %.1fs",
-                            client_id, *tp, end, self.takeover_timeout_s)
-                return
+                raise KafkaError(f"{tp[0]}-{tp[1]} not caught up to offset {end}",
+                                 ErrorCode.REQUEST_TIMED_OUT)
             await asyncio.sleep(0.01)
 
     async def claim(self, client_id: str, *, clean: bool = False) -> bool:
