@@ -177,6 +177,11 @@ class KafkaClient:
         finally:
             del self._connecting[key]
 
+    def ready_connection(self, node: int, purpose: str = "misc") -> BrokerConnection | None:
+        """The live connection to ``node`` for ``purpose`` if there is one (no waiting)."""
+        conn = self._conns.get((node, purpose))
+        return conn if conn is not None and not conn.closed else None
+
     async def _open(self, node: int) -> BrokerConnection:
         if node >= 0 and node in self.brokers:
             candidates = [self.brokers[node]]

@@ -6,12 +6,20 @@ request per message. Each partition has at most one batch in flight, so a retrie
 keeps its place and its sequence numbers: after a broker restart the broker either has
 it (duplicate, acknowledged) or not (appended), and nothing acknowledged is lost.
 ``send`` returns a future that resolves with the record's offset once the log has it.
+
+Sending is driven by callbacks, not a task: a new batch schedules one ``_pump`` per
+loop turn, a Produce response is handled in its future's callback, which sends the
+partitions' next batches at once. Under load every loop turn is long (each device
+connection's read is handled in it), and each task wake-up between "batch ready" and
+"request written" cost one turn. While a partition has a batch in flight its open batch
+keeps growing (up to ``batch_bytes``) and goes out when the response comes back; the
+linger applies only to a partition with nothing in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import logging
 import time
 from collections import deque
@@ -24,7 +32,7 @@ from kafkaproto.client import RetryPolicy
 from kafkaproto.messages import InitProducerIdRequest, ProduceRequest
 from kafkaproto.records import build_batch
 
-from .kafka_client import KafkaClient, KafkaError, TopicPartition
+from .kafka_client import BrokerConnection, KafkaClient, KafkaError, TopicPartition
 from .murmur2 import partition_for
 
 log = logging.getLogger(__name__)
@@ -111,15 +119,17 @@ class Producer:
         self._pid_gen = 0
         self._pid_ready = False
         self._pid_lock = asyncio.Lock()
-        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pump_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
         self._space_waiters: list[Callable[[], None]] = []
-        self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
 
     # ---- public ------------------------------------------------------------------
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._sender())
+        self._loop = asyncio.get_running_loop()
+        self._kick()
 
     @property
     def full(self) -> bool:
@@ -180,7 +190,7 @@ class Producer:
             fut = batch.shared = asyncio.get_running_loop().create_future()
         if batch.size >= self.batch_bytes:
             self._close_batch(batch.tp)
-            self._wake.set()
+            self._kick()
         return fut
 
     async def flush(self, timeout: float = 30.0) -> None:
@@ -191,7 +201,7 @@ class Producer:
         pending += [item[4] for items in self._unknown.values() for item in items]
         for tp in list(self._acc):
             self._close_batch(tp)
-        self._wake.set()
+        self._kick()
         if pending:
             await asyncio.wait(pending, timeout=timeout)
 
@@ -200,8 +210,8 @@ class Producer:
             await self.flush(timeout)
         finally:
             self._closing = True
-            if self._task is not None:
-                self._task.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
             for t in list(self._tasks):
                 t.cancel()
             err = KafkaError("producer closed")
@@ -230,7 +240,7 @@ class Producer:
         batch.size += size
         if batch.size >= self.batch_bytes:
             self._close_batch(batch.tp)
-            self._wake.set()
+            self._kick()
 
     def _batch_for(self, topic: str, nparts: int, key: bytes | None) -> _Batch:
         """The open batch of the record's partition (Kafka's default partitioner)."""
@@ -243,7 +253,7 @@ class Producer:
         batch = self._acc.get(tp)
         if batch is None:
             batch = self._acc[tp] = _Batch(tp, time.monotonic())
-            self._wake.set()
+            self._kick()
         return batch
 
     def _close_batch(self, tp: TopicPartition) -> None:
@@ -280,37 +290,55 @@ class Producer:
         self._release_space()
 
     # ---- sending -------------------------------------------------------------------
-    async def _sender(self) -> None:
-        while True:
-            self._wake.clear()
-            now = time.monotonic()
-            next_at: float | None = None
-            for tp, batch in list(self._acc.items()):
-                due = batch.created + self.linger
-                if due <= now:
-                    self._close_batch(tp)
-                elif next_at is None or due < next_at:
-                    next_at = due
-            by_node: dict[int, list[_Batch]] = {}
-            for tp, queue in self._ready.items():
-                if not queue or tp in self._inflight:
-                    continue
-                retry_at = self._retry_at.get(tp, 0.0)
-                if retry_at > now:
-                    next_at = retry_at if next_at is None else min(next_at, retry_at)
-                    continue
-                node = self.client.leader(tp)
-                if node < 0:
-                    self._retry_at[tp] = now + self.retry_backoff
-                    self._spawn(self._refresh(tp[0]))
-                    continue
-                self._inflight.add(tp)
-                by_node.setdefault(node, []).append(queue.popleft())
-            for node, batches in by_node.items():
-                self._spawn(self._send(node, batches))
-            timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+    def _kick(self) -> None:
+        """Run ``_pump`` once, later in this loop turn (after the reads already due)."""
+        if not self._pump_scheduled and self._loop is not None and not self._closing:
+            self._pump_scheduled = True
+            self._loop.call_soon(self._pump)
+
+    def _pump(self) -> None:
+        """Close the batches that are due and send every partition's next batch."""
+        self._pump_scheduled = False
+        if self._closing:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        now = time.monotonic()
+        next_at: float | None = None
+        ready = self._ready
+        inflight = self._inflight
+        for tp, batch in list(self._acc.items()):
+            if tp in inflight or ready.get(tp):
+                continue  # busy: the batch grows until the partition is free (that pumps again)
+            due = batch.created + self.linger
+            if due <= now:
+                self._close_batch(tp)
+            elif next_at is None or due < next_at:
+                next_at = due
+        by_node: dict[int, list[_Batch]] = {}
+        for tp, queue in ready.items():
+            if not queue or tp in inflight:
+                continue
+            retry_at = self._retry_at.get(tp, 0.0)
+            if retry_at > now:
+                next_at = retry_at if next_at is None else min(next_at, retry_at)
+                continue
+            node = self.client.leader(tp)
+            if node < 0:
+                self._retry_at[tp] = now + self.retry_backoff
+                self._spawn(self._refresh(tp[0]))
+                continue
+            inflight.add(tp)
+            by_node.setdefault(node, []).append(queue.popleft())
+        for node, batches in by_node.items():
+            conn = self.client.ready_connection(node, "produce")
+            if conn is None or (self.idempotent and not self._pid_ready):
+                self._spawn(self._send(node, batches))  # connect / producer id first
+            else:
+                self._send_on(conn, node, batches)
+        if next_at is not None and self._loop is not None:
+            self._timer = self._loop.call_later(max(0.0, next_at - time.monotonic()), self._kick)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -322,7 +350,7 @@ class Producer:
             await self.client.refresh_metadata([topic])
         except KafkaError as exc:
             log.debug("metadata refresh for %s failed: %s", topic, exc)
-        self._wake.set()
+        self._kick()
 
     async def _ensure_pid(self) -> None:
         if not self.idempotent or self._pid_ready:
@@ -370,9 +398,20 @@ class Producer:
         return batch.payload
 
     async def _send(self, node: int, batches: list[_Batch]) -> None:
+        """The slow start of a send: the producer id and the connection, then ``_send_on``."""
         try:
             await self._ensure_pid()
             conn = await self.client.connection(node, "produce")
+        except KafkaError as exc:
+            self._send_failed(node, batches, exc)
+            return
+        if self._closing:
+            return
+        self._send_on(conn, node, batches)
+
+    def _send_on(self, conn: BrokerConnection, node: int, batches: list[_Batch]) -> None:
+        """Write one Produce request for ``batches``; ``_on_response`` takes the answer."""
+        try:
             topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
             for b in batches:
                 b.attempts += 1
@@ -389,20 +428,27 @@ class Producer:
                 ],
             )
             version = conn.version(ApiKey.PRODUCE, 9)
-            self.requests_sent += 1
-            resp = await conn.request(
-                ApiKey.PRODUCE, version, req, timeout=self.request_timeout_ms / 1000 + 5
-            )
+            fut = conn.send(ApiKey.PRODUCE, version, req)
         except KafkaError as exc:
-            log.warning("produce to node %d failed: %s", node, exc)
-            for b in batches:
-                self._retry_or_fail(b, exc)
-            self._spawn(self._refresh(batches[0].tp[0]))
-            self._release_space()
-            self._wake.set()
+            self._send_failed(node, batches, exc)
             return
-        except asyncio.CancelledError:
-            raise
+        self.requests_sent += 1
+        loop = asyncio.get_running_loop()
+        # no answer in time: the connection is closed, which fails the request's future
+        timer = loop.call_later(self.request_timeout_ms / 1000 + 5, conn.close,
+                                "produce request timed out")
+        fut.add_done_callback(functools.partial(self._on_response, node, batches, timer))
+
+    def _on_response(self, node: int, batches: list[_Batch], timer: asyncio.TimerHandle,
+                     fut: asyncio.Future[Any]) -> None:
+        timer.cancel()
+        if self._closing and fut.cancelled():
+            return
+        exc = KafkaError("produce request cancelled") if fut.cancelled() else fut.exception()
+        if exc is not None:
+            self._send_failed(node, batches, exc if isinstance(exc, KafkaError) else KafkaError(str(exc)))
+            return
+        resp = fut.result()
         results = {
             (t.name, p.index): p for t in resp.responses for p in t.partition_responses
         }
@@ -421,7 +467,15 @@ class Producer:
                     b, KafkaError(f"produce {b.tp[0]}-{b.tp[1]}: error {code}", code)):
                 self._spawn(self._refresh(b.tp[0]))
         self._release_space()
-        self._wake.set()
+        self._pump()  # the partitions are free: their next batches go out now
+
+    def _send_failed(self, node: int, batches: list[_Batch], exc: KafkaError) -> None:
+        log.warning("produce to node %d failed: %s", node, exc)
+        for b in batches:
+            self._retry_or_fail(b, exc)
+        self._spawn(self._refresh(batches[0].tp[0]))
+        self._release_space()
+        self._kick()
 
     def _reset_pid(self) -> None:
         self._pid_ready = False
