@@ -78,6 +78,29 @@ def _retrieve(fut: asyncio.Future[Any]) -> None:
         fut.exception()
 
 
+def _resolve_when_all(target: asyncio.Future[Any], sources: list[asyncio.Future[Any]]) -> None:
+    """Resolve ``target`` once every one of ``sources`` has; fail it with the first failure."""
+    pending = len(sources)
+
+    def one_done(f: asyncio.Future[Any]) -> None:
+        nonlocal pending
+        if target.done():
+            return
+        if f.cancelled():
+            target.set_exception(KafkaError("produce cancelled"))
+            return
+        exc = f.exception()
+        if exc is not None:
+            target.set_exception(exc)
+            return
+        pending -= 1
+        if pending == 0:
+            target.set_result(None)
+
+    for f in sources:
+        f.add_done_callback(one_done)
+
+
 class Producer:
     """Accumulate records per partition and send them in batches; see the module docstring."""
 
@@ -111,7 +134,8 @@ class Producer:
         self._ready: dict[TopicPartition, deque[_Batch]] = {}
         self._inflight: set[TopicPartition] = set()
         self._retry_at: dict[TopicPartition, float] = {}
-        self._unknown: dict[str, list[tuple[bytes | None, bytes | None, Sequence[Header], int, asyncio.Future[int]]]] = {}
+        self._unknown: dict[str, list[tuple[bytes | None, bytes | None, Sequence[Header], int, asyncio.Future[Any]]]] = {}
+        self._unknown_shared: dict[str, asyncio.Future[Any]] = {}
         self._rr: dict[str, int] = {}
         self._seq: dict[TopicPartition, int] = {}
         self._pid = -1
@@ -173,17 +197,42 @@ class Producer:
         only "in the log", pays one future and one callback per batch instead of one
         per message (per-record futures were a fifth of the bridge's CPU per message).
         """
-        meta = self.client.topics.get(topic)
-        if meta is None:  # rare: the topic's metadata first; a future of its own meanwhile
-            own = self.send(topic, key, value, headers)
-            own.add_done_callback(_retrieve)
-            return own
         size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
         for hk, hv in headers:
             size += len(hk) + (len(hv) if hv else 0) + 4
         self.buffered += size
-        batch = self._batch_for(topic, len(meta.partitions), key)
-        batch.records.append((key, value, headers, int(time.time() * 1000)))
+        meta = self.client.topics.get(topic)
+        if meta is None:  # the topic's metadata first: one future for all that wait for it
+            return self._wait_for_topic(topic, key, value, headers, size)
+        return self._append_shared(topic, len(meta.partitions), key, value, headers,
+                                   int(time.time() * 1000), size)
+
+    def _wait_for_topic(self, topic: str, key: bytes | None, value: bytes | None,
+                        headers: Sequence[Header], size: int) -> asyncio.Future[Any]:
+        """Park a ``send_shared`` record until the topic's metadata is known.
+
+        The records that arrive meanwhile share one future (resolved once every batch
+        they land in is acknowledged): a future and a callback context each were
+        40,000 objects after a bridge's start under load, kept alive for seconds and
+        scanned by every full garbage collection.
+        """
+        fut = self._unknown_shared.get(topic)
+        if fut is None:
+            fut = self._unknown_shared[topic] = asyncio.get_running_loop().create_future()
+            fut.add_done_callback(_retrieve)
+        waiting = self._unknown.get(topic)
+        item = (key, value, headers, int(time.time() * 1000), fut)
+        if waiting is None:
+            self._unknown[topic] = [item]
+            self._spawn(self._resolve_topic(topic))
+        else:
+            waiting.append(item)
+        return fut
+
+    def _append_shared(self, topic: str, nparts: int, key: bytes | None, value: bytes | None,
+                       headers: Sequence[Header], ts: int, size: int) -> asyncio.Future[Any]:
+        batch = self._batch_for(topic, nparts, key)
+        batch.records.append((key, value, headers, ts))
         batch.size += size
         fut = batch.shared
         if fut is None:
@@ -279,14 +328,21 @@ class Producer:
                 log.warning("metadata for %s failed (%s), retrying", topic, exc)
                 await asyncio.sleep(decision.delay_s)
         waiting = self._unknown.pop(topic, [])
+        shared = self._unknown_shared.pop(topic, None)
+        landed: dict[int, asyncio.Future[Any]] = {}  # the batch futures shared records got
         for key, value, headers, ts, fut in waiting:
             size = _record_size(key, value, headers)
             if meta is None:
                 self.buffered -= size
                 if not fut.done():
                     fut.set_exception(error or KafkaError(f"topic {topic} unavailable"))
+            elif fut is shared:
+                got = self._append_shared(topic, len(meta.partitions), key, value, headers, ts, size)
+                landed[id(got)] = got
             else:
                 self._append(topic, len(meta.partitions), key, value, headers, ts, fut, size)
+        if shared is not None and landed:
+            _resolve_when_all(shared, list(landed.values()))
         self._release_space()
 
     # ---- sending -------------------------------------------------------------------
