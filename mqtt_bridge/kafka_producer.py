@@ -49,10 +49,12 @@ _RESET_PRODUCER = {
 
 
 def _record_size(key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> int:
-    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
-    for hk, hv in headers:
-        size += len(hk) + (len(hv) if hv else 0) + 4
-    return size
+    return _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0) + headers_size(headers)
+
+
+def headers_size(headers: Sequence[Header]) -> int:
+    """What ``headers`` add to a record's size in the producer's buffer accounting."""
+    return sum(len(hk) + (len(hv) if hv else 0) + 4 for hk, hv in headers)
 
 
 @dataclass(eq=False)
@@ -189,17 +191,18 @@ class Producer:
         return fut
 
     def send_shared(
-        self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[Header] = (),
+        headers_bytes: int = -1,
     ) -> asyncio.Future[Any]:
         """Queue one record; the future resolves (to no offset) once it is acknowledged.
 
         The future is shared by every record of its batch: the MQTT uplink, which needs
         only "in the log", pays one future and one callback per batch instead of one
         per message (per-record futures were a fifth of the bridge's CPU per message).
+        ``headers_bytes``: ``headers_size(headers)`` when the caller keeps it with them.
         """
-        size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
-        for hk, hv in headers:
-            size += len(hk) + (len(hv) if hv else 0) + 4
+        size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0) + (
+            headers_bytes if headers_bytes >= 0 else headers_size(headers))
         self.buffered += size
         meta = self.client.topics.get(topic)
         if meta is None:  # the topic's metadata first: one future for all that wait for it
@@ -484,27 +487,27 @@ class Producer:
                 ],
             )
             version = conn.version(ApiKey.PRODUCE, 9)
-            fut = conn.send(ApiKey.PRODUCE, version, req)
+            # no answer in time: the connection is closed, which fails the request
+            timer = asyncio.get_running_loop().call_later(
+                self.request_timeout_ms / 1000 + 5, conn.close, "produce request timed out")
+            try:
+                conn.send_with_callback(ApiKey.PRODUCE, version, req,
+                                        functools.partial(self._on_response, node, batches, timer))
+            except BaseException:
+                timer.cancel()
+                raise
         except KafkaError as exc:
             self._send_failed(node, batches, exc)
             return
         self.requests_sent += 1
-        loop = asyncio.get_running_loop()
-        # no answer in time: the connection is closed, which fails the request's future
-        timer = loop.call_later(self.request_timeout_ms / 1000 + 5, conn.close,
-                                "produce request timed out")
-        fut.add_done_callback(functools.partial(self._on_response, node, batches, timer))
 
     def _on_response(self, node: int, batches: list[_Batch], timer: asyncio.TimerHandle,
-                     fut: asyncio.Future[Any]) -> None:
+                     resp: Any, exc: Exception | None) -> None:
+        """A Produce answer (called while its bytes are read) or the request's failure."""
         timer.cancel()
-        if self._closing and fut.cancelled():
-            return
-        exc = KafkaError("produce request cancelled") if fut.cancelled() else fut.exception()
         if exc is not None:
             self._send_failed(node, batches, exc if isinstance(exc, KafkaError) else KafkaError(str(exc)))
             return
-        resp = fut.result()
         results = {
             (t.name, p.index): p for t in resp.responses for p in t.partition_responses
         }

@@ -325,13 +325,14 @@ def test_records_parked_for_metadata_are_acknowledged_only_once_all_are_in_the_l
 
     topic = f"parked-{uuid.uuid4().hex[:8]}"
     n = 3000
+    pad = b"." * 94  # 3000 records of 100 bytes: about 21 batches of 20 kB
 
     async def run() -> tuple[int, int, int]:
         client = KafkaClient(module_server.bootstrap)
         producer = Producer(client, batch_bytes=20_000)
         producer.start()
         try:
-            futures = [producer.send_shared(topic, b"key-%d" % (i % 7), b"%06d" % i)
+            futures = [producer.send_shared(topic, b"key-%d" % (i % 7), b"%06d" % i + pad)
                        for i in range(n)]
             distinct = {id(f): f for f in futures}
             await asyncio.wait_for(next(iter(distinct.values())), 30)
@@ -346,4 +347,4 @@ def test_records_parked_for_metadata_are_acknowledged_only_once_all_are_in_the_l
     assert acked_then == n
     assert requests > 3  # more than one batch per partition: the future waited for all
     values = sorted(r.value for r in read_topic(module_server.bootstrap, topic, n))
-    assert values == [b"%06d" % i for i in range(n)]
+    assert values == [b"%06d" % i + pad for i in range(n)]
