@@ -33,7 +33,7 @@ from .config import BridgeConfig
 from .connection import Connection, FlushQueue
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .kafka_fetcher import LATEST, Fetcher
-from .kafka_producer import Producer
+from .kafka_producer import Producer, headers_size
 from .latency import LatencyHistogram
 from .mapping import ROUTE_CACHE_SIZE, Mapping, UplinkTopics, valid_kafka_topic
 from .record_headers import property_headers, record_properties
@@ -167,7 +167,8 @@ class Bridge:
         self.puback_latency = LatencyHistogram()
         self.uplink_topics: set[str] = set()
         #: MQTT topic -> (client id, the uplink record's headers for the two)
-        self._uplink_headers: dict[str, tuple[str, tuple[tuple[str, bytes | None], ...]]] = {}
+        #: MQTT topic -> (client id, its two record headers, their size for the producer)
+        self._uplink_headers: dict[str, tuple[str, tuple[tuple[str, bytes | None], ...], int]] = {}
         self.server: asyncio.AbstractServer | None = None
         self.tls_server: asyncio.AbstractServer | None = None
         self.tls_failures = HandshakeFailures()  # failed TLS handshakes, logged rate-limited
@@ -606,20 +607,21 @@ class Bridge:
         if known is None or known[0] != cid:
             if len(self._uplink_headers) >= ROUTE_CACHE_SIZE:
                 self._uplink_headers.clear()
-            known = self._uplink_headers[topic] = (
-                cid, (("mqtt.topic", topic.encode()), ("mqtt.client_id", cid.encode())))
+            both = (("mqtt.topic", topic.encode()), ("mqtt.client_id", cid.encode()))
+            known = self._uplink_headers[topic] = (cid, both, headers_size(both))
         headers: Sequence[tuple[str, bytes | None]] = known[1]
-        if props or qos2_nonce is not None:
-            headers = list(headers)
-            if props:
-                for k, v in props.get("user_property", ()):
-                    headers.append((k, v.encode()))
-                if len(props) > ("user_property" in props):
-                    headers += property_headers(props)  # request/response: see record_headers
-            if qos2_nonce is not None:
-                headers.append(("mqtt.qos2", qos2_nonce.encode()))
         self.stats.uplink_records += 1
-        # one future per produce batch, shared by its records (a failure is marked seen)
+        if not props and qos2_nonce is None:  # the common case: the two headers as they are
+            # one future per produce batch, shared by its records (a failure is marked seen)
+            return self.producer.send_shared(ktopic, key, payload, headers, known[2])
+        headers = list(headers)
+        if props:
+            for k, v in props.get("user_property", ()):
+                headers.append((k, v.encode()))
+            if len(props) > ("user_property" in props):
+                headers += property_headers(props)  # request/response: see record_headers
+        if qos2_nonce is not None:
+            headers.append(("mqtt.qos2", qos2_nonce.encode()))
         return self.producer.send_shared(ktopic, key, payload, headers)
 
     def _check_uplink(self, ktopic: str) -> Reason | None:

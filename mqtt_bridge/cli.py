@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import getpass
 import logging
 import signal
@@ -198,6 +199,11 @@ async def _run_until_stopped(bridge: Bridge, stop: asyncio.Event) -> None:
         error = start.exception()
         assert error is not None
         raise error
+    if start.done():
+        # What start-up built (modules, routing, sessions) lives as long as the process:
+        # keep it out of the cyclic GC's full collections, which scanned it 1-2 times a
+        # second under load (30-110 ms each, a sixth of the bridge's CPU at QoS 0).
+        gc.freeze()
     await stopper
     start.cancel()
     with contextlib.suppress(asyncio.CancelledError):

@@ -58,7 +58,7 @@ class BridgeConfig:
     wss_host: str | None = None  # the same over TLS (the TLS listener's certificate)
     wss_port: int | None = None
     # log side
-    linger_ms: float = 5.0
+    linger_ms: float = 0.0
     batch_bytes: int = 1 << 20
     producer_buffer_bytes: int = 64 << 20
     delivery_timeout_s: float = 120.0

@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 _HIGH_WATER = 256 * 1024
 _PUBACK = bytes((PacketType.PUBACK << 4, 2))  # + packet id: a PUBACK with success
+_PUBLISH = int(PacketType.PUBLISH)
 _DENIALS_LOGGED = 5  # per connection; the rest are only counted
 
 
@@ -318,7 +319,7 @@ class Connection(asyncio.Protocol):
                 self._on_connect(p)
                 return
             raise ProtocolViolation("expected CONNECT first")
-        if t == PacketType.PUBLISH:
+        if t == _PUBLISH:  # an int: an enum member's lookup cost more than the compare
             self._on_publish(p)
         elif t == PacketType.PUBACK:
             if self.session is not None:
@@ -485,7 +486,8 @@ class Connection(asyncio.Protocol):
                 result.add_done_callback(self._on_logged)
             acks.append([p.packet_id, qos, result, None, time.perf_counter()])
             producer = self.bridge.producer
-            if producer.full and not self._reading_paused and self.transport is not None:
+            if (producer.buffered >= producer.buffer_bytes and not self._reading_paused
+                    and self.transport is not None):  # producer.full, without the call
                 self._reading_paused = True
                 self.transport.pause_reading()
                 producer.when_space(self._resume_reading)
@@ -516,6 +518,10 @@ class Connection(asyncio.Protocol):
 
     def _on_logged(self, fut: asyncio.Future[int]) -> None:
         self._drain_acks()
+        # Every PUBACK this write made ready is here: out now, not a loop turn later
+        # (the flush queue then finds nothing left to write).
+        if self._out and not self.paused_writing:
+            self._flush()
 
     def _drain_acks(self) -> None:
         """Acknowledge, in arrival order, every PUBLISH whose log write has finished."""

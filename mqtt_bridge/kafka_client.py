@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,34 @@ CLIENT_ID = "mqtt-bridge"
 TopicPartition = tuple[str, int]
 
 
+class _Callback:
+    """Stands in for a request's future when its caller takes the answer in a callback,
+    called from ``data_received`` itself: a future's callbacks run one loop turn later,
+    and under load a turn is long (the bridge's producer, see ``send_with_callback``)."""
+
+    __slots__ = ("fn", "_done")
+
+    def __init__(self, fn: Callable[[Any, Exception | None], None]) -> None:
+        self.fn = fn
+        self._done = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, body: Any) -> None:
+        self._finish(body, None)
+
+    def set_exception(self, exc: Exception) -> None:
+        self._finish(None, exc)
+
+    def _finish(self, body: Any, exc: Exception | None) -> None:
+        self._done = True
+        try:
+            self.fn(body, exc)
+        except Exception:  # noqa: BLE001 - one caller's bug must not stop the connection
+            log.exception("response callback failed")
+
+
 class BrokerConnection(asyncio.Protocol):
     """One TCP connection to one broker: asyncio glue around ``kafkaproto.client``.
 
@@ -47,7 +76,7 @@ class BrokerConnection(asyncio.Protocol):
         self.port = port
         self.request_timeout = request_timeout
         self._core = ClientConnection(CLIENT_ID)
-        self._futures: dict[int, asyncio.Future[Any]] = {}
+        self._futures: dict[int, asyncio.Future[Any] | _Callback] = {}
         self._transport: asyncio.Transport | None = None
         self.closed = False
 
@@ -96,6 +125,16 @@ class BrokerConnection(asyncio.Protocol):
         self._futures[correlation_id] = fut
         self._transport.write(frame)
         return fut
+
+    def send_with_callback(self, api_key: int, version: int, body: Any,
+                           fn: Callable[[Any, Exception | None], None]) -> None:
+        """Write a request now; ``fn(response_body, None)`` or ``fn(None, error)`` is called
+        as soon as the answer is read (or the connection fails), within that callback."""
+        if self.closed or self._transport is None:
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
+        correlation_id, frame = self._core.request(api_key, version, body)
+        self._futures[correlation_id] = _Callback(fn)
+        self._transport.write(frame)
 
     # ---- asyncio protocol callbacks ----------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -176,6 +215,11 @@ class KafkaClient:
             raise
         finally:
             del self._connecting[key]
+
+    def ready_connection(self, node: int, purpose: str = "misc") -> BrokerConnection | None:
+        """The live connection to ``node`` for ``purpose`` if there is one (no waiting)."""
+        conn = self._conns.get((node, purpose))
+        return conn if conn is not None and not conn.closed else None
 
     async def _open(self, node: int) -> BrokerConnection:
         if node >= 0 and node in self.brokers:

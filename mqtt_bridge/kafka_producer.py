@@ -6,12 +6,20 @@ request per message. Each partition has at most one batch in flight, so a retrie
 keeps its place and its sequence numbers: after a broker restart the broker either has
 it (duplicate, acknowledged) or not (appended), and nothing acknowledged is lost.
 ``send`` returns a future that resolves with the record's offset once the log has it.
+
+Sending is driven by callbacks, not a task: a new batch schedules one ``_pump`` per
+loop turn, a Produce response is handled in its future's callback, which sends the
+partitions' next batches at once. Under load every loop turn is long (each device
+connection's read is handled in it), and each task wake-up between "batch ready" and
+"request written" cost one turn. While a partition has a batch in flight its open batch
+keeps growing (up to ``batch_bytes``) and goes out when the response comes back; the
+linger applies only to a partition with nothing in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import logging
 import time
 from collections import deque
@@ -24,7 +32,7 @@ from kafkaproto.client import RetryPolicy
 from kafkaproto.messages import InitProducerIdRequest, ProduceRequest
 from kafkaproto.records import build_batch
 
-from .kafka_client import KafkaClient, KafkaError, TopicPartition
+from .kafka_client import BrokerConnection, KafkaClient, KafkaError, TopicPartition
 from .murmur2 import partition_for
 
 log = logging.getLogger(__name__)
@@ -41,10 +49,12 @@ _RESET_PRODUCER = {
 
 
 def _record_size(key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> int:
-    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
-    for hk, hv in headers:
-        size += len(hk) + (len(hv) if hv else 0) + 4
-    return size
+    return _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0) + headers_size(headers)
+
+
+def headers_size(headers: Sequence[Header]) -> int:
+    """What ``headers`` add to a record's size in the producer's buffer accounting."""
+    return sum(len(hk) + (len(hv) if hv else 0) + 4 for hk, hv in headers)
 
 
 @dataclass(eq=False)
@@ -68,6 +78,29 @@ def _retrieve(fut: asyncio.Future[Any]) -> None:
     """Mark a failed future's exception seen: whoever needs it reads it from the future."""
     if not fut.cancelled():
         fut.exception()
+
+
+def _resolve_when_all(target: asyncio.Future[Any], sources: list[asyncio.Future[Any]]) -> None:
+    """Resolve ``target`` once every one of ``sources`` has; fail it with the first failure."""
+    pending = len(sources)
+
+    def one_done(f: asyncio.Future[Any]) -> None:
+        nonlocal pending
+        if target.done():
+            return
+        if f.cancelled():
+            target.set_exception(KafkaError("produce cancelled"))
+            return
+        exc = f.exception()
+        if exc is not None:
+            target.set_exception(exc)
+            return
+        pending -= 1
+        if pending == 0:
+            target.set_result(None)
+
+    for f in sources:
+        f.add_done_callback(one_done)
 
 
 class Producer:
@@ -103,7 +136,8 @@ class Producer:
         self._ready: dict[TopicPartition, deque[_Batch]] = {}
         self._inflight: set[TopicPartition] = set()
         self._retry_at: dict[TopicPartition, float] = {}
-        self._unknown: dict[str, list[tuple[bytes | None, bytes | None, Sequence[Header], int, asyncio.Future[int]]]] = {}
+        self._unknown: dict[str, list[tuple[bytes | None, bytes | None, Sequence[Header], int, asyncio.Future[Any]]]] = {}
+        self._unknown_shared: dict[str, asyncio.Future[Any]] = {}
         self._rr: dict[str, int] = {}
         self._seq: dict[TopicPartition, int] = {}
         self._pid = -1
@@ -111,15 +145,17 @@ class Producer:
         self._pid_gen = 0
         self._pid_ready = False
         self._pid_lock = asyncio.Lock()
-        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pump_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
         self._space_waiters: list[Callable[[], None]] = []
-        self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
 
     # ---- public ------------------------------------------------------------------
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._sender())
+        self._loop = asyncio.get_running_loop()
+        self._kick()
 
     @property
     def full(self) -> bool:
@@ -155,32 +191,58 @@ class Producer:
         return fut
 
     def send_shared(
-        self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[Header] = (),
+        headers_bytes: int = -1,
     ) -> asyncio.Future[Any]:
         """Queue one record; the future resolves (to no offset) once it is acknowledged.
 
         The future is shared by every record of its batch: the MQTT uplink, which needs
         only "in the log", pays one future and one callback per batch instead of one
         per message (per-record futures were a fifth of the bridge's CPU per message).
+        ``headers_bytes``: ``headers_size(headers)`` when the caller keeps it with them.
         """
-        meta = self.client.topics.get(topic)
-        if meta is None:  # rare: the topic's metadata first; a future of its own meanwhile
-            own = self.send(topic, key, value, headers)
-            own.add_done_callback(_retrieve)
-            return own
-        size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
-        for hk, hv in headers:
-            size += len(hk) + (len(hv) if hv else 0) + 4
+        size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0) + (
+            headers_bytes if headers_bytes >= 0 else headers_size(headers))
         self.buffered += size
-        batch = self._batch_for(topic, len(meta.partitions), key)
-        batch.records.append((key, value, headers, int(time.time() * 1000)))
+        meta = self.client.topics.get(topic)
+        if meta is None:  # the topic's metadata first: one future for all that wait for it
+            return self._wait_for_topic(topic, key, value, headers, size)
+        return self._append_shared(topic, len(meta.partitions), key, value, headers,
+                                   int(time.time() * 1000), size)
+
+    def _wait_for_topic(self, topic: str, key: bytes | None, value: bytes | None,
+                        headers: Sequence[Header], size: int) -> asyncio.Future[Any]:
+        """Park a ``send_shared`` record until the topic's metadata is known.
+
+        The records that arrive meanwhile share one future (resolved once every batch
+        they land in is acknowledged): a future and a callback context each were
+        40,000 objects after a bridge's start under load, kept alive for seconds and
+        scanned by every full garbage collection.
+        """
+        fut = self._unknown_shared.get(topic)
+        if fut is None:
+            fut = self._unknown_shared[topic] = asyncio.get_running_loop().create_future()
+            fut.add_done_callback(_retrieve)
+        waiting = self._unknown.get(topic)
+        item = (key, value, headers, int(time.time() * 1000), fut)
+        if waiting is None:
+            self._unknown[topic] = [item]
+            self._spawn(self._resolve_topic(topic))
+        else:
+            waiting.append(item)
+        return fut
+
+    def _append_shared(self, topic: str, nparts: int, key: bytes | None, value: bytes | None,
+                       headers: Sequence[Header], ts: int, size: int) -> asyncio.Future[Any]:
+        batch = self._batch_for(topic, nparts, key)
+        batch.records.append((key, value, headers, ts))
         batch.size += size
         fut = batch.shared
         if fut is None:
             fut = batch.shared = asyncio.get_running_loop().create_future()
         if batch.size >= self.batch_bytes:
             self._close_batch(batch.tp)
-            self._wake.set()
+            self._kick()
         return fut
 
     async def flush(self, timeout: float = 30.0) -> None:
@@ -191,7 +253,7 @@ class Producer:
         pending += [item[4] for items in self._unknown.values() for item in items]
         for tp in list(self._acc):
             self._close_batch(tp)
-        self._wake.set()
+        self._kick()
         if pending:
             await asyncio.wait(pending, timeout=timeout)
 
@@ -200,8 +262,8 @@ class Producer:
             await self.flush(timeout)
         finally:
             self._closing = True
-            if self._task is not None:
-                self._task.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
             for t in list(self._tasks):
                 t.cancel()
             err = KafkaError("producer closed")
@@ -230,7 +292,7 @@ class Producer:
         batch.size += size
         if batch.size >= self.batch_bytes:
             self._close_batch(batch.tp)
-            self._wake.set()
+            self._kick()
 
     def _batch_for(self, topic: str, nparts: int, key: bytes | None) -> _Batch:
         """The open batch of the record's partition (Kafka's default partitioner)."""
@@ -243,7 +305,7 @@ class Producer:
         batch = self._acc.get(tp)
         if batch is None:
             batch = self._acc[tp] = _Batch(tp, time.monotonic())
-            self._wake.set()
+            self._kick()
         return batch
 
     def _close_batch(self, tp: TopicPartition) -> None:
@@ -269,48 +331,73 @@ class Producer:
                 log.warning("metadata for %s failed (%s), retrying", topic, exc)
                 await asyncio.sleep(decision.delay_s)
         waiting = self._unknown.pop(topic, [])
+        shared = self._unknown_shared.pop(topic, None)
+        landed: dict[int, asyncio.Future[Any]] = {}  # the batch futures shared records got
         for key, value, headers, ts, fut in waiting:
             size = _record_size(key, value, headers)
             if meta is None:
                 self.buffered -= size
                 if not fut.done():
                     fut.set_exception(error or KafkaError(f"topic {topic} unavailable"))
+            elif fut is shared:
+                got = self._append_shared(topic, len(meta.partitions), key, value, headers, ts, size)
+                landed[id(got)] = got
             else:
                 self._append(topic, len(meta.partitions), key, value, headers, ts, fut, size)
+        if shared is not None and landed:
+            _resolve_when_all(shared, list(landed.values()))
         self._release_space()
 
     # ---- sending -------------------------------------------------------------------
-    async def _sender(self) -> None:
-        while True:
-            self._wake.clear()
-            now = time.monotonic()
-            next_at: float | None = None
-            for tp, batch in list(self._acc.items()):
-                due = batch.created + self.linger
-                if due <= now:
-                    self._close_batch(tp)
-                elif next_at is None or due < next_at:
-                    next_at = due
-            by_node: dict[int, list[_Batch]] = {}
-            for tp, queue in self._ready.items():
-                if not queue or tp in self._inflight:
-                    continue
-                retry_at = self._retry_at.get(tp, 0.0)
-                if retry_at > now:
-                    next_at = retry_at if next_at is None else min(next_at, retry_at)
-                    continue
-                node = self.client.leader(tp)
-                if node < 0:
-                    self._retry_at[tp] = now + self.retry_backoff
-                    self._spawn(self._refresh(tp[0]))
-                    continue
-                self._inflight.add(tp)
-                by_node.setdefault(node, []).append(queue.popleft())
-            for node, batches in by_node.items():
-                self._spawn(self._send(node, batches))
-            timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+    def _kick(self) -> None:
+        """Run ``_pump`` once, later in this loop turn (after the reads already due)."""
+        if not self._pump_scheduled and self._loop is not None and not self._closing:
+            self._pump_scheduled = True
+            self._loop.call_soon(self._pump)
+
+    def _pump(self) -> None:
+        """Close the batches that are due and send every partition's next batch."""
+        self._pump_scheduled = False
+        if self._closing:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        now = time.monotonic()
+        next_at: float | None = None
+        ready = self._ready
+        inflight = self._inflight
+        for tp, batch in list(self._acc.items()):
+            if tp in inflight or ready.get(tp):
+                continue  # busy: the batch grows until the partition is free (that pumps again)
+            due = batch.created + self.linger
+            if due <= now:
+                self._close_batch(tp)
+            elif next_at is None or due < next_at:
+                next_at = due
+        by_node: dict[int, list[_Batch]] = {}
+        for tp, queue in ready.items():
+            if not queue or tp in inflight:
+                continue
+            retry_at = self._retry_at.get(tp, 0.0)
+            if retry_at > now:
+                next_at = retry_at if next_at is None else min(next_at, retry_at)
+                continue
+            node = self.client.leader(tp)
+            if node < 0:
+                self._retry_at[tp] = now + self.retry_backoff
+                self._spawn(self._refresh(tp[0]))
+                continue
+            inflight.add(tp)
+            by_node.setdefault(node, []).append(queue.popleft())
+        for node, batches in by_node.items():
+            conn = self.client.ready_connection(node, "produce")
+            if conn is None or (self.idempotent and not self._pid_ready):
+                self._spawn(self._send(node, batches))  # connect / producer id first
+            else:
+                self._send_on(conn, node, batches)
+        if next_at is not None and self._loop is not None:
+            self._timer = self._loop.call_later(max(0.0, next_at - time.monotonic()), self._kick)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -322,7 +409,7 @@ class Producer:
             await self.client.refresh_metadata([topic])
         except KafkaError as exc:
             log.debug("metadata refresh for %s failed: %s", topic, exc)
-        self._wake.set()
+        self._kick()
 
     async def _ensure_pid(self) -> None:
         if not self.idempotent or self._pid_ready:
@@ -370,9 +457,20 @@ class Producer:
         return batch.payload
 
     async def _send(self, node: int, batches: list[_Batch]) -> None:
+        """The slow start of a send: the producer id and the connection, then ``_send_on``."""
         try:
             await self._ensure_pid()
             conn = await self.client.connection(node, "produce")
+        except KafkaError as exc:
+            self._send_failed(node, batches, exc)
+            return
+        if self._closing:
+            return
+        self._send_on(conn, node, batches)
+
+    def _send_on(self, conn: BrokerConnection, node: int, batches: list[_Batch]) -> None:
+        """Write one Produce request for ``batches``; ``_on_response`` takes the answer."""
+        try:
             topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
             for b in batches:
                 b.attempts += 1
@@ -389,20 +487,27 @@ class Producer:
                 ],
             )
             version = conn.version(ApiKey.PRODUCE, 9)
-            self.requests_sent += 1
-            resp = await conn.request(
-                ApiKey.PRODUCE, version, req, timeout=self.request_timeout_ms / 1000 + 5
-            )
+            # no answer in time: the connection is closed, which fails the request
+            timer = asyncio.get_running_loop().call_later(
+                self.request_timeout_ms / 1000 + 5, conn.close, "produce request timed out")
+            try:
+                conn.send_with_callback(ApiKey.PRODUCE, version, req,
+                                        functools.partial(self._on_response, node, batches, timer))
+            except BaseException:
+                timer.cancel()
+                raise
         except KafkaError as exc:
-            log.warning("produce to node %d failed: %s", node, exc)
-            for b in batches:
-                self._retry_or_fail(b, exc)
-            self._spawn(self._refresh(batches[0].tp[0]))
-            self._release_space()
-            self._wake.set()
+            self._send_failed(node, batches, exc)
             return
-        except asyncio.CancelledError:
-            raise
+        self.requests_sent += 1
+
+    def _on_response(self, node: int, batches: list[_Batch], timer: asyncio.TimerHandle,
+                     resp: Any, exc: Exception | None) -> None:
+        """A Produce answer (called while its bytes are read) or the request's failure."""
+        timer.cancel()
+        if exc is not None:
+            self._send_failed(node, batches, exc if isinstance(exc, KafkaError) else KafkaError(str(exc)))
+            return
         results = {
             (t.name, p.index): p for t in resp.responses for p in t.partition_responses
         }
@@ -421,7 +526,15 @@ class Producer:
                     b, KafkaError(f"produce {b.tp[0]}-{b.tp[1]}: error {code}", code)):
                 self._spawn(self._refresh(b.tp[0]))
         self._release_space()
-        self._wake.set()
+        self._pump()  # the partitions are free: their next batches go out now
+
+    def _send_failed(self, node: int, batches: list[_Batch], exc: KafkaError) -> None:
+        log.warning("produce to node %d failed: %s", node, exc)
+        for b in batches:
+            self._retry_or_fail(b, exc)
+        self._spawn(self._refresh(batches[0].tp[0]))
+        self._release_space()
+        self._kick()
 
     def _reset_pid(self) -> None:
         self._pid_ready = False

@@ -313,3 +313,38 @@ def test_client_id_rules_and_takeover(bridge) -> None:
         await c5.disconnect()
 
     asyncio.run(run())
+
+
+def test_records_parked_for_metadata_are_acknowledged_only_once_all_are_in_the_log(
+        module_server) -> None:
+    """The uplink producer's records for a topic whose metadata it does not have yet
+    share one future; it resolves only when every batch they landed in (several here:
+    small batches, 3 partitions) is acknowledged, and the log holds every record."""
+    from mqtt_bridge.kafka_client import KafkaClient
+    from mqtt_bridge.kafka_producer import Producer
+
+    topic = f"parked-{uuid.uuid4().hex[:8]}"
+    n = 3000
+    pad = b"." * 94  # 3000 records of 100 bytes: about 21 batches of 20 kB
+
+    async def run() -> tuple[int, int, int]:
+        client = KafkaClient(module_server.bootstrap)
+        producer = Producer(client, batch_bytes=20_000)
+        producer.start()
+        try:
+            futures = [producer.send_shared(topic, b"key-%d" % (i % 7), b"%06d" % i + pad)
+                       for i in range(n)]
+            distinct = {id(f): f for f in futures}
+            await asyncio.wait_for(next(iter(distinct.values())), 30)
+            acked_then = producer.records_acked
+            return len(distinct), acked_then, producer.requests_sent
+        finally:
+            await producer.close()
+            await client.close()
+
+    distinct, acked_then, requests = asyncio.run(run())
+    assert distinct == 1
+    assert acked_then == n
+    assert requests > 3  # more than one batch per partition: the future waited for all
+    values = sorted(r.value for r in read_topic(module_server.bootstrap, topic, n))
+    assert values == [b"%06d" % i + pad for i in range(n)]

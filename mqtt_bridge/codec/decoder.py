@@ -41,6 +41,7 @@ _REQUIRED_FLAGS = {t: 0 for t in PacketType} | {
 }
 
 
+_PUBLISH = int(PacketType.PUBLISH)
 _TOPICS_KEPT = 16  # per connection; a reader seeing more starts over
 
 
@@ -77,6 +78,9 @@ class PacketReader:
         out: list[Packet] = []
         pos = 0
         n = len(buf)
+        # PUBLISH, nearly every packet under load, straight to its decoder (no dispatch,
+        # no enum attribute lookups: those were a tenth of decoding one)
+        publish = self._publish if self.version else None
         try:
             while n - pos >= 2:
                 first = buf[pos]
@@ -110,7 +114,10 @@ class PacketReader:
                     break
                 body = bytes(buf[pos + head : pos + total])
                 pos += total
-                out.append(self._decode(first, body))
+                if first >> 4 == _PUBLISH and publish is not None:
+                    out.append(publish(first & 0x0F, body))
+                else:
+                    out.append(self._decode(first, body))
         except MqttError as exc:
             if not out:
                 raise
