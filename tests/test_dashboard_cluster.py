@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from clusterprocs import Cluster, running_cluster, wait_until
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import NewTopic
 
 pytestmark = pytest.mark.timeout(180)
@@ -76,3 +77,13 @@ def test_stream_shows_brokers_controller_and_leaders(cluster: Cluster) -> None:
     assert [b["node_id"] for b in api["brokers"]] == [1, 2, 3]
     held = [p for p in sample["partitions"] if p["topic"] == "spread"]
     assert all(p["size_bytes"] == 0 and p["log_end_offset"] == 0 for p in held), held
+
+    # The admin API's topic id is the cluster's (Metadata's), on every broker, not the
+    # broker's own local one.
+    described = admin.describe_topics(TopicCollection(["spread"]))["spread"].result(30)
+    uuid = described.topic_id
+    cluster_id_hex = (f"{uuid.get_most_significant_bits() & (2**64 - 1):016x}"
+                      f"{uuid.get_least_significant_bits() & (2**64 - 1):016x}")
+    for node, broker in cluster.brokers.items():
+        with urllib.request.urlopen(broker.admin_url + "/v1/topics/spread") as response:
+            assert json.loads(response.read())["topic_id"] == cluster_id_hex, node

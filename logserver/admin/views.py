@@ -67,7 +67,7 @@ def _partition(stats: PartitionStats, leader: int) -> dict[str, Any]:
 def topic(broker: Broker, name: str) -> dict[str, Any] | None:
     storage = broker.storage
     stats = storage.partition_stats(name)
-    topic_id = storage.topic_id(name)
+    topic_id = broker.topics.topic_id(name)  # the cluster's id in cluster mode, as Metadata
     if stats is None or topic_id is None:
         return None
     partitions = [_partition(s, broker.node_id) for s in stats]
