@@ -15,9 +15,9 @@ applied by the cluster (logserver/cluster/throttle.py). Where an inert setting h
 ``remote.storage.enable=true``: no tiered storage) those values are refused with
 INVALID_CONFIG. ``min.insync.replicas`` is not a log setting but is applied: the produce
 path reads it (``min_insync_replicas``) and it overrides the broker's
-``min.insync.replicas`` for acks=all, as in Kafka; on a single node (one replica) a value
-above 1 makes acks=all produce fail with NOT_ENOUGH_REPLICAS, as on a one-broker Kafka. ``flush.messages`` and
-``flush.ms`` are refused outright: the fsync policy is broker-wide. Topics stored with a
+``min.insync.replicas`` for acks=all, as in Kafka; on a single node (one replica) a
+value above 1 makes acks=all produce fail with NOT_ENOUGH_REPLICAS, as on a one-broker
+Kafka. ``flush.messages`` and ``flush.ms`` are refused outright: the fsync policy is broker-wide. Topics stored with a
 refused override by an older version still load; the key is ignored.
 """
 
@@ -443,8 +443,10 @@ TOPIC_SETTINGS: dict[str, TopicSetting] = {
         _inert("min.cleanable.dirty.ratio", DOUBLE, double_in(0, 1), "0.5",
                "log.cleaner.min.cleanable.ratio"),
         _inert("min.compaction.lag.ms", LONG, int_in(0), "0", "log.cleaner.min.compaction.lag.ms"),
-        # Read by the produce path, not by the log (``min_insync_replicas``).
-        _inert("min.insync.replicas", INT, int_in(1, INT_MAX), "1", "min.insync.replicas"),
+        # Read by the produce path, not by the log (``min_insync_replicas``); without an
+        # override DescribeConfigs reports the broker's min.insync.replicas.
+        TopicSetting("min.insync.replicas", None, "min.insync.replicas", INT,
+                     int_in(1, INT_MAX), fixed="1", inert=True, synonym="min.insync.replicas"),
         _inert("preallocate", BOOLEAN, parse_bool, "false", "log.preallocate"),
         _inert("remote.log.copy.disable", BOOLEAN, parse_bool, "false"),
         _inert("remote.log.delete.on.disable", BOOLEAN, parse_bool, "false"),

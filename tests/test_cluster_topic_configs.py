@@ -191,6 +191,9 @@ def test_topic_min_insync_replicas_overrides_the_brokers(cluster):
     admin2, admin3 = admin_of(cluster, 2), admin_of(cluster, 3)  # kept alive until answered
     entry = admin2.describe_configs([resource])[resource].result(30)["min.insync.replicas"]
     assert (entry.value, entry.source) == ("3", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    plain = ConfigResource(ResourceType.TOPIC, lenient)
+    entry = admin2.describe_configs([plain])[plain].result(30)["min.insync.replicas"]
+    assert (entry.value, entry.source) == ("2", ConfigSource.STATIC_BROKER_CONFIG.value)
     assert acks_all_error(cluster, strict) == 0
     assert acks_all_error(cluster, lenient) == 0
 
