@@ -4,7 +4,8 @@ answer for a partition, and what must an acknowledgement wait for.
 Produce, Fetch, ListOffsets and DeleteRecords are the same handlers on a single node and
 in a cluster (ACLs, transactions, validation, KIP-74 apply alike); only this narrow
 object differs. On a single node (``LocalRouting``) this broker leads every partition at
-leader epoch 0, acks=all is acks=1, and no follower fetches. In cluster mode
+leader epoch 0, acks=all is acks=1 (but a topic's ``min.insync.replicas`` above 1 makes
+it NOT_ENOUGH_REPLICAS, as on a one-broker Kafka), and no follower fetches. In cluster mode
 ``logserver.cluster.routing.ClusterRouting`` answers from the partition state in etcd:
 NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, NOT_ENOUGH_REPLICAS,
 and waits of acks=all for the in-sync replicas. The high watermark consumers stop at is
@@ -19,8 +20,11 @@ from typing import Protocol
 from kafkaproto import ErrorCode
 from logserver.partition import LEADER_EPOCH
 from logserver.storage.api import Storage
+from logserver.topic_config import min_insync_replicas
 
 __all__ = ["LocalRouting", "PartitionRouting"]
+
+ACKS_ALL = -1
 
 
 class PartitionRouting(Protocol):
@@ -94,6 +98,11 @@ class LocalRouting:
         return LEADER_EPOCH
 
     def produce_error(self, topic: str, partition: int, acks: int) -> int:
+        # One replica: a topic's min.insync.replicas above 1 cannot be met (as on a
+        # one-broker Kafka); the broker-wide setting is for cluster mode only.
+        if acks == ACKS_ALL \
+                and min_insync_replicas(self._storage.topic_overrides(topic), 1) > 1:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
         return ErrorCode.NONE
 
     def appended(self, topic: str, partition: int, end_offset: int,

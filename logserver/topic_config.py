@@ -12,9 +12,12 @@ others are *inert*: validated, stored and reported by DescribeConfigs, but with 
 levels...); the replication throttles' replica lists are stored the same way and
 applied by the cluster (logserver/cluster/throttle.py). Where an inert setting has values whose meaning this server cannot honour
 (``compression.type`` other than ``producer``: no broker-side recompression;
-``min.insync.replicas`` above 1: one replica; ``remote.storage.enable=true``: no tiered
-storage) those values are refused with INVALID_CONFIG. ``flush.messages`` and
-``flush.ms`` are refused outright: the fsync policy is broker-wide. Topics stored with a
+``remote.storage.enable=true``: no tiered storage) those values are refused with
+INVALID_CONFIG. ``min.insync.replicas`` is not a log setting but is applied: the produce
+path reads it (``min_insync_replicas``) and it overrides the broker's
+``min.insync.replicas`` for acks=all, as in Kafka; on a single node (one replica) a
+value above 1 makes acks=all produce fail with NOT_ENOUGH_REPLICAS, as on a one-broker
+Kafka. ``flush.messages`` and ``flush.ms`` are refused outright: the fsync policy is broker-wide. Topics stored with a
 refused override by an older version still load; the key is ignored.
 """
 
@@ -34,6 +37,7 @@ __all__ = [
     "TopicSetting",
     "describe",
     "format_setting",
+    "min_insync_replicas",
     "validate_overrides",
 ]
 
@@ -439,9 +443,10 @@ TOPIC_SETTINGS: dict[str, TopicSetting] = {
         _inert("min.cleanable.dirty.ratio", DOUBLE, double_in(0, 1), "0.5",
                "log.cleaner.min.cleanable.ratio"),
         _inert("min.compaction.lag.ms", LONG, int_in(0), "0", "log.cleaner.min.compaction.lag.ms"),
-        _inert("min.insync.replicas", INT,
-               only("1", "a single node has one replica; acks=all waits for it", int_in(1, INT_MAX)),
-               "1", "min.insync.replicas"),
+        # Read by the produce path, not by the log (``min_insync_replicas``); without an
+        # override DescribeConfigs reports the broker's min.insync.replicas.
+        TopicSetting("min.insync.replicas", None, "min.insync.replicas", INT,
+                     int_in(1, INT_MAX), fixed="1", inert=True, synonym="min.insync.replicas"),
         _inert("preallocate", BOOLEAN, parse_bool, "false", "log.preallocate"),
         _inert("remote.log.copy.disable", BOOLEAN, parse_bool, "false"),
         _inert("remote.log.delete.on.disable", BOOLEAN, parse_bool, "false"),
@@ -460,6 +465,18 @@ TOPIC_SETTINGS: dict[str, TopicSetting] = {
                "unclean.leader.election.enable"),
     ]
 }
+
+
+def min_insync_replicas(overrides: Mapping[str, Any] | None, broker_default: int) -> int:
+    """The ISR size acks=all needs: the topic's ``min.insync.replicas`` override, else the
+    broker's (Kafka's rule). An unparsable stored value falls back to the broker's."""
+    raw = None if overrides is None else overrides.get("min.insync.replicas")
+    if raw is None:
+        return broker_default
+    try:
+        return max(1, int(str(raw)))
+    except ValueError:
+        return broker_default
 
 
 def default_text(name: str) -> str:

@@ -163,3 +163,58 @@ def test_a_change_etcd_cannot_take_is_answered_request_timed_out(cluster):
                 for r in response.responses] == [(ErrorCode.REQUEST_TIMED_OUT, True)]
     finally:
         client.close()
+
+
+def acks_all_error(cluster: Cluster, topic: str) -> int:
+    """One acks=all record to partition 0 of ``topic``: the error code (0: acknowledged)."""
+    outcome: list[int] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                         "message.timeout.ms": 20000, "retries": 0})
+    producer.produce(topic, value=b"v", partition=0, on_delivery=lambda err, msg: outcome.append(
+        0 if err is None else err.code()))
+    assert producer.flush(30) == 0
+    return outcome[0]
+
+
+def test_topic_min_insync_replicas_overrides_the_brokers(cluster):
+    """Kafka's rule: a topic's min.insync.replicas (3 here) overrides the brokers' (2)
+    for acks=all; a topic without the override keeps the brokers' value."""
+    strict, lenient = "strict", "lenient"
+    admin = cluster.admin()
+    created = admin.create_topics([NewTopic(strict, 1, 3, config={"min.insync.replicas": "3"}),
+                                   NewTopic(lenient, 1, 3)])
+    for future in created.values():
+        future.result(timeout=30)
+    wait_until(lambda: all((p := cluster.partition(t, 0)) is not None and len(p.isrs) == 3
+                           for t in (strict, lenient)), 30, "the topics' replicas in sync")
+    resource = ConfigResource(ResourceType.TOPIC, strict)
+    admin2, admin3 = admin_of(cluster, 2), admin_of(cluster, 3)  # kept alive until answered
+    entry = admin2.describe_configs([resource])[resource].result(30)["min.insync.replicas"]
+    assert (entry.value, entry.source) == ("3", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    plain = ConfigResource(ResourceType.TOPIC, lenient)
+    entry = admin2.describe_configs([plain])[plain].result(30)["min.insync.replicas"]
+    assert (entry.value, entry.source) == ("2", ConfigSource.STATIC_BROKER_CONFIG.value)
+    assert acks_all_error(cluster, strict) == 0
+    assert acks_all_error(cluster, lenient) == 0
+
+    leaders = {cluster.partition(t, 0).leader for t in (strict, lenient)}
+    follower = next(n for n in (1, 2, 3) if n not in leaders)
+    cluster.brokers[follower].kill9()
+    wait_until(lambda: all(follower not in cluster.partition(t, 0).isrs
+                           for t in (strict, lenient)), 60, "the ISRs to shrink")
+    assert acks_all_error(cluster, strict) == KafkaError.NOT_ENOUGH_REPLICAS
+    assert acks_all_error(cluster, lenient) == 0  # 2 in sync = the brokers' value
+
+    cluster.brokers[follower].start()
+    wait_until(lambda: all(len(cluster.partition(t, 0).isrs) == 3 for t in (strict, lenient)),
+               60, "the restarted follower back in the ISRs")
+    assert acks_all_error(cluster, strict) == 0
+
+    # IncrementalAlterConfigs on one broker: another describes it, acks=all holds (3 in sync).
+    raised = ConfigResource(ResourceType.TOPIC, lenient, incremental_configs=[ConfigEntry(
+        "min.insync.replicas", "3", incremental_operation=AlterConfigOpType.SET)])
+    assert admin2.incremental_alter_configs([raised])[raised].result(30) is None
+    resource = ConfigResource(ResourceType.TOPIC, lenient)
+    wait_until(lambda: admin3.describe_configs([resource])[resource].result(30)[
+        "min.insync.replicas"].value == "3", 30, "the override seen on broker 3")
+    assert acks_all_error(cluster, lenient) == 0

@@ -41,7 +41,7 @@ from logserver.topic_config import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, STATIC_
 
 # Settings (and values) whose meaning this server cannot honour: refused with INVALID_CONFIG.
 REFUSED = {"flush.messages": "1", "flush.ms": "1", "compression.type": "gzip",
-           "min.insync.replicas": "2", "remote.storage.enable": "true"}
+           "remote.storage.enable": "true"}
 
 
 pytestmark = pytest.mark.timeout(30)
@@ -186,7 +186,7 @@ def test_describe_configs_reports_values_and_sources() -> None:
         entries = {c.name: (c.value, c.config_source) for c in response.results[0].configs}
         assert entries["cleanup.policy"] == ("compact", DYNAMIC_TOPIC_CONFIG)
         assert entries["retention.ms"] == ("3600000", STATIC_BROKER_CONFIG)  # log.retention.ms
-        assert entries["min.insync.replicas"] == ("1", DEFAULT_CONFIG)  # described, not settable
+        assert entries["min.insync.replicas"] == ("1", DEFAULT_CONFIG)  # described
         assert entries["flush.messages"][1] == DEFAULT_CONFIG
 
     with_broker(scenario, **{"log.retention.ms": 3_600_000})

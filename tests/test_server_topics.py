@@ -1,12 +1,14 @@
 """Topic creation on a real server: concurrent creations of one name have one winner,
 a wide topic is never seen half-made, and settings the server does not apply are
-refused with INVALID_CONFIG (and still described with the value that holds)."""
+refused with INVALID_CONFIG (and still described with the value that holds); a topic's
+min.insync.replicas above 1 is accepted and makes acks=all NOT_ENOUGH_REPLICAS."""
 
 from __future__ import annotations
 
 import select
 
 import pytest
+from confluent_kafka import KafkaError, Producer
 from rawwire import Conn
 
 from kafkaproto import ApiKey, ErrorCode, decode_response, encode_request
@@ -14,7 +16,7 @@ from kafkaproto.messages import CreateTopicsRequest, DescribeConfigsRequest, Met
 
 # Settings (and values) whose meaning this server cannot honour: refused with INVALID_CONFIG.
 REFUSED = {"flush.messages": "1", "flush.ms": "1", "compression.type": "gzip",
-           "min.insync.replicas": "2", "remote.storage.enable": "true"}
+           "remote.storage.enable": "true"}
 
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -88,3 +90,27 @@ def test_settings_not_applied_are_refused_and_described(server):
         assert described["retention.ms"] == ("60000", 1)  # DYNAMIC_TOPIC_CONFIG
         assert described["min.insync.replicas"] == ("1", 5)  # DEFAULT_CONFIG: what holds
         assert described["compression.type"] == ("producer", 5)
+
+
+def test_topic_min_insync_replicas_above_one_refuses_acks_all(server):
+    """As on a one-broker Kafka: the override is accepted and described, and acks=all
+    then gets NOT_ENOUGH_REPLICAS (one replica); acks=1 still writes."""
+    with Conn(server.port) as conn:
+        conn.send(create_frame("strict", 1, {"min.insync.replicas": "2"}))
+        assert create_result(conn.recv_frame()).error_code == ErrorCode.NONE
+        conn.send(encode_request(ApiKey.DESCRIBE_CONFIGS, 4, 3, "t", DescribeConfigsRequest(
+            resources=[DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=2, resource_name="strict", configuration_keys=["min.insync.replicas"])],
+            include_synonyms=False, include_documentation=False)))
+        frame = conn.recv_frame()
+        assert frame is not None
+        configs = decode_response(ApiKey.DESCRIBE_CONFIGS, 4, frame)[1].results[0].configs  # type: ignore[attr-defined]
+        assert [(c.value, c.config_source) for c in configs] == [("2", 1)]  # DYNAMIC_TOPIC_CONFIG
+    outcome: dict[str, int] = {}
+    for acks in ("all", "1"):
+        producer = Producer({"bootstrap.servers": server.bootstrap, "acks": acks,
+                             "message.timeout.ms": 20000, "retries": 0})
+        producer.produce("strict", b"v", on_delivery=lambda err, _msg, acks=acks: outcome.__setitem__(
+            acks, 0 if err is None else err.code()))
+        assert producer.flush(30) == 0
+    assert outcome == {"all": KafkaError.NOT_ENOUGH_REPLICAS, "1": 0}

@@ -34,7 +34,7 @@ from logserver.storage.segment_log import SegmentLogStorage
 
 # Settings (and values) whose meaning this server cannot honour: refused with INVALID_CONFIG.
 REFUSED = {"flush.messages": "1", "flush.ms": "1", "compression.type": "gzip",
-           "min.insync.replicas": "2", "remote.storage.enable": "true"}
+           "remote.storage.enable": "true"}
 
 
 pytestmark = pytest.mark.timeout(60)

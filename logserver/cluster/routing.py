@@ -12,6 +12,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode
+from logserver.topic_config import min_insync_replicas
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -56,7 +57,7 @@ class ClusterRouting:
     def produce_error(self, topic: str, partition: int, acks: int) -> int:
         node = self._node
         state = node.model.partition(topic, partition)
-        if acks == ACKS_ALL and state is not None and len(state.isr) < node.min_isr:
+        if acks == ACKS_ALL and state is not None and len(state.isr) < self._min_isr(topic):
             return ErrorCode.NOT_ENOUGH_REPLICAS
         return ErrorCode.NONE
 
@@ -83,9 +84,16 @@ class ClusterRouting:
             return error
         node = self._node
         state = node.model.partition(*where)
-        if state is not None and len(state.isr) < node.min_isr:
+        if state is not None and len(state.isr) < self._min_isr(where[0]):
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return ErrorCode.NONE
+
+    def _min_isr(self, topic: str) -> int:
+        """The topic's min.insync.replicas (its cluster-wide override in etcd), else the
+        broker's."""
+        record = self._node.model.topics.get(topic)
+        return min_insync_replicas(None if record is None else record.configs,
+                                   self._node.min_isr)
 
     def topic_for_id(self, topic_id: bytes) -> str | None:
         return self._node.model.topic_for_id(topic_id)
