@@ -51,6 +51,12 @@ def _take(consumer, n: int) -> list:  # type: ignore[no-untyped-def]
     return got
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT as a terminal's Ctrl-C finds it: a suite started in the background by a
+    shell without job control ignores SIGINT, and its children would inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _describe_if_known(bootstrap: str, group: str) -> dict | None:
     """The group's description, None while it does not exist yet (a member still joining)."""
     result = logserver("group", "describe", group, "--json", "-b", bootstrap)
@@ -197,7 +203,8 @@ def test_ctrl_c_ends_a_group_consumer_cleanly(module_server, topic_name) -> None
         [sys.executable, "-m", "logserver", "consume", topic_name, "-g", group,
          "--from-beginning", "-b", b],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        cwd=str(REPO_ROOT), env=cli_env(), start_new_session=True)
+        cwd=str(REPO_ROOT), env=cli_env(), start_new_session=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal)
     try:
         def caught_up() -> bool:
             d = _describe_if_known(b, group)
@@ -235,7 +242,8 @@ def test_shares_a_group_with_kafka_python(module_server, topic_name) -> None:
             [sys.executable, "-m", "logserver", "consume", topic_name, "-g", group,
              "--from-beginning", "-b", b],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            cwd=str(REPO_ROOT), env=cli_env(), start_new_session=True)
+            cwd=str(REPO_ROOT), env=cli_env(), start_new_session=True,
+            preexec_fn=_ctrl_c_as_in_a_terminal)
 
         def split() -> dict | None:
             consumer.poll(timeout_ms=200, max_records=1)  # kafka-python rejoins in poll()
