@@ -260,6 +260,10 @@ class TopicSessionStore:
                     raise KafkaError(f"session partition {tp[0]}-{tp[1]} unavailable: {exc}",
                                      ErrorCode.REQUEST_TIMED_OUT) from exc
                 await asyncio.sleep(0.1)
+                try:  # the leader may have moved (failover): ask where it is now
+                    await self.client.refresh_metadata([self.topic], auto_create=False)
+                except KafkaError as meta_exc:
+                    log.debug("metadata for %s: %s", self.topic, meta_exc)
         while follower.positions.get(tp, end) < end:
             if time.monotonic() > deadline:
                 raise KafkaError(f"{tp[0]}-{tp[1]} not caught up to offset {end}",
