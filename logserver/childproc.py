@@ -50,11 +50,18 @@ def free_port() -> int:
     if low > 15000:
         for _ in range(50):
             port = rng.randrange(10000, low)
-            if _bindable(port):
+            # Never the same port twice in one process: ports picked for several servers
+            # before any of them binds would otherwise collide now and then (the
+            # birthday problem; seen once in a suite of a few hundred clusters).
+            if port not in _HANDED_OUT and _bindable(port):
+                _HANDED_OUT.add(port)
                 return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
+
+
+_HANDED_OUT: set[int] = set()
 
 
 def _ephemeral_range() -> tuple[int, int]:
