@@ -99,10 +99,14 @@ class SessionOwners:
             return Verdict.IGNORE if m.origin == self.me else Verdict.TAKEN
         if m.origin == self.me:
             return Verdict.IGNORE
-        if owner.holder == self.me and m.holder != self.me:
-            return Verdict.IGNORE  # a late write of a bridge that gave the session up to us
-        owner.holder = m.holder
-        return Verdict.APPLY
+        if owner.holder is None or m.origin == owner.holder:
+            owner.holder = m.holder  # the holder saves, or gives the session up
+            return Verdict.APPLY
+        if m.holder == owner.holder:
+            return Verdict.APPLY  # a former holder's final state, handed to the holder
+        # A late write of a former holder, or its release to a claim that a newer claim
+        # has beaten since: neither may make that claimant the holder again.
+        return Verdict.IGNORE
 
     def claimed(self, client_id: str, offset: int) -> bool:
         """Our claim was written at ``offset``; False if a newer claim already won."""

@@ -156,7 +156,8 @@ class TopicSessionStore:
         #: the fetcher that feeds ``on_records``; set, a claim first catches up with it
         self.follower: Follower | None = None
         self.takeover_timeouts = 0  # claims that waited in vain for the holder's release
-        self._waiters: dict[str, asyncio.Future[None]] = {}
+        self._waiters: dict[str, asyncio.Future[None]] = {}  # claim nonce -> its release
+        self._waiting: dict[str, str] = {}  # client id -> nonce of our claim awaiting release
 
     async def start(self) -> None:
         # room for one state plus the record and batch overhead
@@ -189,6 +190,7 @@ class TopicSessionStore:
         marker = Marker.of(record.headers)
         verdict = self.owners.observe(cid, marker, record.offset)
         if verdict is Verdict.TAKEN and not at_start:
+            self._wake(self._waiting.get(cid))  # a newer claim beat ours: stop waiting
             if self.on_taken is not None and marker.claim is not None and marker.origin is not None:
                 self.on_taken(cid, marker.claim, marker.origin, marker.clean)
             return
@@ -202,9 +204,12 @@ class TopicSessionStore:
             except (ValueError, TypeError, KeyError) as exc:
                 log.error("unreadable session record for %r: %s", cid, exc)
         if marker.release is not None:
-            waiter = self._waiters.pop(marker.release, None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
+            self._wake(marker.release)
+
+    def _wake(self, nonce: str | None) -> None:
+        waiter = self._waiters.pop(nonce, None) if nonce is not None else None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def load(self, client_id: str) -> StoredSession | None:
         s = self.sessions.get(client_id)
@@ -295,6 +300,8 @@ class TopicSessionStore:
             if not self.owners.claimed(client_id, offset):
                 return False
             if waiter is not None:
+                # from here on any claim seen by another bridge is newer than ours
+                self._waiting[client_id] = nonce
                 try:
                     await asyncio.wait_for(asyncio.shield(waiter), self.takeover_timeout_s)
                 except TimeoutError:
@@ -307,6 +314,8 @@ class TopicSessionStore:
             return self.holds(client_id)  # a newer claim may have won while we waited
         finally:
             self._waiters.pop(nonce, None)
+            if self._waiting.get(client_id) == nonce:
+                del self._waiting[client_id]
 
     def holds(self, client_id: str) -> bool:
         """Is this bridge the session's holder now (no newer claim seen)?"""

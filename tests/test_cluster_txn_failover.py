@@ -195,12 +195,17 @@ def test_coordinator_killed_after_the_commit_request_the_transaction_completes(c
         assert sorted(first) == sorted(values)
 
 
-def _state_end(cluster: Cluster, index: int) -> int:
-    """The high watermark of __transaction_state-``index``."""
+def _state_end(cluster: Cluster, index: int) -> int | None:
+    """The high watermark of __transaction_state-``index``; None while a retriable error
+    (a stale leader in the asking client's metadata, say) leaves it unknown for now."""
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "state-watcher"})
     try:
         return int(consumer.get_watermark_offsets(TopicPartition(TXN_STATE, index), timeout=10,
                                                   cached=False)[1])
+    except KafkaException as exc:
+        if not exc.args[0].retriable():
+            raise
+        return None
     finally:
         consumer.close()
 
@@ -223,7 +228,10 @@ def test_a_prepared_commit_is_completed_by_the_new_coordinator(cluster):
     for value in values:
         producer.produce(topic, value=value, partition=data)
     assert producer.flush(60) == 0
-    before = _state_end(cluster, index)
+    ends: list[int] = []
+    wait_until(lambda: (end := _state_end(cluster, index)) is not None and not ends.append(end),
+               30, f"the end of {TXN_STATE}-{index}")
+    before = ends[-1]
     outcome: list[BaseException | None] = []
 
     def commit() -> None:
@@ -238,7 +246,7 @@ def test_a_prepared_commit_is_completed_by_the_new_coordinator(cluster):
     try:
         committer.start()
         # PREPARE_COMMIT is in the replicated log (the paused broker leaves the ISR).
-        wait_until(lambda: _state_end(cluster, index) > before, 30, "the prepare record")
+        wait_until(lambda: (_state_end(cluster, index) or -1) > before, 30, "the prepare record")
         cluster.brokers[coordinator].kill9()
         wait_until(lambda: _coordinator_or_none(cluster, txn_id) not in (None, coordinator,
                                                                          paused), 30,

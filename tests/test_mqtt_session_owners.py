@@ -68,3 +68,26 @@ def test_a_won_claim_is_lost_again_to_a_newer_one_seen_before_the_connect_finish
     assert b.holder("d1") == "b"
     assert b.observe("d1", claim("c", "nc"), 12) is Verdict.TAKEN
     assert b.holder("d1") == "c"
+
+
+def test_a_release_to_a_claim_that_lost_does_not_make_its_bridge_the_holder() -> None:
+    """Three bridges claim at once: c held the session and releases it to b (claim 11)
+    after a's claim (12) won. b must not take that release as the session handed to it,
+    and nobody else may either; a's own release target is honoured."""
+    for me in ("a", "b", "d"):
+        o = SessionOwners(me)
+        o.observe("d1", Marker(origin="c", holder="c"), 9)  # c's save: c holds
+        if me == "b":
+            assert o.claimed("d1", 11)
+        else:
+            assert o.observe("d1", claim("b", "nb"), 11) is Verdict.TAKEN
+        if me == "a":
+            assert o.claimed("d1", 12)
+        else:
+            assert o.observe("d1", claim("a", "na"), 12) is Verdict.TAKEN
+        assert o.observe("d1", Marker(origin="c", holder="b", release="nb"), 13) is Verdict.IGNORE
+        assert o.holder("d1") == "a"
+        assert o.observe("d1", Marker(origin="c", holder="c"), 14) is Verdict.IGNORE  # late save
+        b_hands_over = o.observe("d1", Marker(origin="b", holder="a", release="na"), 15)
+        assert b_hands_over is (Verdict.IGNORE if me == "b" else Verdict.APPLY)
+        assert o.holder("d1") == "a"
