@@ -16,7 +16,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -502,16 +502,20 @@ class ClusterNode:
             self._stop_fetcher(where)
         self._forget_hw(name)
         self._emptied = {w for w in self._emptied if w[0] != name}
+        self._delete_in_task(name, self.storage.delete_topic if replaced else self.broker.delete_topic,
+                             "deleted the local log of %s")
 
+    def _delete_in_task(self, name: str, deleter: Callable[[str], Awaitable[object]],
+                        done: str) -> None:
+        """Delete a topic's local log off the reconcile pass; ``_deleting`` holds the task
+        until it is gone, and a reconcile follows."""
         async def delete() -> None:
             try:
-                if replaced:
-                    await self.storage.delete_topic(name)
-                else:
-                    await self.broker.delete_topic(name)
+                await deleter(name)
+                self._forget_hw(name)
                 if self._ids_trusted:
                     self.local_ids.forget(name)
-                log.info("deleted the local log of %s", name)
+                log.info(done, name)
             except Exception as exc:
                 log.warning("deleting the local log of %s failed: %s", name, exc)
             finally:
@@ -540,19 +544,9 @@ class ClusterNode:
                  and (count := self.storage.partition_count(name)) is not None}
         topics, partitions = reassignment.unassigned(self.model, self.node_id, local)
         loop = asyncio.get_running_loop()
-        for name in topics:
-            async def delete(topic: str = name) -> None:
-                try:
-                    await self.storage.delete_topic(topic)  # not the broker's: offsets stay
-                    self._forget_hw(topic)
-                    if self._ids_trusted:
-                        self.local_ids.forget(topic)
-                    log.info("deleted the local copy of %s (no replica here any more)", topic)
-                except Exception as exc:
-                    log.warning("deleting the local copy of %s failed: %s", topic, exc)
-                finally:
-                    self._deleting.pop(topic, None)
-            self._deleting[name] = loop.create_task(delete())
+        for name in topics:  # the storage's delete, not the broker's: committed offsets stay
+            self._delete_in_task(name, self.storage.delete_topic,
+                                 "deleted the local copy of %s (no replica here any more)")
         self._emptied &= set(partitions)  # assigned here again: empty it again when it leaves
         for where in partitions:
             if where in self._emptied or not self.storage.log_end_offset(*where):
