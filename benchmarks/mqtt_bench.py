@@ -49,6 +49,7 @@ from tests.support.mqtt_procs import BridgeProcess, MosquittoProcess
 
 from .mqtt_load import Counter, Subscriber, connect_publishers, connect_subscribers
 from .mqtt_multi import start_bridges
+from .mypyc_build import MypycUnavailable, build_compiled_bridge, compiled_env
 from .peers import PeerUnavailable, ensure_amqtt, ensure_rumqttd
 from .progress import NULL_PROGRESS, Progress
 from .targets import LogserverTarget, cpu_seconds, rss_mb
@@ -170,6 +171,9 @@ class MqttSettings:
     #: further bridge set-ups run as servers of their own: N processes behind one port
     #: (SO_REUSEPORT), named ``bridge-xN`` and compared with the single-process bridge
     bridge_processes: list[int] = field(default_factory=list)
+    #: a copy of mqtt_bridge with its hot modules compiled by mypyc (benchmarks/mypyc_build):
+    #: when set, the bridge also runs from it, as server ``bridge-mypyc``
+    mypyc_tree: Path | None = None
 
 
 async def publish_workload(port: int, devices: int, window: int, size: int,
@@ -411,6 +415,8 @@ def run_suite(workdir: Path, settings: MqttSettings, peers: list[str],
     servers: list[str] = ["bridge"] if bridge else []
     if bridge:
         servers += [f"bridge-x{n}" for n in settings.bridge_processes if n > 1]
+        if settings.mypyc_tree is not None:
+            servers.append("bridge-mypyc")
     for name in peers:
         try:
             make_peer(name, workdir / f"install-{name}")  # installs on first use
@@ -487,8 +493,15 @@ def _run_bridge(work: Path, workload: str, settings: MqttSettings, progress: Pro
     try:
         bootstrap = logserver.start()
         log.info("starting %d mqtt-bridge process(es)", processes)
+        tree = settings.mypyc_tree if name == "bridge-mypyc" else None
         bridges = start_bridges(processes, bootstrap, work, "--log-level", "WARNING",
-                                "--max-connection-rate", "100000")
+                                "--max-connection-rate", "100000",
+                                env=compiled_env(tree) if tree else None, cwd=tree)
+        if tree is not None:
+            for b in bridges:
+                assert b.proc is not None
+                if str(tree) not in Path(f"/proc/{b.proc.pid}/maps").read_text():
+                    raise RuntimeError(f"{name}: the bridge did not load the compiled modules")
         bridge = bridges[0]
         pids = tuple(b.proc.pid for b in bridges if b.proc is not None)
 
@@ -573,6 +586,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bridge-processes", type=int, nargs="*", default=[],
                    help="also run the bridge as N processes behind one port (SO_REUSEPORT), "
                    "as server bridge-xN, e.g. --bridge-processes 2")
+    p.add_argument("--mypyc", action="store_true",
+                   help="also run the bridge with its codec and routing modules compiled by "
+                   "mypyc (benchmarks/mypyc_build.py), as server bridge-mypyc")
     p.add_argument("--output", type=Path, default=Path(__file__).resolve().parent / "results" / "mqtt.json")
     args = p.parse_args(argv)
     peers = [x.strip() for x in args.peers.split(",") if x.strip()]
@@ -585,6 +601,11 @@ def main(argv: list[str] | None = None) -> int:
                             qos=args.qos,
                             notices=args.notices, bridge_processes=args.bridge_processes)
     with tempfile.TemporaryDirectory(prefix="mqtt-bench-") as tmp:
+        if args.mypyc:
+            try:
+                settings.mypyc_tree = build_compiled_bridge(Path(tmp) / "mypyc")
+            except MypycUnavailable as exc:
+                p.exit(2, f"mqtt_bench: {exc}\n")
         run = run_suite(Path(tmp), settings, peers, Progress(), repeats=args.repeats)
     sys.stdout.write(report(run.results) + "\n")
     for note in run.notes:

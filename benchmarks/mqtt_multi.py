@@ -7,18 +7,23 @@ same port and the kernel spreads connections over them; each has its own ``--bri
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from tests.support.mqtt_procs import BridgeProcess, SharedPortBridge
 
 
-def start_bridges(n: int, bootstrap: str, work: Path, *args: str) -> list[BridgeProcess]:
-    """``n`` bridge processes on one port (one plain process when ``n`` is 1), all started.
+def start_bridges(n: int, bootstrap: str, work: Path, *args: str,
+                  env: Mapping[str, str] | None = None,
+                  cwd: Path | None = None) -> list[BridgeProcess]:
+    """``n`` bridge processes on one port (one plain process when ``n`` is 1), all started;
+    ``env`` and ``cwd`` replace their environment and working directory (a compiled copy
+    of the bridge first on ``sys.path``, say).
 
     On a failure the ones already started are stopped before the error propagates.
     """
     if n <= 1:
-        only = BridgeProcess(bootstrap, work / "bridge.log", *args)
+        only = BridgeProcess(bootstrap, work / "bridge.log", *args, env=env, cwd=cwd)
         only.start()
         return [only]
     started: list[BridgeProcess] = []
@@ -26,7 +31,7 @@ def start_bridges(n: int, bootstrap: str, work: Path, *args: str) -> list[Bridge
         port: int | None = None
         for i in range(n):
             b = SharedPortBridge(bootstrap, work / f"bridge-{i}.log", *args, "--reuse-port",
-                                 "--bridge-id", f"bench-bridge-{i}", port=port)
+                                 "--bridge-id", f"bench-bridge-{i}", port=port, env=env, cwd=cwd)
             port = b.port
             b.start()
             started.append(b)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from logserver.bridge_process import bridge_command
@@ -21,8 +22,9 @@ class BridgeProcess(ListeningChild):
 
     name = "mqtt-bridge"
 
-    def __init__(self, bootstrap: str, log_path: Path, *args: str, port: int | None = None) -> None:
-        super().__init__(log_path, port)
+    def __init__(self, bootstrap: str, log_path: Path, *args: str, port: int | None = None,
+                 env: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
+        super().__init__(log_path, port, env=env, cwd=cwd)
         self.bootstrap = bootstrap
         self.args = list(args)
 
