@@ -58,11 +58,9 @@ class BuildExt(build_ext):
 
     def build_extensions(self) -> None:
         mypyc = [e for e in self.extensions if getattr(e, "mypyc", False)]
-        self.extensions = [e for e in self.extensions if e not in mypyc]
+        others = [e for e in self.extensions if e not in mypyc]
+        self.extensions = others
         super().build_extensions()
-        if not mypyc:
-            return
-        self.extensions = mypyc
         try:
             for ext in mypyc:
                 self.build_extension(ext)
@@ -70,6 +68,8 @@ class BuildExt(build_ext):
             print(f"compiling the MQTT bridge failed ({exc}): it runs as pure Python")
             for ext in mypyc:
                 Path(self.get_ext_fullpath(ext.name)).unlink(missing_ok=True)
+            mypyc = []
+        self.extensions = others + mypyc  # what is copied and installed
 
 
 setup(
