@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from logserver.childproc import HOST, ListeningChild
+from logserver.childproc import HOST, ListeningChild, python_path_env
+from mqtt_bridge.compiled import PURE_ENV
 from mqtt_bridge.kafka_client import KafkaClient
 from mqtt_bridge.kafka_producer import Producer
 from tests.support.mqtt_client import MqttClient
@@ -172,7 +173,8 @@ class MqttSettings:
     #: (SO_REUSEPORT), named ``bridge-xN`` and compared with the single-process bridge
     bridge_processes: list[int] = field(default_factory=list)
     #: a copy of mqtt_bridge with its hot modules compiled by mypyc (benchmarks/mypyc_build):
-    #: when set, the bridge also runs from it, as server ``bridge-mypyc``
+    #: when set, the bridge also runs from it, as server ``bridge-mypyc``, and ``bridge``
+    #: runs from the sources (MQTT_BRIDGE_PURE_PYTHON=1, whatever the install compiled)
     mypyc_tree: Path | None = None
 
 
@@ -494,9 +496,11 @@ def _run_bridge(work: Path, workload: str, settings: MqttSettings, progress: Pro
         bootstrap = logserver.start()
         log.info("starting %d mqtt-bridge process(es)", processes)
         tree = settings.mypyc_tree if name == "bridge-mypyc" else None
+        env = compiled_env(tree) if tree else None
+        if settings.mypyc_tree is not None and name == "bridge":
+            env = python_path_env({PURE_ENV: "1"})  # against the compiled copy: pure Python
         bridges = start_bridges(processes, bootstrap, work, "--log-level", "WARNING",
-                                "--max-connection-rate", "100000",
-                                env=compiled_env(tree) if tree else None, cwd=tree)
+                                "--max-connection-rate", "100000", env=env, cwd=tree)
         if tree is not None:
             for b in bridges:
                 assert b.proc is not None
