@@ -54,15 +54,23 @@ def _producer(cluster: Cluster, txn_id: str) -> Producer:
 
 def _high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:
     """Each partition's high watermark (a read_committed consumer would be told the last
-    stable offset, which stops at an open transaction)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw",
-                         "isolation.level": "read_uncommitted"})
-    try:
-        return {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20,
-                                                      cached=False)[1])
-                for p in range(PARTITIONS)}
-    finally:
-        consumer.close()
+    stable offset, which stops at an open transaction). Right after a failover a client
+    may ask a broker whose view is behind; it asks again with a fresh client, for at
+    most a minute."""
+    deadline = time.monotonic() + 60
+    while True:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw",
+                             "isolation.level": "read_uncommitted"})
+        try:
+            return {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20,
+                                                          cached=False)[1])
+                    for p in range(PARTITIONS)}
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            consumer.close()
+        time.sleep(0.2)
 
 
 def _read_committed(bootstrap: str, topic: str) -> list[bytes]:
