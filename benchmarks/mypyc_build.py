@@ -8,6 +8,7 @@ once with a copy of ``mqtt_bridge`` whose hot modules are compiled put first on 
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import logging
 import os
@@ -20,20 +21,16 @@ from logserver.childproc import REPO_ROOT, python_path_env
 
 log = logging.getLogger(__name__)
 
-#: The modules a PUBLISH goes through before it becomes a record: packet framing and
-#: decoding, the PUBACK encoder, topic checks, subscription matching, key hashing.
-MYPYC_MODULES = (
-    "mqtt_bridge/codec/constants.py",
-    "mqtt_bridge/codec/errors.py",
-    "mqtt_bridge/codec/primitives.py",
-    "mqtt_bridge/codec/properties.py",
-    "mqtt_bridge/codec/packets.py",
-    "mqtt_bridge/codec/topics.py",
-    "mqtt_bridge/codec/decoder.py",
-    "mqtt_bridge/codec/encoder.py",
-    "mqtt_bridge/murmur2.py",
-    "mqtt_bridge/subscriptions.py",
-)
+
+def mypyc_modules() -> list[str]:
+    """The source files setup.py compiles (its ``MYPYC_MODULES``: one list, read from the
+    file, since importing setup.py would run the build)."""
+    tree = ast.parse((REPO_ROOT / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "MYPYC_MODULES" for t in node.targets):
+            return [str(x) for x in ast.literal_eval(node.value)]
+    raise MypycUnavailable("setup.py names no MYPYC_MODULES")
 
 
 class MypycUnavailable(RuntimeError):
@@ -41,16 +38,17 @@ class MypycUnavailable(RuntimeError):
 
 
 def build_compiled_bridge(dest: Path) -> Path:
-    """Copy ``mqtt_bridge`` under ``dest`` and compile :data:`MYPYC_MODULES` in place;
+    """Copy ``mqtt_bridge`` under ``dest`` and compile :func:`mypyc_modules` in place;
     the directory to put first on the bridge's ``PYTHONPATH``."""
     if importlib.util.find_spec("mypyc") is None:
         raise MypycUnavailable("mypyc not installed (it comes with mypy: pip install mypy)")
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copytree(REPO_ROOT / "mqtt_bridge", dest / "mqtt_bridge",
                     ignore=shutil.ignore_patterns("__pycache__", "*.so"), dirs_exist_ok=True)
-    log.info("compiling %d bridge modules with mypyc", len(MYPYC_MODULES))
+    modules = mypyc_modules()
+    log.info("compiling %d bridge modules with mypyc", len(modules))
     env = python_path_env()
-    done = subprocess.run([sys.executable, "-m", "mypyc", *MYPYC_MODULES],
+    done = subprocess.run([sys.executable, "-m", "mypyc", *modules],
                           cwd=dest, env=env, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise MypycUnavailable(f"mypyc failed: {(done.stderr or done.stdout).strip()[-400:]}")

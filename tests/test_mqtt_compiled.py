@@ -12,15 +12,12 @@ import time
 from pathlib import Path
 
 import mqtt_bridge
+from benchmarks.mypyc_build import mypyc_modules
 from mqtt_bridge.compiled import PURE_ENV
 
 REPO = Path(mqtt_bridge.__file__).resolve().parent.parent
-#: the modules setup.py compiles (MYPYC_MODULES)
-COMPILED = ["mqtt_bridge.codec.constants", "mqtt_bridge.codec.errors",
-            "mqtt_bridge.codec.primitives", "mqtt_bridge.codec.properties",
-            "mqtt_bridge.codec.packets", "mqtt_bridge.codec.topics",
-            "mqtt_bridge.codec.decoder", "mqtt_bridge.codec.encoder",
-            "mqtt_bridge.murmur2", "mqtt_bridge.subscriptions"]
+#: the modules setup.py compiles (its MYPYC_MODULES)
+COMPILED = [path.removesuffix(".py").replace("/", ".") for path in mypyc_modules()]
 PROBE = ("import importlib, sys\n"
          "for name in sys.argv[1:]:\n"
          "    print(name, importlib.import_module(name).__file__)\n")
