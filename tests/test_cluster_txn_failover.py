@@ -54,9 +54,12 @@ def _producer(cluster: Cluster, txn_id: str) -> Producer:
 
 def _high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:
     """Each partition's high watermark (a read_committed consumer would be told the last
-    stable offset, which stops at an open transaction). Right after a failover a client
-    may ask a broker whose view is behind; it asks again with a fresh client, for at
-    most a minute."""
+    stable offset, which stops at an open transaction). Right after a failover a broker
+    may still name no leader for a partition (LEADER_NOT_AVAILABLE: the dead or resumed
+    broker's key is gone from etcd, the controller has not moved its leaderships yet),
+    and librdkafka's watermark query fails at once on that ("Local: Unknown partition",
+    seen with a just-resumed broker answering); so ask again with a fresh client, for
+    at most a minute."""
     deadline = time.monotonic() + 60
     while True:
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw",
