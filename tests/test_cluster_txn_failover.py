@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 
 import pytest
 from clusterprocs import Cluster, running_cluster, wait_until
@@ -52,28 +53,30 @@ def _producer(cluster: Cluster, txn_id: str) -> Producer:
     return producer
 
 
+def _watermarks(bootstrap: str, topic: str, partitions: Iterable[int]) -> dict[int, int] | None:
+    """The partitions' high watermarks (a read_committed consumer would be told the last
+    stable offset, which stops at an open transaction); None when the query fails. Right
+    after a failover a broker may still name no leader for a partition (the dead or
+    resumed broker's key is gone from etcd, the controller has not moved its leaderships
+    yet), and librdkafka's watermark query fails at once on that ("Local: Unknown
+    partition", seen with a just-resumed broker answering; or NOT_LEADER_FOR_PARTITION
+    from a stale leader): callers poll with a fresh client each time."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw",
+                         "isolation.level": "read_uncommitted"})
+    try:
+        return {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20,
+                                                      cached=False)[1])
+                for p in partitions}
+    except KafkaException:
+        return None
+    finally:
+        consumer.close()
+
+
 def _high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:
-    """Each partition's high watermark (a read_committed consumer would be told the last
-    stable offset, which stops at an open transaction). Right after a failover a broker
-    may still name no leader for a partition (LEADER_NOT_AVAILABLE: the dead or resumed
-    broker's key is gone from etcd, the controller has not moved its leaderships yet),
-    and librdkafka's watermark query fails at once on that ("Local: Unknown partition",
-    seen with a just-resumed broker answering); so ask again with a fresh client, for
-    at most a minute."""
-    deadline = time.monotonic() + 60
-    while True:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw",
-                             "isolation.level": "read_uncommitted"})
-        try:
-            return {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20,
-                                                          cached=False)[1])
-                    for p in range(PARTITIONS)}
-        except KafkaException:
-            if time.monotonic() > deadline:
-                raise
-        finally:
-            consumer.close()
-        time.sleep(0.2)
+    """Every partition's, once a failover has settled enough to answer (at most a minute)."""
+    return wait_until(lambda: _watermarks(bootstrap, topic, range(PARTITIONS)), 60,
+                      f"the high watermarks of {topic}")
 
 
 def _read_committed(bootstrap: str, topic: str) -> list[bytes]:
@@ -206,21 +209,6 @@ def test_coordinator_killed_after_the_commit_request_the_transaction_completes(c
         assert sorted(first) == sorted(values)
 
 
-def _state_end(cluster: Cluster, index: int) -> int | None:
-    """The high watermark of __transaction_state-``index``; None while a retriable error
-    (a stale leader in the asking client's metadata, say) leaves it unknown for now."""
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "state-watcher"})
-    try:
-        return int(consumer.get_watermark_offsets(TopicPartition(TXN_STATE, index), timeout=10,
-                                                  cached=False)[1])
-    except KafkaException as exc:
-        if not exc.args[0].retriable():
-            raise
-        return None
-    finally:
-        consumer.close()
-
-
 def test_a_prepared_commit_is_completed_by_the_new_coordinator(cluster):
     """Deterministically the PREPARE_COMMIT case: the data partition's leader is paused
     so the markers cannot be written, the coordinator is killed once its prepare record
@@ -239,10 +227,8 @@ def test_a_prepared_commit_is_completed_by_the_new_coordinator(cluster):
     for value in values:
         producer.produce(topic, value=value, partition=data)
     assert producer.flush(60) == 0
-    ends: list[int] = []
-    wait_until(lambda: (end := _state_end(cluster, index)) is not None and not ends.append(end),
-               30, f"the end of {TXN_STATE}-{index}")
-    before = ends[-1]
+    before = wait_until(lambda: _watermarks(cluster.bootstrap, TXN_STATE, [index]), 30,
+                        f"the end of {TXN_STATE}-{index}")[index]
     outcome: list[BaseException | None] = []
 
     def commit() -> None:
@@ -257,7 +243,8 @@ def test_a_prepared_commit_is_completed_by_the_new_coordinator(cluster):
     try:
         committer.start()
         # PREPARE_COMMIT is in the replicated log (the paused broker leaves the ISR).
-        wait_until(lambda: (_state_end(cluster, index) or -1) > before, 30, "the prepare record")
+        wait_until(lambda: (ends := _watermarks(cluster.bootstrap, TXN_STATE, [index])) is not None
+                   and ends[index] > before, 30, "the prepare record")
         cluster.brokers[coordinator].kill9()
         wait_until(lambda: _coordinator_or_none(cluster, txn_id) not in (None, coordinator,
                                                                          paused), 30,
