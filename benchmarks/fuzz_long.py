@@ -5,7 +5,7 @@ the MQTT decoder) for ``--minutes`` under libFuzzer. A crash stops libFuzzer; th
 saves the input, counts it (distinct crashes by their exception line) and resumes from the
 corpus built so far until the time is up. Prints, per harness: executions, libFuzzer's
 coverage (``cov:`` instrumented edges, ``ft:`` features), corpus size and crashes found,
-then one summary table (figures for the README).
+then one summary table (figures for docs/performance.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""``python -m benchmarks.markdown [RESULT.json]``: the README's performance tables.
+"""``python -m benchmarks.markdown [RESULT.json]``: the manual's performance tables (docs/performance.md).
 
 Prints Markdown (baselines, one row per workload with each peer's figure and how ours
-compares, the targets with PASS/FAIL) from a result file, so the README shows exactly
+compares, the targets with PASS/FAIL) from a result file, so docs/performance.md shows exactly
 what a run measured instead of hand-copied numbers. Every figure is ``median
 [min-max]`` over the runs; a comparison is a ratio of medians with its verdict.
 """

@@ -184,15 +184,15 @@ def test_kafka_alias_flags_work(server_factory, tmp_path):
     assert "node.id=5" in (data / "meta.properties").read_text()
 
 
-def test_readme_documents_every_file_the_server_writes(server):
-    """Each file a real server leaves in its data directory has a row in the README."""
+def test_manual_documents_every_file_the_server_writes(server):
+    """Each file a real server leaves in its data directory has a row in the manual."""
     from serverproc import REPO_ROOT
 
     kp_produce(server.bootstrap, "layout", [{"key": b"k", "value": b"v"}])
     seen = {p.name for p in server.data_dir.iterdir()}
     assert server.stop() == 0
-    readme = (REPO_ROOT / "README.md").read_text()
-    section = readme.split("## Data directory", 1)[1].split("\n## ", 1)[0]
+    manual = (REPO_ROOT / "docs" / "operations.md").read_text()
+    section = manual.split("## Data directory", 1)[1].split("\n## ", 1)[0]
     top = {p.name for p in server.data_dir.iterdir()} | seen
     for name in top:
         if (server.data_dir / name).is_dir():

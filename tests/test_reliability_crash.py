@@ -3,7 +3,7 @@ producer, restart, and check every acknowledged record (see tests/faults/crashlo
 
 CI runs 50 cycles of fsync-every-append (``CRASH_CYCLES`` changes it; for 1000+ cycles
 use ``python -m benchmarks.crash_loop``), a few cycles of the other modes, and each mode
-once more with a simulated power loss, so the README's per-mode guarantee is what is
+once more with a simulated power loss, so the manual's per-mode guarantee (docs/configuration.md, Durability) is what is
 checked. The power loss does not trust the server: an LD_PRELOAD shim records the fsyncs
 it really made (tests/faults/powerloss.py), every file is cut at a random point after
 what they covered, and creations whose directory was not fsynced vanish. The figures are

@@ -1,6 +1,6 @@
 """What a command reports when it fails: one line and an exit code.
 
-Exit codes (documented in ``logserver --help`` and the README):
+Exit codes (documented in ``logserver --help`` and docs/cli.md):
 0 done; 1 the server refused or failed the operation (unknown topic, group not empty...);
 2 bad usage (an unknown option, a malformed value); 3 the server cannot be reached or
 answered with something that is not Kafka.

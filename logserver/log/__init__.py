@@ -1,7 +1,7 @@
 """The commit log: Segment, OffsetIndex/TimeIndex, LocalLog, Log, producer state, the
 cleaner and LogManager.
 
-Layered as Kafka layers it (see /work/shared/DESIGN.md): LocalLog holds the ordered
+Layered as Kafka layers it (see docs/design.md): LocalLog holds the ordered
 segments, Log (UnifiedLog's role) adds offsets, producer state, recovery and retention.
 Batches are stored and served as opaque bytes, only their 61-byte headers are ever
 decoded; a fetch gets a SegmentSlice that pins its segment until released.

@@ -45,7 +45,7 @@ MODES: dict[str, dict[str, object]] = {
 
 def loss_allowed(mode: str, power_loss: bool, acked_ms_before_kill: float,
                  fsync_round_ms: float) -> bool:
-    """The README's guarantee of each mode (its durability table), as a predicate on one
+    """The manual's guarantee of each mode (docs/configuration.md, Durability), as a predicate on one
     lost acknowledged record.
 
     A process crash (kill -9) never loses an acknowledged record in any mode: the page
