@@ -36,7 +36,7 @@ from .kafka_fetcher import LATEST, Fetcher
 from .kafka_producer import Producer, headers_size
 from .latency import LatencyHistogram
 from .mapping import ROUTE_CACHE_SIZE, Mapping, UplinkTopics, valid_kafka_topic
-from .record_headers import property_headers, record_properties
+from .record_headers import property_headers, record_properties, user_property_header
 from .retained_log import RetainedLog
 from .session import EMPTY_DICT, Delivery, OutMessage, Qos2In, Session
 from .session_store import (
@@ -617,7 +617,7 @@ class Bridge:
         headers = list(headers)
         if props:
             for k, v in props.get("user_property", ()):
-                headers.append((k, v.encode()))
+                headers.append((user_property_header(k), v.encode()))
             if len(props) > ("user_property" in props):
                 headers += property_headers(props)  # request/response: see record_headers
         if qos2_nonce is not None:

@@ -21,6 +21,26 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 _STD = set(vars(logging.makeLogRecord({})))
 
+# Control characters (C0, DEL, C1) and Unicode line separators, each as a visible escape:
+# a peer-supplied string (an MQTT client id, a Kafka client id, a topic) in a message can
+# then never start a forged line nor move a terminal's cursor.
+_CONTROLS = [*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]
+_ESCAPES = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _CONTROLS}
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character written as an escape (tabs kept)."""
+    return text.translate(_ESCAPES)
+
+
+class TextFormatter(logging.Formatter):
+    """The text format, one line per record: the rendered message is escaped, a traceback
+    (our own, after it) is not."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
+
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
@@ -43,7 +63,7 @@ def formatter(fmt: str) -> logging.Formatter:
     """The formatter of ``fmt`` ("text" or "json")."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown log format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    return JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT)
+    return JsonFormatter() if fmt == "json" else TextFormatter(TEXT_FORMAT)
 
 
 def setup(level: str = "INFO", fmt: str = DEFAULT_FORMAT) -> None:

@@ -6,6 +6,12 @@ the device will recognise the answer; a record written to a downlink topic with 
 headers reaches the device with the properties set again. Content Type and the Payload
 Format Indicator travel the same way. Every other header is a v5 User Property, as
 before. Correlation data is binary and stays binary; the others are UTF-8.
+
+The ``mqtt.`` header namespace is the bridge's own: ``mqtt.client_id`` and ``mqtt.topic``
+say which device wrote a record. A device's User Property in that namespace (any case)
+is stored under ``user.`` + its name, so it can neither add a second identity header
+nor shadow the bridge's (Java's ``Headers.lastHeader()`` and a ``dict()`` of the headers
+take the last one).
 """
 
 from __future__ import annotations
@@ -19,12 +25,20 @@ CORRELATION_DATA = "mqtt.correlation_data"
 CONTENT_TYPE = "mqtt.content_type"
 PAYLOAD_FORMAT = "mqtt.payload_format"
 
+RESERVED_PREFIX = "mqtt."
+USER_PREFIX = "user."
+
 #: header name -> (v5 property, is binary)
 _TO_PROPERTY: dict[str, tuple[str, bool]] = {
     RESPONSE_TOPIC: ("response_topic", False),
     CORRELATION_DATA: ("correlation_data", True),
     CONTENT_TYPE: ("content_type", False),
 }
+
+
+def user_property_header(name: str) -> str:
+    """The header name a device's User Property is stored under (see the module's note)."""
+    return USER_PREFIX + name if name[:5].lower() == RESERVED_PREFIX else name
 
 
 def property_headers(props: dict[str, Any]) -> list[tuple[str, bytes | None]]:
