@@ -141,6 +141,10 @@ def _optional_int_in(low: int) -> Callable[[str], int | None]:
     return parse
 
 
+def _name_list(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
 def _assignor_list(text: str) -> list[str]:
     """Comma-separated server-side assignor names, each one we implement."""
     aliases = {"UniformAssignor": "uniform", "RangeAssignor": "range"}  # Kafka's class names
@@ -188,6 +192,11 @@ SETTINGS: dict[str, Setting] = {
         Setting("admin.listeners", "http://127.0.0.1:9644", parse_admin_listeners,
                 "Admin HTTP API and Prometheus /metrics (http://host:port, comma separated; "
                 "empty: off). 9644 is Redpanda's admin port."),
+        Setting("admin.allowed.hosts", "", _name_list,
+                "Host names the admin HTTP API answers to besides IP addresses, localhost, "
+                "this machine's names and the admin listeners' hosts (comma separated; *: "
+                "any). A request for another name gets 403: a web page cannot reach the API "
+                "through a DNS name of its own pointed at this address (DNS rebinding)."),
         Setting("admin.mqtt.bridge.url", None, _optional_http_url,
                 "Admin API (mqtt-bridge --admin-listen) of an MQTT bridge run on its own, "
                 "whose connected devices the dashboard shows (--mqtt-bridge sets its "

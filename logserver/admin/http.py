@@ -7,13 +7,14 @@ does no disk work. Endpoints that need the broker answer 503 until recovery is d
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from logserver.admin import dashboard, metrics, views
+from logserver.admin.host_check import Handler, HostCheck
 from logserver.admin.openapi import DOCUMENT
 from logserver.admin.rates import RecentRates
 from logserver.admin.state import AdminState
@@ -22,13 +23,11 @@ from logserver.config import Listener
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-
-def build_app(state: AdminState) -> web.Application:
+def build_app(state: AdminState, host_check: HostCheck) -> web.Application:
     registry = metrics.registry(state)
     recent = RecentRates(lambda: views.request_counts(state))
-    app = web.Application()
+    app = web.Application(middlewares=[host_check.middleware])
     app.on_startup.append(recent.start)
     app.on_cleanup.append(recent.close)
 
@@ -89,8 +88,11 @@ class AdminServer:
     """The admin listeners of one broker; a port already in use is logged, not fatal
     (the Kafka listeners matter more than the view of them)."""
 
-    def __init__(self, state: AdminState, listeners: list[Listener]) -> None:
-        self._runner = web.AppRunner(build_app(state), access_log=None, handle_signals=False)
+    def __init__(self, state: AdminState, listeners: list[Listener],
+                 allowed_hosts: list[str] | None = None) -> None:
+        host_check = HostCheck(allowed_hosts or [], [listener.host for listener in listeners])
+        self._runner = web.AppRunner(build_app(state, host_check), access_log=None,
+                                     handle_signals=False)
         self._listeners = listeners
         self.addresses: list[tuple[str, int]] = []
 
