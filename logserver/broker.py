@@ -4,6 +4,7 @@ broker-wide policies that span them (topic limits, offsets of deleted topics).""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from logserver.partition_routing import LocalRouting, PartitionRouting
 from logserver.request_context import listener_name
 from logserver.security import authorizer_from_settings
 from logserver.security.credentials import CredentialStore
+from logserver.security.source_limits import LoginBackoff
 from logserver.security.store import ACL_FILE, AclStore
 from logserver.storage.api import Storage
 from logserver.transactions import TransactionCoordinator
@@ -52,6 +54,11 @@ class Broker:
         self.acl_store = None if self.authorizer is None else AclStore(
             self.authorizer, self.data_dir / ACL_FILE)
         self.scram = CredentialStore(self.data_dir)  # SASL users (logserver/security)
+        # failed SASL logins slow down their address's next ones (KIP-306's delay, doubling)
+        self.login_backoff = LoginBackoff(
+            config["connection.failed.authentication.delay.ms"] / 1000,
+            config["connection.failed.authentication.delay.max.ms"] / 1000)
+        self.sasl_failures: Counter[str] = Counter()  # per listener, for /metrics
         self.transactions = TransactionCoordinator(self)  # KIP-98 (logserver/transactions)
         self.cluster: ClusterNode | None = None  # cluster mode only (logserver/cluster)
         # What the data-path handlers ask about leadership and replication.

@@ -386,7 +386,13 @@ SETTINGS: dict[str, Setting] = {
                 "close the connection."),
         Setting("connection.failed.authentication.delay.ms", "100", _int_in(0, 2**31 - 1),
                 "How long the answer to a failed SASL authentication is held back (then the "
-                "connection closes), to slow down password guessing."),
+                "connection closes), to slow down password guessing; also the first wait "
+                "before the next login from an address whose login just failed."),
+        Setting("connection.failed.authentication.delay.max.ms", "10000",
+                _int_in(0, 2**31 - 1),
+                "Each failed SASL login from an address doubles the wait before that "
+                "address's next login is answered (connection.failed.authentication.delay.ms "
+                "first), up to this; a successful login clears it; other addresses do not wait."),
         # -- cluster mode (logserver/cluster; off unless cluster.etcd.endpoints is set) --
         Setting("cluster.etcd.endpoints", None, str,
                 "etcd client addresses, host:port comma separated; set, the broker joins a "

@@ -100,10 +100,10 @@ class Dispatcher:
             async def checked(check: PasswordCheck = step) -> bytes:
                 ok = await asyncio.to_thread(check.run)
                 reply = sasl.password_checked(check, ok)
-                outcome(security, sasl, reply, host)
+                outcome(self.broker, security, sasl, reply, host)
                 return reply.token
             return RAW_TOKEN, checked()
-        outcome(security, sasl, step, host)
+        outcome(self.broker, security, sasl, step, host)
         if step.error_code != ErrorCode.NONE:
             return None, f"SASL authentication failed: {step.error_message}"
         return RAW_TOKEN, step.token

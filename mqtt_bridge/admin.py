@@ -50,6 +50,9 @@ COUNTERS = {
     "sessions_taken_over": ("mqtt_sessions_taken_over", "Sessions handed to another bridge."),
     "tls_handshake_failures": ("mqtt_tls_handshake_failures",
                                "Failed or timed-out TLS handshakes on the MQTT TLS listener."),
+    "login_failures": ("mqtt_login_failures", "CONNECTs refused for bad credentials."),
+    "logins_delayed": ("mqtt_logins_delayed", "Logins held back because their address had "
+                       "failed logins just before (failed_login_delay_ms, doubling per failure)."),
 }
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from kafkaproto.records import Record
+from logserver.security.source_limits import ConnectionRate, LoginBackoff  # stdlib-only
 from logserver.security.tls_accept import HandshakeFailures, tls_accepting  # stdlib-only helper
 
 from .acl import AclFile, Authorizer, Identity, IdentityBinding
@@ -177,8 +178,9 @@ class Bridge:
         self.tls_port = 0
         self.ws_listeners: list[WebSocketListener] = []
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._tokens = float(config.max_connection_rate)
-        self._tokens_at = time.monotonic()
+        self.connection_rate = ConnectionRate(config.max_connection_rate)
+        self.login_backoff = LoginBackoff(config.failed_login_delay_ms / 1000,
+                                          config.failed_login_delay_max_ms / 1000)
         #: client id -> (timer, publish now) of a will waiting for its delay (v5)
         self._will_timers: dict[str, tuple[asyncio.TimerHandle, Callable[[], None]]] = {}
         self._stopping = False
@@ -357,14 +359,9 @@ class Bridge:
         if len(self.connections) >= cfg.max_connections:
             self.stats.refused += 1
             return f"connection limit {cfg.max_connections} reached"
-        now = time.monotonic()
-        rate = cfg.max_connection_rate
-        self._tokens = min(float(rate), self._tokens + (now - self._tokens_at) * rate)
-        self._tokens_at = now
-        if self._tokens < 1.0:
+        if not self.connection_rate.take(conn.peer_host, time.monotonic()):
             self.stats.refused += 1
-            return f"connection rate above {rate}/s"
-        self._tokens -= 1.0
+            return f"connection rate above {cfg.max_connection_rate}/s from {conn.peer_host}"
         self.connections.add(conn)
         self.stats.connections_total += 1
         return None
@@ -384,8 +381,14 @@ class Bridge:
                 log.warning("refusing %s: client certificate without a common name", conn.peer)
                 return Reason.NOT_AUTHORIZED, {}, False
         elif self.credentials is not None:
+            wait = self.login_backoff.wait(conn.peer_host, time.monotonic())
+            if wait > 0:
+                await asyncio.sleep(wait)
             ok = await asyncio.to_thread(self.credentials.check, p.username, p.password)
-            if not ok:
+            if ok:
+                self.login_backoff.succeeded(conn.peer_host)
+            else:
+                self.login_backoff.failed(conn.peer_host, time.monotonic())
                 self.stats.denied_connect += 1
                 log.warning("bad credentials from %s (user %r)", conn.peer, p.username,
                             extra={"event": "denied_connect", "reason": "credentials"})
@@ -1235,6 +1238,8 @@ class Bridge:
             "topic_levels_refused": s.topic_levels_refused,
             "sessions_taken_over": s.sessions_taken_over,
             "tls_handshake_failures": sum(self.tls_failures.counts.values()),
+            "login_failures": self.login_backoff.failures_total,
+            "logins_delayed": self.login_backoff.delayed_total,
             "early_overflows": s.early_overflows,
             "queued_dropped": s.queued_dropped + sum(x.dropped for x in self.sessions.values()),
         }

@@ -56,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("limits")
     for name, help_ in (
         ("max_connections", "concurrent connections"),
-        ("max_connection_rate", "new connections per second"),
+        ("max_connection_rate", "new connections per second from one address"),
+        ("failed_login_delay_ms", "wait before an address's next login is checked after a failed one, ms; doubles per failure"),
+        ("failed_login_delay_max_ms", "most that wait grows to, ms"),
         ("max_subscriptions", "subscriptions per client"),
         ("max_packet_size", "largest MQTT packet accepted, bytes"),
         ("max_topics", "distinct Kafka topics the uplink may write"),

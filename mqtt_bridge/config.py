@@ -17,7 +17,9 @@ class BridgeConfig:
     downlink: list[str] = field(default_factory=lambda: list(DEFAULT_DOWNLINK))
     # limits
     max_connections: int = 100_000
-    max_connection_rate: int = 2_000  # new connections per second (burst = one second's worth)
+    max_connection_rate: int = 2_000  # new connections per second from one address (burst: 1 s)
+    failed_login_delay_ms: int = 100  # wait before an address's next login after a failure, doubling
+    failed_login_delay_max_ms: int = 10_000  # ... up to this
     max_subscriptions: int = 100  # per client
     max_packet_size: int = 1 << 20
     max_topics: int = 1_000  # distinct Kafka topics the uplink may write to

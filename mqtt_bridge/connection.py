@@ -106,6 +106,7 @@ class Connection(asyncio.Protocol):
         self.reader = PacketReader(cfg.max_packet_size)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.peer_host = "?"  # the address alone: per-address limits (source_limits)
         self.version = 4
         self.client_id: str | None = None
         self.session: Session | None = None
@@ -137,6 +138,7 @@ class Connection(asyncio.Protocol):
         self.transport.set_write_buffer_limits(high=_HIGH_WATER)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.peer_host = str(peer[0]) if peer else "?"
         reason = self.bridge.admit(self)
         if reason is not None:
             log.warning("refusing connection from %s: %s", self.peer, reason)

@@ -227,10 +227,12 @@ def parse_api_versions_v0(body: bytes) -> tuple[int, dict[int, tuple[int, int]]]
 
 # ------------------------------------------------------------------ connection
 class Conn:
-    """A raw client connection to 127.0.0.1:port."""
+    """A raw client connection to 127.0.0.1:port (from ``source``, another loopback
+    address such as 127.0.0.2, when given)."""
 
-    def __init__(self, port: int, timeout: float = 10.0):
-        self.sock = socket.create_connection((HOST, port), timeout=timeout)
+    def __init__(self, port: int, timeout: float = 10.0, source: str | None = None):
+        self.sock = socket.create_connection((HOST, port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout = timeout
 

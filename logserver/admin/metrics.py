@@ -41,10 +41,19 @@ class BrokerCollector(Collector):
         failed = CounterMetricFamily(
             "kafka_server_socketservermetrics_failed_authentication",
             "Connections that failed to authenticate, per listener and reason "
-            "(ssl_handshake: a failed or timed-out TLS handshake).",
+            "(ssl_handshake: a failed or timed-out TLS handshake; sasl: a failed SASL login).",
             labels=["listener", "reason"])
         for (listener, reason), count in sorted(stats.tls_failures.counts.items()):
             failed.add_metric([listener, reason], count)
+        broker = state.broker
+        if broker is not None:
+            for listener, count in sorted(broker.sasl_failures.items()):
+                failed.add_metric([listener, "sasl"], count)
+            yield CounterMetricFamily(
+                "kafka_server_socketservermetrics_failed_authentication_delayed",
+                "SASL logins held back because their address's logins had just failed "
+                "(connection.failed.authentication.delay.ms, doubling per failure).",
+                value=broker.login_backoff.delayed_total)
         yield failed
         requests = CounterMetricFamily(
             "kafka_network_requestmetrics_requests", "Requests answered, per API.",

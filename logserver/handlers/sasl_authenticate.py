@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
@@ -35,17 +36,17 @@ def handle(broker: Broker, header: RequestHeader, request: SaslAuthenticateReque
     delay_ms: int = broker.config["connection.failed.authentication.delay.ms"]
     step = sasl.authenticate(bytes(request.auth_bytes))
     if isinstance(step, PasswordCheck):
-        return _checked(security, sasl, step, client_host.get(), delay_ms)
-    response = _respond(security, sasl, step, client_host.get())
+        return _checked(broker, security, sasl, step, client_host.get(), delay_ms)
+    response = _respond(broker, security, sasl, step, client_host.get())
     if response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and delay_ms > 0:
         return _delayed(response, delay_ms)
     return response
 
 
-async def _checked(security: ConnectionSecurity, sasl: SaslAuthenticator, check: PasswordCheck,
-                   host: str, delay_ms: int) -> SaslAuthenticateResponse:
+async def _checked(broker: Broker, security: ConnectionSecurity, sasl: SaslAuthenticator,
+                   check: PasswordCheck, host: str, delay_ms: int) -> SaslAuthenticateResponse:
     ok = await asyncio.to_thread(check.run)
-    response = _respond(security, sasl, sasl.password_checked(check, ok), host)
+    response = _respond(broker, security, sasl, sasl.password_checked(check, ok), host)
     if not ok and delay_ms > 0:
         await asyncio.sleep(delay_ms / 1000)
     return response
@@ -58,19 +59,25 @@ async def _delayed(response: SaslAuthenticateResponse, delay_ms: int) -> SaslAut
     return response
 
 
-def _respond(security: ConnectionSecurity, sasl: SaslAuthenticator, reply: SaslReply,
-             host: str) -> SaslAuthenticateResponse:
-    outcome(security, sasl, reply, host)
+def _respond(broker: Broker, security: ConnectionSecurity, sasl: SaslAuthenticator,
+             reply: SaslReply, host: str) -> SaslAuthenticateResponse:
+    outcome(broker, security, sasl, reply, host)
     return SaslAuthenticateResponse(error_code=reply.error_code, error_message=reply.error_message,
                                     auth_bytes=reply.token, session_lifetime_ms=0)
 
 
-def outcome(security: ConnectionSecurity, sasl: SaslAuthenticator, reply: SaslReply,
-            host: str) -> None:
-    """Authenticate the connection on success; log a failure (Kafka: INFO, with the peer)."""
+def outcome(broker: Broker, security: ConnectionSecurity, sasl: SaslAuthenticator,
+            reply: SaslReply, host: str) -> None:
+    """Authenticate the connection on success; log a failure (Kafka: INFO, with the peer)
+    and count it against the address (its next login waits: SaslHandshake)."""
     security.settle()
     if reply.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED:
+        # the wait runs from when the (KIP-306 delayed) failure reply leaves
+        reply_delay_s = broker.config["connection.failed.authentication.delay.ms"] / 1000
+        broker.login_backoff.failed(host, time.monotonic() + reply_delay_s)
+        broker.sasl_failures[security.listener_name] += 1
         log.info("Failed authentication with %s (%s) on listener %s", host, reply.error_message,
                  security.listener_name)
     elif sasl.complete and reply.error_code == ErrorCode.NONE:
+        broker.login_backoff.succeeded(host)
         log.debug("%s authenticated as %s with %s", host, security.principal, sasl.mechanism)
