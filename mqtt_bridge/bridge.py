@@ -468,6 +468,9 @@ class Bridge:
             except KafkaError as exc:
                 log.error("cannot load session %s: %s", cid, exc)
                 return Reason.SERVER_UNAVAILABLE, {}, False
+            if stored is not None and stored.owned_by_another(username):
+                self.stats.denied_connect += 1
+                return Reason.NOT_AUTHORIZED, {}, False
             session = Session(cid, max_queued=cfg.max_queued)
             if stored is not None:
                 present = True
@@ -515,7 +518,9 @@ class Bridge:
     def _refuse_identity(self, conn: Connection, who: Identity, p: Connect) -> Reason | None:
         """Not authorized: another identity's client id, or a will the client may not publish."""
         cid = who.client_id
-        if cid in self.owners and self.owners[cid] != who.username:
+        stored = self.store.stored(cid) if self.store is not None else None
+        if (cid in self.owners and self.owners[cid] != who.username) or (
+                stored is not None and stored.owned_by_another(who.username)):
             self.stats.denied_connect += 1
             log.warning(
                 "refusing %s: client id %r belongs to another identity (user %r)",
@@ -1108,6 +1113,8 @@ class Bridge:
             session.expiry_interval,
             session.qos2_state(),
             session.inflight_state(),
+            self.owners.get(session.client_id),
+            session.client_id in self.owners,
         )
 
     def room_for(self, session: Session, topic_filter: str) -> bool:

@@ -58,20 +58,28 @@ class StoredSession:
     qos2_in: dict[int, list[Any]] = field(default_factory=dict)
     #: outbound unacknowledged PUBLISHes from the log: [pid, topic, partition, offset, qos, pubrel sent]
     inflight: list[list[Any]] = field(default_factory=list)
+    #: the identity (user name; None: anonymous) the client id belongs to; only it may
+    #: claim the session, across restarts and bridges. Unknown in records written before.
+    owner: str | None = None
+    owner_known: bool = False
 
     def to_json(self) -> bytes:
-        return json.dumps(
-            {
-                "v": 2,
-                "subs": self.subscriptions,
-                "offsets": [[t, p, o] for (t, p), o in self.offsets.items()],
-                "expires_at": self.expires_at,
-                "expiry": self.expiry_interval,
-                "qos2_in": {str(k): v for k, v in self.qos2_in.items()},
-                "inflight": self.inflight,
-            },
-            separators=(",", ":"),
-        ).encode()
+        doc: dict[str, Any] = {
+            "v": 2,
+            "subs": self.subscriptions,
+            "offsets": [[t, p, o] for (t, p), o in self.offsets.items()],
+            "expires_at": self.expires_at,
+            "expiry": self.expiry_interval,
+            "qos2_in": {str(k): v for k, v in self.qos2_in.items()},
+            "inflight": self.inflight,
+        }
+        if self.owner_known:
+            doc["owner"] = [self.owner]
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    def owned_by_another(self, username: str | None) -> bool:
+        """Does this session belong to an identity other than ``username``?"""
+        return self.owner_known and self.owner != username and not self.expired
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> StoredSession:
@@ -83,6 +91,8 @@ class StoredSession:
             int(d.get("expiry", 0xFFFFFFFF)),
             {int(k): v for k, v in d.get("qos2_in", {}).items()},
             list(d.get("inflight", [])),
+            d["owner"][0] if "owner" in d else None,
+            "owner" in d,
         )
 
     @property
@@ -113,6 +123,7 @@ class SessionStore(Protocol):
     async def delete(self, client_id: str, *, release: bool = False) -> None: ...
     async def claim(self, client_id: str, *, clean: bool = False) -> bool: ...
     def holds(self, client_id: str) -> bool: ...
+    def stored(self, client_id: str) -> StoredSession | None: ...
     async def release(
         self, client_id: str, nonce: str, claimant: str, state: StoredSession | None
     ) -> None: ...
@@ -317,6 +328,10 @@ class TopicSessionStore:
             if self._waiting.get(client_id) == nonce:
                 del self._waiting[client_id]
 
+    def stored(self, client_id: str) -> StoredSession | None:
+        """The session's last state in the topic as followed so far (no I/O)."""
+        return self.sessions.get(client_id)
+
     def holds(self, client_id: str) -> bool:
         """Is this bridge the session's holder now (no newer claim seen)?"""
         return self.owners.holder(client_id) == self.owners.me
@@ -383,6 +398,9 @@ class GroupOffsetStore:
 
     def holds(self, client_id: str) -> bool:
         return True
+
+    def stored(self, client_id: str) -> StoredSession | None:
+        return None  # known only once loaded (OffsetFetch); the owner is checked then
 
     async def release(
         self, client_id: str, nonce: str, claimant: str, state: StoredSession | None
