@@ -16,7 +16,7 @@ epoch can be patched in place without recomputing it.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -32,6 +32,7 @@ __all__ = [
     "Compression",
     "CorruptBatchError",
     "InvalidRecordError",
+    "RecordErrorsError",
     "TimestampType",
     "compute_crc",
     "iter_batches",
@@ -112,6 +113,16 @@ class CorruptBatchError(ValueError):
 
 class InvalidRecordError(ValueError):
     """A well-formed batch a broker must still refuse (semantics): INVALID_RECORD."""
+
+
+class RecordErrorsError(InvalidRecordError):
+    """INVALID_RECORD because of particular records (KIP-467): the whole batch is refused,
+    and ``record_errors`` ((index in the batch, message), ...) tell the producer which
+    records to fail, so it can fail only those and keep the others' error generic."""
+
+    def __init__(self, message: str, record_errors: Sequence[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.record_errors = tuple(record_errors)
 
 
 class BatchHeader(NamedTuple):

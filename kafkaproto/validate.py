@@ -26,6 +26,7 @@ from kafkaproto.batch import (
     Compression,
     CorruptBatchError,
     InvalidRecordError,
+    RecordErrorsError,
     compute_crc,
     validate_produce_records,
 )
@@ -214,9 +215,37 @@ def _raise_for(result: WalkResult, count: int) -> None:
         raise CorruptBatchError(f"{where}: the record's fields do not fill its length {detail}")
     if code == TRAILING_BYTES:
         raise CorruptBatchError(f"{detail} bytes remain after the batch's {count} records")
-    if code == NULL_KEY:
-        raise InvalidRecordError(f"{where}: compacted topic cannot accept a record without a key")
     raise AssertionError(f"unknown walk result {code}")
+
+
+NULL_KEY_MESSAGE = "compacted topic cannot accept a record without a key"
+_ERRORS_SHOWN = 3
+
+
+def _null_key_records(data: Buffer, count: int) -> list[tuple[int, int]]:
+    """(index, payload byte of the key length) of every record without a key, in records
+    the walk found well-formed. Per-record Python, but only for a batch being refused."""
+    found = []
+    p = 0
+    for i in range(count):
+        length, base = decode_varint(data, p)
+        _, r = decode_varlong(data, base + 1)  # after the attributes: timestampDelta
+        _, r = decode_varint(data, r)  # offsetDelta
+        key_length, _ = decode_varint(data, r)
+        if key_length == -1:
+            found.append((i, r))
+        p = base + length
+    return found
+
+
+def _null_keys_error(data: Buffer, count: int) -> RecordErrorsError:
+    found = _null_key_records(data, count)
+    shown = "; ".join(f"record {i} (payload byte {pos}): {NULL_KEY_MESSAGE}"
+                      for i, pos in found[:_ERRORS_SHOWN])
+    return RecordErrorsError(
+        f"{len(found)} of the batch's {count} records rejected (the first {_ERRORS_SHOWN} at "
+        f"most shown): {shown}",
+        [(i, NULL_KEY_MESSAGE) for i, _ in found])
 
 
 def check_batch_records(
@@ -231,7 +260,8 @@ def check_batch_records(
 
     For readers of stored batches (cleaner, timestamp lookups, ``logserver check``, the
     bridge): the header must already be parsed and the batch must lie within ``buf``.
-    Raises CorruptBatchError (DecompressionBombError past the cap) or InvalidRecordError.
+    Raises CorruptBatchError (DecompressionBombError past the cap) or InvalidRecordError
+    (RecordErrorsError naming the records without a key, with ``reject_null_keys``).
     """
     view = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size]
     codec = header.attributes & COMPRESSION_MASK
@@ -246,6 +276,12 @@ def check_batch_records(
     if count < 0:
         raise InvalidRecordError(f"batch has negative record count {count}")
     result = _walk(data, count, reject_null_keys)
+    if result[0] == NULL_KEY:
+        # As Kafka's LogValidator: a malformed record anywhere refuses the batch outright;
+        # if every record is well-formed, name each record without a key (KIP-467).
+        result = _walk(data, count, False)
+        if result[0] == OK:
+            raise _null_keys_error(data, count)
     if result[0] != OK:
         _raise_for(result, count)
     max_delta = result[4]

@@ -24,6 +24,7 @@ from kafkaproto.batch import (
     Compression,
     CorruptBatchError,
     InvalidRecordError,
+    RecordErrorsError,
     iter_batches,
     parse_header,
     set_log_append_time,
@@ -230,6 +231,9 @@ class Partition:
                                   reject_null_keys=self.config.compact).header
         except CorruptBatchError as exc:
             return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+        except RecordErrorsError as exc:
+            return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc),
+                                record_errors=exc.record_errors)
         except InvalidRecordError as exc:
             return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
 

@@ -16,6 +16,8 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v mosquitto_pub >/dev/null 2>&1 || missing+=(mosquitto-clients)
 command -v mosquitto >/dev/null 2>&1 || missing+=(mosquitto)   # the MQTT benchmark's peer
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)   # PySpark pipelines
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)   # Java client tests (tests/java)
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)   # Node.js client tests (tests/js, npm ci)
 command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)   # the power-loss tests' fsync shim
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)   # cluster mode's coordination service
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)   # MQTT over WebSockets in a real browser (Playwright)
@@ -38,6 +40,8 @@ java -version >/dev/null 2>&1 || die "java is installed but 'java -version' fail
 command -v gcc >/dev/null 2>&1 || die "gcc missing after install"
 etcd --version >/dev/null 2>&1 || die "etcd (etcd-server) is installed but 'etcd --version' fails"
 command -v chromium >/dev/null 2>&1 || die "chromium missing after install"
+command -v javac >/dev/null 2>&1 || die "javac missing after install"
+command -v npm >/dev/null 2>&1 || die "npm missing after install"
 
 # --- Python packages: the project and its test extras, in .venv (contrib/venv.sh;
 # Debian's own python3 refuses pip installs outside a virtual environment, PEP 668)

@@ -6,10 +6,13 @@ requests librdkafka refuses to send."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from clusterprocs import running_cluster, wait_until
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
+from javaclient import run_java
 from kafkaclient import BlockingClient
 from test_cluster_partitions import consume_partitions, produce
 
@@ -98,3 +101,64 @@ def test_gaps_repeats_and_counts_with_an_assignment_are_refused(cluster) -> None
     wait_until(lambda: (p := cluster.partition("raw", 1)) is not None and p.leader == 3
                and list(p.replicas) == [3] and cluster.partition("raw", 0).leader == 2, 30,
                "raw-0 on broker 2 and raw-1 on broker 3")
+
+
+# -- the answer to a successful CreateTopics (v5+): configs, partitions, replication -------
+
+CONFIGS = [CreateTopicsRequest.CreatableTopicConfig(name="cleanup.policy", value="compact"),
+           CreateTopicsRequest.CreatableTopicConfig(name="retention.ms", value="123456")]
+
+
+def _create_answer(port: int, name: str, *, validate_only: bool = False) -> Any:
+    client = BlockingClient(port)
+    try:
+        response = client.call(ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(
+            topics=[CreateTopicsRequest.CreatableTopic(
+                name=name, num_partitions=2, replication_factor=1, configs=CONFIGS)],
+            timeout_ms=10000, validate_only=validate_only))
+    finally:
+        client.close()
+    return response.topics[0]
+
+
+def _config_rows(result: Any) -> list[tuple]:
+    assert result.configs is not None, "a successful CreateTopics answered configs = null"
+    return sorted((c.name, c.value, c.read_only, c.config_source, c.is_sensitive)
+                  for c in result.configs)
+
+
+@pytest.mark.parametrize("validate_only", [False, True], ids=["created", "validate-only"])
+def test_created_topic_answer_carries_configs_as_single_node_does(cluster, server_factory,
+                                                                   validate_only) -> None:
+    """Java's AdminClient reads the configs of every successful result (a null list is a
+    NullPointerException although the topic was created): the cluster answers as a single
+    node with the same settings does, from the same code."""
+    name = f"answered-{validate_only}".lower()
+    on_cluster = _create_answer(cluster.brokers[1].port, name, validate_only=validate_only)
+    assert (on_cluster.error_code, on_cluster.num_partitions, on_cluster.replication_factor) == (
+        ErrorCode.NONE, 2, 1)
+    rows = _config_rows(on_cluster)
+    values = {row[0]: row[1] for row in rows}
+    assert values["cleanup.policy"] == "compact" and values["retention.ms"] == "123456"
+    assert values["min.insync.replicas"] == "2"  # the brokers' setting, inherited
+    if not validate_only:
+        assert on_cluster.topic_id != bytes(16)
+    single = server_factory(settings={"min.insync.replicas": 2, "default.replication.factor": 3})
+    alone = _create_answer(single.port, name, validate_only=validate_only)
+    assert alone.error_code == ErrorCode.NONE
+    assert rows == _config_rows(alone)
+
+
+def test_java_admin_create_topics_on_a_cluster(cluster, tmp_path) -> None:
+    """kafka-clients' AdminClient.createTopics on a 3-broker cluster: no exception, and
+    the partitions, replication factor and configs (with their sources) the answer
+    carried."""
+    done = run_java("CreateTopicsCheck", tmp_path / "classes", cluster.bootstrap,
+                    "java-created", "3", "3")
+    assert done.returncode == 0, f"Java AdminClient failed:\n{done.stdout}\n{done.stderr[-4000:]}"
+    lines = done.stdout.splitlines()
+    assert "partitions 3" in lines and "replication 3" in lines, done.stdout
+    assert "config cleanup.policy=compact DYNAMIC_TOPIC_CONFIG" in lines, done.stdout
+    assert "config min.insync.replicas=2 STATIC_BROKER_CONFIG" in lines, done.stdout
+    wait_until(lambda: cluster.partition("java-created", 2) is not None, 30,
+               "java-created in Metadata")

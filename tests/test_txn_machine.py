@@ -88,6 +88,15 @@ def test_kip360_reinit_with_current_or_previous_epoch_only():
     assert step.error == ErrorCode.PRODUCER_FENCED
 
 
+def test_new_transactional_id_ignores_the_presented_producer_id_and_epoch():
+    """As Kafka: no INVALID_PRODUCER_ID_MAPPING from InitProducerId; a transactional id
+    without metadata gets a new id at epoch 0 whatever id and epoch the request names."""
+    m = machine()
+    for pid, epoch in ((0, 0), (7, 3), (123456, -1)):
+        meta = init(m, None, pid=pid, epoch=epoch, new_id=42)
+        assert (meta.producer_id, meta.producer_epoch, meta.state) == (42, 0, TxnState.EMPTY)
+
+
 def test_exhausted_epoch_gets_a_new_producer_id():
     m = machine()
     meta = init(m, None)

@@ -80,6 +80,21 @@ def test_transactional_batches_only_into_added_partitions(conn):
     assert _produce(conn, pid, epoch, 0, 1) == ErrorCode.INVALID_TXN_STATE  # txn is over
 
 
+def test_init_producer_id_of_a_new_transactional_id_accepts_any_id_and_epoch(conn):
+    """Kafka (TransactionCoordinator.handleInitProducerId): metadata made for a
+    transactional id it has never seen is valid for whatever producer id and epoch the
+    request presents; @platformatic/kafka always sends id 0, epoch 0. The answer is a new
+    id at epoch 0, never INVALID_PRODUCER_ID_MAPPING, and the transaction then works."""
+    r = conn.call(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+        transactional_id="tx", transaction_timeout_ms=10000, producer_id=0, producer_epoch=0))
+    assert (r.error_code, r.producer_epoch) == (ErrorCode.NONE, 0)
+    pid = r.producer_id
+    assert pid >= 0
+    assert _add(conn, pid, 0, 0) == ErrorCode.NONE
+    assert _produce(conn, pid, 0, 0, 0) == ErrorCode.NONE
+    assert _end(conn, pid, 0, True) == ErrorCode.NONE
+
+
 def test_transactional_batch_without_transactional_id_refuses_the_whole_request(conn):
     """Kafka (KafkaApis.handleProduceRequest): a Produce whose first batch of any partition
     is transactional but that names no transactional id gets

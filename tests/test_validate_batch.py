@@ -20,6 +20,7 @@ from kafkaproto.batch import (
     Compression,
     CorruptBatchError,
     InvalidRecordError,
+    RecordErrorsError,
     parse_header,
     verify_crc,
 )
@@ -204,6 +205,28 @@ def test_null_key_only_refused_for_compacted_topics(walk: str) -> None:
     assert check(batch).header.record_count == 3
     with pytest.raises(InvalidRecordError, match="record 1 .*compacted topic .* without a key"):
         check(batch, reject_null_keys=True)
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.ZSTD], ids=lambda c: c.name)
+def test_records_without_a_key_are_each_named(walk: str, codec: Compression) -> None:
+    """KIP-467: the batch is refused, with the index of every record at fault, so the
+    producer fails only those (Kafka's LogValidator collects them all)."""
+    keys = [None, b"k", None, b"k", None, None, b"k"]
+    payload = b"".join(raw_record(offset_delta=i, key=k) for i, k in enumerate(keys))
+    batch = forge(compress(codec, payload) if codec else payload, record_count=len(keys),
+                  attributes=int(codec))
+    with pytest.raises(RecordErrorsError) as caught:
+        check(batch, reject_null_keys=True)
+    assert caught.value.record_errors == tuple(
+        (i, validate.NULL_KEY_MESSAGE) for i, k in enumerate(keys) if k is None)
+    assert "4 of the batch's 7 records" in str(caught.value)
+    assert "record 2 (payload byte" in str(caught.value)
+
+
+def test_malformed_record_after_a_missing_key_refuses_the_batch_as_corrupt(walk: str) -> None:
+    payload = raw_record(offset_delta=0, key=None) + raw_record(offset_delta=1, value_length=-7)
+    with pytest.raises(CorruptBatchError, match="record 1 .*value length -7"):
+        check(forge(payload, record_count=2), reject_null_keys=True)
 
 
 def test_header_checks_still_run_first(walk: str) -> None:

@@ -23,8 +23,9 @@ from kafkaproto.messages import (
 from logserver.cluster.assignments import AssignmentError, manual_assignment
 from logserver.cluster.node import TopicCreationError
 from logserver.cluster.routing import node_of
+from logserver.cluster.topic_configs import topic_view
 from logserver.groups import INTERNAL_TOPICS
-from logserver.handlers.create_topics import MAX_PARTITIONS_PER_TOPIC
+from logserver.handlers.create_topics import MAX_PARTITIONS_PER_TOPIC, created_result
 from logserver.request_context import listener_name
 from logserver.security import checks
 from logserver.storage.api import InvalidConfigError
@@ -147,17 +148,20 @@ async def create_and_wait(node: ClusterNode, name: str, partitions: int, replica
 def create_topics(broker: Broker, header: RequestHeader,
                   request: CreateTopicsRequest) -> Awaitable[CreateTopicsResponse]:
     # ACLs decided now, while the request's principal is the current one: CREATE on the
-    # cluster, or on each topic (Kafka's rule).
+    # cluster, or on each topic (Kafka's rule); the configs in the answer need
+    # DESCRIBE_CONFIGS on the topic.
     if checks.allowed(broker, checks.CREATE_TOPICS_CLUSTER):
         refused: set[str] = set()
     else:
         refused = {t.name for t in request.topics
                    if not checks.allowed(broker, checks.CREATE_TOPICS_TOPIC, t.name)}
-    return _create_topics(broker, request, refused)
+    shown = {t.name for t in request.topics
+             if checks.allowed(broker, checks.CREATE_TOPICS_CONFIGS, t.name)}
+    return _create_topics(broker, request, refused, shown)
 
 
 async def _create_topics(broker: Broker, request: CreateTopicsRequest,
-                         refused: set[str]) -> CreateTopicsResponse:
+                         refused: set[str], shown: set[str]) -> CreateTopicsResponse:
     node = node_of(broker)
     results = []
     deadline = asyncio.get_running_loop().time() + max(request.timeout_ms, 0) / 1000
@@ -166,19 +170,20 @@ async def _create_topics(broker: Broker, request: CreateTopicsRequest,
             results.append(_result(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                    "not authorized to create the topic"))
             continue
-        results.append(await _create_one(broker, node, topic, request.validate_only, deadline))
+        results.append(await _create_one(broker, node, topic, request.validate_only, deadline,
+                                         topic.name in shown))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _result(name: str, error: int, message: str | None, partitions: int = -1,
-            replication_factor: int = -1, topic_id: bytes = ZERO_UUID) -> Any:
+def _result(name: str, error: int, message: str) -> Any:
+    """A topic not created: no partitions, replication factor or configs (null), as Kafka."""
     return CreateTopicsResponse.CreatableTopicResult(
-        name=name, topic_id=topic_id, error_code=error, error_message=message,
-        num_partitions=partitions, replication_factor=replication_factor, configs=None)
+        name=name, topic_id=ZERO_UUID, error_code=error, error_message=message,
+        num_partitions=-1, replication_factor=-1, configs=None)
 
 
 async def _create_one(broker: Broker, node: ClusterNode, topic: CreateTopicsRequest.CreatableTopic,
-                      validate_only: bool, deadline: float) -> Any:
+                      validate_only: bool, deadline: float, show_configs: bool) -> Any:
     name = topic.name
     invalid = topic_name_error(name)
     if invalid is not None:
@@ -210,7 +215,7 @@ async def _create_one(broker: Broker, node: ClusterNode, topic: CreateTopicsRequ
     except InvalidConfigError as exc:
         return _result(name, ErrorCode.INVALID_CONFIG, str(exc))
     if validate_only:
-        return _result(name, ErrorCode.NONE, None, partitions, rf)
+        return created_result(broker, name, ZERO_UUID, partitions, rf, overrides, show_configs)
     loop = asyncio.get_running_loop()
     while True:
         try:
@@ -223,7 +228,13 @@ async def _create_one(broker: Broker, node: ClusterNode, topic: CreateTopicsRequ
                 log.error("creating topic %s in etcd failed: %s", name, exc)
                 return _result(name, ErrorCode.REQUEST_TIMED_OUT, f"cluster metadata store: {exc}")
             await asyncio.sleep(0.2)
-    return _result(name, ErrorCode.NONE, None, partitions, rf, node.model.topics[name].topic_id)
+    # The configs as DescribeConfigs will answer them (the topic record's), or as asked for
+    # when our watch has not seen the topic yet.
+    record = node.model.topics.get(name)
+    view = topic_view(broker, name)
+    config, kept = view if view is not None else (None, overrides)
+    return created_result(broker, name, record.topic_id if record is not None else ZERO_UUID,
+                          partitions, rf, kept, show_configs, config)
 
 
 # -- DeleteTopics -----------------------------------------------------------------------------

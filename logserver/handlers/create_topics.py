@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
@@ -101,17 +102,29 @@ async def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, val
         except OSError as exc:
             log.error("creating topic %s failed: %s", name, exc)
             return _error(name, ErrorCode.KAFKA_STORAGE_ERROR, f"creating the topic failed: {exc}")
+    return created_result(broker, name, topic_id, partitions, 1, overrides, show_configs,
+                          broker.storage.topic_config(name) if not validate_only else None)
+
+
+def created_result(broker: Broker, name: str, topic_id: bytes, partitions: int,
+                   replication_factor: int, overrides: Mapping[str, str], show_configs: bool,
+                   config: TopicConfig | None = None) -> Result:
+    """The answer for a topic created (or that validate_only would create), in single-node
+    and cluster mode alike: its partitions, replication factor and every config with its
+    value and source (v5+). Java's AdminClient reads the configs of a success without a null
+    check; without DESCRIBE_CONFIGS they are empty with TOPIC_AUTHORIZATION_FAILED, as Kafka.
+    ``config`` is the topic's resolved config when known, else it is resolved from the
+    broker's settings and ``overrides``."""
     if not show_configs:
         return Result(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
-                      num_partitions=partitions, replication_factor=1, configs=[],
+                      num_partitions=partitions, replication_factor=replication_factor, configs=[],
                       topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    config = broker.storage.topic_config(name) if not validate_only else None
     if config is None:
         config = TopicConfig.from_settings(
             Overlay(broker.config, broker.storage.broker_overrides().effective()), overrides)
     return Result(
         name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
-        num_partitions=partitions, replication_factor=1,
+        num_partitions=partitions, replication_factor=replication_factor,
         configs=[
             CreateTopicsResponse.CreatableTopicConfigs(
                 name=key, value=value, read_only=not alterable(key), config_source=source,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from logserver.broker import Broker
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+RecordError = ProduceResponse.BatchIndexAndErrorMessage
 
 
 def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
@@ -147,7 +148,10 @@ def _partition_response(index: int, result: AppendResult) -> PartitionResponse:
     return PartitionResponse(
         index=index, error_code=result.error, base_offset=result.base_offset,
         log_append_time_ms=result.log_append_time, log_start_offset=result.log_start_offset,
-        error_message=result.message)
+        error_message=result.message,
+        # KIP-467 (v8+): which records made the batch INVALID_RECORD
+        record_errors=[RecordError(batch_index=i, batch_index_error_message=message)
+                       for i, message in result.record_errors])
 
 
 async def _complete(broker: Broker, acks: int, response: ProduceResponse, pending: _Pending,
@@ -160,6 +164,7 @@ async def _complete(broker: Broker, acks: int, response: ProduceResponse, pendin
         partition.log_append_time_ms = filled.log_append_time_ms
         partition.log_start_offset = filled.log_start_offset
         partition.error_message = filled.error_message
+        partition.record_errors = filled.record_errors
         pending.track(broker, acks, topic, partition, records, result)
     if pending.waits:
         await _after_fsync(response, pending.waits)

@@ -59,6 +59,9 @@ class AppendResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    #: INVALID_RECORD's records at fault, (index in the batch, message): Produce v8+
+    #: record_errors (KIP-467)
+    record_errors: tuple[tuple[int, str], ...] = ()
     wait: Awaitable[None] | None = None  # what the acknowledgement must wait for
     # Set when the batch is validated off the event loop: the real result, once appended
     # (the fields above are then placeholders).

@@ -75,8 +75,10 @@ class TxnMachine:
         if not 0 < timeout_ms <= self.max_timeout_ms:
             return _failed(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         if meta is None:
-            if producer_id >= 0:  # KIP-360: we do not know that producer (expired)
-                return _failed(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+            # A transactional id never seen (or expired): as Kafka, fresh metadata is valid
+            # for whatever producer id and epoch the request presents (KIP-360 recovery after
+            # expiry, or clients such as @platformatic/kafka that always send id 0, epoch 0);
+            # they are ignored and a new id at epoch 0 is handed out.
             assert new_producer_id is not None
             fresh = TxnMetadata(transactional_id, new_producer_id, 0, timeout_ms,
                                 TxnState.EMPTY, last_update_ms=now)
