@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--ws-listen", metavar="HOST:PORT", help="WebSocket listen address (default: off)")
     w.add_argument("--wss-listen", metavar="HOST:PORT",
                    help="WebSocket over TLS listen address (default: off); uses --tls-certfile/--tls-keyfile/--tls-cafile")
+    w.add_argument("--ws-allowed-origin", action="append", dest="ws_allowed_origins", metavar="ORIGIN",
+                   help="a web page origin (https://app.example.com) allowed to connect besides pages of "
+                        "this host; repeatable; * allows any page (default: this host's pages and non-browsers)")
     k = p.add_argument_group("log side")
     k.add_argument("--linger-ms", type=float, metavar="MS", help=f"producer linger (default {d.linger_ms})")
     k.add_argument("--batch-bytes", type=int, metavar="N", help=f"producer batch size per partition (default {d.batch_bytes})")

@@ -59,6 +59,9 @@ class BridgeConfig:
     ws_port: int | None = None
     wss_host: str | None = None  # the same over TLS (the TLS listener's certificate)
     wss_port: int | None = None
+    #: web pages (origins, e.g. https://app.example.com; * any) that may open WebSocket
+    #: connections besides pages of this host (mqtt_bridge/ws_origin.py)
+    ws_allowed_origins: list[str] = field(default_factory=list)
     # log side
     linger_ms: float = 0.0
     batch_bytes: int = 1 << 20

@@ -30,6 +30,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from logserver.security.tls_accept import HandshakeFailures, tls_accepting  # stdlib-only helper
 
 from .connection import Connection
+from .ws_origin import OriginCheck
 
 if TYPE_CHECKING:
     from .bridge import Bridge
@@ -168,6 +169,9 @@ class WebSocketListener:
         self._handshake_timeout_s = handshake_timeout_s
         self._tls_server: asyncio.AbstractServer | None = None
         self._close_handshakes: Callable[[], None] | None = None
+        cfg = bridge.config
+        self.origins = OriginCheck(cfg.ws_allowed_origins,
+                                   [h for h in (cfg.host, cfg.ws_host, cfg.wss_host) if h])
         app = web.Application()
         for path in PATHS:
             app.router.add_get(path, self._handle)
@@ -210,6 +214,12 @@ class WebSocketListener:
                         request.remote, offered, SUBPROTOCOL,
                         extra={"event": "ws_refused", "reason": "subprotocol"})
             return web.Response(status=400, text=f"WebSocket subprotocol '{SUBPROTOCOL}' required\n")
+        origin = request.headers.get("Origin")
+        if not self.origins.permits(origin, request.headers.get("Host")):
+            self.bridge.stats.refused += 1
+            log.warning("refusing WebSocket from %s: page origin %r not allowed (--ws-allowed-origin)",
+                        request.remote, origin, extra={"event": "ws_refused", "reason": "origin"})
+            return web.Response(status=403, text="origin not allowed (--ws-allowed-origin)\n")
         cfg = self.bridge.config
         ws = web.WebSocketResponse(protocols=(SUBPROTOCOL,), compress=False, autoping=True,
                                    max_msg_size=cfg.max_packet_size + 65536)

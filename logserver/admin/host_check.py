@@ -19,7 +19,7 @@ from aiohttp import web
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _host_name(host_header: str) -> str:
+def host_name(host_header: str) -> str:
     """The name part of a Host header: without its port, brackets or a trailing dot."""
     host = host_header.strip().lower()
     if host.startswith("["):
@@ -50,7 +50,7 @@ class HostCheck:
     def permits(self, host_header: str | None) -> bool:
         if self.any or not host_header:  # HTTP/1.0 without Host: no browser sends that
             return True
-        name = _host_name(host_header)
+        name = host_name(host_header)
         return _is_ip(name) or name in self.names
 
     @web.middleware
