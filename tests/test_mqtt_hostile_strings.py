@@ -93,12 +93,12 @@ def test_wildcards_in_a_client_id_do_not_widen_an_acl_pattern(bridge):
     for cid in ("+", "#", "a/+"):
         client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=cid, protocol=paho.MQTTv5)
         granted: list[int] = []
-        client.on_subscribe = lambda c, u, mid, codes, props: granted.extend(r.value for r in codes)
+        client.on_subscribe = lambda c, u, mid, codes, props, g=granted: g.extend(r.value for r in codes)
         client.connect(HOST, bridge.port)
         client.loop_start()
         try:
             client.subscribe("devices/+/commands", qos=1)
-            wait_until(lambda: granted, 30, "the SUBACK")
+            wait_until(lambda g=granted: g, 30, "the SUBACK")
         finally:
             client.disconnect()
             client.loop_stop()
