@@ -16,7 +16,7 @@ from typing import Any
 from logserver.cluster.errors import etcd_client_missing
 from logserver.config import SETTINGS, ConfigError, env_name, load_config
 from logserver.kafka_settings import ALIASES, IGNORED
-from logserver.log.errors import CorruptLogError, LogDirLockedError
+from logserver.log.errors import CorruptLogError, DataDirError, LogDirLockedError
 from logserver.security.store import AclFileError
 from mqtt_bridge import logs
 
@@ -186,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     except LogDirLockedError as exc:
         fail(f"cannot start: {exc} (another logserver, or `logserver repair`, "
              f"holds its lock file; each server needs its own --log.dirs)")
+        return EXIT_CANNOT_START
+    except DataDirError as exc:
+        fail(f"cannot start: {exc}; `logserver check {config.data_dir}` lists every problem")
         return EXIT_CANNOT_START
     except (OSError, AclFileError) as exc:
         log.error("cannot start: %s", exc)

@@ -35,7 +35,7 @@ from logserver.security.settings import (
     parse_tls_versions,
     per_listener_setting,
 )
-from logserver.topic_config import TOPIC_SETTINGS, default_text
+from logserver.topic_config import TOPIC_SETTINGS, default_text, int_in
 
 log = logging.getLogger(__name__)
 
@@ -120,14 +120,7 @@ def _parse_bool(text: str) -> bool:
     raise ValueError(f"expected true or false, got {text!r}")
 
 
-def _int_in(low: int, high: int = LONG_MAX) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text.strip())
-        if not low <= value <= high:
-            raise ValueError(f"must be between {low} and {high}, got {value}")
-        return value
-
-    return parse
+_int_in = int_in  # one integer parser for broker and topic settings
 
 
 def _optional_int_in(low: int) -> Callable[[str], int | None]:
@@ -139,6 +132,13 @@ def _optional_int_in(low: int) -> Callable[[str], int | None]:
         return parse_int(text)
 
     return parse
+
+
+def _data_dir(text: str) -> str:
+    path = Path(text.split(",")[0].strip()).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{str(path)!r} is a file, not a directory")
+    return text
 
 
 def _name_list(text: str) -> list[str]:
@@ -202,7 +202,7 @@ SETTINGS: dict[str, Setting] = {
                 "whose connected devices the dashboard shows (--mqtt-bridge sets its "
                 "child's itself)."),
         Setting("node.id", "1", _int_in(0, 2**31 - 1), "This broker's id."),
-        Setting("log.dirs", "./data", str, "Data directory (one directory)."),
+        Setting("log.dirs", "./data", _data_dir, "Data directory (one directory)."),
         Setting("num.partitions", "1", _int_in(1, 100_000),
                 "Partitions of auto-created topics and of CreateTopics with -1."),
         Setting("auto.create.topics.enable", "true", _parse_bool,

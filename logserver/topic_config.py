@@ -266,8 +266,12 @@ def synonyms(name: str, overrides: Mapping[str, str], broker: Mapping[str, Any],
 
 
 def int_in(low: int, high: int = LONG_MAX) -> Callable[[str], int]:
+    """A parser of integers in [low, high] whose errors say what was expected."""
     def parse(text: str) -> int:
-        value = int(text.strip())
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise ValueError(f"expected an integer, got {text.strip()!r}") from None
         if not low <= value <= high:
             raise ValueError(f"must be between {low} and {high}, got {value}")
         return value

@@ -18,7 +18,13 @@ from logserver.broker import PolicyViolationError
 from logserver.broker_overrides import Overlay
 from logserver.security import checks
 from logserver.storage.api import InvalidConfigError, InvalidTopicError, TopicExistsError
-from logserver.topic_config import TopicConfig, alterable, describe, validate_overrides
+from logserver.topic_config import (
+    TopicConfig,
+    alterable,
+    describe,
+    min_insync_replicas,
+    validate_overrides,
+)
 from logserver.topic_names import topic_name_error
 
 if TYPE_CHECKING:
@@ -115,6 +121,11 @@ def created_result(broker: Broker, name: str, topic_id: bytes, partitions: int,
     check; without DESCRIBE_CONFIGS they are empty with TOPIC_AUTHORIZATION_FAILED, as Kafka.
     ``config`` is the topic's resolved config when known, else it is resolved from the
     broker's settings and ``overrides``."""
+    min_isr = min_insync_replicas(overrides, broker.config["min.insync.replicas"])
+    if replication_factor < min_isr:
+        log.warning("topic %s: replication factor %d is below min.insync.replicas %d, so "
+                    "every acks=all produce to it will get NOT_ENOUGH_REPLICAS", name,
+                    replication_factor, min_isr)
     if not show_configs:
         return Result(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
                       num_partitions=partitions, replication_factor=replication_factor, configs=[],

@@ -25,7 +25,6 @@ problems found (check) or found and repaired (repair), 2 usage error or director
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import struct
@@ -41,8 +40,8 @@ from kafkaproto.batch import (
     verify_crc,
 )
 from kafkaproto.records import decode_batch
-from logserver.log.errors import LogDirLockedError
-from logserver.log.manager import lock_data_dir
+from logserver.log.errors import DataDirError, LogDirLockedError
+from logserver.log.manager import lock_data_dir, read_topics_file
 from logserver.log.segment import LOG_SUFFIX, find_valid_batch
 from logserver.log.transaction_index import TXN_INDEX_SUFFIX, AbortedTxnEntry, parse_entries
 from logserver.log.txn_index import COMMIT, CONTROL_KEY_SIZE, control_type
@@ -97,18 +96,17 @@ def check_data_dir(data_dir: Path) -> CheckResult:
     topics_path = data_dir / "__topics.json"
     partition_dirs: list[Path] = []
     try:
-        doc = json.loads(topics_path.read_text("utf-8"))
-        for name, entry in doc["topics"].items():
-            for p in range(int(entry["partitions"])):
-                directory = data_dir / f"{name}-{p}"
-                if directory.is_dir():
-                    partition_dirs.append(directory)
-                else:
-                    result.problems.append(Problem(directory, "metadata", "partition directory missing"))
-    except FileNotFoundError:
-        pass
-    except (ValueError, KeyError, TypeError) as exc:
-        result.problems.append(Problem(topics_path, "metadata", f"unreadable: {exc}"))
+        topics = read_topics_file(topics_path)
+    except DataDirError as exc:
+        result.problems.append(Problem(topics_path, "metadata", str(exc)))
+        topics = {}
+    for name, info in topics.items():
+        for p in range(info.partitions):
+            directory = data_dir / f"{name}-{p}"
+            if directory.is_dir():
+                partition_dirs.append(directory)
+            else:
+                result.problems.append(Problem(directory, "metadata", "partition directory missing"))
     for directory in partition_dirs:
         result.partitions += 1
         _check_partition(directory, result)
@@ -369,7 +367,10 @@ def main(argv: list[str]) -> int:
         if not result.problems:
             print("clean")
             return EXIT_CLEAN
-        if result.needs_data_loss:
+        if any(p.path.name == "__topics.json" for p in result.problems):
+            print("start-up will refuse this directory: its topic list cannot be read by this "
+                  "version (restore __topics.json, or use the logserver that wrote it)")
+        elif result.needs_data_loss:
             print("start-up will refuse this directory; `logserver repair` cuts the damage off "
                   "(losing the data after it)")
         else:

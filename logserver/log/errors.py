@@ -53,6 +53,10 @@ class LogDirLockedError(LogError):
     """Another process holds the data directory's lock file."""
 
 
+class DataDirError(LogError):
+    """The data directory's own files cannot be read: another version's layout, or damage."""
+
+
 class CorruptLogError(LogError):
     """Recovery would have to drop valid data that is not a torn tail.
 

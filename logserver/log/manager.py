@@ -46,6 +46,7 @@ from logserver.log.config import LogConfig
 from logserver.log.config import setting_value as _setting
 from logserver.log.deleter import FileDeleter
 from logserver.log.errors import (
+    DataDirError,
     InvalidTopicError,
     LogDirLockedError,
     TopicExistsError,
@@ -79,7 +80,7 @@ BROKER_CONFIGS_FILE = "__broker_configs.json"
 LOCK_FILE = ".lock"
 DELETE_SUFFIX = DELETE_DIR_SUFFIX
 _CHECKPOINT_VERSION = 0
-_TOPICS_VERSION = 1
+TOPICS_LAYOUT_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,22 +234,7 @@ class LogManager:
                 )
 
     def _read_topics(self) -> dict[str, TopicInfo]:
-        path = self.data_dir / TOPICS_FILE
-        try:
-            doc = json.loads(path.read_text("utf-8"))
-        except FileNotFoundError:
-            return {}
-        if doc.get("version") != _TOPICS_VERSION:
-            raise ValueError(f"{path}: unsupported version {doc.get('version')!r}")
-        topics = {}
-        for name, entry in doc["topics"].items():
-            topics[name] = TopicInfo(
-                name=name,
-                topic_id=uuid.UUID(entry["topic_id"]).bytes,
-                partitions=int(entry["partitions"]),
-                configs=dict(entry.get("configs", {})),
-            )
-        return topics
+        return read_topics_file(self.data_dir / TOPICS_FILE)
 
     def _read_broker_overrides(self) -> BrokerOverrides:
         path = self.data_dir / BROKER_CONFIGS_FILE
@@ -279,7 +265,7 @@ class LogManager:
 
     def _write_topics(self, topics: Mapping[str, TopicInfo]) -> None:
         doc = {
-            "version": _TOPICS_VERSION,
+            "version": TOPICS_LAYOUT_VERSION,
             "topics": {
                 info.name: {
                     "topic_id": str(uuid.UUID(bytes=info.topic_id)),
@@ -571,3 +557,31 @@ class LogManager:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def read_topics_file(path: Path) -> dict[str, TopicInfo]:
+    """The topic list of a data directory (empty when there is none yet); DataDirError when
+    it cannot be read by this version, so start-up and `logserver check` agree."""
+    try:
+        doc = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DataDirError(f"{path} is not a readable topic list ({exc})") from None
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if version != TOPICS_LAYOUT_VERSION:
+        raise DataDirError(f"{path} has layout version {version!r}, this logserver reads "
+                           f"version {TOPICS_LAYOUT_VERSION}: a data directory of another version")
+    topics = {}
+    try:
+        for name, entry in doc["topics"].items():
+            topics[name] = TopicInfo(
+                name=name,
+                topic_id=uuid.UUID(entry["topic_id"]).bytes,
+                partitions=int(entry["partitions"]),
+                configs=dict(entry.get("configs", {})),
+            )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataDirError(f"{path} is not a readable topic list "
+                           f"({type(exc).__name__}: {exc})") from None
+    return topics
