@@ -4,7 +4,10 @@ The replay reads every partition from its log start through the store's public
 ``iter_log``: the last value per key wins and a null value deletes, which restores the
 groups after a clean stop and after kill -9 alike (log recovery has already cut any torn
 tail). A restored group with members comes back Stable in its generation, as in Kafka;
-its members must heartbeat again within their session timeout.
+its members must heartbeat again within their session timeout. A TxnOffsetCommit's
+records (a transactional batch) count once their transaction's commit marker follows
+them in the log, and are dropped with an abort marker; those still without a marker
+come back pending (``txn_offsets.py``).
 
 The rewrite hands the store a snapshot of the live records (``OffsetsStore.rewrite``);
 replaying a half-done rewrite gives the same state, because the snapshot only repeats
