@@ -467,7 +467,10 @@ class GroupCoordinator:
         (``complete_txn``): appended there as a transactional batch of the producer, so
         a new coordinator replays them; answered once that append is durable. An older
         producer epoch than the partition knows is PRODUCER_FENCED."""
-        if not self.store.exists():  # (a single node creates it on first use)
+        error = self._status(group_id, allow_empty=True)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        if self.owned is None and not self.store.exists():  # one node: created on first use
             created = await self.ensure_offsets_topic()
             if created is not None:
                 return dict.fromkeys(offsets, created)
