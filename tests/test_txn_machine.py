@@ -121,18 +121,21 @@ def test_timeout_bounds_and_expiry():
     assert step.complete is not None and step.complete.state == TxnState.COMPLETE_ABORT
 
 
-def test_offsets_only_after_add_offsets_and_only_on_commit():
+def test_offsets_only_after_add_offsets_and_marked_with_the_transaction():
     m = machine()
     meta = m.add_partitions(init(m, None), 7, 0, {TP}, T0).complete
     assert meta is not None
-    offsets = {("in", 0): (42, -1, "")}
-    assert m.txn_offset_commit(meta, 7, 0, "g", offsets, T0).error == ErrorCode.INVALID_TXN_STATE
+    assert m.txn_offset_commit(meta, 7, 0, "g").error == ErrorCode.INVALID_TXN_STATE
     meta = m.add_partitions(meta, 7, 0, {("__consumer_offsets", 0)}, T0, group="g").complete
     assert meta is not None
-    meta = m.txn_offset_commit(meta, 7, 0, "g", offsets, T0).complete
-    assert meta is not None
-    assert m.end_txn(meta, 7, 0, False, T0).markers.offsets == {}  # type: ignore[union-attr]
-    assert m.end_txn(meta, 7, 0, True, T0).markers.offsets == {"g": offsets}  # type: ignore[union-attr]
+    step = m.txn_offset_commit(meta, 7, 0, "g")
+    assert step.error == ErrorCode.NONE and step.complete is None  # nothing to write here
+    assert m.txn_offset_commit(meta, 7, 1, "g").error == ErrorCode.PRODUCER_FENCED
+    # the group's offsets partition gets the marker, which completes the offsets there
+    for commit in (False, True):
+        markers = m.end_txn(meta, 7, 0, commit, T0).markers
+        assert markers is not None and ("__consumer_offsets", 0) in markers.partitions
+        assert not any(markers.offsets.values())  # none kept in the transaction's state
 
 
 def test_produce_only_into_added_partitions():

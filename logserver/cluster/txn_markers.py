@@ -32,7 +32,10 @@ RETRY_FOR_S = 15.0
 RETRY_S = 0.2
 RETRIABLE = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_ENOUGH_REPLICAS,
                        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT,
-                       ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.FENCED_LEADER_EPOCH})
+                       ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.FENCED_LEADER_EPOCH,
+                       # a __consumer_offsets partition whose groups are being loaded
+                       ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                       ErrorCode.COORDINATOR_NOT_AVAILABLE})
 
 
 class MarkerSender:

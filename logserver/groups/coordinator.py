@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ErrorCode
 from logserver.groups import loading
+from logserver.groups import records as rec
 from logserver.groups.consumer.machine import (
     NOT_A_CONSUMER_GROUP,
     ConsumerGroups,
@@ -70,6 +72,7 @@ from logserver.groups.offsets import (
 )
 from logserver.groups.store import OFFSETS_TOPIC, OffsetsStore
 from logserver.groups.timers import Timers
+from logserver.groups.txn_offsets import PendingTxnOffsets, newer
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -119,6 +122,11 @@ class GroupCoordinator:
         # (None: every partition, a single node) and those being loaded.
         self.owned: set[int] | None = None
         self._partition_loads: dict[int, asyncio.Task[None]] = {}
+        # TxnOffsetCommit offsets waiting for their transaction's marker (txn_offsets.py)
+        self.txn_offsets = PendingTxnOffsets()
+        # set once the start-up replay is done (the transaction coordinator then writes
+        # the markers of transactions it finds prepared, offsets partitions included)
+        self.loaded = asyncio.Event()
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -141,6 +149,7 @@ class GroupCoordinator:
         self.store.kafka_layout = True
         self.active = True
         self.loading = False
+        self.loaded.set()
         self.timers.arm(OFFSET_EXPIRY_TIMER, self.retention_check_ms)
 
     def load_partition(self, partition: int) -> None:
@@ -165,6 +174,7 @@ class GroupCoordinator:
         self.owned.discard(partition)
         gone = [g for g in self.groups if self.store.partition_for(g) == partition]
         self._execute(self.membership.unload(gone))
+        self.txn_offsets.drop_groups(lambda g: self.store.partition_for(g) == partition)
         log.info("%s-%d: unloaded %d groups (no longer its leader)", OFFSETS_TOPIC, partition,
                  len(gone))
 
@@ -189,6 +199,9 @@ class GroupCoordinator:
         self._execute(self.membership.unload(g.group_id for g in restored))  # stale copies
         for group in restored:
             self._execute(self.membership.adopt(now, group))
+        mine: Callable[[str], bool] = lambda g: self.store.partition_for(g) == partition  # noqa: E731
+        self.txn_offsets.drop_groups(mine)
+        self.txn_offsets.merge(replayed.txn, mine)
         self.owned.add(partition)
         del self._partition_loads[partition]
         log.info("%s-%d: loaded %d groups and %d committed offsets from %d records in %.3f s",
@@ -201,6 +214,7 @@ class GroupCoordinator:
             return
         self._closed = True
         self.active = False
+        self.loaded.set()  # nobody waits for a load that will not finish
         for partition_load in self._partition_loads.values():
             partition_load.cancel()
         self._partition_loads.clear()
@@ -431,8 +445,7 @@ class GroupCoordinator:
 
     def check_txn_offset_commit(self, *, group_id: str, member_id: str,
                                 group_instance_id: str | None, generation_id: int) -> int:
-        """TxnOffsetCommit's group checks (the same as OffsetCommit's); nothing is stored:
-        the offsets wait in the transaction coordinator until the transaction commits."""
+        """TxnOffsetCommit's group checks (the same as OffsetCommit's), v3+."""
         error = self._status(group_id, allow_empty=True)
         if error is not None:
             return error
@@ -445,10 +458,115 @@ class GroupCoordinator:
         self._execute(decisions)
         return ErrorCode.NONE if error is None else error
 
+    async def txn_offset_commit(self, *, group_id: str, member_id: str,
+                                group_instance_id: str | None, generation_id: int,
+                                check_member: bool, producer_id: int, producer_epoch: int,
+                                offsets: Mapping[TopicPartition, CommittedOffset]
+                                ) -> dict[TopicPartition, int]:
+        """Hold a transaction's offsets until its marker reaches the group's partition
+        (``complete_txn``): appended there as a transactional batch of the producer, so
+        a new coordinator replays them; answered once that append is durable. An older
+        producer epoch than the partition knows is PRODUCER_FENCED."""
+        error = self._status(group_id, allow_empty=True)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        if self.owned is None and not self.store.exists():  # one node: created on first use
+            created = await self.ensure_offsets_topic()
+            if created is not None:
+                return dict.fromkeys(offsets, created)
+        return await self._txn_offset_commit(
+            group_id, member_id, group_instance_id, generation_id, check_member, producer_id,
+            producer_epoch, offsets)
+
+    def _txn_offset_commit(self, group_id: str, member_id: str, group_instance_id: str | None,
+                           generation_id: int, check_member: bool, producer_id: int,
+                           producer_epoch: int, offsets: Mapping[TopicPartition, CommittedOffset]
+                           ) -> asyncio.Future[dict[TopicPartition, int]]:
+        error: int | None
+        if check_member:
+            error = self.check_txn_offset_commit(
+                group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
+                generation_id=generation_id) or None
+        else:
+            error = self._status(group_id, allow_empty=True)
+        if error is not None:
+            return self._answered(dict.fromkeys(offsets, error))
+        limit = self.offsets.settings.metadata_max_bytes
+        errors = {tp: int(ErrorCode.OFFSET_METADATA_TOO_LARGE) for tp, c in offsets.items()
+                  if len(c.metadata.encode()) > limit}
+        valid = [(tp, c) for tp, c in offsets.items() if tp not in errors]
+        if not valid:
+            return self._answered(errors)
+        records = [(rec.offset_key(group_id, topic, partition),
+                    rec.offset_value(rec.OffsetValue(c.offset, c.leader_epoch, c.metadata,
+                                                     c.commit_timestamp, c.expire_timestamp)))
+                   for (topic, partition), c in valid]
+        outcome = self.store.append_transactional(group_id, records, producer_id, producer_epoch)
+        if outcome.error != ErrorCode.NONE:
+            refused = (ErrorCode.PRODUCER_FENCED if outcome.error == ErrorCode.INVALID_PRODUCER_EPOCH
+                       else outcome.error)
+            return self._answered({**errors, **dict.fromkeys((tp for tp, _ in valid), refused)})
+        placed = {tp: dataclasses.replace(c, log_offset=outcome.base_offset + index)
+                  for index, (tp, c) in enumerate(valid)}
+        self.txn_offsets.add(producer_id, group_id, placed)
+        if outcome.wait is None:
+            return self._answered({**errors, **dict.fromkeys(placed, ErrorCode.NONE)})
+        future: asyncio.Future[dict[TopicPartition, int]] = self.loop.create_future()
+
+        def durable(wait: asyncio.Future[None]) -> None:
+            failed = wait.cancelled() or wait.exception() is not None
+            if failed:  # a marker must not make offsets visible that a new leader lacks
+                self.txn_offsets.discard(producer_id, group_id, placed)
+            error = ErrorCode.NOT_COORDINATOR if failed else ErrorCode.NONE
+            if not future.done():
+                future.set_result({**errors, **dict.fromkeys(placed, error)})
+
+        outcome.wait.add_done_callback(durable)
+        return future
+
+    def marker_status(self, partition: int) -> int | None:
+        """Why a transaction marker may not be written to ``partition`` of
+        ``__consumer_offsets`` now (its groups are being loaded: retried), or None."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.loading or partition in self._partition_loads:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if self.owned is not None and partition not in self.owned:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return None
+
+    def complete_txn(self, partition: int, producer_id: int, *, commit: bool) -> None:
+        """The transaction's marker is durable in ``partition`` of ``__consumer_offsets``
+        (Kafka's scheduleHandleTxnCompletion): the producer's offsets for the groups
+        there become committed offsets, or are dropped. Nothing more is written: the
+        batch and the marker in the log are what a replay resolves the same way."""
+        committed: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        taken = self.txn_offsets.resolve(producer_id, commit, committed,
+                                         lambda g: self.store.partition_for(g) == partition)
+        now = self.now_ms()
+        for group_id, offsets in committed.items():
+            group = self.groups.get(group_id)
+            if group is None:
+                _, group, decisions = self.membership.accept_commit(
+                    now, group_id=group_id, member_id="", group_instance_id=None,
+                    generation_id=-1)
+                self._execute(decisions)
+            if group is None:
+                log.error("group %s: cannot hold the offsets of producer %d's transaction",
+                          group_id, producer_id)
+                continue
+            for tp, offset in offsets.items():
+                if newer(group.offsets.get(tp), offset):
+                    group.offsets[tp] = offset
+        if taken:
+            log.info("%s-%d: producer %d's transaction %s the offsets of %s", OFFSETS_TOPIC,
+                     partition, producer_id, "committed" if commit else "dropped", sorted(taken))
+
     def commit_txn_offsets(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset]
                            ) -> asyncio.Future[dict[TopicPartition, int]]:
-        """Make a committed transaction's offsets visible (Kafka completes them with the
-        commit marker, whatever the group's membership has become since)."""
+        """Make a committed transaction's offsets visible, for a transaction recorded by
+        an older version of this server (which kept the offsets in the transaction's
+        state and wrote them as plain commits)."""
         error = self._status(group_id, allow_empty=True)
         group = self.groups.get(group_id)
         if error is None and group is None:
@@ -473,7 +591,12 @@ class GroupCoordinator:
             error = self.consumer.validate_fetch(group_id, member_id, member_epoch)
         if error is not None:
             return error, []
-        return ErrorCode.NONE, self.offsets.fetch(group_id, partitions, require_stable)
+        rows = self.offsets.fetch(group_id, partitions, require_stable)
+        pending = self.txn_offsets.partitions(group_id) if require_stable else set()
+        if pending:  # KIP-447: an open transaction is about to commit these
+            rows = [(t, p, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT) if (t, p) in pending
+                    else (t, p, o, e, m, err) for t, p, o, e, m, err in rows]
+        return ErrorCode.NONE, rows
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
                        ) -> asyncio.Future[tuple[int, dict[TopicPartition, int]]]:
@@ -643,6 +766,7 @@ class GroupCoordinator:
                     self._execute(self.membership.adopt(now, group))
                 for consumer_group in replayed.consumer.restore(now, self.catalog):
                     self._execute(self.consumer.adopt(now, consumer_group))
+                self.txn_offsets.merge(replayed.txn, lambda _: True)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -651,12 +775,15 @@ class GroupCoordinator:
         offsets = sum(len(g.offsets) for g in self.groups.values())
         log.info("loaded %d groups and %d committed offsets from %d records of %s in %.3f s",
                  len(self.groups), offsets, total, OFFSETS_TOPIC, time.monotonic() - started)
-        if self.store.should_rewrite(total, self.live_records()):
+        # Not while a transaction's offsets wait for its marker: the snapshot holds only
+        # committed offsets, and the old segments hold the transactional batch.
+        if not self.txn_offsets and self.store.should_rewrite(total, self.live_records()):
             try:
                 await self.rewrite()
             except Exception:  # the old segments are still there: nothing is lost
                 log.exception("rewriting %s failed", OFFSETS_TOPIC)
         self.loading = False
+        self.loaded.set()
         self.timers.arm(OFFSET_EXPIRY_TIMER, self.retention_check_ms)
 
     def live_records(self) -> int:

@@ -4,7 +4,10 @@ The replay reads every partition from its log start through the store's public
 ``iter_log``: the last value per key wins and a null value deletes, which restores the
 groups after a clean stop and after kill -9 alike (log recovery has already cut any torn
 tail). A restored group with members comes back Stable in its generation, as in Kafka;
-its members must heartbeat again within their session timeout.
+its members must heartbeat again within their session timeout. A TxnOffsetCommit's
+records (a transactional batch) count once their transaction's commit marker follows
+them in the log, and are dropped with an abort marker; those still without a marker
+come back pending (``txn_offsets.py``).
 
 The rewrite hands the store a snapshot of the live records (``OffsetsStore.rewrite``);
 replaying a half-done rewrite gives the same state, because the snapshot only repeats
@@ -23,6 +26,7 @@ from logserver.groups.consumer import records as consumer_rec
 from logserver.groups.consumer.loading import ConsumerReplay
 from logserver.groups.group import CommittedOffset, Group, GroupState, Member
 from logserver.groups.store import OFFSETS_TOPIC, LogEntry, OffsetsStore
+from logserver.groups.txn_offsets import PendingTxnOffsets
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +43,27 @@ class Replay:
         self.offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self.group_values: dict[str, tuple[rec.GroupValue, bytes]] = {}
         self.consumer = ConsumerReplay()  # consumer-protocol groups (KIP-848)
+        # TxnOffsetCommit records whose transaction's marker is not (yet) in the log
+        self.txn = PendingTxnOffsets()
 
     def apply(self, partition: int, entry: LogEntry) -> None:
         """One record; an unreadable one is skipped with a warning."""
         self.records += 1
+        if entry.marker is not None:  # a transaction ends: its offsets count, or not
+            self.txn.resolve(entry.producer_id, entry.marker, self.offsets)
+            return
         if entry.key is None:
             return
         try:
             key = rec.parse_key(entry.key)
-            if isinstance(key, rec.OffsetKey):
+            if isinstance(key, rec.OffsetKey) and entry.transactional:
+                if entry.value is not None:
+                    v = rec.parse_offset_value(entry.value)
+                    self.txn.add(entry.producer_id, key.group, {
+                        (key.topic, key.partition): CommittedOffset(
+                            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                            v.expire_timestamp, entry.offset)})
+            elif isinstance(key, rec.OffsetKey):
                 tp = (key.topic, key.partition)
                 if entry.value is None:
                     self.offsets.get(key.group, {}).pop(tp, None)

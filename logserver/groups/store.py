@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from kafkaproto import ErrorCode
 from kafkaproto.records import RecordTuple, build_batch
 from logserver.storage.api import AppendResult, Storage, TopicExistsError
-from logserver.storage.replay import replay_partition
+from logserver.storage.replay import replay_entries
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +72,17 @@ class AppendOutcome:
 
 @dataclass(slots=True)
 class LogEntry:
-    """One record of ``__consumer_offsets`` as replayed."""
+    """One record of ``__consumer_offsets`` as replayed: a TxnOffsetCommit's records
+    come in a transactional batch of their producer; a transaction marker has ``marker``
+    True (commit) or False (abort)."""
 
     offset: int
     timestamp: int
     key: bytes | None
     value: bytes | None
+    producer_id: int = -1
+    transactional: bool = False
+    marker: bool | None = None
 
 
 class HasStorage(Protocol):
@@ -171,8 +176,31 @@ class OffsetsStore:
         if appended.wait is not None:
             await appended.wait
 
-    def _append_batch(self, partition: int, records: list[RecordTuple]) -> AppendOutcome:
-        batch = bytearray(build_batch(records))
+    def append_transactional(self, group_id: str, records: Sequence[tuple[bytes, bytes]],
+                             producer_id: int, producer_epoch: int) -> AppendOutcome:
+        """A TxnOffsetCommit's records as one transactional batch of the producer (as
+        Kafka's coordinator writes them): invisible to the group until the transaction's
+        marker reaches this partition. Its sequence continues the producer's at the
+        partition, so the idempotence check (which also fences an older epoch) passes."""
+        if not self.exists():
+            return AppendOutcome(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        timestamp = int(time.time() * 1000)
+        partition = self.partition_for(group_id)
+        sequence = 0
+        for pid, epoch, last_seq, *_ in self._storage.active_producers(OFFSETS_TOPIC, partition) or ():
+            if pid == producer_id and epoch == producer_epoch and last_seq >= 0:
+                sequence = (last_seq + 1) & 0x7FFFFFFF
+        return self._append_batch(partition, [(k, v, (), timestamp) for k, v in records],
+                                  producer=(producer_id, producer_epoch, sequence))
+
+    def _append_batch(self, partition: int, records: list[RecordTuple],
+                      producer: tuple[int, int, int] | None = None) -> AppendOutcome:
+        if producer is None:
+            batch = bytearray(build_batch(records))
+        else:
+            batch = bytearray(build_batch(records, producer_id=producer[0],
+                                          producer_epoch=producer[1], base_sequence=producer[2],
+                                          is_transactional=True))
         result: AppendResult = self._storage.append(OFFSETS_TOPIC, partition, memoryview(batch),
                                                     _APPEND_API_VERSION)
         if result.error != ErrorCode.NONE:
@@ -188,9 +216,11 @@ class OffsetsStore:
     def iter_log(self, partition: int, *, to_log_end: bool = False) -> Iterator[LogEntry]:
         """Every record of one partition from its log start, in offset order; up to the
         high watermark, or with ``to_log_end`` the log end (a new partition leader)."""
-        for record in replay_partition(self._storage, OFFSETS_TOPIC, partition,
-                                       on_bad=self._count_bad, to_log_end=to_log_end):
-            yield LogEntry(record.offset, record.timestamp, record.key, record.value)
+        for entry in replay_entries(self._storage, OFFSETS_TOPIC, partition,
+                                    on_bad=self._count_bad, to_log_end=to_log_end):
+            record = entry.record
+            yield LogEntry(record.offset, record.timestamp, record.key, record.value,
+                           entry.producer_id, entry.transactional, entry.marker)
 
     def _count_bad(self, offset: int, error: Exception) -> None:
         self.bad_batches += 1  # counted, logged, skipped: never a crash

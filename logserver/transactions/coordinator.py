@@ -4,8 +4,9 @@ Every request for one transactional id runs under that id's lock, so steps never
 interleave. A step's prepare record is durable in ``__transaction_state`` before any
 marker is written; markers go to every partition of the transaction through the storage
 engine (Kafka's WriteTxnMarkers, done in-process since this node leads every partition),
-a committed transaction's offsets go to the group coordinator, and the complete record
-follows. The client's EndTxn is answered once all of that is done (Kafka answers after
+the groups' ``__consumer_offsets`` partitions included: their marker completes the
+TxnOffsetCommit offsets the group coordinator holds (``groups/txn_offsets.py``), and the
+complete record follows. The client's EndTxn is answered once all of that is done (Kafka answers after
 the prepare record and makes the next request wait with CONCURRENT_TRANSACTIONS).
 
 Start-up replays ``__transaction_state``; transactions found prepared are completed
@@ -24,9 +25,9 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode
 from logserver.groups.group import CommittedOffset
-from logserver.groups.store import INTERNAL_TOPICS, OFFSETS_TOPIC
+from logserver.groups.store import OFFSETS_TOPIC
 from logserver.transactions.machine import Markers, Step, TxnMachine
-from logserver.transactions.metadata import PendingOffset, TopicPartition, TxnMetadata, TxnState
+from logserver.transactions.metadata import TopicPartition, TxnMetadata, TxnState
 from logserver.transactions.store import TXN_STATE_TOPIC, StoreError, TxnStateStore
 
 if TYPE_CHECKING:
@@ -146,6 +147,9 @@ class TransactionCoordinator:
         started = time.monotonic()
         try:
             self.transactions = self.store.replay()
+            # a prepared transaction's marker completes offsets at the group coordinator,
+            # which must have replayed __consumer_offsets first
+            await self._broker.groups.loaded.wait()
             for meta in list(self.transactions.values()):
                 step = self.machine.recover(meta, _now_ms())
                 if step is not None:
@@ -280,12 +284,21 @@ class TransactionCoordinator:
 
     async def _write_markers(self, markers: Markers, coordinator_epoch: int) -> None:
         storage = self._broker.storage
+        groups = self._broker.groups
         waits = []
-        # offsets partitions: their offsets go below
-        partitions = [tp for tp in sorted(markers.partitions) if tp[0] not in INTERNAL_TOPICS]
+        # Every partition of the transaction, the groups' __consumer_offsets partitions
+        # too: their marker is what makes a TxnOffsetCommit's offsets visible (or drops
+        # them) at the group coordinator.
+        partitions = [tp for tp in sorted(markers.partitions) if tp[0] != TXN_STATE_TOPIC]
         if self.marker_sender is not None:  # cluster mode: to each partition's leader
             await self.marker_sender(markers, partitions, coordinator_epoch)
             partitions = []
+        offsets_partitions = [p for t, p in partitions if t == OFFSETS_TOPIC]
+        for partition in offsets_partitions:  # the group coordinator must be ready for it
+            refused = groups.marker_status(partition)
+            if refused is not None:
+                raise StoreError(f"marker for {OFFSETS_TOPIC}-{partition}: "
+                                 f"{ErrorCode(refused).name}")
         for topic, partition in partitions:
             result = storage.write_txn_marker(topic, partition, markers.producer_id,
                                               markers.producer_epoch, commit=markers.commit,
@@ -298,6 +311,8 @@ class TransactionCoordinator:
                 waits.append(result.wait)
         if waits:
             await asyncio.gather(*waits)
+        for partition in offsets_partitions:
+            groups.complete_txn(partition, markers.producer_id, commit=markers.commit)
         now = _now_ms()
         for group, offsets in markers.offsets.items():
             if not offsets:
@@ -377,14 +392,22 @@ class TransactionCoordinator:
             meta, producer_id, producer_epoch, {offsets_partition}, _now_ms(), group=group_id))
         return step.error
 
-    async def txn_offset_commit(self, txn_id: str, producer_id: int, producer_epoch: int,
-                                group_id: str, offsets: dict[TopicPartition, PendingOffset]) -> int:
+    async def check_txn_offset_commit(self, txn_id: str, producer_id: int, producer_epoch: int,
+                                      group_id: str) -> int:
+        """TxnOffsetCommit's transaction check, where this node coordinates ``txn_id``: its
+        open transaction took the group in (AddOffsetsToTxn) and the producer is current.
+        In a cluster whose transaction coordinator for the id is another broker, nothing
+        is asked of it (as Kafka's group coordinator before KIP-890): the offsets
+        partition fences an older producer epoch, and only the transaction's own marker
+        ever makes the offsets visible."""
+        if self.owned is not None and self.active and not self.serves(txn_id):
+            return ErrorCode.NONE
         error = self._status(txn_id)
         if error is not None:
             return error
-        step = await self._run(txn_id, lambda meta: self.machine.txn_offset_commit(
-            meta, producer_id, producer_epoch, group_id, offsets, _now_ms()))
-        return step.error
+        async with self._lock(txn_id):
+            return self.machine.txn_offset_commit(
+                self.transactions.get(txn_id), producer_id, producer_epoch, group_id).error
 
     async def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int,
                       commit: bool) -> int:
@@ -403,7 +426,8 @@ class TransactionCoordinator:
                                           producer_epoch, (topic, partition))
 
     def pending_offset_partitions(self, group_id: str) -> set[TopicPartition]:
-        """Partitions whose offsets for ``group_id`` wait in an open transaction."""
+        """Partitions whose offsets for ``group_id`` wait in an open transaction recorded
+        by an older version of this server, which kept them in the transaction's state."""
         pending: set[TopicPartition] = set()
         for meta in self.transactions.values():
             if meta.state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT):

@@ -2,8 +2,11 @@
 
 Each request becomes a ``Step``: an error, or the records the glue must write in order:
 ``prepare`` (a state record that must be durable before any marker), ``markers`` (commit
-or abort control batches for every partition of the transaction, plus the offsets a
-committed transaction makes visible), then ``complete`` (the state record after them).
+or abort control batches for every partition of the transaction, the groups'
+``__consumer_offsets`` partitions among them: their marker makes the TxnOffsetCommit
+offsets waiting there visible, or drops them), then ``complete`` (the state record after
+them). ``Markers.offsets`` only carries offsets that a transaction recorded by an older
+version of this server kept in its own state.
 The glue serialises steps per transactional id, so no two of them interleave.
 """
 
@@ -148,18 +151,18 @@ class TxnMachine:
         return Step(complete=ongoing)
 
     def txn_offset_commit(self, meta: TxnMetadata | None, producer_id: int, producer_epoch: int,
-                          group: str, offsets: dict[TopicPartition, PendingOffset],
-                          now: int) -> Step:
+                          group: str) -> Step:
+        """TxnOffsetCommit's check where this node is also the transaction coordinator:
+        the producer's current transaction must have taken the group in (AddOffsetsToTxn).
+        Nothing is written here: the offsets wait at the group coordinator, in the
+        group's ``__consumer_offsets`` partition, for this transaction's marker."""
         error = self.check_producer(meta, producer_id, producer_epoch)
         if error:
             return _failed(error)
         assert meta is not None
         if meta.state != TxnState.ONGOING or group not in meta.pending_offsets:
             return _failed(ErrorCode.INVALID_TXN_STATE)  # AddOffsetsToTxn comes first
-        updated = meta.copy()
-        updated.pending_offsets[group].update(offsets)
-        updated.last_update_ms = now
-        return Step(complete=updated)
+        return Step()
 
     # -- EndTxn, timeouts, recovery --------------------------------------------------
 

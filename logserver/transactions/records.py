@@ -6,9 +6,12 @@ int8 status, nullable array of (string topic, int32 array partitions), int64 las
 time, int64 start time), followed by this server's extension: int16 last epoch and the
 pending transactional offsets (int32 group count, then per group: string group, int32
 count, then per offset: string topic, int32 partition, int64 offset, int32 leader epoch,
-string metadata). Kafka stores the pending offsets in ``__consumer_offsets`` as
-transactional records; here they live with the transaction so a restart between the
-prepare record and the commit still finds them. A null value deletes the key.
+string metadata). The pending offsets were kept here by older versions of this server;
+they are still read (and committed with the transaction), but new TxnOffsetCommit
+offsets wait at the group coordinator, in ``__consumer_offsets`` as transactional
+records, as Kafka keeps them (``logserver.groups.txn_offsets``), and the group count
+written is that of the groups the transaction took in (each with no offsets). A null
+value deletes the key.
 """
 
 from __future__ import annotations
