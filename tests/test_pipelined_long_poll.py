@@ -26,7 +26,7 @@ pytestmark = pytest.mark.timeout(300)
 PARK_MS = 500  # librdkafka's default fetch.wait.max.ms
 RECV_TIMEOUT = 10.0  # one response missing this long: the connection has stopped answering
 NAME_CHARS = 200  # long names make a full Metadata large without many partition files
-TOPICS = 500  # with 200-character names: a full Metadata v4 of ~115 KB
+TOPICS = 500  # with 200-character names: a full Metadata v4 of ~117 KB
 
 
 def topic_names(prefix: str, count: int, chars: int = NAME_CHARS) -> list[str]:
@@ -91,6 +91,7 @@ def parked_fetch_rounds(conn: rw.Conn, topic: str, metadata: bytes, rounds: int,
 
 
 def test_full_metadata_over_64k_behind_a_parked_fetch(module_server, many_topics):
+    """Six rounds of [parked Fetch, full Metadata of 500 topics] on one connection."""
     with rw.Conn(module_server.port) as conn:
         sizes = parked_fetch_rounds(conn, many_topics[0], rw.metadata_v4(None, False), rounds=6)
         # still answering, also requests sent on their own after the rounds
