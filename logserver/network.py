@@ -261,7 +261,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if framing.blocked:
             self._stats.budget.wait(self, self._budget_freed)
         self._write_ready()
-        self._update_reading()
 
     def _dispatch_pending(self) -> None:
         """Dispatch the frames read so far, in order, while the connection is not backlogged."""
@@ -288,7 +287,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._dispatch_pending()
         if not self._closed:
             self._write_ready()
-            self._update_reading()
 
     def eof_received(self) -> bool:
         return False
@@ -389,8 +387,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def _write_ready(self) -> None:
-        """Writes every response that may leave now: bytes joined, big regions by sendfile."""
+        """Writes every response that may leave now, then decides again whether to read.
+
+        The second step is what keeps a connection alive: responses that became ready
+        together (a parked Fetch answered, the large Metadata queued behind it) count
+        against the high-water mark until they are written (:meth:`_backlogged`), so
+        reading may have paused for them. Once they are the transport's, the transport
+        says when it is full (pause_writing/resume_writing); when it takes them all at
+        once it says nothing, and only this re-check resumes reading.
+        """
         self._flush_scheduled = False
+        self._send_ready()
+        self._update_reading()
+
+    def _send_ready(self) -> None:
+        """Hands every response that may leave now to the transport: bytes joined, big
+        regions by sendfile (behind the writer task)."""
         security = self.security
         if security is not None and not self._closed:
             self._framing.max_request_bytes = security.max_frame_bytes(self._max_request_bytes)

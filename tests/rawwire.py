@@ -213,6 +213,34 @@ def parse_metadata_v4(body: bytes) -> dict:
     return {"brokers": brokers, "controller_id": controller, "topics": topics}
 
 
+def fetch_v4(topic: str, offsets: dict[int, int], *, max_wait_ms: int = 0,
+             min_bytes: int = 1, partition_max_bytes: int = 1 << 20) -> bytes:
+    """Fetch v4 body (read_uncommitted) of ``{partition: offset}`` of one topic; with
+    ``max_wait_ms`` and less than ``min_bytes`` there, the server parks it that long."""
+    parts = b"".join(i32(p) + i64(o) + i32(partition_max_bytes) for p, o in offsets.items())
+    return (i32(-1) + i32(max_wait_ms) + i32(min_bytes) + i32(64 << 20) + i8(0)
+            + i32(1) + string(topic) + i32(len(offsets)) + parts)
+
+
+def parse_fetch_v4(body: bytes) -> list[tuple[str, int, int, int]]:
+    """[(topic, partition, error_code, record bytes)] of a Fetch v4 response body."""
+    r = Reader(body)
+    r.i32()  # throttle_time_ms
+    out = []
+    for _ in range(r.i32()):
+        topic = r.string()
+        for _ in range(r.i32()):
+            partition, error = r.i32(), r.i16()
+            r.i64()  # high watermark
+            r.i64()  # last stable offset
+            aborted = r.i32()  # aborted transactions: (producer id, first offset) each
+            r.pos += max(aborted, 0) * 16
+            size = r.i32()
+            r.pos += max(size, 0)
+            out.append((topic, partition, error, max(size, 0)))
+    return out
+
+
 def parse_api_versions_v0(body: bytes) -> tuple[int, dict[int, tuple[int, int]]]:
     """(error_code, {api_key: (min, max)}) of a v0-encoded ApiVersions response body."""
     r = Reader(body)
