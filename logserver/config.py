@@ -197,6 +197,10 @@ SETTINGS: dict[str, Setting] = {
                 "this machine's names and the admin listeners' hosts (comma separated; *: "
                 "any). A request for another name gets 403: a web page cannot reach the API "
                 "through a DNS name of its own pointed at this address (DNS rebinding)."),
+        Setting("admin.require.auth", "false", _parse_bool,
+                "Every admin HTTP API request but liveness and readiness needs HTTP basic "
+                "credentials of a SCRAM user (logserver scram add); 401 otherwise. Redpanda's "
+                "admin_api_require_auth. Use it with TLS in front, or on loopback only."),
         Setting("admin.mqtt.bridge.url", None, _optional_http_url,
                 "Admin API (mqtt-bridge --admin-listen) of an MQTT bridge run on its own, "
                 "whose connected devices the dashboard shows (--mqtt-bridge sets its "

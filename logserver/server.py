@@ -43,7 +43,8 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     stats = ConnectionStats()
     admin_state = AdminState(stats, started_at=time.monotonic(),
                              bridge_admin_url=config["admin.mqtt.bridge.url"])
-    admin = AdminServer(admin_state, config["admin.listeners"], config["admin.allowed.hosts"])
+    admin = AdminServer(admin_state, config["admin.listeners"], config["admin.allowed.hosts"],
+                        config["admin.require.auth"])
     await admin.start()  # /v1/status/ready says false while the data directory recovers
     try:
         precompile_served_versions()

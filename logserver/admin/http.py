@@ -14,6 +14,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from logserver.admin import dashboard, metrics, views
+from logserver.admin.basic_auth import BasicAuth
 from logserver.admin.host_check import Handler, HostCheck
 from logserver.admin.openapi import DOCUMENT
 from logserver.admin.rates import RecentRates
@@ -24,10 +25,10 @@ from logserver.config import Listener
 log = logging.getLogger(__name__)
 
 
-def build_app(state: AdminState, host_check: HostCheck) -> web.Application:
+def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.Application:
     registry = metrics.registry(state)
     recent = RecentRates(lambda: views.request_counts(state))
-    app = web.Application(middlewares=[host_check.middleware])
+    app = web.Application(middlewares=[host_check.middleware, auth.middleware])
     app.on_startup.append(recent.start)
     app.on_cleanup.append(recent.close)
 
@@ -89,10 +90,10 @@ class AdminServer:
     (the Kafka listeners matter more than the view of them)."""
 
     def __init__(self, state: AdminState, listeners: list[Listener],
-                 allowed_hosts: list[str] | None = None) -> None:
+                 allowed_hosts: list[str] | None = None, require_auth: bool = False) -> None:
         host_check = HostCheck(allowed_hosts or [], [listener.host for listener in listeners])
-        self._runner = web.AppRunner(build_app(state, host_check), access_log=None,
-                                     handle_signals=False)
+        app = build_app(state, host_check, BasicAuth(state, require_auth))
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         self._listeners = listeners
         self.addresses: list[tuple[str, int]] = []
 
