@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
+from kafkaclient import BlockingClient
 from serverproc import ServerProcess
 
+from kafkaproto import ApiKey
+from kafkaproto.messages import MetadataRequest
 from logserver.childproc import HOST, ListeningChild, free_port
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
@@ -42,6 +45,25 @@ class EtcdProcess(ListeningChild):
                 "--listen-client-urls", client, "--advertise-client-urls", client,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                 "--initial-cluster", f"test={peer}"]
+
+
+def own_metadata(port: int, host: str = HOST) -> tuple[str | None, list[int]]:
+    """(cluster id, broker ids) in the Metadata answer of the broker on ``port`` itself
+    (a client library may ask any broker it has learnt of)."""
+    client = BlockingClient(port, host=host, timeout=10)
+    try:
+        answer = client.call(ApiKey.METADATA, 12, MetadataRequest(
+            topics=[], allow_auto_topic_creation=False))
+    finally:
+        client.close()
+    return answer.cluster_id, sorted(b.node_id for b in answer.brokers)
+
+
+def stored_cluster_id(data_dir: Path) -> str:
+    """The cluster.id line of a broker's meta.properties."""
+    lines = (data_dir / "meta.properties").read_text().splitlines()
+    [value] = [line.split("=", 1)[1] for line in lines if line.startswith("cluster.id=")]
+    return value
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
