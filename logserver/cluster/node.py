@@ -274,9 +274,15 @@ class ClusterNode:
         info = BrokerInfo(self.node_id, inter.host, inter.port, self.broker.config["broker.rack"],
                           tuple((li.name, li.host, li.port) for li in advertised))
         deadline = time.monotonic() + 3 * self.session_ttl_s
+        waiting = False
         while not await self.store.create([(self.keys.broker(self.node_id), info.encode())],
                                           leased=True):
             # Our previous incarnation's lease (kill -9) has not expired yet.
+            if not waiting:
+                waiting = True
+                log.info("node.id %d is still registered by another session (this broker's "
+                         "previous one, if it was killed): waiting up to %d s for it to expire",
+                         self.node_id, 3 * self.session_ttl_s)
             if time.monotonic() > deadline:
                 raise RuntimeError(f"node.id {self.node_id} is registered by another live broker")
             await asyncio.sleep(0.5)
