@@ -24,6 +24,7 @@ from kafkaproto.messages import MetadataRequest
 from logserver.childproc import HOST, ListeningChild, free_port
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+JOIN_TIMEOUT_S = 60.0  # a broker listens once it has joined the cluster
 
 
 class EtcdProcess(ListeningChild):
@@ -91,7 +92,9 @@ class Cluster:
         self.paused = set()
         for node in range(1, nodes + 1):
             netns, host = (hosts or {}).get(node, (None, HOST))
-            self.brokers[node] = ServerProcess(root / f"node{node}", netns=netns, host=host, settings={
+            # Ready (listening) once joined: start-up includes etcd, as wait_for_brokers did.
+            self.brokers[node] = ServerProcess(root / f"node{node}", netns=netns, host=host,
+                                               startup_timeout=JOIN_TIMEOUT_S, settings={
                 "node.id": node, "cluster.etcd.endpoints": etcd.address,
                 "cluster.etcd.prefix": f"/test-{root.name}",
                 "broker.session.timeout.ms": 3000, **settings})

@@ -7,15 +7,12 @@ cluster, and names the same cluster id as the others.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping, Sequence
 
 from logserver.admin_cli.client import Cluster
 from logserver.admin_cli.errors import CliError
 from logserver.childproc import ChildProcess, ChildStartError
-
-log = logging.getLogger(__name__)
 
 POLL_S = 0.2
 
