@@ -61,6 +61,7 @@ class Broker:
         self.sasl_failures: Counter[str] = Counter()  # per listener, for /metrics
         self.transactions = TransactionCoordinator(self)  # KIP-98 (logserver/transactions)
         self.cluster: ClusterNode | None = None  # cluster mode only (logserver/cluster)
+        self._cluster_id: str | None = None  # cluster mode: etcd's (cluster/identity.py)
         # What the data-path handlers ask about leadership and replication.
         self.routing: PartitionRouting = LocalRouting(self.storage)
         if config["cluster.etcd.endpoints"]:
@@ -105,7 +106,12 @@ class Broker:
 
     @property
     def cluster_id(self) -> str:
-        return self.storage.cluster_id
+        """The storage's (meta.properties), until cluster mode sets etcd's one."""
+        return self._cluster_id if self._cluster_id is not None else self.storage.cluster_id
+
+    @cluster_id.setter
+    def cluster_id(self, value: str) -> None:
+        self._cluster_id = value
 
     @property
     def advertised_address(self) -> tuple[str, int]:

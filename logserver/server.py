@@ -84,12 +84,19 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
                 factory, close_handshakes = tls_accepting(
                     factory, secure.ssl_context, listener.name, stats.tls_failures)
                 handshakes.append(close_handshakes)
+            # Bound now (a port taken fails start-up at once, and port 0 is resolved for
+            # the cluster registration) but not listening: connections are refused until
+            # the broker is ready, in cluster mode until it has joined (Kafka opens its
+            # listeners only then), so no client sees an answer from a broker outside it.
             server = await loop.create_server(factory, listener.host, listener.port,
-                                              reuse_address=True, backlog=1024)
+                                              reuse_address=True, backlog=1024,
+                                              start_serving=False)
             servers.append(server)
             ports.append(server.sockets[0].getsockname()[1])
         broker.config = config.with_bound_ports(ports)
         await broker.start()
+        for server in servers:
+            await server.start_serving()
         background.append(loop.create_task(
             reap_idle_connections(stats.connections, config["connections.max.idle.ms"])))
         for listener in broker.config["listeners"]:

@@ -16,11 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
+from kafkaclient import BlockingClient
 from serverproc import ServerProcess
 
+from kafkaproto import ApiKey
+from kafkaproto.messages import MetadataRequest
 from logserver.childproc import HOST, ListeningChild, free_port
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+JOIN_TIMEOUT_S = 60.0  # a broker listens once it has joined the cluster
 
 
 class EtcdProcess(ListeningChild):
@@ -42,6 +46,25 @@ class EtcdProcess(ListeningChild):
                 "--listen-client-urls", client, "--advertise-client-urls", client,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                 "--initial-cluster", f"test={peer}"]
+
+
+def own_metadata(port: int, host: str = HOST) -> tuple[str | None, list[int]]:
+    """(cluster id, broker ids) in the Metadata answer of the broker on ``port`` itself
+    (a client library may ask any broker it has learnt of)."""
+    client = BlockingClient(port, host=host, timeout=10)
+    try:
+        answer = client.call(ApiKey.METADATA, 12, MetadataRequest(
+            topics=[], allow_auto_topic_creation=False))
+    finally:
+        client.close()
+    return answer.cluster_id, sorted(b.node_id for b in answer.brokers)
+
+
+def stored_cluster_id(data_dir: Path) -> str:
+    """The cluster.id line of a broker's meta.properties."""
+    lines = (data_dir / "meta.properties").read_text().splitlines()
+    [value] = [line.split("=", 1)[1] for line in lines if line.startswith("cluster.id=")]
+    return value
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -69,7 +92,9 @@ class Cluster:
         self.paused = set()
         for node in range(1, nodes + 1):
             netns, host = (hosts or {}).get(node, (None, HOST))
-            self.brokers[node] = ServerProcess(root / f"node{node}", netns=netns, host=host, settings={
+            # Ready (listening) once joined: start-up includes etcd, as wait_for_brokers did.
+            self.brokers[node] = ServerProcess(root / f"node{node}", netns=netns, host=host,
+                                               startup_timeout=JOIN_TIMEOUT_S, settings={
                 "node.id": node, "cluster.etcd.endpoints": etcd.address,
                 "cluster.etcd.prefix": f"/test-{root.name}",
                 "broker.session.timeout.ms": 3000, **settings})

@@ -79,7 +79,7 @@ def test_without_open_transactions_the_old_copy_is_moved_aside(tmp_path, etcd):
     _old_layout(data, tmp_path, commit=True)
     broker = _broker(data, tmp_path, etcd)
     try:
-        broker.start()  # its port opens before it joins the cluster (and checks first)
+        broker.start()  # its port opens once it has joined (it checks first)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         wait_until(lambda: admin.list_topics(timeout=10).controller_id == 1, 30, "the controller")
         moved = list((data / MOVED_DIR).glob("*/__transaction_state-0"))

@@ -4,11 +4,12 @@ real client (confluent-kafka), and all stopped by one SIGTERM."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 
 import pytest
-from clusterprocs import wait_until
+from clusterprocs import own_metadata, stored_cluster_id, wait_until
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from serverproc import HOST, can_connect, free_port
@@ -74,6 +75,30 @@ def test_cluster_up_starts_three_brokers_and_stops_them(tmp_path):
     assert not any(can_connect(port) for port in (base, base + 1, base + 2, etcd_port))
     for node in (1, 2, 3):
         assert "stopped cleanly" in (tmp_path / "data" / f"node{node}.log").read_text()
+
+
+def test_cluster_up_says_up_only_once_every_broker_has_joined(tmp_path):
+    """The "cluster up" line comes once every broker has joined: each answers Metadata
+    itself, listing all three under the one cluster id, the id in every meta.properties."""
+    base, etcd_port = _free_run(3), _free_run(2)
+    launcher = ChildProcess(tmp_path / "cluster-up.log", env=python_path_env(), argv=[
+        sys.executable, "-m", "logserver", "cluster", "up", "--nodes", "3",
+        "--dir", str(tmp_path / "data"), "--base-port", str(base),
+        "--etcd-port", str(etcd_port), "--override", "broker.session.timeout.ms=3000"])
+    launcher.start()
+    try:
+        line = wait_until(lambda: next((li for li in launcher.output().splitlines()
+                                        if "cluster up:" in li), None), 90,
+                          f"the cluster up line\n{launcher.tail()}")
+        found = re.search(r"3 brokers joined cluster (\S+),", line)
+        assert found is not None, line
+        cluster_id = found.group(1)
+        for i in range(3):  # at once, no waiting: they have all joined
+            assert own_metadata(base + i) == (cluster_id, [1, 2, 3]), i
+            assert stored_cluster_id(tmp_path / "data" / f"node{i + 1}") == cluster_id
+    finally:
+        code = launcher.stop(timeout=120)
+    assert code == 0, launcher.tail()
 
 
 def test_cluster_up_logs_in_the_projects_one_format(tmp_path):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from logserver.childproc import HOST, ChildStartError, ListeningChild, python_path_env
 from logserver.cluster.errors import etcd_client_missing
+from logserver.cluster.local_joined import wait_until_joined
 from mqtt_bridge import logs
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,9 @@ log = logging.getLogger(__name__)
 # How long a broker gets after SIGTERM before SIGKILL (it first hands its leaderships to
 # other brokers through etcd; 10 s was seen too short on a loaded machine).
 BROKER_STOP_TIMEOUT_S = 60.0
+# How long the brokers get to join (a restarted one first waits for its previous
+# session in etcd to expire).
+BROKER_JOIN_TIMEOUT_S = 60.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,10 +107,16 @@ def up(args: argparse.Namespace) -> int:
                                         ["--log-format", args.log_format,
                                          "--log-level", args.log_level]))
             children.append(broker)
-            broker.start()
-        bootstrap = ",".join(f"{HOST}:{args.base_port + i}" for i in range(args.nodes))
-        log.info("cluster up: %d brokers, bootstrap.servers=%s, etcd %s; logs in %s; "
-                 "Ctrl-C or SIGTERM stops it", args.nodes, bootstrap, etcd_endpoints, root)
+            broker.spawn()  # all together: they agree on one cluster id through etcd
+        brokers = [c for c in children if c is not etcd]
+        for broker in brokers:  # a broker listens once it has joined (logserver/server.py)
+            broker.wait_ready(BROKER_JOIN_TIMEOUT_S)
+        addresses = {node: f"{HOST}:{args.base_port + node - 1}"
+                     for node in range(1, args.nodes + 1)}
+        cluster_id = wait_until_joined(addresses, children, BROKER_JOIN_TIMEOUT_S)
+        log.info("cluster up: %d brokers joined cluster %s, bootstrap.servers=%s, etcd %s; "
+                 "logs in %s; Ctrl-C or SIGTERM stops it", args.nodes, cluster_id,
+                 ",".join(addresses.values()), etcd_endpoints, root)
         while not stop.wait(0.5):
             dead = [c for c in children if not c.running]
             if dead:

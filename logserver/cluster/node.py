@@ -25,6 +25,7 @@ from logserver.cluster import reassignment
 from logserver.cluster.broker_configs import ClusterBrokerDefaults
 from logserver.cluster.etcd import EtcdStore, parse_endpoints
 from logserver.cluster.fetcher import ReplicaFetcher
+from logserver.cluster.identity import join_cluster_id
 from logserver.cluster.local_topics import CHECKPOINT_FILE, LocalTopicIds, classify
 from logserver.cluster.model import (
     NO_LEADER,
@@ -134,6 +135,11 @@ class ClusterNode:
                     raise
                 log.warning("%s; retrying", exc)
                 await asyncio.sleep(0.5)
+        # First of all, as Kafka checks it on connecting to ZooKeeper: one cluster id for
+        # every broker, and never a data directory of another cluster (identity.py).
+        self.broker.cluster_id = await join_cluster_id(
+            self.store, self.keys.cluster_id, Path(self.broker.config.data_dir), self.node_id,
+            self.storage.cluster_id or None)
         # Before this broker is live (holding no replica yet): its local __transaction_state
         # may be from before the topic was replicated (txn_state_migration.py).
         raw = await self.store.get(self.keys.topic(TXN_STATE_TOPIC))
@@ -147,8 +153,6 @@ class ClusterNode:
         # Likewise transactional ids, where it leads their __transaction_state partition.
         self.broker.transactions.store.cluster_partitions = self._txn_state_partitions
         self.broker.transactions.start_partitioned()
-        # The first broker's cluster id becomes the cluster's (clients check it is one).
-        await self.store.create([(self.keys.cluster_id, self.broker.cluster_id.encode())])
         await self.store.create([(self.keys.incarnation, uuid.uuid4().hex.encode())])
         found = await self.store.get(self.keys.incarnation)
         incarnation = found[0].decode() if found is not None else ""
@@ -170,8 +174,12 @@ class ClusterNode:
             loop.create_task(self._periodic()),
         ]
         self._dirty.set()
-        log.info("node %d joined the cluster at %s (etcd %s), %d live brokers", self.node_id,
-                 self.keys.prefix, self.store.endpoints, len(self.model.brokers))
+        # Joined once the first reconciliation ran on the whole picture (Kafka's broker
+        # likewise catches up with the metadata before it opens its listeners).
+        await self.ready.wait()
+        log.info("node %d joined the cluster %s at %s (etcd %s), %d live brokers", self.node_id,
+                 self.broker.cluster_id, self.keys.prefix, self.store.endpoints,
+                 len(self.model.brokers))
 
     async def controlled_shutdown(self) -> bool:
         """Kafka's controlled shutdown, before the listeners close: every partition this
@@ -266,9 +274,15 @@ class ClusterNode:
         info = BrokerInfo(self.node_id, inter.host, inter.port, self.broker.config["broker.rack"],
                           tuple((li.name, li.host, li.port) for li in advertised))
         deadline = time.monotonic() + 3 * self.session_ttl_s
+        waiting = False
         while not await self.store.create([(self.keys.broker(self.node_id), info.encode())],
                                           leased=True):
             # Our previous incarnation's lease (kill -9) has not expired yet.
+            if not waiting:
+                waiting = True
+                log.info("node.id %d is still registered by another session (this broker's "
+                         "previous one, if it was killed): waiting up to %d s for it to expire",
+                         self.node_id, 3 * self.session_ttl_s)
             if time.monotonic() > deadline:
                 raise RuntimeError(f"node.id {self.node_id} is registered by another live broker")
             await asyncio.sleep(0.5)

@@ -19,7 +19,7 @@ from typing import Any
 
 from kafkaproto.batch import Compression, parse_header
 from logserver.broker_overrides import BrokerOverrides
-from logserver.cluster_meta import load_or_create_cluster_id
+from logserver.cluster_meta import load_or_create_cluster_id, read_cluster_id
 from logserver.config import Config
 from logserver.durability import Durability
 from logserver.latency import LatencyHistogram
@@ -123,7 +123,11 @@ class SegmentLogStorage(PartitionedStorage):
     def open(self) -> None:
         data_dir = self._config.data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
-        self._cluster_id = load_or_create_cluster_id(data_dir, self._config["node.id"])
+        node_id = self._config["node.id"]
+        if self._config["cluster.etcd.endpoints"]:  # the id comes from etcd (cluster/identity.py)
+            self._cluster_id = read_cluster_id(data_dir, node_id) or ""
+        else:
+            self._cluster_id = load_or_create_cluster_id(data_dir, node_id)
         self._producer_ids = ProducerIdAllocator(data_dir)
         self._manager = LogManager(data_dir, self._config)
         for info in self._manager.topics().values():
