@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -47,6 +48,10 @@ class EtcdStore:
         self.endpoints = list(endpoints)
         self.client: Any = None
         self.lease_id = 0
+        # When the last successful grant or keepalive of the lease was sent (monotonic):
+        # etcd counts the TTL from when it received that request, so the lease cannot
+        # have outlived this + TTL at etcd either.
+        self.renewed_at = 0.0
 
     async def connect(self) -> None:
         last: Exception | None = None
@@ -59,6 +64,10 @@ class EtcdStore:
                 last = exc
                 await client.close()
                 continue
+            except BaseException:  # cancelled (a bounded keepalive): leave no channel open
+                with contextlib.suppress(Exception):
+                    await client.close()
+                raise
             self.client = client
             return
         raise ConnectionError(f"no etcd endpoint answered: {last}")
@@ -87,23 +96,46 @@ class EtcdStore:
     # -- lease ----------------------------------------------------------------------------
 
     async def grant_lease(self, ttl_s: int) -> int:
+        sent = time.monotonic()
         lease = await self._call(lambda c: c.lease(ttl_s))
         self.lease_id = int(lease.id)
+        self.renewed_at = sent
         return self.lease_id
 
-    async def keep_alive(self, ttl_s: float, on_lost: Any) -> None:
-        """Refresh the lease a few times per TTL; ``on_lost()`` once it has expired."""
+    async def keep_alive(self, ttl_s: float, on_lost: Callable[[], None]) -> None:
+        """Refresh the lease a few times per TTL; ``on_lost()`` once it may have expired.
+
+        That is when etcd says so, and also when no renewal succeeded for a whole TTL
+        (etcd unreachable, or not answering): by then etcd may have expired the lease
+        and another broker may lead our partitions, so this broker must not wait to hear
+        it (it may never hear it while cut off). Measured from the last successful
+        renewal on the monotonic clock; each attempt is bounded by what is left of the
+        TTL, so a call hanging on a dead connection cannot delay the verdict."""
         while True:
-            await asyncio.sleep(ttl_s / 4)
+            left = self.renewed_at + ttl_s - time.monotonic()
+            if left <= 0:
+                log.error("etcd lease %x not renewed for %.1f s (session timeout %.0f s): this "
+                          "broker's session is lost", self.lease_id,
+                          time.monotonic() - self.renewed_at, ttl_s)
+                on_lost()
+                return
+            await asyncio.sleep(min(ttl_s / 4, left))
+            left = self.renewed_at + ttl_s - time.monotonic()
+            if left <= 0:
+                continue
+            sent = time.monotonic()
             try:
-                reply = await self._call(lambda c: c.refresh_lease(self.lease_id))
-            except Exception as exc:
-                log.warning("refreshing etcd lease %x failed: %s", self.lease_id, exc)
+                reply = await asyncio.wait_for(
+                    self._call(lambda c: c.refresh_lease(self.lease_id)), left)
+            except Exception as exc:  # unreachable, or timed out (asyncio.TimeoutError)
+                log.warning("refreshing etcd lease %x failed: %s", self.lease_id,
+                            str(exc) or type(exc).__name__)
                 continue
             if reply is None or reply.TTL <= 0:
                 log.error("etcd lease %x expired: this broker's session is lost", self.lease_id)
                 on_lost()
                 return
+            self.renewed_at = sent
 
     async def revoke(self) -> None:
         if self.lease_id:
