@@ -240,13 +240,15 @@ class ClusterNode:
         only what the controller gives us once the watch has caught up."""
         while True:
             await self.store.keep_alive(self.session_ttl_s, self._session_lost)
-            # Our old lease may still be alive at etcd (we stop leading by our own clock,
-            # at the latest when etcd expires it): end it, so that the registration
-            # below need not wait for it and the controller sees us leave and come back.
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.store.revoke(), self.session_ttl_s)
+            lost = self.store.lease_id
             while True:
                 try:
+                    if self.store.lease_id == lost:
+                        # It may still be alive at etcd (we stop leading by our own clock,
+                        # at the latest when etcd expires it; a restarted etcd even renews
+                        # it): end it, so that registering need not wait for it.
+                        with contextlib.suppress(Exception):
+                            await asyncio.wait_for(self.store.revoke(), self.session_ttl_s)
                     await self.store.grant_lease(self.session_ttl_s)
                     await self._register()
                     self._fenced_below = await self.store.mod_revision(self.keys.broker(self.node_id))
