@@ -52,6 +52,7 @@ class EtcdStore:
         # etcd counts the TTL from when it received that request, so the lease cannot
         # have outlived this + TTL at etcd either.
         self.renewed_at = 0.0
+        self._stray: set[asyncio.Task[Any]] = set()  # renewals outlived by their verdict
 
     async def connect(self) -> None:
         last: Exception | None = None
@@ -109,33 +110,54 @@ class EtcdStore:
         (etcd unreachable, or not answering): by then etcd may have expired the lease
         and another broker may lead our partitions, so this broker must not wait to hear
         it (it may never hear it while cut off). Measured from the last successful
-        renewal on the monotonic clock; each attempt is bounded by what is left of the
-        TTL, so a call hanging on a dead connection cannot delay the verdict."""
-        while True:
-            left = self.renewed_at + ttl_s - time.monotonic()
-            if left <= 0:
-                log.error("etcd lease %x not renewed for %.1f s (session timeout %.0f s): this "
-                          "broker's session is lost", self.lease_id,
-                          time.monotonic() - self.renewed_at, ttl_s)
-                on_lost()
-                return
-            await asyncio.sleep(min(ttl_s / 4, left))
-            left = self.renewed_at + ttl_s - time.monotonic()
-            if left <= 0:
-                continue
-            sent = time.monotonic()
-            try:
-                reply = await asyncio.wait_for(
-                    self._call(lambda c: c.refresh_lease(self.lease_id)), left)
-            except Exception as exc:  # unreachable, or timed out (asyncio.TimeoutError)
-                log.warning("refreshing etcd lease %x failed: %s", self.lease_id,
-                            str(exc) or type(exc).__name__)
-                continue
-            if reply is None or reply.TTL <= 0:
-                log.error("etcd lease %x expired: this broker's session is lost", self.lease_id)
-                on_lost()
-                return
-            self.renewed_at = sent
+        renewal on the monotonic clock; a renewal hanging on a dead connection does not
+        delay the verdict (it is left to end by its own gRPC deadline, not cancelled:
+        cancelling a gRPC stream call mid-way leaves gRPC's request task pending)."""
+        refreshing: asyncio.Task[Any] | None = None
+        sent = 0.0
+        try:
+            while True:
+                left = self.renewed_at + ttl_s - time.monotonic()
+                if left <= 0:
+                    log.error("etcd lease %x not renewed for %.1f s (session timeout %.0f s): "
+                              "this broker's session is lost", self.lease_id,
+                              time.monotonic() - self.renewed_at, ttl_s)
+                    on_lost()
+                    return
+                if refreshing is None:
+                    await asyncio.sleep(min(ttl_s / 4, left))
+                    if self.renewed_at + ttl_s <= time.monotonic():
+                        continue
+                    sent = time.monotonic()
+                    refreshing = asyncio.get_running_loop().create_task(
+                        self._refresh(self.lease_id))
+                left = self.renewed_at + ttl_s - time.monotonic()
+                await asyncio.wait({refreshing}, timeout=max(0.0, left))
+                if not refreshing.done():
+                    continue  # past the TTL now: the verdict above
+                task, refreshing = refreshing, None
+                try:
+                    reply = task.result()
+                except Exception as exc:
+                    log.warning("refreshing etcd lease %x failed: %s", self.lease_id, exc)
+                    continue
+                if reply is None or reply.TTL <= 0:
+                    log.error("etcd lease %x expired: this broker's session is lost", self.lease_id)
+                    on_lost()
+                    return
+                self.renewed_at = sent
+        finally:
+            if refreshing is not None and not refreshing.done():
+                self._stray.add(refreshing)  # kept until it ends on its own
+                refreshing.add_done_callback(self._stray_done)
+
+    async def _refresh(self, lease_id: int) -> Any:
+        return await self._call(lambda c: c.refresh_lease(lease_id))
+
+    def _stray_done(self, task: asyncio.Task[Any]) -> None:
+        self._stray.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a failed renewal nobody waits for any more
 
     async def revoke(self) -> None:
         if self.lease_id:

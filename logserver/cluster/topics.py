@@ -7,6 +7,7 @@ broker's own watch has seen the change."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
@@ -41,11 +42,31 @@ log = logging.getLogger(__name__)
 
 ZERO_UUID = bytes(16)
 CREATE_VISIBLE_TIMEOUT_S = 5.0
+JOINING_TIMEOUT_S = 10.0  # a Metadata answer waits this long for a joining broker's state
 
 
 # -- Metadata ---------------------------------------------------------------------------------
 
 def metadata(broker: Broker, header: RequestHeader, request: MetadataRequest) -> (
+        MetadataResponse | Awaitable[MetadataResponse]):
+    node = node_of(broker)
+    if not node.ready.is_set():
+        return _once_joined(broker, header, request)
+    return _metadata(broker, header, request)
+
+
+async def _once_joined(broker: Broker, header: RequestHeader,
+                       request: MetadataRequest) -> MetadataResponse:
+    """A broker still joining (its listener is open while it registers and reads the
+    cluster's state) has no brokers or topics to name yet: as Kafka serves requests only
+    once its metadata has caught up, the answer waits for that (bounded)."""
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(node_of(broker).ready.wait(), JOINING_TIMEOUT_S)
+    answer = _metadata(broker, header, request)
+    return answer if isinstance(answer, MetadataResponse) else await answer
+
+
+def _metadata(broker: Broker, header: RequestHeader, request: MetadataRequest) -> (
         MetadataResponse | Awaitable[MetadataResponse]):
     node = node_of(broker)
     version = header.api_version
