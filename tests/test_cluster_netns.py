@@ -24,6 +24,7 @@ from test_cluster import (
     _wait_for_progress,
     consume_all,
     create,
+    fetch_request,
     produce_request,
     produce_to_leader,
 )
@@ -154,25 +155,34 @@ def test_leader_cut_off_acknowledges_nothing_and_rejoins_after_truncating(cluste
     _identical_replicas(cluster, "cut")
 
 
-def test_etcd_cut_off_from_everyone_leaders_keep_serving(cluster, lab):
+def test_etcd_cut_off_from_everyone_leaders_step_down_and_come_back(cluster, lab):
     create(cluster, "etcd-cut", partitions=1, rf=3)
     leader = cluster.partition("etcd-cut", 0).leader
+    broker = cluster.brokers[leader]
     with ContinuousProducer("confluent-kafka", cluster.bootstrap, "etcd-cut") as producer:
         _wait_for_progress([producer])
         lab.cut("etcd")
+        cut_at = time.monotonic()
         try:
             assert not reachable(cluster.etcd.host, cluster.etcd.port)
-            # Twice the session timeout: every lease expires inside etcd, but no broker
-            # can learn it or change anything, so the last known leadership and ISR hold
-            # and acks=all writes go on.
-            until = time.monotonic() + 6
-            while time.monotonic() < until:
-                _wait_for_progress([producer])
-            assert cluster.partition("etcd-cut", 0).leader == leader
+            # No broker can renew its session. Once a session timeout has passed without
+            # a renewal, etcd may have expired the leader's session and handed its
+            # partitions to another broker, so the leader stops acknowledging
+            # (NOT_LEADER_OR_FOLLOWER) on its own clock, though here no one could take
+            # over.
+            client = BlockingClient(broker.port, host=broker.host, timeout=10)
+            try:
+                wait_until(lambda: client.call(ApiKey.FETCH, 11, fetch_request("etcd-cut", 0, 0))
+                           .responses[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                           10, "the leader to step down without its session")
+            finally:
+                client.close()
+            # Cut off for twice the session timeout: every lease expires inside etcd.
+            wait_until(lambda: time.monotonic() > cut_at + 6, 10, "twice the session timeout")
         finally:
             lab.heal("etcd")
-        # Back: the brokers find their sessions gone, stop leading, register again, and
-        # the controller hands out leaderships; the producer carries on.
+        # Back: the brokers find their sessions gone, register again, and the controller
+        # hands out leaderships; the producer carries on, nothing acknowledged is lost.
         cluster.wait_for_brokers(set(NODES))
         wait_until(lambda: (p := cluster.partition("etcd-cut", 0)) is not None
                    and p.leader in NODES and len(p.isrs) == 3, 60, "a leader with a full ISR")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -47,6 +48,11 @@ class EtcdStore:
         self.endpoints = list(endpoints)
         self.client: Any = None
         self.lease_id = 0
+        # When the last successful grant or keepalive of the lease was sent (monotonic):
+        # etcd counts the TTL from when it received that request, so the lease cannot
+        # have outlived this + TTL at etcd either.
+        self.renewed_at = 0.0
+        self._stray: set[asyncio.Task[Any]] = set()  # renewals outlived by their verdict
 
     async def connect(self) -> None:
         last: Exception | None = None
@@ -59,6 +65,10 @@ class EtcdStore:
                 last = exc
                 await client.close()
                 continue
+            except BaseException:  # cancelled (a bounded keepalive): leave no channel open
+                with contextlib.suppress(Exception):
+                    await client.close()
+                raise
             self.client = client
             return
         raise ConnectionError(f"no etcd endpoint answered: {last}")
@@ -87,23 +97,67 @@ class EtcdStore:
     # -- lease ----------------------------------------------------------------------------
 
     async def grant_lease(self, ttl_s: int) -> int:
+        sent = time.monotonic()
         lease = await self._call(lambda c: c.lease(ttl_s))
         self.lease_id = int(lease.id)
+        self.renewed_at = sent
         return self.lease_id
 
-    async def keep_alive(self, ttl_s: float, on_lost: Any) -> None:
-        """Refresh the lease a few times per TTL; ``on_lost()`` once it has expired."""
-        while True:
-            await asyncio.sleep(ttl_s / 4)
-            try:
-                reply = await self._call(lambda c: c.refresh_lease(self.lease_id))
-            except Exception as exc:
-                log.warning("refreshing etcd lease %x failed: %s", self.lease_id, exc)
-                continue
-            if reply is None or reply.TTL <= 0:
-                log.error("etcd lease %x expired: this broker's session is lost", self.lease_id)
-                on_lost()
-                return
+    async def keep_alive(self, ttl_s: float, on_lost: Callable[[], None]) -> None:
+        """Refresh the lease a few times per TTL; ``on_lost()`` once it may have expired.
+
+        That is when etcd says so, and also when no renewal succeeded for a whole TTL
+        (etcd unreachable, or not answering): by then etcd may have expired the lease
+        and another broker may lead our partitions, so this broker must not wait to hear
+        it (it may never hear it while cut off). Measured from the last successful
+        renewal on the monotonic clock; a renewal hanging on a dead connection does not
+        delay the verdict (it is left to end by its own gRPC deadline, not cancelled:
+        cancelling a gRPC stream call mid-way leaves gRPC's request task pending)."""
+        refreshing: asyncio.Task[Any] | None = None
+        sent = 0.0
+        try:
+            while True:
+                left = self.renewed_at + ttl_s - time.monotonic()
+                if left <= 0:
+                    log.error("etcd lease %x not renewed for %.1f s (session timeout %.0f s): "
+                              "this broker's session is lost", self.lease_id,
+                              time.monotonic() - self.renewed_at, ttl_s)
+                    on_lost()
+                    return
+                if refreshing is None:
+                    await asyncio.sleep(min(ttl_s / 4, left))
+                    if self.renewed_at + ttl_s <= time.monotonic():
+                        continue
+                    sent = time.monotonic()
+                    refreshing = asyncio.get_running_loop().create_task(
+                        self._refresh(self.lease_id))
+                left = self.renewed_at + ttl_s - time.monotonic()
+                await asyncio.wait({refreshing}, timeout=max(0.0, left))
+                if not refreshing.done():
+                    continue  # past the TTL now: the verdict above
+                task, refreshing = refreshing, None
+                try:
+                    reply = task.result()
+                except Exception as exc:
+                    log.warning("refreshing etcd lease %x failed: %s", self.lease_id, exc)
+                    continue
+                if reply is None or reply.TTL <= 0:
+                    log.error("etcd lease %x expired: this broker's session is lost", self.lease_id)
+                    on_lost()
+                    return
+                self.renewed_at = sent
+        finally:
+            if refreshing is not None and not refreshing.done():
+                self._stray.add(refreshing)  # kept until it ends on its own
+                refreshing.add_done_callback(self._stray_done)
+
+    async def _refresh(self, lease_id: int) -> Any:
+        return await self._call(lambda c: c.refresh_lease(lease_id))
+
+    def _stray_done(self, task: asyncio.Task[Any]) -> None:
+        self._stray.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a failed renewal nobody waits for any more
 
     async def revoke(self) -> None:
         if self.lease_id:

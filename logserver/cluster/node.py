@@ -26,6 +26,7 @@ from logserver.cluster.broker_configs import ClusterBrokerDefaults
 from logserver.cluster.etcd import EtcdStore, parse_endpoints
 from logserver.cluster.fetcher import ReplicaFetcher
 from logserver.cluster.identity import join_cluster_id
+from logserver.cluster.known_brokers import KnownBrokers
 from logserver.cluster.local_topics import CHECKPOINT_FILE, LocalTopicIds, classify
 from logserver.cluster.model import (
     NO_LEADER,
@@ -85,6 +86,8 @@ class ClusterNode:
         self.broker_defaults = ClusterBrokerDefaults(self.keys.root, self.store)
         self.throttle = ReplicationThrottle(self)  # replication quotas (throttle.py)
         self.session_ttl_s = max(2, round(config["broker.session.timeout.ms"] / 1000))
+        # The brokers Metadata names: not emptied by a session hiccup (known_brokers.py).
+        self.known_brokers = KnownBrokers(self.session_ttl_s)
         self.min_isr: int = config["min.insync.replicas"]
         self.lag_max_ms: int = config["replica.lag.time.max.ms"]
         self.unclean: bool = config["unclean.leader.election.enable"]
@@ -166,6 +169,7 @@ class ClusterNode:
             self.model.apply(key, value, mod)
             self.security.apply(key, value)
             self.broker_defaults.apply(key, value)
+        self.known_brokers.observe(self.model)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._watch(revision + 1)),
@@ -244,8 +248,15 @@ class ClusterNode:
         only what the controller gives us once the watch has caught up."""
         while True:
             await self.store.keep_alive(self.session_ttl_s, self._session_lost)
+            lost = self.store.lease_id
             while True:
                 try:
+                    if self.store.lease_id == lost:
+                        # It may still be alive at etcd (we stop leading by our own clock,
+                        # at the latest when etcd expires it; a restarted etcd even renews
+                        # it): end it, so that registering need not wait for it.
+                        with contextlib.suppress(Exception):
+                            await asyncio.wait_for(self.store.revoke(), self.session_ttl_s)
                     await self.store.grant_lease(self.session_ttl_s)
                     await self._register()
                     self._fenced_below = await self.store.mod_revision(self.keys.broker(self.node_id))
@@ -261,18 +272,29 @@ class ClusterNode:
         return self.model.revision < self._fenced_below
 
     def _session_lost(self) -> None:
-        """Our lease is gone: another broker may lead our partitions now, so stop
-        acknowledging anything (Kafka's fenced broker)."""
+        """Our lease is gone, or not renewed for a whole session timeout (cut off from
+        etcd): another broker may lead our partitions now, so stop acknowledging anything
+        (Kafka's fenced broker): Produce and Fetch get NOT_LEADER_OR_FOLLOWER, group and
+        transaction requests NOT_COORDINATOR, until we are registered again."""
         self._fenced_below = 2**63 - 1
         for where in list(self.leaders):
             self._resign(where)
 
-    async def _register(self) -> None:
+    def own_info(self) -> BrokerInfo:
+        """This broker's registration: its inter-broker listener and every advertised one."""
         advertised = self.broker.config.advertised
         wanted = self.broker.config["inter.broker.listener.name"]
         inter = next((li for li in advertised if li.name == wanted), advertised[0])
-        info = BrokerInfo(self.node_id, inter.host, inter.port, self.broker.config["broker.rack"],
+        return BrokerInfo(self.node_id, inter.host, inter.port, self.broker.config["broker.rack"],
                           tuple((li.name, li.host, li.port) for li in advertised))
+
+    def metadata_brokers(self) -> dict[int, BrokerInfo]:
+        """The brokers a Metadata answer names (known_brokers.py): never without this
+        one, and not emptied by a moment without sessions."""
+        return self.known_brokers.listed(self.model, self.own_info())
+
+    async def _register(self) -> None:
+        info = self.own_info()
         deadline = time.monotonic() + 3 * self.session_ttl_s
         waiting = False
         while not await self.store.create([(self.keys.broker(self.node_id), info.encode())],
@@ -293,7 +315,8 @@ class ClusterNode:
         while True:
             try:
                 async for key, value, mod in self.store.watch(self.keys.root, start_revision):
-                    self.model.apply(key, value, mod)
+                    if self.model.apply(key, value, mod) == "brokers":
+                        self.known_brokers.observe(self.model)
                     self.security.apply(key, value)
                     self.broker_defaults.apply(key, value)
                     start_revision = mod + 1

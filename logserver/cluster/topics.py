@@ -7,6 +7,7 @@ broker's own watch has seen the change."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
@@ -42,11 +43,31 @@ log = logging.getLogger(__name__)
 
 ZERO_UUID = bytes(16)
 CREATE_VISIBLE_TIMEOUT_S = 5.0
+JOINING_TIMEOUT_S = 10.0  # a Metadata answer waits this long for a joining broker's state
 
 
 # -- Metadata ---------------------------------------------------------------------------------
 
 def metadata(broker: Broker, header: RequestHeader, request: MetadataRequest) -> (
+        MetadataResponse | Awaitable[MetadataResponse]):
+    node = node_of(broker)
+    if not node.ready.is_set():
+        return _once_joined(broker, header, request)
+    return _metadata(broker, header, request)
+
+
+async def _once_joined(broker: Broker, header: RequestHeader,
+                       request: MetadataRequest) -> MetadataResponse:
+    """A broker still joining (its listener is open while it registers and reads the
+    cluster's state) has no brokers or topics to name yet: as Kafka serves requests only
+    once its metadata has caught up, the answer waits for that (bounded)."""
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(node_of(broker).ready.wait(), JOINING_TIMEOUT_S)
+    answer = _metadata(broker, header, request)
+    return answer if isinstance(answer, MetadataResponse) else await answer
+
+
+def _metadata(broker: Broker, header: RequestHeader, request: MetadataRequest) -> (
         MetadataResponse | Awaitable[MetadataResponse]):
     node = node_of(broker)
     version = header.api_version
@@ -90,7 +111,8 @@ async def _after_creating(broker: Broker, node: ClusterNode, wanted: list[str | 
 def _metadata_response(broker: Broker, node: ClusterNode, wanted: list[str | None],
                        errors: dict[str, int]) -> MetadataResponse:
     model = node.model
-    live = set(model.brokers)
+    listed = node.metadata_brokers()
+    live = set(listed)
     topics = []
     for name in wanted:
         if name is not None and errors.get(name) == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
@@ -106,16 +128,16 @@ def _metadata_response(broker: Broker, node: ClusterNode, wanted: list[str | Non
             topics.append(MetadataResponse.MetadataResponseTopic(
                 error_code=error, name=name, topic_id=ZERO_UUID, partitions=[]))
             continue
-        # As Kafka's metadata cache: a leader that is not among the live brokers listed is
-        # no leader (clients look the node id up in the broker list; kafka-python's
-        # sender fails on one it cannot find).
+        # As Kafka's metadata cache: a leader that is not among the brokers listed is no
+        # leader (clients look the node id up in the broker list; kafka-python's sender
+        # fails on one it cannot find). Offline replicas: those without a session now.
         partitions = [
             MetadataResponse.MetadataResponsePartition(
                 error_code=ErrorCode.NONE if state.leader in live else ErrorCode.LEADER_NOT_AVAILABLE,
                 partition_index=index, leader_id=state.leader if state.leader in live else -1,
                 leader_epoch=state.leader_epoch,
                 replica_nodes=list(state.replicas), isr_nodes=list(state.isr),
-                offline_replicas=state.offline_replicas(live))
+                offline_replicas=state.offline_replicas(model.brokers))
             for index, state in model.topic_partitions(name)]
         topics.append(MetadataResponse.MetadataResponseTopic(
             error_code=ErrorCode.NONE, name=name, topic_id=record.topic_id,
@@ -124,7 +146,7 @@ def _metadata_response(broker: Broker, node: ClusterNode, wanted: list[str | Non
         throttle_time_ms=0,
         brokers=[MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=host,
                                                          port=port, rack=b.rack)
-                 for b in sorted(model.brokers.values(), key=lambda b: b.node_id)
+                 for b in sorted(listed.values(), key=lambda b: b.node_id)
                  for host, port in [b.address(listener_name.get())]],
         cluster_id=model.cluster_id or broker.cluster_id,
         controller_id=model.controller_id if model.controller_id is not None else node.node_id,

@@ -215,9 +215,13 @@ class GroupCoordinator:
         self._closed = True
         self.active = False
         self.loaded.set()  # nobody waits for a load that will not finish
-        for partition_load in self._partition_loads.values():
-            partition_load.cancel()
+        loads = list(self._partition_loads.values())
         self._partition_loads.clear()
+        for partition_load in loads:
+            partition_load.cancel()
+        for partition_load in loads:  # none left pending when the loop closes
+            with contextlib.suppress(asyncio.CancelledError):
+                await partition_load
         task = self._load_task
         if task is not None and not task.done():
             task.cancel()

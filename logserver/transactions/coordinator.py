@@ -61,6 +61,9 @@ class TransactionCoordinator:
         # loaded (None: single node, every id is ours), and those being loaded.
         self.owned: set[int] | None = None
         self._partition_loads: dict[int, asyncio.Task[None]] = {}
+        # The completion of the transactions a load found prepared, by partition: kept,
+        # so that unloading the partition or closing cancels it (never left pending).
+        self._completions: dict[int, asyncio.Task[None]] = {}
         # Kafka's coordinator epoch: the leader epoch of the id's partition here, stamped
         # on the markers this coordinator writes.
         self._epochs: dict[int, int] = {}
@@ -102,6 +105,9 @@ class TransactionCoordinator:
         task = self._partition_loads.pop(partition, None)
         if task is not None:
             task.cancel()
+        completing = self._completions.pop(partition, None)
+        if completing is not None:
+            completing.cancel()
         if partition not in self.owned:
             return
         self.owned.discard(partition)
@@ -127,19 +133,30 @@ class TransactionCoordinator:
         del self._partition_loads[partition]
         log.info("%s-%d: loaded %d transactional ids in %.3f s", TXN_STATE_TOPIC, partition,
                  len(loaded), time.monotonic() - started)
-        for meta in loaded.values():
-            if meta.in_prepare:
-                log.info("completing transaction %s left %s by the last coordinator",
-                         meta.transactional_id, meta.state.name)
-                await self._retry_completion(meta.transactional_id)
+        prepared = [meta.transactional_id for meta in loaded.values() if meta.in_prepare]
+        if prepared:
+            self._completions[partition] = asyncio.get_running_loop().create_task(
+                self._complete_prepared(partition, prepared))
+
+    async def _complete_prepared(self, partition: int, txn_ids: list[str]) -> None:
+        """Complete what the last coordinator left prepared, as Kafka's new coordinator
+        does once the partition is loaded."""
+        try:
+            for txn_id in txn_ids:
+                log.info("completing transaction %s left prepared by the last coordinator", txn_id)
+                await self._retry_completion(txn_id)
+        finally:
+            if self._completions.get(partition) is asyncio.current_task():
+                del self._completions[partition]
 
     async def close(self) -> None:
         self.active = False
-        for partition_load in self._partition_loads.values():
-            partition_load.cancel()
+        tasks = [*self._partition_loads.values(), *self._completions.values(), *self._tasks]
         self._partition_loads.clear()
-        for task in self._tasks:
+        self._completions.clear()
+        for task in tasks:
             task.cancel()
+        for task in tasks:  # awaited: none is left pending when the loop closes
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
