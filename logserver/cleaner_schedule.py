@@ -39,4 +39,4 @@ async def run_cleaner(manager: LogManager, config: Config) -> None:
         except asyncio.CancelledError:
             raise
         except Exception:  # a failing pass must never stop the cleaner
-            log.exception("log cleaner pass failed; retrying in %.1f s", backoff)
+            log.exception("log cleanup failed (compaction pass); retrying in %.1f s", backoff)

@@ -546,7 +546,7 @@ class LogManager:
                     self.cleaner.clean(log, policy.delete_retention_ms, now)
                     cleaned += 1
             except Exception:
-                logger.exception("%s-%d: compaction failed", topic, partition)
+                logger.exception("%s-%d: log cleanup failed (compaction)", topic, partition)
         return cleaned
 
     def close(self) -> None:
