@@ -17,7 +17,13 @@ from clusterprocs import wait_until
 from rawwire import Conn
 
 from kafkaproto import ApiKey, ErrorCode, decode_response, encode_request
-from kafkaproto.batch import TIMESTAMP_TYPE_MASK, Compression, iter_batches
+from kafkaproto.batch import (
+    CONTROL_MASK,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    Compression,
+    iter_batches,
+)
 from kafkaproto.messages import FetchRequest
 
 pytestmark = pytest.mark.timeout(120)
@@ -130,3 +136,36 @@ def test_log_append_time_and_a_changed_compression_type(module_server, topic_nam
                "the second produce")
     later = [h for h in raw_batches(module_server.port, topic_name) if h.base_offset >= 20]
     assert later and {h.compression for h in later} == {Compression.SNAPPY}
+
+
+def test_transactional_batches_keep_their_attributes(module_server, topic_name):
+    """A transactional producer's batches are recompressed with the transactional bit,
+    producer id and epoch kept, so the markers still commit and abort them."""
+    from confluent_kafka import Producer
+
+    bootstrap = module_server.bootstrap
+    create(bootstrap, topic_name, {"compression.type": "gzip"})
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4",
+                         "transactional.id": topic_name, "linger.ms": 20})
+    producer.init_transactions(30)
+    for txn, commit in ((0, True), (1, False), (2, True)):
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce(topic_name, key=b"k%d" % i, value=b"t%d-%d" % (txn, i) + b"x" * 50,
+                             partition=0)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    producer.flush(30)
+    headers = raw_batches(module_server.port, topic_name)
+    data = [h for h in headers if not h.attributes & CONTROL_MASK]
+    markers = [h for h in headers if h.attributes & CONTROL_MASK]
+    assert len(markers) == 3 and data
+    assert {h.compression for h in data} == {Compression.GZIP}
+    assert all(h.attributes & TRANSACTIONAL_MASK for h in data)
+    assert {(h.producer_id, h.producer_epoch) for h in headers} == \
+        {(markers[0].producer_id, markers[0].producer_epoch)}
+    got = kp_read(bootstrap, topic_name, consumer_config={"isolation_level": "read_committed"})
+    assert [r.value[:5] for r in got] == [b"t0-%d" % i for i in range(10)] + \
+        [b"t2-%d" % i for i in range(10)]
