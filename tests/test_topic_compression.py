@@ -158,14 +158,21 @@ def test_transactional_batches_keep_their_attributes(module_server, topic_name):
         else:
             producer.abort_transaction(30)
     producer.flush(30)
-    headers = raw_batches(module_server.port, topic_name)
+
+    def ended():  # markers are written after EndTxn is answered; the aborted
+        # transaction has none here when librdkafka dropped its records unsent
+        found = raw_batches(module_server.port, topic_name)
+        markers = sum(1 for h in found if h.attributes & CONTROL_MASK)
+        return found if markers >= 2 and found[-1].attributes & CONTROL_MASK else None
+
+    headers = wait_until(ended, 30, "the commit markers")
     data = [h for h in headers if not h.attributes & CONTROL_MASK]
     markers = [h for h in headers if h.attributes & CONTROL_MASK]
-    assert len(markers) == 3 and data
+    assert data
     assert {h.compression for h in data} == {Compression.GZIP}
     assert all(h.attributes & TRANSACTIONAL_MASK for h in data)
     assert {(h.producer_id, h.producer_epoch) for h in headers} == \
         {(markers[0].producer_id, markers[0].producer_epoch)}
     got = kp_read(bootstrap, topic_name, consumer_config={"isolation_level": "read_committed"})
-    assert [r.value[:5] for r in got] == [b"t0-%d" % i for i in range(10)] + \
-        [b"t2-%d" % i for i in range(10)]
+    assert [r.value for r in got] == [b"t%d-%d" % (txn, i) + b"x" * 50
+                                      for txn in (0, 2) for i in range(10)]
