@@ -220,11 +220,22 @@ SETTINGS: dict[str, Setting] = {
                 "Maximum size of an offset or time index; a full index rolls the segment."),
         _topic_default("log.index.interval.bytes", "index.interval.bytes",
                 "Bytes of log between two index entries."),
-        Setting("log.flush.interval.messages", str(LONG_MAX), _int_in(1),
-                "fsync after this many appended batches; 1 means fsync every append "
-                "before it is acknowledged."),
-        Setting("log.flush.interval.ms", None, _optional_int_in(1),
-                "fsync every this many milliseconds; unset means no timed fsync."),
+        _topic_default("log.flush.interval.messages", "flush.messages",
+                "fsync a partition after this many appended batches; 1 means fsync every "
+                "append before it is acknowledged (topic override: flush.messages)."),
+        Setting("log.flush.interval.ms", None, _optional_int_in(0),
+                "fsync a partition at most this many milliseconds after its first "
+                "unflushed append; unset means no timed fsync (topic override: flush.ms)."),
+        _topic_default("compression.type", "compression.type",
+                "Codec of the batches stored: producer keeps each batch as it came; "
+                "gzip, snappy, lz4, zstd or uncompressed recompresses batches that arrive "
+                "in another codec (off the event loop)."),
+        _topic_default("compression.gzip.level", "compression.gzip.level",
+                "gzip level of batches the broker recompresses (-1: the codec's default)."),
+        _topic_default("compression.lz4.level", "compression.lz4.level",
+                "lz4 level of batches the broker recompresses."),
+        _topic_default("compression.zstd.level", "compression.zstd.level",
+                "zstd level of batches the broker recompresses."),
         Setting("log.writer.thread.min.bytes", "-1", _int_in(-1),
                 "Produce batches at least this large are written by a writer thread, off "
                 "the event loop (offsets are assigned at once, in order; fetchers see a "
@@ -336,7 +347,10 @@ SETTINGS: dict[str, Setting] = {
         _topic_default("log.retention.bytes", "retention.bytes",
                 "Delete the oldest closed segments while a partition is larger than this; -1: no limit."),
         Setting("log.retention.check.interval.ms", "300000", _int_in(1),
-                "How often retention and compaction run."),
+                "How often retention (deletion by time and size) runs."),
+        Setting("log.cleaner.backoff.ms", "15000", _int_in(0),
+                "How long the log cleaner sleeps when no compacted log has segments to "
+                "clean; compaction runs on this cadence, not on the retention interval."),
         Setting("log.segment.delete.hook", None, str,
                 "Command run after retention deletes segments, with the deleted .log paths as "
                 "arguments (split like a shell would; no shell is involved)."),

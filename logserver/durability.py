@@ -1,9 +1,14 @@
 """When appended data reaches the disk: after the write, after an fsync, or on a timer.
 
-``log.flush.interval.messages=1`` acknowledges a produce only after an fsync that covers
-it. fsyncs run on one worker thread and are shared: every append that arrived while an
-fsync was running is covered by the next one (group commit), so many producers cost one
-fsync per round, not one each, and the event loop never blocks on the disk.
+Per partition, as Kafka: ``flush.messages`` (broker default
+``log.flush.interval.messages``) fsyncs after that many appended batches, and 1
+acknowledges a produce only after an fsync that covers it; ``flush.ms`` (broker default
+``log.flush.interval.ms``) fsyncs at most that long after the partition's first unflushed
+append. A log without a ``config`` (one object with ``flush_messages`` / ``flush_ms``)
+follows the broker-wide values. fsyncs run on one worker thread and are shared: every
+append that arrived while an fsync was running is covered by the next one (group
+commit), so many producers cost one fsync per round, not one each, and the event loop
+never blocks on the disk.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from logserver.latency import LatencyHistogram
 log = logging.getLogger(__name__)
 
 
+_NEVER = 2**63 - 1
+
+
 class Flushable(Protocol):
     def flush(self) -> object: ...
 
@@ -27,7 +35,7 @@ class Flushable(Protocol):
 class Durability:
     def __init__(self, interval_messages: int, interval_ms: int | None,
                  on_flushed: Callable[[list[Flushable]], None] | None = None) -> None:
-        self.fsync_every_append = interval_messages == 1
+        self.fsync_every_append = interval_messages == 1  # the broker-wide default
         self._interval_messages = interval_messages
         self._interval_ms = interval_ms
         self._on_flushed = on_flushed
@@ -35,7 +43,9 @@ class Durability:
         self._dirty: dict[Flushable, int] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self._round: asyncio.Task[None] | None = None
-        self._timer: asyncio.Task[None] | None = None
+        # The one timer armed for the earliest flush.ms deadline of the dirty logs.
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = 0.0
         self.fsync_rounds = 0
         self.flush_latency = LatencyHistogram()  # per flush round (admin /metrics)
 
@@ -45,26 +55,50 @@ class Durability:
             return "fsync every append"
         if self._interval_ms is not None:
             return f"fsync every {self._interval_ms} ms"
-        if self._interval_messages < 2**63 - 1:
+        if self._interval_messages < _NEVER:
             return f"fsync every {self._interval_messages} batches"
         return "ack after write (page cache)"
 
     def start(self) -> None:
-        if self._interval_ms is not None:
-            self._timer = asyncio.get_running_loop().create_task(self._tick())
+        """Nothing runs until a log has something to flush (kept for the engines' order)."""
+
+    def _policy(self, log_: Flushable) -> tuple[int, int]:
+        """(flush.messages, flush.ms) of ``log_``: its topic's, else the broker's."""
+        config = getattr(log_, "config", None)
+        if config is not None:
+            return config.flush_messages, config.flush_ms
+        return self._interval_messages, _NEVER if self._interval_ms is None else self._interval_ms
 
     def appended(self, log_: Flushable) -> Awaitable[None] | None:
         """Note an append; returns what the acknowledgement must wait for, if anything."""
         count = self._dirty.get(log_, 0) + 1
         self._dirty[log_] = count
-        if self.fsync_every_append:
+        messages, ms = self._policy(log_)
+        if messages == 1:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append(future)
             self._start_round()
             return future
-        if count >= self._interval_messages:
+        if count >= messages:
             self._start_round()
+        elif count == 1 and ms < _NEVER:
+            self._flush_within(ms)
         return None
+
+    def _flush_within(self, ms: int) -> None:
+        """A flush round at most ``ms`` from now (the earliest deadline wins)."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + ms / 1000
+        if self._timer is not None:
+            if self._timer_due <= due:
+                return
+            self._timer.cancel()
+        self._timer, self._timer_due = loop.call_at(due, self._on_timer), due
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._dirty:
+            self._start_round()
 
     def _start_round(self) -> None:
         if self._round is None:
@@ -95,16 +129,10 @@ class Durability:
         finally:
             self._round = None
 
-    async def _tick(self) -> None:
-        assert self._interval_ms is not None
-        while True:
-            await asyncio.sleep(self._interval_ms / 1000)
-            if self._dirty:
-                self._start_round()
-
     async def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+            self._timer = None
         if self._round is not None:
             await self._round
         self._executor.shutdown(wait=True)

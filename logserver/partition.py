@@ -20,6 +20,8 @@ from typing import Protocol
 
 from kafkaproto import ErrorCode, FileRegion
 from kafkaproto.batch import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
     BatchHeader,
     Compression,
     CorruptBatchError,
@@ -34,6 +36,7 @@ from kafkaproto.validate import validate_batch
 from logserver.log.errors import OffsetOutOfRangeError
 from logserver.log.producer_state import Decision, Verdict
 from logserver.log.transaction_index import AbortedTxnEntry
+from logserver.recompress import Recompression
 from logserver.storage.api import AppendResult, Records
 from logserver.topic_config import TopicConfig
 from logserver.validation_offload import ValidationOffload
@@ -108,6 +111,7 @@ class PartitionLog(Protocol):
 class Partition:
     __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
                  "max_message_bytes", "_before_max_ms", "_after_max_ms", "_offload", "_tail",
+                 "_recompression",
                  "_retired", "bytes_in", "messages_in", "bytes_out",
                  "replicated_hw", "leader_epoch")
 
@@ -124,6 +128,8 @@ class Partition:
         self.max_message_bytes = config.max_message_bytes
         self._before_max_ms = config.message_timestamp_before_max_ms
         self._after_max_ms = config.message_timestamp_after_max_ms
+        # compression.type: batches in another codec are rewritten, on a thread.
+        self._recompression = Recompression(config)
         self._offload = offload
         # The last append still waiting for its validation; later ones queue behind it.
         self._tail: asyncio.Task[AppendResult] | None = None
@@ -150,6 +156,7 @@ class Partition:
         self.max_message_bytes = config.max_message_bytes
         self._before_max_ms = config.message_timestamp_before_max_ms
         self._after_max_ms = config.message_timestamp_after_max_ms
+        self._recompression = Recompression(config)
 
     @property
     def high_watermark(self) -> int:
@@ -169,12 +176,13 @@ class Partition:
     def append(self, records: memoryview | None, produce_version: int) -> AppendResult:
         """Validate one produce request's batch and append it, or say why not.
 
-        A batch the offload takes (zstd, at least its ``min_bytes``), and any batch
-        behind one, is validated and appended later, in arrival order: the result then has
-        ``deferred`` set, the real result to await.
+        A batch the offload takes (zstd, at least its ``min_bytes``), a batch the topic's
+        ``compression.type`` has recompressed, and any batch behind one, is validated
+        and appended later, in arrival order: the result then has ``deferred`` set, the
+        real result to await.
         """
         offload = self._offload
-        if self._tail is not None or (
+        if self._tail is not None or self._recompression.wanted(records) or (
             offload is not None and records is not None and offload.takes(records)
         ):
             previous = self._tail
@@ -201,8 +209,15 @@ class Partition:
     async def _append_later(self, records: memoryview | None, produce_version: int,
                             previous: asyncio.Task[AppendResult] | None) -> AppendResult:
         offload = self._offload
-        checked: BatchHeader | AppendResult | None = None
-        if offload is not None and records is not None and offload.takes(records):
+        checked: BatchHeader | tuple[BatchHeader, bytearray] | AppendResult | None = None
+        produced = records
+        if self._recompression.wanted(records):
+            # Validated and recompressed off the loop, overlapping earlier ones.
+            if offload is not None:
+                checked = await offload.run(self._recompressed, records)
+            else:
+                checked = await asyncio.to_thread(self._recompressed, records)
+        elif offload is not None and records is not None and offload.takes(records):
             checked = await offload.run(self._validate, records)  # overlaps earlier ones
         if previous is not None:
             await asyncio.wait([previous])  # its outcome is its own caller's
@@ -210,11 +225,36 @@ class Partition:
             checked = self._validate(records)
         if isinstance(checked, AppendResult):
             return checked
+        if not isinstance(checked, BatchHeader):  # (header, the recompressed batch)
+            checked, rewritten = checked
+            records = memoryview(rewritten)
         if self._retired:  # deleted (or the server closing) while this batch was checked
             return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                 message=f"partition {self.topic}-{self.index} is gone")
-        assert records is not None  # _validate refuses None
-        return self._append_valid(records, checked, produce_version)
+        assert records is not None and produced is not None  # _validate refuses None
+        return self._append_valid(records, checked, produce_version,
+                                  produced_codec=produced[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK)
+
+    def _recompressed(self, records: memoryview | None
+                      ) -> tuple[BatchHeader, bytearray] | BatchHeader | AppendResult:
+        """The validated batch in the topic's codec (logserver.recompress), or why not
+        (on a pool thread)."""
+        checked = self._validate(records)
+        recompression = self._recompression
+        if isinstance(checked, AppendResult) or recompression.codec is None \
+                or checked.compression == recompression.codec:
+            return checked  # refused, or compression.type changed meanwhile
+        assert records is not None
+        try:
+            rewritten = recompression.apply(records, checked, self.max_message_bytes)
+        except CorruptBatchError as exc:
+            return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+        if len(rewritten) > self.max_message_bytes:
+            return AppendResult(ErrorCode.MESSAGE_TOO_LARGE,
+                                message=f"batch recompressed to {recompression.codec.name} is "
+                                        f"{len(rewritten)} bytes, more than max.message.bytes "
+                                        f"{self.max_message_bytes}")
+        return parse_header(rewritten), rewritten
 
     def _validate(self, records: memoryview | None) -> BatchHeader | AppendResult:
         """The batch's header if it may be stored, else the refusal (safe off the loop)."""
@@ -237,9 +277,11 @@ class Partition:
         except InvalidRecordError as exc:
             return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
 
-    def _append_valid(self, records: memoryview, header: BatchHeader,
-                      produce_version: int) -> AppendResult:
-        if header.compression == Compression.ZSTD and produce_version < ZSTD_MIN_PRODUCE_VERSION:
+    def _append_valid(self, records: memoryview, header: BatchHeader, produce_version: int,
+                      produced_codec: int | None = None) -> AppendResult:
+        """``produced_codec``: the codec the producer used, when the broker recompressed."""
+        codec = header.compression if produced_codec is None else produced_codec
+        if codec == Compression.ZSTD and produce_version < ZSTD_MIN_PRODUCE_VERSION:
             return AppendResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                 message="zstd needs Produce v7 or later")
         if header.has_producer_id:

@@ -1,15 +1,16 @@
-"""Background log cleanup: retention by time and size, the delete hook, and compaction.
+"""Background log cleanup: retention by time and size, and the delete hook.
 
 Every ``log.retention.check.interval.ms`` the event loop resolves each topic's cleanup
 policy and hands the pass to the log manager's storage worker, awaiting the result, so
-compaction and deletes never block a request. Retention never deletes the active segment
+deletes never block a request. Retention never deletes the active segment
 (the one taking appends). Deleted segments move the log start offset forward; a fetch
 below it gets OFFSET_OUT_OF_RANGE and the consumer resets per its ``auto.offset.reset``.
 Deleted files are renamed ``*.deleted`` and removed after ``log.segment.delete.delay.ms``;
 with ``log.segment.delete.hook`` set, the hook command is run with the deleted ``.log``
 paths as arguments and the files are removed when it exits (a crash before that:
 start-up removes them, the hook is not run again). ``cleanup.policy=compact`` topics are
-compacted instead (see logserver.log.cleaner); ``compact,delete`` gets both.
+compacted on the cleaner's own cadence instead (logserver.cleaner_schedule,
+``log.cleaner.backoff.ms``); ``compact,delete`` gets both.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 async def run_retention(manager: LogManager, config: Config) -> None:
-    """Apply retention and compaction periodically until cancelled."""
+    """Apply retention periodically until cancelled."""
     interval = config["log.retention.check.interval.ms"] / 1000
     hook = config["log.segment.delete.hook"]
     while True:

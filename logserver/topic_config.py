@@ -8,17 +8,21 @@ validates with ``validate_overrides`` and DescribeConfigs reports ``describe``.
 
 Every topic setting Kafka defines is known. Those with a meaning here are applied; the
 others are *inert*: validated, stored and reported by DescribeConfigs, but with no effect
-(tiered storage, cleaner tuning, timestamp bounds, compression
-levels...); the replication throttles' replica lists are stored the same way and
-applied by the cluster (logserver/cluster/throttle.py). Where an inert setting has values whose meaning this server cannot honour
-(``compression.type`` other than ``producer``: no broker-side recompression;
-``remote.storage.enable=true``: no tiered storage) those values are refused with
-INVALID_CONFIG. ``min.insync.replicas`` is not a log setting but is applied: the produce
+(tiered storage, cleaner tuning, timestamp bounds...); the replication throttles' replica
+lists are stored the same way and applied by the cluster (logserver/cluster/throttle.py).
+Where an inert setting has values whose meaning this server cannot honour
+(``remote.storage.enable=true``: no tiered storage) those values are refused with
+INVALID_CONFIG. Every value DescribeConfigs reports is accepted back by AlterConfigs.
+``compression.type`` (and the ``compression.*.level`` settings) are applied by
+recompressing produced batches (logserver/recompress.py); ``flush.messages`` and
+``flush.ms`` by the fsync policy (logserver/durability.py), their broker defaults being
+``log.flush.interval.messages`` and ``log.flush.interval.ms``.
+``min.insync.replicas`` is not a log setting but is applied: the produce
 path reads it (``min_insync_replicas``) and it overrides the broker's
 ``min.insync.replicas`` for acks=all, as in Kafka; on a single node (one replica) a
 value above 1 makes acks=all produce fail with NOT_ENOUGH_REPLICAS, as on a one-broker
-Kafka. ``flush.messages`` and ``flush.ms`` are refused outright: the fsync policy is broker-wide. Topics stored with a
-refused override by an older version still load; the key is ignored.
+Kafka. Topics stored with a refused override by an older version still load; the key is
+ignored.
 """
 
 from __future__ import annotations
@@ -82,6 +86,17 @@ class TopicConfig:
     index_interval_bytes: int = 4096  # index.interval.bytes
     producer_id_expiration_ms: int = _DAY_MS  # broker-wide (producer.id.expiration.ms)
     file_delete_delay_ms: int = 60_000  # file.delete.delay.ms: deleted files linger this long
+    # compression.type: "producer" keeps each batch as it came; a codec (or
+    # "uncompressed") has batches in other codecs recompressed on produce
+    # (logserver/recompress.py), with these levels.
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1  # compression.gzip.level; -1: the codec's default
+    compression_lz4_level: int = 9  # compression.lz4.level
+    compression_zstd_level: int = 3  # compression.zstd.level
+    # flush.messages / flush.ms: fsync after this many appended batches / this long after
+    # the first unflushed append (logserver/durability.py); LONG_MAX: never by this rule.
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
 
     def __post_init__(self) -> None:
         # Positions in the offset index are u32, and Kafka caps segments at 2 GiB too.
@@ -367,13 +382,6 @@ def setting_value(source: Mapping[str, Any] | object | None, name: str) -> Any:
     return getattr(source, name.replace(".", "_"), None)
 
 
-def _refused(text: str) -> Callable[[str], Any]:
-    def parse(_: str) -> Any:
-        raise ValueError(text)
-
-    return parse
-
-
 @dataclass(frozen=True)
 class TopicSetting:
     """One topic-level setting. ``field`` None: not applied; ``inert`` ones are still
@@ -390,9 +398,6 @@ class TopicSetting:
     synonym: str | None = None  # Kafka's broker setting of the default (DescribeConfigs)
 
 
-_NO_RECOMPRESSION = "batches are stored as the producer compressed them (no broker recompression)"
-
-
 def _inert(name: str, type_: int, parse: Callable[[str], Any], default: str,
            synonym: str | None = None) -> TopicSetting:
     return TopicSetting(name, None, None, type_, parse, fixed=default, inert=True,
@@ -404,23 +409,21 @@ TOPIC_SETTINGS: dict[str, TopicSetting] = {
     for s in [
         TopicSetting("cleanup.policy", "cleanup_policy", "log.cleanup.policy", LIST,
                      parse_cleanup_policy),
-        _inert("compression.type", STRING,
-               only("producer", _NO_RECOMPRESSION,
-                    choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-               "producer", "compression.type"),
-        _inert("compression.gzip.level", INT, int_in(-1, 9), "-1", "compression.gzip.level"),
-        _inert("compression.lz4.level", INT, int_in(1, 17), "9", "compression.lz4.level"),
-        _inert("compression.zstd.level", INT, int_in(-131072, 22), "3", "compression.zstd.level"),
+        TopicSetting("compression.type", "compression_type", "compression.type", STRING,
+                     choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+        TopicSetting("compression.gzip.level", "compression_gzip_level", "compression.gzip.level",
+                     INT, int_in(-1, 9)),
+        TopicSetting("compression.lz4.level", "compression_lz4_level", "compression.lz4.level",
+                     INT, int_in(1, 17)),
+        TopicSetting("compression.zstd.level", "compression_zstd_level", "compression.zstd.level",
+                     INT, int_in(-131072, 22)),
         TopicSetting("delete.retention.ms", "delete_retention_ms",
                      "log.cleaner.delete.retention.ms", LONG, int_in(0)),
         TopicSetting("file.delete.delay.ms", "file_delete_delay_ms", "log.segment.delete.delay.ms",
                      LONG, int_in(0)),
-        TopicSetting("flush.messages", None, "log.flush.interval.messages", LONG,
-                     _refused("not applied"), fixed=str(LONG_MAX),
-                     refusal="fsync policy is the broker-wide log.flush.interval.messages"),
-        TopicSetting("flush.ms", None, "log.flush.interval.ms", LONG, _refused("not applied"),
-                     fixed=str(LONG_MAX),
-                     refusal="fsync policy is the broker-wide log.flush.interval.ms"),
+        TopicSetting("flush.messages", "flush_messages", "log.flush.interval.messages", LONG,
+                     int_in(1)),
+        TopicSetting("flush.ms", "flush_ms", "log.flush.interval.ms", LONG, int_in(0)),
         _inert("follower.replication.throttled.replicas", LIST, parse_throttled_replicas, "",
                "follower.replication.throttled.replicas"),
         TopicSetting("index.interval.bytes", "index_interval_bytes", "log.index.interval.bytes",

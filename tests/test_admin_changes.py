@@ -309,9 +309,10 @@ def test_config_and_log_start_survive_restart_and_retention_acts(server_factory,
 
 # Kafka 3.x/4.x topic configs with a valid non-default value each.
 ALL_TOPIC_CONFIGS = {
-    "cleanup.policy": "compact", "compression.type": "producer", "compression.gzip.level": "5",
+    "cleanup.policy": "compact", "compression.type": "gzip", "compression.gzip.level": "5",
     "compression.lz4.level": "10", "compression.zstd.level": "7", "delete.retention.ms": "1000",
-    "file.delete.delay.ms": "1000", "follower.replication.throttled.replicas": "*",
+    "file.delete.delay.ms": "1000", "flush.messages": "1000", "flush.ms": "60000",
+    "follower.replication.throttled.replicas": "*",
     "index.interval.bytes": "8192", "leader.replication.throttled.replicas": "0:1",
     "local.retention.bytes": "-2", "local.retention.ms": "-2", "max.compaction.lag.ms": "60000",
     "max.message.bytes": "2000000", "message.downconversion.enable": "false",
@@ -345,8 +346,7 @@ def test_create_topics_accepts_every_kafka_topic_config(module_server, topic_nam
         assert not configs[name].is_read_only, name
     assert configs["min.cleanable.dirty.ratio"].value == "0.1"
     assert configs["preallocate"].value == "true"
-    assert configs["flush.ms"].is_read_only  # refused: the fsync policy is broker-wide
-    refused = admin.create_topics([NewTopic(bad, 1, 1, config={"compression.type": "gzip"})])
+    refused = admin.create_topics([NewTopic(bad, 1, 1, config={"compression.type": "brotli"})])
     assert ck_error(refused[bad]) == KafkaError.INVALID_CONFIG
 
 
@@ -371,7 +371,7 @@ def test_describe_configs_synonyms_kafka_python(server_factory, topic_name):
     assert synonyms("retention.ms") == [("log.retention.ms", "3600000", "STATIC_BROKER_CONFIG"),
                                         ("log.retention.ms", "604800000", "DEFAULT_CONFIG")]
     assert configs["retention.ms"]["config_source"] == "STATIC_BROKER_CONFIG"
-    assert not configs["retention.ms"]["read_only"] and configs["flush.ms"]["read_only"]
+    assert not configs["retention.ms"]["read_only"] and not configs["flush.ms"]["read_only"]
     assert synonyms("min.cleanable.dirty.ratio") == [
         ("log.cleaner.min.cleanable.ratio", "0.5", "DEFAULT_CONFIG")]
 

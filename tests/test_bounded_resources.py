@@ -396,7 +396,8 @@ def test_an_unreadable_batch_in_a_compacted_topic_stops_no_other_cleanup(server_
     used to make every retention and compaction pass fail for all topics)."""
     import crc32c
 
-    settings = {"log.retention.check.interval.ms": 300, "log.segment.bytes": 2048}
+    settings = {"log.retention.check.interval.ms": 300, "log.cleaner.backoff.ms": 300,
+                "log.segment.bytes": 2048}
     server = server_factory(settings=settings)
     assert _create_topic(server.port, "kept", configs={"cleanup.policy": "compact"})[0] == 0
     with rw.Conn(server.port) as c:

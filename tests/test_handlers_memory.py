@@ -39,8 +39,9 @@ from logserver.handlers import (
 from logserver.storage.memory import MemoryStorage
 from logserver.topic_config import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG
 
-# Settings (and values) whose meaning this server cannot honour: refused with INVALID_CONFIG.
-REFUSED = {"flush.messages": "1", "flush.ms": "1", "compression.type": "gzip",
+# Values refused with INVALID_CONFIG: out of Kafka's range, no such codec, or a meaning
+# this server cannot honour (tiered storage).
+REFUSED = {"flush.messages": "0", "flush.ms": "-1", "compression.type": "brotli",
            "remote.storage.enable": "true"}
 
 

@@ -19,8 +19,8 @@ from kafkaproto.messages import CreateTopicsRequest, FetchRequest, ListOffsetsRe
 pytestmark = [pytest.mark.timeout(120)]
 
 OFFSET_OUT_OF_RANGE = 1
-FAST = {"log.retention.check.interval.ms": 200, "log.segment.bytes": 4096,
-        "num.partitions": 1}
+FAST = {"log.retention.check.interval.ms": 200, "log.cleaner.backoff.ms": 200,
+        "log.segment.bytes": 4096, "num.partitions": 1}
 
 
 def _create(server, name: str, configs: dict[str, str]) -> None:

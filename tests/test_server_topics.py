@@ -14,8 +14,9 @@ from rawwire import Conn
 from kafkaproto import ApiKey, ErrorCode, decode_response, encode_request
 from kafkaproto.messages import CreateTopicsRequest, DescribeConfigsRequest, MetadataRequest
 
-# Settings (and values) whose meaning this server cannot honour: refused with INVALID_CONFIG.
-REFUSED = {"flush.messages": "1", "flush.ms": "1", "compression.type": "gzip",
+# Values refused with INVALID_CONFIG: out of Kafka's range, no such codec, or a meaning
+# this server cannot honour (tiered storage).
+REFUSED = {"flush.messages": "0", "flush.ms": "-1", "compression.type": "brotli",
            "remote.storage.enable": "true"}
 
 

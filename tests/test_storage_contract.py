@@ -32,8 +32,9 @@ from logserver.storage import (
 from logserver.storage.memory import MemoryStorage
 from logserver.storage.segment_log import SegmentLogStorage
 
-# Settings (and values) whose meaning this server cannot honour: refused with INVALID_CONFIG.
-REFUSED = {"flush.messages": "1", "flush.ms": "1", "compression.type": "gzip",
+# Values refused with INVALID_CONFIG: out of Kafka's range, no such codec, or a meaning
+# this server cannot honour (tiered storage).
+REFUSED = {"flush.messages": "0", "flush.ms": "-1", "compression.type": "brotli",
            "remote.storage.enable": "true"}
 
 
@@ -474,7 +475,8 @@ def test_stored_refused_configs_still_load(tmp_path: Path, caplog: pytest.LogCap
     run("segment", tmp_path, create)
     path = data / "__topics.json"
     doc = json.loads(path.read_text())
-    doc["topics"]["legacy"]["configs"].update({"flush.messages": "1", "compression.type": "gzip"})
+    doc["topics"]["legacy"]["configs"].update({"remote.storage.enable": "true",
+                                               "no.such.config": "1"})
     path.write_text(json.dumps(doc))
 
     async def reopened(storage: Storage) -> None:
@@ -486,7 +488,7 @@ def test_stored_refused_configs_still_load(tmp_path: Path, caplog: pytest.LogCap
         run("segment", tmp_path, reopened)
     warnings = [r.getMessage() for r in caplog.records if "legacy" in r.getMessage()]
     assert len(warnings) == 1
-    assert "compression.type=gzip" in warnings[0] and "flush.messages=1" in warnings[0]
+    assert "remote.storage.enable=true" in warnings[0] and "no.such.config=1" in warnings[0]
 
 
 def test_delete_records_and_config_changes_survive_a_restart(tmp_path: Path) -> None:

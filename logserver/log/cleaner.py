@@ -108,6 +108,24 @@ class Cleaner:
             raise _Aborted
         time.sleep(_YIELD_S)
 
+    def needs_cleaning(self, log: Log, delete_retention_ms: int, now_ms: int) -> bool:
+        """Whether a pass over ``log`` has work (cheap: no file is read).
+
+        A closed segment not cleaned yet (none cleaned since start, one rolled since the
+        last pass, or a pass whose key map filled up), a pass that was abandoned, or
+        tombstones that may have passed ``delete_retention_ms`` since the last pass.
+        """
+        local = log.local
+        segments = local.segments
+        if len(segments) < 2:
+            return False
+        state = self._states.get(log)
+        if state is None or state.marker is None:
+            return True
+        if segments[-1].base_offset > max(state.first_dirty, local.log_start_offset):
+            return True
+        return state.marker[2] != now_ms // max(delete_retention_ms, 1)
+
     def clean(self, log: Log, delete_retention_ms: int, now_ms: int | None = None) -> int:
         """Compact ``log``'s closed segments; returns the bytes removed (0: nothing to do)."""
         previous = sys.getswitchinterval()

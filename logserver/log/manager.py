@@ -502,7 +502,8 @@ class LogManager:
         *,
         keep_deleted: bool = False,
     ) -> list[Path]:
-        """Compact and apply retention to the topics in ``policies`` (on a worker thread).
+        """Apply retention to the topics in ``policies`` (on a worker thread; compaction
+        runs on its own cadence: ``compact``).
 
         Returns the ``.log.deleted`` paths of the segments retention deleted when
         ``keep_deleted`` (for the delete hook). A failure in one partition is logged and
@@ -515,8 +516,6 @@ class LogManager:
             if policy is None or self._closed:
                 continue
             try:
-                if policy.compact:
-                    self.cleaner.clean(log, policy.delete_retention_ms, now)
                 if policy.delete:
                     log.delete_old_segments(now, keep_files=keep_deleted)
                     deleted.extend(log.take_deleted_paths())
@@ -531,6 +530,24 @@ class LogManager:
         if closed:
             logger.debug("closed %d descriptors of idle segments", closed)
         return deleted
+
+    def compact(self, policies: Mapping[str, CleanupPolicy], now_ms: int | None = None) -> int:
+        """One log-cleaner pass (on a worker thread): compact every log of a
+        ``cleanup.policy=compact`` topic that has something to clean; returns the number
+        of logs cleaned. A failure in one partition is logged and never stops the others."""
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        cleaned = 0
+        for (topic, partition), log in sorted(self.logs().items()):
+            policy = policies.get(topic)
+            if policy is None or not policy.compact or self._closed:
+                continue
+            try:
+                if self.cleaner.needs_cleaning(log, policy.delete_retention_ms, now):
+                    self.cleaner.clean(log, policy.delete_retention_ms, now)
+                    cleaned += 1
+            except Exception:
+                logger.exception("%s-%d: log cleanup failed (compaction)", topic, partition)
+        return cleaned
 
     def close(self) -> None:
         """Flush and close every log, checkpoint, then write the clean-shutdown marker."""

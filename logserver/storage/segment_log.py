@@ -19,6 +19,7 @@ from typing import Any
 
 from kafkaproto.batch import Compression, parse_header
 from logserver.broker_overrides import BrokerOverrides
+from logserver.cleaner_schedule import run_cleaner
 from logserver.cluster_meta import load_or_create_cluster_id, read_cluster_id
 from logserver.config import Config
 from logserver.durability import Durability
@@ -113,6 +114,7 @@ class SegmentLogStorage(PartitionedStorage):
         self._producer_ids: ProducerIdAllocator | None = None
         self._reserving: asyncio.Lock | None = None
         self._retention: asyncio.Task[None] | None = None
+        self._cleaner: asyncio.Task[None] | None = None
         self._cluster_id = ""
         offload_min = config["produce.validation.thread.min.bytes"]
         # Large compressed batches validated off the event loop (logserver.validation_offload).
@@ -142,14 +144,16 @@ class SegmentLogStorage(PartitionedStorage):
     async def start(self) -> None:
         self._durability.start()
         assert self._manager is not None
-        self._retention = asyncio.get_running_loop().create_task(
-            run_retention(self._manager, self._config))
+        loop = asyncio.get_running_loop()
+        self._retention = loop.create_task(run_retention(self._manager, self._config))
+        self._cleaner = loop.create_task(run_cleaner(self._manager, self._config))
 
     async def close(self) -> None:
-        if self._retention is not None:
-            self._retention.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._retention
+        for task in (self._retention, self._cleaner):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         for state in self._topics.values():
             for partition in state.partitions:
                 partition.retire()  # appends still being validated are refused, not written
