@@ -70,6 +70,30 @@ def test_scala_version_fallbacks(tmp_path: Path) -> None:
     assert kafka_package("4.0.1", "2.13") == "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1"
 
 
+# pyspark line -> the jars its wheel ships and the connector built for it
+PYSPARK_LINES = [
+    ("3.5.9", ["scala-library-2.12.18.jar", "spark-core_2.12-3.5.9.jar"], "spark-sql-kafka-0-10_2.12:3.5.9"),
+    ("4.0.1", ["scala-library-2.13.16.jar", "spark-core_2.13-4.0.1.jar"], "spark-sql-kafka-0-10_2.13:4.0.1"),
+    ("4.3.0", ["scala-library-2.13.17.jar", "spark-core_2.13-4.3.0.jar"], "spark-sql-kafka-0-10_2.13:4.3.0"),
+]
+
+
+@pytest.mark.parametrize(("version", "shipped", "artifact"), PYSPARK_LINES, ids=[v for v, _, _ in PYSPARK_LINES])
+def test_connector_coordinates_follow_the_pyspark_line(tmp_path: Path, version: str, shipped: list[str], artifact: str) -> None:
+    """pyspark 3.5 is Scala 2.12, 4.x is Scala 2.13: the download asks for the connector of
+    the same Scala and Spark version, and local jars of another line are called a mismatch."""
+    touch(tmp_path / "pyspark" / "jars", *shipped)
+    scala = scala_binary_version(tmp_path / "pyspark" / "jars")
+    assert kafka_package(spark_version(f"{version}.dev0"), scala) == f"org.apache.spark:{artifact}"
+    conn = find_connector(NO_ENV, home=tmp_path / "home", version=version, scala=scala)
+    assert conn.mode == "packages" and conn.packages == f"org.apache.spark:{artifact}"
+    assert conn.spark_conf() == {"spark.jars.packages": f"org.apache.spark:{artifact}"}
+    wrong = "spark-sql-kafka-0-10_2.12-3.5.9.jar" if scala == "2.13" else "spark-sql-kafka-0-10_2.13-4.0.1.jar"
+    touch(tmp_path / "other-line", wrong)
+    text = " ".join(find_connector({ENV_JARS: str(tmp_path / "other-line")}, version=version, scala=scala).warnings)
+    assert "version mismatch" in text and f"{artifact.replace(':', '-')}.jar" in text
+
+
 # --------------------------------------------------------------------------- SPARK_KAFKA_JARS
 def test_local_jars_dir_puts_every_jar_on_the_classpath(tmp_path: Path) -> None:
     touch(tmp_path, *CONNECTOR_JARS, "extra-dependency-1.0.jar", "README.txt")
