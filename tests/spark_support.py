@@ -125,9 +125,6 @@ def run_module(*args: str, timeout: float = 120.0, env: dict[str, str] | None = 
     """``python -m spark_examples.<...>`` with the repository on PYTHONPATH."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH", "")) if p)
-    jars = kafka_jars_dir()
-    if jars is not None:  # the examples find the jars the tests found (the shared ones too)
-        full_env[ENV_JARS] = str(jars)
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", *args],
