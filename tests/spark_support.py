@@ -106,9 +106,10 @@ def require_connector(spark: SparkSession) -> None:
     if has_kafka_source(spark):
         return
     conn = connector()
+    shared = "" if os.environ.get(ENV_JARS) else f"; {shared_jars_dir()} does not exist"
     no_connector(
-        f"Spark's Kafka connector is not on the classpath ({conn.source}; {shared_jars_dir()} "
-        f"does not exist). To run these tests put the jars of {kafka_package()} and its "
+        f"Spark's Kafka connector is not on the classpath ({conn.source}{shared}). To run "
+        f"these tests put the jars of {kafka_package()} and its "
         f"dependencies (spark-token-provider-kafka-0-10, kafka-clients, commons-pool2) in a "
         f"directory and set {ENV_JARS}=/that/dir"
     )
