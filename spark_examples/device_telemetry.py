@@ -13,7 +13,8 @@ into Parquet, at-least-once into Kafka, as Spark documents for these sinks).
 
 Run: ``python -m spark_examples.device_telemetry --bootstrap-servers 127.0.0.1:9092`` or
 ``spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.12:3.5.9
-spark_examples/device_telemetry.py`` (the repository root on PYTHONPATH or installed).
+spark_examples/device_telemetry.py`` (the repository root on PYTHONPATH or installed;
+coordinates for pyspark 3.5.9, ``python -m spark_examples.session`` prints the installed one's).
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ source takes it:
   partition with ``--partitions``, else Spark's global ``startingTimestamp``);
   ``--starting-offsets-by-timestamp JSON`` passes per-partition times as they are.
 
+A range that names partitions reads exactly those (``assign``): Spark's Kafka source
+refuses per-partition offsets or times that leave out any partition it reads, so
+``subscribe`` (every partition) works only when all of them are named.
+
 Tables (``--table``): ``latest`` (default, each device's last reading: the device
 state table), ``readings`` (every parsed reading) or ``stats`` (windowed aggregates, as
 device_telemetry computes them). Written to Parquet (overwrite) and shown.
@@ -126,7 +130,29 @@ def offset_options(
     if any(k.endswith("Timestamp") for k in opts):
         # A time after the last record: start at the end instead of failing the query.
         opts["startingOffsetsByTimestampStrategy"] = "latest"
+    named = named_partitions(opts)
+    if named:
+        del opts["subscribe"]
+        opts["assign"] = json.dumps(named)
     return opts
+
+
+PER_PARTITION_OPTIONS = ("startingOffsets", "endingOffsets", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp")
+
+
+def named_partitions(opts: dict[str, str]) -> dict[str, list[int]]:
+    """Topic -> partitions named by the per-partition options (empty: none are), checked
+    to agree, since Spark asks each of them to cover every partition it reads."""
+    named: dict[str, list[int]] = {}
+    for name in PER_PARTITION_OPTIONS:
+        value = opts.get(name)
+        if value is None or value in ("earliest", "latest"):
+            continue
+        parts = {t: sorted(int(p) for p in ps) for t, ps in json.loads(value).items()}
+        if named and parts != named:
+            raise ValueError(f"{name} names partitions {parts}, another option names {named}: they must agree")
+        named = parts
+    return named
 
 
 # --------------------------------------------------------------------------- transform (pure)

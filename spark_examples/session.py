@@ -13,7 +13,10 @@ The ``format("kafka")`` source and sink are not inside the pyspark wheel: they l
    so no network is needed on later runs.
 4. Otherwise ``spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_<scala>:<spark>``,
    the coordinates matched to the installed pyspark (Scala version read from the
-   ``scala-library-*.jar`` shipped in pyspark's ``jars/`` directory). Spark downloads
+   ``scala-library-*.jar`` shipped in pyspark's ``jars/`` directory): pyspark 3.5.x is
+   built for Scala 2.12 (``spark-sql-kafka-0-10_2.12:3.5.9``), pyspark 4.x for Scala 2.13
+   (``spark-sql-kafka-0-10_2.13:4.0.1``); a connector of another Scala or Spark line
+   fails at run time. Spark downloads
    them from Maven Central at start-up. ``SPARK_KAFKA_PACKAGES`` overrides the
    coordinates; ``SPARK_KAFKA_PACKAGES=none`` turns this step off.
 
@@ -63,13 +66,15 @@ def pyspark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def spark_version() -> str:
-    """Installed pyspark version without local/dev suffixes: '3.5.9', '4.0.1'."""
-    import pyspark
+def spark_version(text: str | None = None) -> str:
+    """Installed pyspark version (or ``text``) without local/dev suffixes: '3.5.9', '4.0.1'."""
+    if text is None:
+        import pyspark
 
-    m = re.match(r"\d+\.\d+\.\d+", pyspark.__version__)
+        text = pyspark.__version__
+    m = re.match(r"\d+\.\d+\.\d+", text)
     if not m:
-        raise ConnectorError(f"cannot read a Spark version from pyspark {pyspark.__version__!r}")
+        raise ConnectorError(f"cannot read a Spark version from pyspark {text!r}")
     return m.group(0)
 
 

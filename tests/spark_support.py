@@ -2,10 +2,12 @@
 
 ``spark_session()`` builds the session on first use and returns the same one after that,
 so every test module's ``spark`` fixture (session scope) shares a single JVM: local[2],
-2 shuffle partitions, UI off, UTC. If Spark's Kafka connector jars are on this machine
-(``SPARK_KAFKA_JARS`` or the Ivy cache) they are put on the session's classpath, never
-downloaded, and ``require_connector`` skips the tests that need them otherwise, with
-the exact reason.
+2 shuffle partitions, UI off, UTC. Spark's Kafka connector jars are put on the session's
+classpath from this machine, never downloaded: ``SPARK_KAFKA_JARS`` if set, else
+``<repo>/../shared/jars/spark-<major.minor of pyspark>`` (where CI keeps them, beside the
+clone), else the Ivy cache. Without them ``require_connector`` skips the tests that need
+them, with the exact reason, except in CI (``CI=true``), where it fails them: tests that
+never run rot.
 
 pyspark is a test dependency (the ``test`` extra): a missing pyspark fails collection
 loudly rather than skipping.
@@ -19,7 +21,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import NoReturn
 
 import pyspark  # noqa: F401 - fail loudly here when the test extra is not installed
 import pytest
@@ -32,9 +36,11 @@ from spark_examples.session import (
     find_connector,
     has_kafka_source,
     kafka_package,
+    spark_version,
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+ENV_CI = "CI"
 
 _SESSION: SparkSession | None = None
 _CONNECTOR: Connector | None = None
@@ -48,11 +54,35 @@ TEST_CONF = {
 }
 
 
+def shared_jars_dir(repo_root: Path = REPO_ROOT, version: str | None = None) -> Path:
+    """``<repo>/../shared/jars/spark-<major.minor>``: where CI keeps the connector jars
+    for each pyspark line, beside the fresh clone (never inside the project)."""
+    major_minor = ".".join((version or spark_version()).split(".")[:2])
+    return repo_root.parent / "shared" / "jars" / f"spark-{major_minor}"
+
+
+def kafka_jars_dir(env: Mapping[str, str] | None = None, repo_root: Path = REPO_ROOT, version: str | None = None) -> Path | None:
+    """The connector jars directory the tests use: ``SPARK_KAFKA_JARS`` if set (even when
+    wrong, so that a typo fails loudly), else the shared one if it exists, else None."""
+    env = os.environ if env is None else env
+    if env.get(ENV_JARS):
+        return Path(env[ENV_JARS]).expanduser()
+    shared = shared_jars_dir(repo_root, version)
+    return shared if shared.is_dir() else None
+
+
+def in_ci(env: Mapping[str, str] | None = None) -> bool:
+    """``CI=true``, as GitHub Actions, GitLab CI and our .ci/run set it."""
+    env = os.environ if env is None else env
+    return env.get(ENV_CI, "").strip().lower() == "true"
+
+
 def connector() -> Connector:
     """The connector as found on this machine, local jars only (no download in tests)."""
     global _CONNECTOR
     if _CONNECTOR is None:
-        _CONNECTOR = find_connector(env={k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}, allow_download=False)
+        env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
+        _CONNECTOR = find_connector(env=env, jars_dir=kafka_jars_dir(env), allow_download=False)
     return _CONNECTOR
 
 
@@ -71,15 +101,25 @@ def spark_session() -> SparkSession:
 
 
 def require_connector(spark: SparkSession) -> None:
-    """Skip (with the reason) when format('kafka') cannot load in the shared session."""
+    """Skip (with the reason) when format('kafka') cannot load in the shared session;
+    fail instead in CI."""
     if has_kafka_source(spark):
         return
     conn = connector()
-    pytest.skip(
-        f"Spark's Kafka connector jars are not available: {conn.source}. To run these tests put "
-        f"the jars of {kafka_package()} and its dependencies (spark-token-provider-kafka-0-10, "
-        f"kafka-clients, commons-pool2) in a directory and set {ENV_JARS}=/that/dir"
+    shared = "" if os.environ.get(ENV_JARS) else f"; {shared_jars_dir()} does not exist"
+    no_connector(
+        f"Spark's Kafka connector is not on the classpath ({conn.source}{shared}). To run "
+        f"these tests put the jars of {kafka_package()} and its "
+        f"dependencies (spark-token-provider-kafka-0-10, kafka-clients, commons-pool2) in a "
+        f"directory and set {ENV_JARS}=/that/dir"
     )
+
+
+def no_connector(reason: str, env: Mapping[str, str] | None = None) -> NoReturn:
+    """Outside CI a missing connector skips; in CI (``CI=true``) it fails the test."""
+    if in_ci(env):
+        pytest.fail(f"{ENV_CI}=true and {reason}", pytrace=False)
+    pytest.skip(reason)
 
 
 def run_module(*args: str, timeout: float = 120.0, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

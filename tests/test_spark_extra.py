@@ -1,5 +1,6 @@
 """The ``spark`` extra installs everything ``spark_examples`` imports, at the versions
-the rest of the project is tested with (pyspark pinned as in the ``test`` extra)."""
+the rest of the project is tested with (pyspark: the 3.5 and 4 lines, whose connector
+spark_examples.session picks; the ``test`` extra pins the one CI runs)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 import sys
 import tomllib
 
+from packaging.requirements import Requirement
 from serverproc import REPO_ROOT
 
 OUR_PACKAGES = {"kafkaproto", "logserver", "mqtt_bridge", "spark_examples"}
@@ -52,8 +54,18 @@ def test_spark_extra_pins_what_the_tests_use():
     pins = {_name(r): r for r in extras["test"]}
     for requirement in extras["spark"]:
         name = _name(requirement)
-        if name in pins:
+        if name in pins and name != "pyspark":
             assert requirement.replace(" ", "") == pins[name].replace(" ", ""), (requirement,
                                                                                   pins[name])
-    assert "pyspark==3.5.9" in extras["spark"]
+    assert "pyspark==3.5.9" in extras["test"]
     assert importlib.metadata.version("pyspark") == "3.5.9"
+
+
+def test_spark_extra_takes_pyspark_3_5_and_4():
+    """Both Spark lines users run (Scala 2.12 and 2.13 builds), the tested pin among them."""
+    (pyspark,) = [Requirement(r) for r in _extras()["spark"] if _name(r) == "pyspark"]
+    accepted = ["3.5.9", "3.5.10", "4.0.0", "4.0.1", "4.1.0", "4.3.0"]
+    refused = ["3.4.4", "3.5.8", "5.0.0"]
+    assert [v for v in accepted + refused if pyspark.specifier.contains(v)] == accepted
+    (tested,) = [Requirement(r) for r in _extras()["test"] if _name(r) == "pyspark"]
+    assert all(pyspark.specifier.contains(s.version) for s in tested.specifier)

@@ -9,6 +9,7 @@ cache of an earlier ``spark.jars.packages`` download) and otherwise skip, saying
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from kafka import KafkaProducer
@@ -20,7 +21,14 @@ from spark_examples import anomaly_alerts, common, device_telemetry, replay, sim
 from spark_examples.kafkaframe import fetch_records, records_to_frame
 from spark_examples.schemas import KAFKA_SOURCE_SCHEMA
 
-END_MS = 1_800_000_000_000
+MIN = 60_000
+
+
+def recent_minute_ms(minutes_ago: int = 10) -> int:
+    """A minute boundary a few minutes before now, as epoch ms. Record timestamps must be
+    near the broker's clock: it refuses CreateTimes more than message.timestamp.after.max.ms
+    (one hour, as in Kafka 4) in the future, so tests cannot use fixed dates."""
+    return (int(time.time() * 1000) // MIN - minutes_ago) * MIN
 
 
 @pytest.fixture(scope="session")
@@ -45,13 +53,15 @@ def produce_timed(bootstrap: str, topic: str, items: list[tuple[bytes, bytes, in
         p.close(timeout=10)
 
 
-def read_batch(spark: SparkSession, bootstrap: str, topic: str, **opts: str):
+def read_batch(spark: SparkSession, bootstrap: str, topic: str | None = None, **opts: str):
+    """A batch read of ``topic`` (or of what ``opts`` subscribe/assign)."""
     reader = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
         .option("includeHeaders", "true")
     )
+    if topic is not None:
+        reader = reader.option("subscribe", topic)
     for k, v in opts.items():
         reader = reader.option(k, v)
     return reader.load()
@@ -60,7 +70,8 @@ def read_batch(spark: SparkSession, bootstrap: str, topic: str, **opts: str):
 def test_kafka_source_yields_the_rows_the_tests_build(spark, module_server) -> None:
     """The equivalence the connector-free tests rely on, checked against the real source."""
     topic = "connector-equivalence"
-    items = [(f"k{i % 4}".encode(), f"v{i}".encode(), END_MS + i) for i in range(20)]
+    base = recent_minute_ms()
+    items = [(f"k{i % 4}".encode(), f"v{i}".encode(), base + i) for i in range(20)]
     produce_timed(module_server.bootstrap, topic, items[:10])
     produce_timed(module_server.bootstrap, topic, items[10:], headers=[("mqtt.topic", b"devices/x/telemetry")])
     real = read_batch(spark, module_server.bootstrap, topic, startingOffsets="earliest", endingOffsets="latest")
@@ -73,8 +84,9 @@ def test_kafka_source_yields_the_rows_the_tests_build(spark, module_server) -> N
 def test_device_telemetry_pipeline_against_logserver(spark, module_server, tmp_path) -> None:
     bs = module_server.bootstrap
     topic, out_topic = "connector-telemetry", "connector-telemetry-aggregates"
-    sent = list(simulate.generate(3, 36, step_ms=10_000, end_ms=END_MS, seed=5))  # 6 minutes per device
-    produce_timed(bs, topic, [(r.device_id.encode(), r.payload, END_MS) for r in sent])
+    end_ms = recent_minute_ms(1)
+    sent = list(simulate.generate(3, 36, step_ms=10_000, end_ms=end_ms, seed=5))  # 6 minutes per device
+    produce_timed(bs, topic, [(r.device_id.encode(), r.payload, end_ms) for r in sent])
     args = device_telemetry.build_parser().parse_args([
         "--bootstrap-servers", bs, "--topic", topic, "--output-topic", out_topic,
         "--output-dir", str(tmp_path / "out"), "--checkpoint-dir", str(tmp_path / "ckpt"), "--available-now",
@@ -95,20 +107,25 @@ def test_device_telemetry_pipeline_against_logserver(spark, module_server, tmp_p
 def test_replay_reads_offset_and_timestamp_ranges(spark, module_server) -> None:
     bs = module_server.bootstrap
     topic = "connector-replay"
-    items = [(b"dev", json.dumps({"device_id": "dev", "ts": END_MS + i * 1000, "temperature": float(i)}).encode(), END_MS + i * 1000) for i in range(10)]
+    base = recent_minute_ms()
+    items = [(b"dev", json.dumps({"device_id": "dev", "ts": base + i * 1000, "temperature": float(i)}).encode(), base + i * 1000) for i in range(10)]
     produce_timed(bs, topic, items)  # one key: all in one partition
-    part = fetch_records(bs, topic, min_records=10)[0].partition
+    written = fetch_records(bs, topic, min_records=10)
+    part = written[0].partition
+    # the by-timestamp ranges use the CreateTimes the log holds, as a user reads them
+    ts = {r.offset: r.timestamp for r in written}
+    assert sorted(ts.values()) == [base + i * 1000 for i in range(10)]
 
     opts = replay.offset_options(topic, partition_offsets=[f"{part}=2:5"])
-    rows = read_batch(spark, bs, topic, **{k: v for k, v in opts.items() if k != "subscribe"}).collect()
+    rows = read_batch(spark, bs, **opts).collect()
     assert sorted(r["offset"] for r in rows) == [2, 3, 4]
 
-    opts = replay.offset_options(topic, since=str(END_MS + 6000), partitions=[0, 1, 2])
-    rows = read_batch(spark, bs, topic, **{k: v for k, v in opts.items() if k != "subscribe"}).collect()
+    opts = replay.offset_options(topic, since=str(ts[6]), partitions=[0, 1, 2])
+    rows = read_batch(spark, bs, **opts).collect()
     assert sorted(r["offset"] for r in rows) == [6, 7, 8, 9]
 
-    opts = replay.offset_options(topic, since=str(END_MS + 2000), until=str(END_MS + 4000))
-    df = read_batch(spark, bs, topic, **{k: v for k, v in opts.items() if k != "subscribe"})
+    opts = replay.offset_options(topic, since=str(ts[2]), until=str(ts[4]))
+    df = read_batch(spark, bs, **opts)
     assert sorted(r["offset"] for r in df.collect()) == [2, 3]
     latest = replay.transform(df, "latest").collect()
     assert [(r["device_id"], r["temperature"], r["readings"]) for r in latest] == [("dev", 3.0, 2)]
@@ -117,8 +134,9 @@ def test_replay_reads_offset_and_timestamp_ranges(spark, module_server) -> None:
 def test_anomaly_alerts_pipeline_writes_commands(spark, module_server, tmp_path) -> None:
     bs = module_server.bootstrap
     topic, commands = "connector-alerts", "connector-commands"
-    items = [(b"hot", json.dumps({"device_id": "hot", "ts": END_MS + i * 10_000, "temperature": 90.0}).encode(), END_MS) for i in range(6)]
-    items += [(b"ok", json.dumps({"device_id": "ok", "ts": END_MS, "temperature": 20.0}).encode(), END_MS)]
+    base = recent_minute_ms()
+    items = [(b"hot", json.dumps({"device_id": "hot", "ts": base + i * 10_000, "temperature": 90.0}).encode(), base) for i in range(6)]
+    items += [(b"ok", json.dumps({"device_id": "ok", "ts": base, "temperature": 20.0}).encode(), base)]
     produce_timed(bs, topic, items)
     args = anomaly_alerts.build_parser().parse_args([
         "--bootstrap-servers", bs, "--topic", topic, "--commands-topic", commands, "--starting-offsets", "earliest",

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from spark_support import REPO_ROOT, run_module
+from spark_support import (
+    REPO_ROOT,
+    in_ci,
+    kafka_jars_dir,
+    no_connector,
+    run_module,
+    shared_jars_dir,
+)
 
 from spark_examples import replay, simulate
 from spark_examples.session import (
@@ -63,6 +70,30 @@ def test_scala_version_fallbacks(tmp_path: Path) -> None:
     assert kafka_package("4.0.1", "2.13") == "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1"
 
 
+# pyspark line -> the jars its wheel ships and the connector built for it
+PYSPARK_LINES = [
+    ("3.5.9", ["scala-library-2.12.18.jar", "spark-core_2.12-3.5.9.jar"], "spark-sql-kafka-0-10_2.12:3.5.9"),
+    ("4.0.1", ["scala-library-2.13.16.jar", "spark-core_2.13-4.0.1.jar"], "spark-sql-kafka-0-10_2.13:4.0.1"),
+    ("4.3.0", ["scala-library-2.13.17.jar", "spark-core_2.13-4.3.0.jar"], "spark-sql-kafka-0-10_2.13:4.3.0"),
+]
+
+
+@pytest.mark.parametrize(("version", "shipped", "artifact"), PYSPARK_LINES, ids=[v for v, _, _ in PYSPARK_LINES])
+def test_connector_coordinates_follow_the_pyspark_line(tmp_path: Path, version: str, shipped: list[str], artifact: str) -> None:
+    """pyspark 3.5 is Scala 2.12, 4.x is Scala 2.13: the download asks for the connector of
+    the same Scala and Spark version, and local jars of another line are called a mismatch."""
+    touch(tmp_path / "pyspark" / "jars", *shipped)
+    scala = scala_binary_version(tmp_path / "pyspark" / "jars")
+    assert kafka_package(spark_version(f"{version}.dev0"), scala) == f"org.apache.spark:{artifact}"
+    conn = find_connector(NO_ENV, home=tmp_path / "home", version=version, scala=scala)
+    assert conn.mode == "packages" and conn.packages == f"org.apache.spark:{artifact}"
+    assert conn.spark_conf() == {"spark.jars.packages": f"org.apache.spark:{artifact}"}
+    wrong = "spark-sql-kafka-0-10_2.12-3.5.9.jar" if scala == "2.13" else "spark-sql-kafka-0-10_2.13-4.0.1.jar"
+    touch(tmp_path / "other-line", wrong)
+    text = " ".join(find_connector({ENV_JARS: str(tmp_path / "other-line")}, version=version, scala=scala).warnings)
+    assert "version mismatch" in text and f"{artifact.replace(':', '-')}.jar" in text
+
+
 # --------------------------------------------------------------------------- SPARK_KAFKA_JARS
 def test_local_jars_dir_puts_every_jar_on_the_classpath(tmp_path: Path) -> None:
     touch(tmp_path, *CONNECTOR_JARS, "extra-dependency-1.0.jar", "README.txt")
@@ -93,6 +124,34 @@ def test_local_jars_dir_problems_are_explained(tmp_path: Path) -> None:
     text = " ".join(conn.warnings)
     assert "spark-sql-kafka-0-10_2.12-3.5.9.jar" in text and "version mismatch" in text
     assert "commons-pool2" in text and "spark-token-provider" in text
+
+
+# --------------------------------------------------------------------------- the tests' own jars
+def test_tests_find_the_shared_jars_beside_the_clone(tmp_path: Path) -> None:
+    """SPARK_KAFKA_JARS wins; else <repo>/../shared/jars/spark-<major.minor> if it exists."""
+    repo = tmp_path / "clone"
+    repo.mkdir()
+    assert shared_jars_dir(repo, "3.5.9") == tmp_path / "shared" / "jars" / "spark-3.5"
+    assert shared_jars_dir(repo, "4.3.0") == tmp_path / "shared" / "jars" / "spark-4.3"
+    assert kafka_jars_dir(NO_ENV, repo, "3.5.9") is None
+    touch(tmp_path / "shared" / "jars" / "spark-4.0", *CONNECTOR_JARS)  # another pyspark line's
+    assert kafka_jars_dir(NO_ENV, repo, "3.5.9") is None
+    touch(tmp_path / "shared" / "jars" / "spark-3.5", *CONNECTOR_JARS)
+    assert kafka_jars_dir(NO_ENV, repo, "3.5.9") == tmp_path / "shared" / "jars" / "spark-3.5"
+    assert kafka_jars_dir({ENV_JARS: ""}, repo, "3.5.9") == tmp_path / "shared" / "jars" / "spark-3.5"
+    assert kafka_jars_dir({ENV_JARS: str(tmp_path / "mine")}, repo, "3.5.9") == tmp_path / "mine"
+    conn = find_connector(NO_ENV, jars_dir=kafka_jars_dir(NO_ENV, repo, "3.5.9"), home=tmp_path / "home", version="3.5.9", scala="2.12")
+    assert conn.mode == "jars" and len(conn.jars) == 4 and conn.warnings == []
+
+
+def test_missing_connector_skips_but_fails_in_ci() -> None:
+    """Tests that never run rot: in CI a missing connector is a failure, not a skip."""
+    assert in_ci({"CI": "true"}) and in_ci({"CI": "TRUE"})
+    assert not in_ci(NO_ENV) and not in_ci({"CI": "false"}) and not in_ci({"CI": ""})
+    with pytest.raises(pytest.fail.Exception, match="CI=true and no jars here"):
+        no_connector("no jars here", {"CI": "true"})
+    with pytest.raises(pytest.skip.Exception, match="^no jars here$"):
+        no_connector("no jars here", {"CI": "false"})
 
 
 # --------------------------------------------------------------------------- Ivy cache
@@ -230,12 +289,16 @@ def test_replay_offset_options() -> None:
     o = replay.offset_options("t", partition_offsets=["0=5:10", "2=:"])
     assert json.loads(o["startingOffsets"]) == {"t": {"0": 5, "2": -2}}
     assert json.loads(o["endingOffsets"]) == {"t": {"0": 10, "2": -1}}
+    # Spark's source wants every partition it reads named: read only the named ones
+    assert json.loads(o["assign"]) == {"t": [0, 2]} and "subscribe" not in o
     o = replay.offset_options("t", since="2026-01-01T00:00:00Z", until="1767225660000", partitions=[0, 1])
     assert json.loads(o["startingOffsetsByTimestamp"]) == {"t": {"0": 1767225600000, "1": 1767225600000}}
     assert json.loads(o["endingOffsetsByTimestamp"]) == {"t": {"0": 1767225660000, "1": 1767225660000}}
+    assert json.loads(o["assign"]) == {"t": [0, 1]} and "subscribe" not in o
     assert o["startingOffsetsByTimestampStrategy"] == "latest"
     o = replay.offset_options("t", since="2026-01-01T00:00:00")
     assert o["startingTimestamp"] == "1767225600000"
+    assert o["subscribe"] == "t" and "assign" not in o  # a global time covers every partition
     js = '{"t": {"0": 1767225600000}}'
     assert replay.offset_options("t", starting_by_timestamp=js)["startingOffsetsByTimestamp"] == js
     for bad in (
@@ -247,6 +310,7 @@ def test_replay_offset_options() -> None:
         {"partition_offsets": ["0=10:5"]},
         {"since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"},
         {"since": "yesterday"},
+        {"partition_offsets": ["0=1:2"], "ending_by_timestamp": '{"t": {"1": 1767225600000}}'},
     ):
         with pytest.raises(ValueError):
             replay.offset_options("t", **bad)
