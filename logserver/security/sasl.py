@@ -135,7 +135,7 @@ class SaslAuthenticator:
                                        "id that is different from username")
         stored = self._credentials.mechanisms_of(user)
         self._checking = True
-        return PasswordCheck(user, lambda: _check_plain(stored, password))
+        return PasswordCheck(user, lambda: check_password(stored, password))
 
     def password_checked(self, check: PasswordCheck, ok: bool) -> SaslReply:
         self._checking = False
@@ -150,7 +150,7 @@ class SaslAuthenticator:
 _DUMMY = make_credential("SCRAM-SHA-256", "unknown user", 4096, b"\0" * 32)
 
 
-def _check_plain(stored: dict[str, ScramCredential], password: str) -> bool:
+def check_password(stored: dict[str, ScramCredential], password: str) -> bool:
     """True when ``password`` matches one of the user's SCRAM credentials. An unknown user
     costs the same PBKDF2 work, so timing does not tell which users exist."""
     if not stored:
