@@ -98,10 +98,16 @@ def build_app(broker: Broker, auth_required: bool, consumers: Consumers) -> web.
         return count
 
     def partition_view(name: str, partition: int) -> dict[str, Any]:
-        leader = -1 if broker.routing.leader_error(name, partition) else broker.node_id
+        leader = broker.node_id
+        replicas: tuple[int, ...] = (leader,)
+        isr: tuple[int, ...] = (leader,)
+        if broker.cluster is not None:  # the cluster's registration (etcd)
+            state = broker.cluster.model.partition(name, partition)
+            leader, replicas, isr = ((-1, (), ()) if state is None
+                                     else (state.leader, state.replicas, state.isr))
         return {"partition": partition, "leader": leader,
-                "replicas": [{"broker": broker.node_id, "leader": leader == broker.node_id,
-                              "in_sync": True}]}
+                "replicas": [{"broker": r, "leader": r == leader, "in_sync": r in isr}
+                             for r in replicas]}
 
     def partition_arg(request: web.Request, count: int) -> int:
         try:
