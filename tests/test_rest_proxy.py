@@ -362,3 +362,50 @@ def test_basic_auth_against_scram_users_and_acls(tmp_path, server_factory, topic
     assert topic_name in requests.get(f"{srv.rest}/topics", auth=("alice", "alice-secret"),  # type: ignore[attr-defined]
                                       timeout=30).json()
     assert [r.value for r in kp_read(srv.bootstrap, topic_name)] == [b"1"]
+
+
+# -- cluster mode ---------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_cluster_produce_answers_not_leader_per_record(tmp_path, etcd, topic_name) -> None:
+    """Each broker serves the API; records for partitions another broker leads answer
+    50003 (NOT_LEADER_OR_FOLLOWER) per record, the others are written."""
+    from clusterprocs import Cluster
+
+    nodes = Cluster(tmp_path, etcd, 3, **{"default.replication.factor": 3})
+    rest = {}
+    for node, broker in nodes.brokers.items():
+        rest[node] = f"http://{HOST}:{free_port()}"
+        broker.settings["rest.proxy.listeners"] = rest[node]
+    try:
+        nodes.start()
+        create_topic(nodes.bootstrap, topic_name, 6)
+        url = f"{rest[1]}/topics/{topic_name}"
+
+        def leaders() -> dict[int, int] | None:
+            response = requests.get(f"{url}/partitions", timeout=30)
+            found = {p["partition"]: p["leader"] for p in response.json()} if response.ok else {}
+            return found if len(found) == 6 and -1 not in found.values() else None
+
+        placed = wait_for(leaders, "leaders of every partition")
+
+        def serving() -> bool:  # each leader has taken its partitions (reads answer 200)
+            return all(requests.get(f"{rest[n]}/topics/{topic_name}/partitions/{p}/records?offset=0"
+                                    "&timeout=0", timeout=30).status_code == 200
+                       for p, n in placed.items())
+
+        wait_for(serving, "leaders serving their partitions")
+        assert set(placed.values()) == {1, 2, 3}  # one broker leads only some partitions
+        with requests.Session() as s:
+            body = {"records": [{"value": p, "partition": p} for p in range(6)]}
+            offsets = post(s, url, body).json()["offsets"]
+        for p, answer in enumerate(offsets):
+            if placed[p] == 1:
+                assert (answer["offset"], answer["error_code"]) == (0, None), answer
+            else:
+                assert answer["error_code"] == 50003 and answer["offset"] is None, answer
+                assert "NOT_LEADER" in answer["error"]
+        got = kp_read(nodes.bootstrap, topic_name)
+        assert sorted(r.partition for r in got) == sorted(p for p, n in placed.items() if n == 1)
+    finally:
+        nodes.stop()

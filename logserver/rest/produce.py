@@ -70,7 +70,7 @@ class Producer:
                 if answer.error_code:
                     offsets[index] = {"partition": answer.index, "offset": None,
                                       "error_code": kafka_error_code(answer.error_code),
-                                      "error": answer.error_message or kafka_error_name(answer.error_code)}
+                                      "error": _error_text(answer.error_code, answer.error_message)}
                 else:
                     offsets[index] = {"partition": answer.index, "offset": answer.base_offset + i,
                                       "error_code": None, "error": None}
@@ -119,3 +119,8 @@ class Producer:
                                 f"{config.max_message_bytes}")
             batches[partition] = batch
         return batches
+
+
+def _error_text(error: int, message: str | None) -> str:
+    name = kafka_error_name(error)
+    return f"{name}: {message}" if message else name
