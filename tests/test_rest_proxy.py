@@ -199,6 +199,18 @@ def test_records_above_max_message_bytes_are_413_with_nothing_written(proxy, ses
         assert session.get(f"{url}/partitions/{p}/records?offset=0&timeout=0", timeout=30).json() == []
 
 
+def test_body_above_socket_request_max_bytes_is_413(server_factory, topic_name) -> None:
+    srv = rest_server(server_factory, **{"socket.request.max.bytes": 100_000})
+    create_topic(srv.bootstrap, topic_name, 1)
+    url = f"{srv.rest}/topics/{topic_name}"  # type: ignore[attr-defined]
+    with requests.Session() as s:
+        response = post(s, url, {"records": [{"value": "x" * 150_000}]})
+        assert response.status_code == 413, response.text
+        assert response.json()["error_code"] == 413
+        assert s.get(f"{url}/partitions/0/records?offset=0&timeout=0", timeout=30).json() == []
+        assert post(s, url, {"records": [{"value": "small"}]}).status_code == 200
+
+
 # -- records of one partition ---------------------------------------------------------------
 
 def test_records_by_offset_binary_json_and_long_poll(proxy, session, topic_name) -> None:
@@ -358,10 +370,15 @@ def test_basic_auth_against_scram_users_and_acls(tmp_path, server_factory, topic
                                               auth=("alice", "alice-secret"), timeout=30)).status_code == 200 and r,
                   "alice's ACLs")
     assert ok.json()["offsets"][0]["offset"] == 0
+    # A verified password is remembered for a minute; another password still is not taken.
+    again = requests.post(url, data=body, headers=headers, auth=("alice", "alice-secreT"), timeout=30)
+    assert again.status_code == 401
+    cached = requests.post(url, data=body, headers=headers, auth=("alice", "alice-secret"), timeout=30)
+    assert cached.json()["offsets"][0]["offset"] == 1
     assert requests.get(f"{srv.rest}/topics", auth=("bob", "bob-secret"), timeout=30).json() == []  # type: ignore[attr-defined]
     assert topic_name in requests.get(f"{srv.rest}/topics", auth=("alice", "alice-secret"),  # type: ignore[attr-defined]
                                       timeout=30).json()
-    assert [r.value for r in kp_read(srv.bootstrap, topic_name)] == [b"1"]
+    assert [r.value for r in kp_read(srv.bootstrap, topic_name)] == [b"1"] * 2
 
 
 # -- cluster mode ---------------------------------------------------------------------------
