@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_WAIT_MS = 30_000  # longest long poll a request may ask for
+# How long a stopping broker lets parked long polls run before dropping them (the
+# broker's whole shutdown grace is 5 s).
+SHUTDOWN_TIMEOUT_S = 1.0
 
 
 def reply(body: Any, status: int = 200, content_type: str = V2) -> web.Response:
@@ -213,7 +216,8 @@ class RestProxyServer:
     def __init__(self, broker: Broker, listeners: list[Listener], auth_required: bool) -> None:
         self.consumers = Consumers(broker, broker.config["consumer.instance.timeout.ms"])
         self._runner = web.AppRunner(build_app(broker, auth_required, self.consumers),
-                                     access_log=None, handle_signals=False)
+                                     access_log=None, handle_signals=False,
+                                     shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         self._listeners = listeners
         self.addresses: list[tuple[str, int]] = []
 
