@@ -192,6 +192,12 @@ SETTINGS: dict[str, Setting] = {
         Setting("admin.listeners", "http://127.0.0.1:9644", parse_admin_listeners,
                 "Admin HTTP API and Prometheus /metrics (http://host:port, comma separated; "
                 "empty: off). 9644 is Redpanda's admin port."),
+        Setting("rest.proxy.listeners", "http://127.0.0.1:8082", parse_admin_listeners,
+                "Confluent REST Proxy v2 API over HTTP (http://host:port, comma separated; "
+                "empty: off). 8082 is Confluent's and Redpanda's port; see docs/rest-proxy.md."),
+        Setting("consumer.instance.timeout.ms", "300000", _int_in(1000, 2**31 - 1),
+                "REST Proxy consumer instances idle longer than this are deleted "
+                "(Confluent's default, 5 minutes)."),
         Setting("admin.allowed.hosts", "", _name_list,
                 "Host names the admin HTTP API answers to besides IP addresses, localhost, "
                 "this machine's names and the admin listeners' hosts (comma separated; *: "

@@ -23,6 +23,7 @@ from logserver.handlers import HANDLERS
 from logserver.limits import ConnectionLimiter, reap_idle_connections
 from logserver.network import ConnectionStats, connection_factory
 from logserver.request_budget import RequestBudget
+from logserver.rest.app import RestProxyServer
 from logserver.security.listeners import ListenerSecurity, listener_security
 from logserver.security.tls_accept import tls_accepting
 
@@ -73,6 +74,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     handshakes: list[Callable[[], None]] = []
     bridge: BridgeSupervisor | None = None
     bridge_task: asyncio.Task[str | None] | None = None
+    rest_proxy: RestProxyServer | None = None
     admin_sock: socket.socket | None = None
     stop = stop or asyncio.Event()
     try:
@@ -103,6 +105,9 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
             log.info("listening on %s:%d (%s, %s)", listener.host, listener.port, listener.name,
                      security[listener.name].protocol)
         admin.log_addresses()  # not before: a start-up that fails says one line only
+        rest_proxy = RestProxyServer(broker, config["rest.proxy.listeners"],
+                                     auth_required=_authenticates(broker, security))
+        await rest_proxy.start()
         log.info("data in %s; durability: %s; event loop: %s", config.data_dir.resolve(),
                  broker.storage.durability_mode, type(loop).__module__.split(".")[0])
         if mqtt_bridge is not None:
@@ -136,6 +141,8 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
             task.cancel()
         for server in servers:
             server.close()
+        if rest_proxy is not None:
+            await rest_proxy.close()
         for close_handshakes in handshakes:
             close_handshakes()
         await broker.groups.close()  # parked joins are answered now, not at the grace limit
@@ -160,6 +167,12 @@ def _bridge_listener(config: Config, security: dict[str, ListenerSecurity]) -> s
             return str(listener.name)
     raise ConfigError("--mqtt-bridge needs a PLAINTEXT listener on the loopback address to "
                       "reach the log server (e.g. add PLAINTEXT://127.0.0.1:9092 to listeners)")
+
+
+def _authenticates(broker: Broker, security: dict[str, ListenerSecurity]) -> bool:
+    """The REST Proxy asks for HTTP basic credentials when the Kafka listeners
+    authenticate (SASL) or ACLs are on."""
+    return broker.authorizer is not None or any(s.uses_sasl for s in security.values())
 
 
 def bridge_admin_socket(admin_state: AdminState) -> socket.socket:

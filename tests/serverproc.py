@@ -36,6 +36,8 @@ def _server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     # Test servers run side by side: never Redpanda's default admin port 9644 (a free
     # one instead; a --admin.listeners flag, as ServerProcess passes, takes precedence).
     env["LOGSERVER_ADMIN_LISTENERS"] = f"http://{HOST}:0"
+    # Nor Confluent's REST Proxy port 8082: off unless a test sets rest.proxy.listeners.
+    env["LOGSERVER_REST_PROXY_LISTENERS"] = ""
     env.update(extra or {})
     return env
 

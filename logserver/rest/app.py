@@ -1,0 +1,242 @@
+"""aiohttp routes of the REST Proxy v2 API and the listener that serves them.
+
+Runs in the broker's event loop, as the admin listener does (logserver/admin/http.py);
+a port already in use is logged, not fatal. Each request first gets its principal
+(logserver.rest.auth), then runs through the Kafka handlers (logserver.rest.kafka_calls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from kafkaproto import ErrorCode
+from logserver.config import Listener
+from logserver.groups import INTERNAL_TOPICS
+from logserver.rest import kafka_calls
+from logserver.rest.auth import principal_of
+from logserver.rest.consumers import Consumers, add_consumer_routes
+from logserver.rest.errors import (
+    BAD_REQUEST,
+    PARTITION_NOT_FOUND,
+    TOO_LARGE,
+    TOPIC_NOT_FOUND,
+    RestError,
+    from_kafka,
+)
+from logserver.rest.formats import V2, accepted_format, decode, produce_format, response_type
+from logserver.rest.produce import Producer
+from logserver.security import checks
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+log = logging.getLogger(__name__)
+
+MAX_WAIT_MS = 30_000  # longest long poll a request may ask for
+# How long a stopping broker lets parked long polls run before dropping them (the
+# broker's whole shutdown grace is 5 s).
+SHUTDOWN_TIMEOUT_S = 1.0
+
+
+def reply(body: Any, status: int = 200, content_type: str = V2) -> web.Response:
+    return web.Response(text=json.dumps(body), status=status, content_type=content_type)
+
+
+async def read_json(request: web.Request) -> Any:
+    """The body as JSON (400 when it is not); None for an empty body."""
+    raw = await request.read()
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RestError(400, BAD_REQUEST, f"malformed JSON: {exc}") from None
+
+
+def int_param(request: web.Request, name: str, default: int | None = None) -> int:
+    text = request.query.get(name)
+    if text is None:
+        if default is None:
+            raise RestError(400, BAD_REQUEST, f"query parameter {name} is required")
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise RestError(400, BAD_REQUEST, f"query parameter {name} must be an integer") from None
+
+
+def build_app(broker: Broker, auth_required: bool, consumers: Consumers) -> web.Application:
+    producer = Producer(broker)
+
+    @web.middleware
+    async def errors(request: web.Request,
+                     handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        try:
+            principal = await principal_of(broker, auth_required,
+                                           request.headers.get("Authorization"))
+            kafka_calls.act_as(principal, f"{request.remote or ''}:0")
+            return await handler(request)
+        except RestError as exc:
+            response = reply(exc.body(), exc.status)
+            if exc.status == 401:
+                response.headers["WWW-Authenticate"] = 'Basic realm="logserver"'
+            return response
+        except web.HTTPRequestEntityTooLarge as exc:
+            return reply({"error_code": TOO_LARGE, "message": exc.text}, 413)
+        except web.HTTPException as exc:
+            return reply({"error_code": exc.status, "message": exc.reason}, exc.status)
+
+    def topic_known(name: str) -> int:
+        if checks.denied(broker, checks.METADATA_TOPIC, name):
+            raise from_kafka(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"topic {name}")
+        count = broker.topics.partition_count(name)
+        if count is None:
+            raise RestError(404, TOPIC_NOT_FOUND, f"Topic {name} not found.")
+        return count
+
+    def partition_view(name: str, partition: int) -> dict[str, Any]:
+        leader = broker.node_id
+        replicas: tuple[int, ...] = (leader,)
+        isr: tuple[int, ...] = (leader,)
+        if broker.cluster is not None:  # the cluster's registration (etcd)
+            state = broker.cluster.model.partition(name, partition)
+            leader, replicas, isr = ((-1, (), ()) if state is None
+                                     else (state.leader, state.replicas, state.isr))
+        return {"partition": partition, "leader": leader,
+                "replicas": [{"broker": r, "leader": r == leader, "in_sync": r in isr}
+                             for r in replicas]}
+
+    def partition_arg(request: web.Request, count: int) -> int:
+        try:
+            partition = int(request.match_info["partition"])
+        except ValueError:
+            raise RestError(404, PARTITION_NOT_FOUND, "Partition not found.") from None
+        if not 0 <= partition < count:
+            raise RestError(404, PARTITION_NOT_FOUND, f"Partition {partition} not found.")
+        return partition
+
+    async def list_topics(_: web.Request) -> web.Response:
+        names = sorted(name for name in broker.topics.topic_names()
+                       if name not in INTERNAL_TOPICS
+                       and checks.allowed(broker, checks.METADATA_TOPIC, name))
+        return reply(names)
+
+    async def get_topic(request: web.Request) -> web.Response:
+        name = request.match_info["topic"]
+        count = topic_known(name)
+        configs = dict(broker.storage.topic_overrides(name) or {})
+        return reply({"name": name, "configs": configs,
+                      "partitions": [partition_view(name, p) for p in range(count)]})
+
+    async def get_partitions(request: web.Request) -> web.Response:
+        name = request.match_info["topic"]
+        return reply([partition_view(name, p) for p in range(topic_known(name))])
+
+    async def get_partition(request: web.Request) -> web.Response:
+        name = request.match_info["topic"]
+        return reply(partition_view(name, partition_arg(request, topic_known(name))))
+
+    async def produce(request: web.Request) -> web.Response:
+        fmt = produce_format(request.headers.get("Content-Type", ""))
+        body = await read_json(request)
+        partition = None
+        if "partition" in request.match_info:
+            partition = partition_arg(request, topic_known(request.match_info["topic"]))
+        answer = await producer.produce(request.match_info["topic"], fmt, body, partition)
+        return reply(answer)
+
+    async def records(request: web.Request) -> web.Response:
+        """Redpanda's GET .../partitions/{p}/records?offset=&timeout=&max_bytes=."""
+        name = request.match_info["topic"]
+        partition = partition_arg(request, topic_known(name))
+        offset = int_param(request, "offset")
+        timeout_ms = min(max(int_param(request, "timeout", 1000), 0), MAX_WAIT_MS)
+        max_bytes = max(int_param(request, "max_bytes", 1_048_576), 1)
+        fmt = accepted_format(request.headers.get("Accept", ""))
+        error = kafka_calls.read_error(broker, name, partition)
+        if error:
+            raise from_kafka(error, f"{name}-{partition}")
+        start = broker.storage.log_start_offset(name, partition) or 0
+        if offset < start:
+            raise RestError(416, 41601, f"offset {offset} is below the log start offset {start}")
+        found = await read_waiting(broker, [(name, partition)], {(name, partition): offset},
+                                   max_bytes, timeout_ms)
+        return reply([record_view(name, partition, r, fmt) for r in found.get((name, partition), [])],
+                     content_type=response_type(fmt))
+
+    app = web.Application(middlewares=[errors],
+                          client_max_size=broker.config["socket.request.max.bytes"])
+    app.router.add_get("/topics", list_topics)
+    app.router.add_get("/topics/{topic}", get_topic)
+    app.router.add_post("/topics/{topic}", produce)
+    app.router.add_get("/topics/{topic}/partitions", get_partitions)
+    app.router.add_get("/topics/{topic}/partitions/{partition}", get_partition)
+    app.router.add_post("/topics/{topic}/partitions/{partition}", produce)
+    app.router.add_get("/topics/{topic}/partitions/{partition}/records", records)
+    add_consumer_routes(app, consumers)
+    return app
+
+
+def record_view(topic: str, partition: int, record: Any, fmt: str) -> dict[str, Any]:
+    return {"topic": topic, "key": decode(fmt, record.key), "value": decode(fmt, record.value),
+            "partition": partition, "offset": record.offset}
+
+
+async def read_waiting(broker: Broker, partitions: list[tuple[str, int]],
+                       positions: dict[tuple[str, int], int], max_bytes: int,
+                       timeout_ms: int) -> dict[tuple[str, int], list[Any]]:
+    """Records of ``partitions`` from ``positions``; waits up to ``timeout_ms`` for some."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000
+    while True:
+        found: dict[tuple[str, int], list[Any]] = {}
+        budget = max_bytes
+        for tp in partitions:
+            if budget <= 0:
+                break
+            got = kafka_calls.read_records(broker, tp[0], tp[1], positions[tp], budget)
+            if got:
+                found[tp] = got
+                budget -= sum(len(r.value or b"") + len(r.key or b"") for r in got)
+        left = deadline - loop.time()
+        if found or left <= 0 or not partitions:
+            return found
+        await broker.storage.wait_for_append(partitions, left)
+
+
+class RestProxyServer:
+    """The ``rest.proxy.listeners`` of one broker."""
+
+    def __init__(self, broker: Broker, listeners: list[Listener], auth_required: bool) -> None:
+        self.consumers = Consumers(broker, broker.config["consumer.instance.timeout.ms"])
+        self._runner = web.AppRunner(build_app(broker, auth_required, self.consumers),
+                                     access_log=None, handle_signals=False,
+                                     shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+        self._listeners = listeners
+        self.addresses: list[tuple[str, int]] = []
+
+    async def start(self) -> None:
+        if not self._listeners:
+            return
+        await self._runner.setup()
+        for listener in self._listeners:
+            site = web.TCPSite(self._runner, listener.host, listener.port, reuse_address=True)
+            try:
+                await site.start()
+            except OSError as exc:
+                log.error("REST Proxy not served on %s:%d: %s (set rest.proxy.listeners)",
+                          listener.host, listener.port, exc)
+        self.addresses = [(a[0], a[1]) for a in self._runner.addresses]
+        self.consumers.start()
+        for host, port in self.addresses:
+            log.info("REST Proxy on http://%s:%d", host, port)
+
+    async def close(self) -> None:
+        await self.consumers.close()
+        await self._runner.cleanup()

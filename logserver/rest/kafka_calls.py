@@ -1,0 +1,139 @@
+"""Kafka requests run in-process through the broker's own handlers, as one principal.
+
+The REST Proxy asks what a Kafka client would ask, through the same handler code
+(cluster mode's variants included), so validation, limits and ACL checks are the Kafka
+path's. Each call sets the request context a dispatcher would set for a connection.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from kafkaproto import ApiKey, ErrorCode, RequestHeader
+from kafkaproto.messages import (
+    ListOffsetsRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    ProduceRequest,
+    ProduceResponse,
+)
+from kafkaproto.records import Record, iter_records
+from logserver import request_context
+from logserver.dispatch import cluster_handlers
+from logserver.handlers import HANDLERS
+from logserver.security import checks
+from logserver.security.session import current_security
+
+if TYPE_CHECKING:
+    from logserver.broker import Broker
+
+CLIENT_ID = "rest-proxy"
+REST_LISTENER = "REST_PROXY"
+# Versions asked for: ones every handler serves (see logserver/handlers/__init__.py).
+_VERSIONS = {ApiKey.PRODUCE: 9, ApiKey.LIST_OFFSETS: 7, ApiKey.OFFSET_COMMIT: 8,
+             ApiKey.OFFSET_FETCH: 7}
+EARLIEST, LATEST = -2, -1
+
+PartitionResponse = ProduceResponse.PartitionProduceResponse
+
+
+def act_as(principal: str, peer: str) -> None:
+    """The request context of the current task: who asks, from where."""
+    request_context.set_peer(peer)
+    request_context.principal.set(principal)
+    request_context.listener_name.set(REST_LISTENER)
+    current_security.set(None)
+
+
+async def _call(broker: Broker, key: ApiKey, body: Any) -> Any:
+    handler = HANDLERS[key]
+    handle = handler.handle
+    if broker.cluster is not None:
+        handle = cluster_handlers().get(key, handle)
+    header = RequestHeader(key, _VERSIONS[key], 0, CLIENT_ID)
+    result = handle(broker, header, body)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+async def produce(broker: Broker, topic: str, batches: dict[int, bytes],
+                  timeout_ms: int = 30_000) -> list[PartitionResponse]:
+    """One Produce (acks=all) of one batch per partition; the answer per partition."""
+    request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=timeout_ms, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            # The append writes offsets into the batch: a writable copy, as a frame is.
+            ProduceRequest.PartitionProduceData(index=p, records=memoryview(bytearray(batch)))
+            for p, batch in batches.items()])])
+    response = await _call(broker, ApiKey.PRODUCE, request)
+    return [p for t in response.responses for p in t.partition_responses]
+
+
+async def list_offsets(broker: Broker, topic: str, partitions: list[int],
+                       timestamp: int) -> dict[int, tuple[int, int]]:
+    """Partition -> (error, offset) for EARLIEST/LATEST/a time, as ListOffsets answers."""
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+        ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
+            ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=timestamp)
+            for p in partitions])])
+    response = await _call(broker, ApiKey.LIST_OFFSETS, request)
+    return {p.partition_index: (p.error_code, p.offset)
+            for t in response.topics for p in t.partitions}
+
+
+async def commit_offsets(broker: Broker, group: str,
+                         offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """OffsetCommit as a standalone consumer (generation -1); error per partition."""
+    by_topic: dict[str, list[OffsetCommitRequest.OffsetCommitRequestPartition]] = {}
+    for (topic, partition), offset in offsets.items():
+        by_topic.setdefault(topic, []).append(OffsetCommitRequest.OffsetCommitRequestPartition(
+            partition_index=partition, committed_offset=offset))
+    request = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                  topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
+                                      name=t, partitions=ps) for t, ps in by_topic.items()])
+    response = await _call(broker, ApiKey.OFFSET_COMMIT, request)
+    return {(t.name, p.partition_index): p.error_code
+            for t in response.topics for p in t.partitions}
+
+
+async def fetch_offsets(broker: Broker, group: str, wanted: list[tuple[str, int]]) -> (
+        tuple[int, dict[tuple[str, int], tuple[int, int, str]]]):
+    """OffsetFetch: (group error, (topic, partition) -> (error, offset or -1, metadata))."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in wanted:
+        by_topic.setdefault(topic, []).append(partition)
+    request = OffsetFetchRequest(group_id=group, topics=[
+        OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+        for t, ps in by_topic.items()])
+    response = await _call(broker, ApiKey.OFFSET_FETCH, request)
+    return response.error_code, {
+        (t.name, p.partition_index): (p.error_code, p.committed_offset, p.metadata or "")
+        for t in response.topics for p in t.partitions}
+
+
+def read_error(broker: Broker, topic: str, partition: int) -> int:
+    """Why this principal may not read the partition here (Fetch's checks), or NONE."""
+    refused = checks.denied(broker, checks.FETCH, topic)
+    if refused:
+        return refused
+    count = broker.topics.partition_count(topic)
+    if count is None or not 0 <= partition < count:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return broker.routing.leader_error(topic, partition)
+
+
+def read_records(broker: Broker, topic: str, partition: int, offset: int,
+                 max_bytes: int) -> list[Record]:
+    """Records from ``offset`` below the high watermark, about ``max_bytes`` of them (at
+    least one batch, as Fetch with KIP-74); control records are skipped."""
+    storage = broker.storage
+    high = storage.high_watermark(topic, partition)
+    if high is None or offset >= high:
+        return []
+    data = storage.read_bytes(topic, partition, offset, max(max_bytes, 1))
+    if not data:
+        return []
+    limit = broker.config["fetch.max.bytes"]
+    return [r for r in iter_records(data, max_uncompressed_bytes=limit)
+            if offset <= r.offset < high]
