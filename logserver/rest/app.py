@@ -79,7 +79,8 @@ def build_app(broker: Broker, auth_required: bool, consumers: Consumers) -> web.
                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
         try:
             principal = await principal_of(broker, auth_required,
-                                           request.headers.get("Authorization"))
+                                           request.headers.get("Authorization"),
+                                           request.remote or "?")
             kafka_calls.act_as(principal, f"{request.remote or ''}:0")
             return await handler(request)
         except RestError as exc:
