@@ -32,6 +32,15 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "kcat: needs Debian's kcat binary")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (--dist loadgroup)
+def pytest_collection_modifyitems(config, items):
+    """Every test that uses the shared Spark session (a ``spark`` fixture) runs on one
+    pytest-xdist worker: one JVM (local[2], 1 GiB heap) for the run, not one per worker."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark-session"))
+
+
 def _own_port_range() -> None:
     """Under pytest-xdist, give this worker its own slice of free_port's range: workers are
     separate processes, and two of them could otherwise pick the same port at once (each

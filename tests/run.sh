@@ -56,9 +56,11 @@ log "mypy (kafkaproto, logserver, mqtt_bridge)"
 "$PY" -m mypy
 
 # Parallel: the tests mostly wait on servers, clients and the network, so more workers
-# than cores pay (docs/testing.md has the measurements). Each worker gets its own
-# port range (tests/conftest.py) and every test its own data dir and etcd.
-workers=(-n "${PYTEST_WORKERS:-6}")
+# than cores pay; 4 on CI's 2 cores leaves headroom for the brokers' 3 s session timeouts
+# (docs/testing.md). Each worker gets its own port range (tests/conftest.py) and every
+# test its own data dir and etcd.
+# --dist loadgroup: the Spark tests share one worker (one JVM; tests/conftest.py).
+workers=(-n "${PYTEST_WORKERS:-4}" --dist loadgroup)
 for arg in "$@"; do
     case "$arg" in
         -n|-n*|--numprocesses|--numprocesses=*|-pno:xdist|no:xdist) workers=() ;;
