@@ -38,30 +38,59 @@ class ChildStartError(RuntimeError):
     """The child exited before it was ready, or was not ready in time (message: its output)."""
 
 
+#: ``LOW-HIGH``: :func:`free_port` hands out ports from ``LOW`` (included) to ``HIGH``
+#: (excluded) only. Processes that run side by side (pytest-xdist workers: tests/conftest.py
+#: gives each its own slice) are given disjoint ranges, so they never pick the same port.
+PORT_RANGE_ENV = "CHILDPROC_PORTS"
+
+_PORT_LOCK = threading.Lock()
+_cursor: int | None = None  # the next port to try, in the current range
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago.
 
     A port picked by binding port 0 comes from the kernel's ephemeral range, and while
     a server is down for a restart that port can be handed to some client's outgoing
     connection; so pick below that range, where the kernel never assigns source ports.
+    Ports are handed out in turn from a random start in the range (``CHILDPROC_PORTS``, else
+    10000 up to the ephemeral range), so one process is handed a port again only after
+    every other port of its range: ports picked for several servers before any of them
+    binds never collide, and a port someone else holds is skipped.
     """
+    return free_port_run(1)
+
+
+def free_port_run(count: int) -> int:
+    """The first of ``count`` consecutive ports that are all free (see :func:`free_port`)."""
+    global _cursor
+    low, high = port_range()
+    size = high - low
+    if size < count:
+        raise RuntimeError(f"port range {low}-{high} holds fewer than {count} ports")
+    with _PORT_LOCK:
+        if _cursor is None or not low <= _cursor < high:
+            _cursor = low + random.SystemRandom().randrange(size)
+        for step in range(size):
+            first = low + (_cursor - low + step) % size
+            if first + count > high:
+                continue
+            if all(_bindable(port) for port in range(first, first + count)):
+                _cursor = low + (first + count - low) % size
+                return first
+    raise RuntimeError(f"no {count} free consecutive port(s) in {low}-{high}")
+
+
+def port_range() -> tuple[int, int]:
+    """Where :func:`free_port` picks: ``CHILDPROC_PORTS``, else below the ephemeral range."""
+    text = os.environ.get(PORT_RANGE_ENV)
+    if text:
+        low_text, _, high_text = text.partition("-")
+        return int(low_text), int(high_text)
     low = _ephemeral_range()[0]
-    rng = random.SystemRandom()
     if low > 15000:
-        for _ in range(50):
-            port = rng.randrange(10000, low)
-            # Never the same port twice in one process: ports picked for several servers
-            # before any of them binds would otherwise collide now and then (the
-            # birthday problem; seen once in a suite of a few hundred clusters).
-            if port not in _HANDED_OUT and _bindable(port):
-                _HANDED_OUT.add(port)
-                return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-_HANDED_OUT: set[int] = set()
+        return 10000, low
+    return 1024, low  # an odd machine: still below the ephemeral range
 
 
 def _ephemeral_range() -> tuple[int, int]:

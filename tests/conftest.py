@@ -20,13 +20,38 @@ import shutil
 import pytest
 from serverproc import ServerProcess
 
+from logserver import childproc
+
 _SERVERS_KEY = pytest.StashKey[list]()
 _counter = itertools.count()
 
 
 def pytest_configure(config):
+    _own_port_range()
     config.addinivalue_line("markers", "slow: takes more than a few seconds (deselect: -m 'not slow')")
     config.addinivalue_line("markers", "kcat: needs Debian's kcat binary")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (--dist loadgroup)
+def pytest_collection_modifyitems(config, items):
+    """Every test that uses the shared Spark session (a ``spark`` fixture) runs on one
+    pytest-xdist worker: one JVM (local[2], 1 GiB heap) for the run, not one per worker."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark-session"))
+
+
+def _own_port_range() -> None:
+    """Under pytest-xdist, give this worker its own slice of free_port's range: workers are
+    separate processes, and two of them could otherwise pick the same port at once (each
+    process only remembers its own). Children inherit the slice through the environment."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...
+    if not worker:
+        return
+    index, count = int(worker.removeprefix("gw")), int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    low, high = childproc.port_range()  # the whole range, or the one the user gave
+    size = (high - low) // count
+    os.environ[childproc.PORT_RANGE_ENV] = f"{low + index * size}-{low + (index + 1) * size}"
 
 
 def _register(node, server: ServerProcess) -> None:

@@ -8,7 +8,8 @@ clients reach every host. ``cut(host)`` takes the host's bridge port down: its p
 are dropped silently, as in a real partition (no resets, no errors), until ``heal(host)``;
 ``isolate(hosts)`` cuts those hosts off from one another only.
 
-Names carry the test's pid, so parallel runs do not collide; ``close()`` deletes every
+Names carry the test's pid, so parallel runs (pytest-xdist workers) do not collide, and
+the subnet is chosen and taken under a machine-wide lock; ``close()`` deletes every
 namespace (and with them every veth and the bridge). Creating them fails loudly: a
 machine where this cannot run fails the test, it never skips it.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import re
 import socket
@@ -27,6 +29,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 CLONE_NEWNET = 0x40000000
+SUBNET_LOCK = "/run/lock/logserver-tests-netlab.lock"
 
 
 def ip(*args: str) -> str:
@@ -53,7 +56,7 @@ class NetLab:
 
     def __init__(self, names: list[str]) -> None:
         self.tag = str(os.getpid())
-        self.subnet = _free_subnet()
+        self.subnet = 0  # chosen by start()
         self.hub = f"ls{self.tag}-hub"
         self.namespaces: dict[str, str] = {}  # host name -> namespace
         self.addresses: dict[str, str] = {}  # host name -> its address
@@ -64,7 +67,12 @@ class NetLab:
 
     def start(self) -> NetLab:
         try:
-            self._build()
+            # Choosing a free subnet and taking it (the root veth's address) is one step
+            # for every lab on this machine: two labs built at once would pick the same.
+            with open(SUBNET_LOCK, "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                self.subnet = _free_subnet()
+                self._build()
         except BaseException:
             self.close()
             raise

@@ -2,8 +2,10 @@
 # The one test command (README, .ci/run): installs what the tests need on a fresh
 # Debian machine (run as root): system packages with apt-get, Python packages into
 # .venv in the checkout; then lints and runs the whole suite with .venv's python.
-#   bash tests/run.sh                 # everything
+#   bash tests/run.sh                 # everything, in parallel (pytest-xdist)
 #   bash tests/run.sh -m 'not slow'   # extra arguments go to pytest
+#   PYTEST_WORKERS=2 bash tests/run.sh   # how many workers (0: one process, no xdist);
+#                                        # a -n of your own wins
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -48,7 +50,7 @@ command -v npm >/dev/null 2>&1 || die "npm missing after install"
 bash contrib/venv.sh test
 PY=.venv/bin/python
 export PATH="$PWD/.venv/bin:$PATH"   # the console scripts (logserver, mqtt-bridge)
-"$PY" -c 'import kafka, aiokafka, confluent_kafka, pytest, pytest_timeout, aetcd' \
+"$PY" -c 'import kafka, aiokafka, confluent_kafka, pytest, pytest_timeout, xdist, aetcd' \
     || die "test dependencies not importable after pip install"
 
 log "ruff check ."
@@ -57,5 +59,17 @@ log "ruff check ."
 log "mypy (kafkaproto, logserver, mqtt_bridge)"
 "$PY" -m mypy
 
-log "pytest $*"
-exec "$PY" -m pytest "$@"
+# Parallel: the tests mostly wait on servers, clients and the network, so more workers
+# than cores pay; 4 on CI's 2 cores leaves headroom for the brokers' 3 s session timeouts
+# (docs/testing.md). Each worker gets its own port range (tests/conftest.py) and every
+# test its own data dir and etcd.
+# --dist loadgroup: the Spark tests share one worker (one JVM; tests/conftest.py).
+workers=(-n "${PYTEST_WORKERS:-4}" --dist loadgroup)
+for arg in "$@"; do
+    case "$arg" in
+        -n|-n*|--numprocesses|--numprocesses=*|-pno:xdist|no:xdist) workers=() ;;
+    esac
+done
+# --durations: the slowest tests in every run's output (CI's log keeps them).
+log "pytest ${workers[*]} --durations=30 $*"
+exec "$PY" -m pytest "${workers[@]}" --durations=30 "$@"

@@ -68,7 +68,7 @@ class ServerProcess(ListeningChild):
         cwd: Path | str | None = None,
         log_path: Path | str | None = None,
         base_flags: bool = True,
-        startup_timeout: float = 20.0,
+        startup_timeout: float = 60.0,  # a deadline, not a wait: parallel workers load the machine
         extra_args: list[str] | tuple[str, ...] = (),
         launcher: list[str] | tuple[str, ...] = ("-m", "logserver"),
         netns: str | None = None,

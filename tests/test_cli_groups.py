@@ -211,9 +211,9 @@ def test_ctrl_c_ends_a_group_consumer_cleanly(module_server, topic_name) -> None
             return d is not None and d["state"] == "Stable" and d["total_lag"] == 0 and \
                 all(p["current_offset"] is not None for p in d["partitions"])
 
-        _wait(caught_up, 60, "the consumer to commit everything")
+        _wait(caught_up, 120, "the consumer to commit everything")  # each look: a CLI process
         os.kill(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

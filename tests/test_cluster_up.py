@@ -5,32 +5,17 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import sys
 
 import pytest
 from clusterprocs import own_metadata, stored_cluster_id, wait_until
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from serverproc import HOST, can_connect, free_port
+from serverproc import HOST, can_connect
 
-from logserver.childproc import ChildProcess, python_path_env
+from logserver.childproc import ChildProcess, free_port_run, python_path_env
 
 pytestmark = pytest.mark.slow
-
-
-def _free_run(count: int) -> int:
-    """The first of ``count`` consecutive free ports."""
-    for _ in range(100):
-        base = free_port()
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as sock:
-                    sock.bind((HOST, port))
-        except OSError:
-            continue
-        return base
-    raise AssertionError("no run of free ports")
 
 
 def _brokers_in_metadata(admin: AdminClient) -> int:
@@ -43,7 +28,7 @@ def _brokers_in_metadata(admin: AdminClient) -> int:
 
 
 def test_cluster_up_starts_three_brokers_and_stops_them(tmp_path):
-    base, etcd_port = _free_run(3), _free_run(2)
+    base, etcd_port = free_port_run(3), free_port_run(2)
     launcher = ChildProcess(tmp_path / "cluster-up.log", env=python_path_env(), argv=[
         sys.executable, "-m", "logserver", "cluster", "up", "--nodes", "3",
         "--dir", str(tmp_path / "data"), "--base-port", str(base),
@@ -80,7 +65,7 @@ def test_cluster_up_starts_three_brokers_and_stops_them(tmp_path):
 def test_cluster_up_says_up_only_once_every_broker_has_joined(tmp_path):
     """The "cluster up" line comes once every broker has joined: each answers Metadata
     itself, listing all three under the one cluster id, the id in every meta.properties."""
-    base, etcd_port = _free_run(3), _free_run(2)
+    base, etcd_port = free_port_run(3), free_port_run(2)
     launcher = ChildProcess(tmp_path / "cluster-up.log", env=python_path_env(), argv=[
         sys.executable, "-m", "logserver", "cluster", "up", "--nodes", "3",
         "--dir", str(tmp_path / "data"), "--base-port", str(base),
@@ -104,7 +89,7 @@ def test_cluster_up_says_up_only_once_every_broker_has_joined(tmp_path):
 def test_cluster_up_logs_in_the_projects_one_format(tmp_path):
     """--log-format json: the command's own lines and every broker's are JSON lines, as
     `logserver --log-format json` writes them (one collector reads them all)."""
-    base, etcd_port = _free_run(1), _free_run(2)
+    base, etcd_port = free_port_run(1), free_port_run(2)
     launcher = ChildProcess(tmp_path / "cluster-up.log", env=python_path_env(), argv=[
         sys.executable, "-m", "logserver", "cluster", "up", "--nodes", "1",
         "--dir", str(tmp_path / "data"), "--base-port", str(base),

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from clienthelpers import (
@@ -51,7 +50,11 @@ def written(seg_server):
 
 
 def _segment_bases(server) -> list[int]:
-    files = server.segment_files(TOPIC, 0)
+    return _segment_bases_of(server, TOPIC)
+
+
+def _segment_bases_of(server, topic: str) -> list[int]:
+    files = server.segment_files(topic, 0)
     bases = []
     for f in files:
         m = re.fullmatch(r"(\d+)\.log", f.name)
@@ -132,16 +135,14 @@ def test_kcat_from_timestamp_across_segments(kcat_bin, seg_server, written):
 
 
 def test_roll_by_time(server_factory):
-    """log.roll.ms rolls the active segment once it is older than the setting."""
+    """log.roll.ms rolls the active segment once it is older than the setting. Its age is
+    told by the record timestamps (Kafka's LogSegment.shouldRoll), so the records carry
+    timestamps 0.5 s and 1.6 s after the first one instead of the test waiting."""
     srv = server_factory(settings={"log.roll.ms": 1000})
     create_topic(srv.bootstrap, "timeroll", partitions=1)
-    kp_produce(srv.bootstrap, "timeroll", [{"value": b"first"}])
-    time.sleep(1.6)
-    kp_produce(srv.bootstrap, "timeroll", [{"value": b"second"}])
-    time.sleep(1.6)
-    kp_produce(srv.bootstrap, "timeroll", [{"value": b"third"}])
-    files = srv.segment_files("timeroll", 0)
-    assert len(files) >= 2, [f.name for f in files]
+    for value, ts in ((b"first", BASE_TS), (b"second", BASE_TS + 500), (b"third", BASE_TS + 1600)):
+        kp_produce(srv.bootstrap, "timeroll", [{"value": value, "timestamp_ms": ts}])
+    assert _segment_bases_of(srv, "timeroll") == [0, 2]  # rolled before "third" only
     assert [r.value for r in kp_read(srv.bootstrap, "timeroll")] == [b"first", b"second", b"third"]
 
 

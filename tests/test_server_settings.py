@@ -150,12 +150,12 @@ def test_default_data_dir_is_cwd_data(server_factory, tmp_path):
 
 def test_port_in_use_fails_cleanly(server, tmp_path):
     """A second server on a port that is taken exits non-zero with a message."""
-    other = ServerProcess(tmp_path / "data2", port=server.port, startup_timeout=15)
+    other = ServerProcess(tmp_path / "data2", port=server.port)
     try:
         with pytest.raises(ServerStartError) as info:
             # connect would succeed against the first server: wait for the exit instead
             other.start(wait=False)
-            other.proc.wait(timeout=15)
+            other.proc.wait(timeout=60)
             other.wait_ready(timeout=0.1)
         assert other.proc.returncode not in (0, None)
         assert re.search(r"(?i)in use|address|bind|errno", str(info.value)), str(info.value)

@@ -31,6 +31,11 @@ class BridgeProcess(ListeningChild):
     def command(self) -> list[str]:
         return bridge_command(self.address, self.bootstrap, "--stats-interval-s", "5", *self.args)
 
+    def start(self, timeout: float = 60.0) -> BridgeProcess:
+        """A deadline, not a wait: with parallel test workers a start can take a while."""
+        super().start(timeout)
+        return self
+
 
 def _listening_inodes(port: int) -> set[str]:
     """Inodes of the IPv4 TCP sockets listening on ``port`` (state 0A)."""
@@ -64,7 +69,7 @@ class SharedPortBridge(BridgeProcess):
     pid holds a listening socket on the port (``/proc/net/tcp`` against ``/proc/PID/fd``).
     """
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
+    def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while True:
             if not self.running:
