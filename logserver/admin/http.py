@@ -19,6 +19,7 @@ from logserver.admin.host_check import Handler, HostCheck
 from logserver.admin.openapi import DOCUMENT
 from logserver.admin.rates import RecentRates
 from logserver.admin.state import AdminState
+from logserver.admin.visibility import Visibility
 from logserver.broker import Broker
 from logserver.config import Listener
 
@@ -45,6 +46,9 @@ def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.
 
     def topic(broker: Broker, request: web.Request) -> Any:
         name = request.match_info["name"]
+        if not Visibility(broker, request).topic(name):
+            return web.json_response({"error": f"not authorized to describe topic {name!r}"},
+                                     status=403)
         found = views.topic(broker, name)
         if found is None:
             return web.json_response({"error": f"unknown topic {name!r}"}, status=404)
@@ -72,9 +76,11 @@ def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.
         return response
 
     app.router.add_get("/v1/cluster", with_broker(lambda b, _: views.cluster(b)))
-    app.router.add_get("/v1/topics", with_broker(lambda b, _: views.topics(b)))
+    app.router.add_get("/v1/topics", with_broker(
+        lambda b, r: Visibility(b, r).topics(views.topics(b))))
     app.router.add_get("/v1/topics/{name}", with_broker(topic))
-    app.router.add_get("/v1/groups", with_broker(lambda b, _: {"groups": views.group_lags(b)}))
+    app.router.add_get("/v1/groups", with_broker(
+        lambda b, r: {"groups": Visibility(b, r).groups(views.group_lags(b))}))
     app.router.add_get("/v1/connections", connections)
     app.router.add_get("/v1/requests", requests)
     app.router.add_get("/v1/status/live", live)
