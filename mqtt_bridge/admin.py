@@ -22,6 +22,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from logserver.admin.host_check import HostCheck
+
 from .latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
@@ -81,7 +83,9 @@ class BridgeCollector(Collector):
 
 
 def build_app(snapshot: Snapshot, devices: Devices = list,
-              puback: LatencyHistogram | None = None) -> web.Application:
+              puback: LatencyHistogram | None = None, host: str = "127.0.0.1") -> web.Application:
+    """The bridge's admin API; like the server's, it answers only to its own host names
+    (logserver/admin/host_check.py: no DNS rebinding)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BridgeCollector(snapshot, puback))
 
@@ -96,7 +100,7 @@ def build_app(snapshot: Snapshot, devices: Devices = list,
     async def connected(_: web.Request) -> web.Response:
         return web.json_response({"devices": devices()})
 
-    app = web.Application()
+    app = web.Application(middlewares=[HostCheck([], [host]).middleware])
     app.router.add_get("/metrics", scrape)
     app.router.add_get("/v1/status", status)
     app.router.add_get("/v1/devices", connected)
@@ -113,7 +117,7 @@ class AdminListener:
     def __init__(self, snapshot: Snapshot, host: str, port: int, devices: Devices = list,
                  sock: socket.socket | None = None,
                  puback: LatencyHistogram | None = None) -> None:
-        self._runner = web.AppRunner(build_app(snapshot, devices, puback), access_log=None,
+        self._runner = web.AppRunner(build_app(snapshot, devices, puback, host), access_log=None,
                                      handle_signals=False)
         self.host = host
         self.port = port

@@ -48,3 +48,18 @@ def test_admin_allowed_hosts_adds_names(server_factory):
     assert _get(srv.admin_url + "/v1/topics", "other.example.org")[0] == 403
     everyone = server_factory(settings={"admin.allowed.hosts": "*"})
     assert _get(everyone.admin_url + "/v1/topics", "other.example.org")[0] == 200
+
+
+def test_the_bridges_admin_api_refuses_a_foreign_host_name(server, tmp_path, request):
+    from support.mqtt_procs import BridgeProcess
+
+    from logserver.childproc import HOST, free_port
+
+    admin = free_port()
+    bridge = BridgeProcess(server.bootstrap, tmp_path / "bridge.log", "--admin-listen",
+                           f"{HOST}:{admin}")
+    request.addfinalizer(bridge.stop)
+    bridge.start()
+    url = f"http://{HOST}:{admin}/v1/status"
+    assert _get(url, "rebind.attacker.example")[0] == 403
+    assert _get(url, f"{HOST}:{admin}")[0] == 200
