@@ -1,7 +1,9 @@
-"""Which web pages may open MQTT over WebSockets: a real Chromium (Playwright) loads the
+"""Hostile input on the MQTT WebSocket listener. Which web pages may open MQTT over
+WebSockets: a real Chromium (Playwright) loads the
 test's client page from a foreign site (a name the browser resolves to 127.0.0.1, as a
 site of an attacker's would be reached) and is refused, also through DNS rebinding; pages
-of this host and listed origins connect. aiohttp's client for the header cases."""
+of this host and listed origins connect. aiohttp's client for the header cases and an
+oversized message (close 1009)."""
 
 from __future__ import annotations
 
@@ -122,3 +124,26 @@ def test_origin_headers(request, server, tmp_path):
     assert _status(port, "null") == 403  # a file or a sandboxed page
     assert _status(port, "https://app.example.com") == 403
     assert _status(port, "http://evil.example", host=f"evil.example:{port}") == 403
+
+
+def test_an_oversized_websocket_message_closes_only_that_connection(request, server, tmp_path):
+    """A WebSocket message above the packet limit (plus framing slack) is refused unread
+    with close code 1009, as a too-large MQTT packet is; other connections carry on."""
+    bridge = _bridge(request, server, tmp_path, "--max-packet-size", "65536")
+
+    async def attempt() -> tuple[int | None, int]:
+        async with aiohttp.ClientSession() as http_session:
+            url = f"http://{HOST}:{bridge.ws_port}/mqtt"
+            async with http_session.ws_connect(url, protocols=("mqtt",)) as big, \
+                    http_session.ws_connect(url, protocols=("mqtt",)) as other:
+                await big.send_bytes(b"\x30" + b"\xff" * 300_000)
+                msg = await big.receive(timeout=30)
+                assert msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+                await other.send_bytes(bytes([0x10, 13, 0, 4]) + b"MQTT" + bytes([4, 2, 0, 30, 0, 1])
+                                       + b"w")
+                connack = await other.receive(timeout=30)
+                return big.close_code, connack.data[3] if connack.type == aiohttp.WSMsgType.BINARY else -1
+
+    close_code, connack_code = asyncio.run(attempt())
+    assert close_code == 1009
+    assert connack_code == 0
