@@ -80,3 +80,15 @@ def test_a_broker_registering_again_is_named_with_its_new_address():
     model.apply(keys.broker(1), moved.encode(), model.revision + 1)
     known.observe(model)
     assert known.listed(model, _info(2))[1] == moved
+
+
+def test_one_broker_dying_is_no_hiccup():
+    """kill -9 of one of three: named while the controller has not moved its leadership,
+    then dropped at once (clients must not keep dialling a dead address for a session)."""
+    keys, model, known, _ = _cluster(PartitionState((3, 1, 2), 3, 0, (1, 2, 3)),
+                                     PartitionState((1, 2, 3), 1, 0, (1, 2, 3)))
+    _leave(keys, model, known, 3)
+    assert sorted(known.listed(model, _info(1))) == [1, 2, 3]  # still the leader of t-0
+    model.apply(keys.partition("t", 0), PartitionState((3, 1, 2), 1, 1, (1, 2), 1).encode(),
+                model.revision + 1)
+    assert sorted(known.listed(model, _info(1))) == [1, 2]

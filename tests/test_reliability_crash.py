@@ -17,7 +17,10 @@ import os
 import pytest
 from faults import crashloop
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
+# One at a time on one xdist worker: each cycle kills and restarts a server under a
+# producer, and several of them at once starve each other's fsync timers, which the
+# fsync-interval power-loss check measures in milliseconds.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420), pytest.mark.xdist_group("crash-harness")]
 
 CYCLES = int(os.environ.get("CRASH_CYCLES", "50"))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -127,8 +128,8 @@ def test_unclean_reopen_rebuilds_the_unflushed_tail_only(tmp_path):
 
 
 def check_data_dir_problems(data_dir: Path, topic: str, directory: Path) -> list[str]:
-    (data_dir / "__topics.json").write_text(
-        json.dumps({"topics": {topic: {"partitions": 1}}}), "utf-8")
+    (data_dir / "__topics.json").write_text(json.dumps({"version": 1, "topics": {
+        topic: {"topic_id": str(uuid.uuid4()), "partitions": 1}}}), "utf-8")
     return [str(p) for p in check_data_dir(data_dir).problems if p.path.parent == directory]
 
 

@@ -8,8 +8,11 @@ answer leaves out, and then hang. So a broker that left is still named while
 
 - the controller's published partition states still name it as a leader (the
   controller has not acted on its departure yet), or
-- it left less than one session timeout ago while it led or was in sync somewhere (time
-  to register again; Kafka's new active controller gives brokers the same grace).
+- it left less than one session timeout ago while it led or was in sync somewhere, in a
+  coordination hiccup: at least half of the brokers lost their sessions within that time
+  (time to register again; Kafka's new active controller gives brokers the same grace).
+  One broker dying (kill -9) is no hiccup: as in Kafka it is dropped once the controller
+  has moved its leaderships, so clients stop dialling a dead address.
 
 A broker that left cleanly (controlled shutdown: in no ISR, leading nothing) is dropped
 at once, as a dead one is once the grace has passed and the controller moved its
@@ -52,10 +55,13 @@ class KnownBrokers:
         if self._departed:
             now = self._clock()
             leaders = {v.state.leader for v in model.partitions.values()}
-            for node, (info, since) in list(self._departed.items()):
-                if node in leaders or now - since < self._grace_s:
+            recent = {node for node, (_, since) in self._departed.items()
+                      if now - since < self._grace_s}
+            hiccup = len(recent) * 2 >= len(recent) + len(model.brokers)
+            for node, (info, _since) in list(self._departed.items()):
+                if node in leaders or (hiccup and node in recent):
                     out.setdefault(node, info)
-                elif node not in model.brokers:
+                elif node not in recent and node not in model.brokers:
                     del self._departed[node]
         out.setdefault(own.node_id, own)
         return out
