@@ -30,6 +30,9 @@ def pytest_configure(config):
     _own_port_range()
     config.addinivalue_line("markers", "slow: takes more than a few seconds (deselect: -m 'not slow')")
     config.addinivalue_line("markers", "kcat: needs Debian's kcat binary")
+    config.addinivalue_line(
+        "markers", "alone: run with no other test beside it (tests/run.sh runs these after "
+        "the parallel part): checks millisecond timing guarantees a loaded machine breaks")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (--dist loadgroup)
