@@ -97,6 +97,11 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
             ports.append(server.sockets[0].getsockname()[1])
         broker.config = config.with_bound_ports(ports)
         await broker.start()
+        # Before the Kafka listeners serve: whoever sees the broker accept (clients,
+        # supervisors, tests) finds the REST Proxy bound too.
+        rest_proxy = RestProxyServer(broker, config["rest.proxy.listeners"],
+                                     auth_required=_authenticates(broker, security))
+        await rest_proxy.start()
         for server in servers:
             await server.start_serving()
         background.append(loop.create_task(
@@ -105,9 +110,6 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
             log.info("listening on %s:%d (%s, %s)", listener.host, listener.port, listener.name,
                      security[listener.name].protocol)
         admin.log_addresses()  # not before: a start-up that fails says one line only
-        rest_proxy = RestProxyServer(broker, config["rest.proxy.listeners"],
-                                     auth_required=_authenticates(broker, security))
-        await rest_proxy.start()
         log.info("data in %s; durability: %s; event loop: %s", config.data_dir.resolve(),
                  broker.storage.durability_mode, type(loop).__module__.split(".")[0])
         if mqtt_bridge is not None:
