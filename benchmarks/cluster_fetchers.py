@@ -39,9 +39,9 @@ def _cpu_seconds(pid: int) -> float:
 def one_run(partitions: int, records: int, idle_s: float) -> dict[str, float]:
     """One fresh cluster from the tree on PYTHONPATH; its two figures."""
     sys.path.insert(0, str(HERE.parent.parent / "tests"))
-    from clusterprocs import Cluster, EtcdProcess, wait_until
     from confluent_kafka import Producer
     from confluent_kafka.admin import NewTopic
+    from helpers.clusterprocs import Cluster, EtcdProcess, wait_until
 
     with tempfile.TemporaryDirectory(prefix="cluster-fetchers-") as tmp:
         root = Path(tmp)

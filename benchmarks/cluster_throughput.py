@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from clusterprocs import Cluster, EtcdProcess  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from serverproc import ServerProcess  # noqa: E402
+from helpers.clusterprocs import Cluster, EtcdProcess  # noqa: E402
+from helpers.serverproc import ServerProcess  # noqa: E402
 
 from benchmarks.stats import Spread  # noqa: E402
 

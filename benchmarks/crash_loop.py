@@ -1,6 +1,6 @@
 """Long crash runs: ``python -m benchmarks.crash_loop --cycles 1000 [--mode M] [--power-loss]``.
 
-The same harness as tests/test_reliability_crash.py (kill -9 at random moments under an
+The same harness as tests/integration/test_reliability_crash.py (kill -9 at random moments under an
 idempotent acks=all producer, full check of the log after every cycle), for counts too
 long for CI. Prints the figures; exit status 1 if any cycle broke the mode's guarantee.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from faults import crashloop  # noqa: E402
+from helpers.faults import crashloop  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

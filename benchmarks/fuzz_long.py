@@ -1,6 +1,6 @@
 """Long coverage-guided fuzzing run: ``python -m benchmarks.fuzz_long --minutes 3``.
 
-Runs each harness of tests/fuzz/ (the Kafka request decoder, the record-batch validator,
+Runs each harness of tests/helpers/fuzz/ (the Kafka request decoder, the record-batch validator,
 the MQTT decoder) for ``--minutes`` under libFuzzer. A crash stops libFuzzer; the run then
 saves the input, counts it (distinct crashes by their exception line) and resumes from the
 corpus built so far until the time is up. Prints, per harness: executions, libFuzzer's
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from fuzz import runner  # noqa: E402  (tests/ on the path first)
+from helpers.fuzz import runner  # noqa: E402  (tests/ on the path first)
 
 _EXCEPTION = re.compile(r"^(\w+(?:Error|Exception)\b.*)$", re.M)
 

@@ -2,7 +2,7 @@
 
 One logserver on 127.0.0.1. Sessions of ``--seconds`` alternate (A B, B A, ...,
 ``--repeats`` of each): the healthy kafka-python client producing and consuming a fresh
-topic alone, and the same with tests/fuzz/netfuzz.py sending mutated real client requests
+topic alone, and the same with tests/helpers/fuzz/netfuzz.py sending mutated real client requests
 into that topic on ``--connections`` connections. Prints every session, then the healthy
 client's produce throughput with and without the fuzzer (min / median / max, ratio), what
 the fuzzer sent and what the broker answered, the server's peak RSS, and whether the
@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from clienthelpers import create_topic  # noqa: E402  (tests/ on the path first)
-from fuzz.netsession import Session, session  # noqa: E402
-from serverproc import ServerProcess  # noqa: E402
+from helpers.clienthelpers import create_topic  # noqa: E402  (tests/ on the path first)
+from helpers.fuzz.netsession import Session, session  # noqa: E402
+from helpers.serverproc import ServerProcess  # noqa: E402
 
 from benchmarks.stats import Spread, compare, number  # noqa: E402
 

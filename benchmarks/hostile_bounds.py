@@ -14,7 +14,7 @@ and counts, not timings):
 ``--source`` runs the server from another source tree (e.g. ``git archive`` of an
 older commit) for the "before" figures. Each figure is a size, not a speed:
 min/median/max over ``--runs`` fresh servers. (The client that never reads is measured
-by tests/test_bounded_resources.py, whose RSS figure this harness did not reproduce.)
+by tests/integration/test_bounded_resources.py, whose RSS figure this harness did not reproduce.)
 """
 
 from __future__ import annotations

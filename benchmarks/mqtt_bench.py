@@ -19,7 +19,7 @@ PyPI), one server at a time, printed side by side as ratios:
 
 Each workload runs ``repeats`` times on every server, back to back in alternating
 order, each run on a freshly started server. The load generator is
-``tests.support.mqtt_client`` (asyncio, one process) for every server. Every process started
+``tests/helpers/mqtt_client.py`` (asyncio, one process) for every server. Every process started
 here is stopped by pid at the end, also on failure.
 """
 
@@ -45,8 +45,10 @@ from logserver.childproc import HOST, ListeningChild, python_path_env
 from mqtt_bridge.compiled import PURE_ENV
 from mqtt_bridge.kafka_client import KafkaClient
 from mqtt_bridge.kafka_producer import Producer
-from tests.support.mqtt_client import MqttClient
-from tests.support.mqtt_procs import BridgeProcess, MosquittoProcess
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from helpers.mqtt_client import MqttClient  # noqa: E402  (tests/ on the path first)
+from helpers.mqtt_procs import BridgeProcess, MosquittoProcess  # noqa: E402
 
 from .mqtt_load import Counter, Subscriber, connect_publishers, connect_subscribers
 from .mqtt_multi import start_bridges

@@ -1,6 +1,6 @@
 """A lean MQTT 3.1.1 publish load generator for the throughput workloads.
 
-The general test client (``tests.support.mqtt_client``) encodes every PUBLISH through
+The general test client (``tests/helpers/mqtt_client.py``) encodes every PUBLISH through
 the codec and resolves one future per acknowledgement; at 10-20k messages/s that cost
 more CPU than mosquitto spent serving them, so on a 2-core machine it, not the server,
 set the pace. Here each connection holds one pre-encoded PUBLISH (only the packet id

@@ -7,10 +7,12 @@ same port and the kernel spreads connections over them; each has its own ``--bri
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from tests.support.mqtt_procs import BridgeProcess, SharedPortBridge
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from helpers.mqtt_procs import BridgeProcess, SharedPortBridge  # noqa: E402  (tests/ on the path first)
 
 
 def start_bridges(n: int, bootstrap: str, work: Path, *args: str,

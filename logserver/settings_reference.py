@@ -2,7 +2,7 @@
 
 The tables in ``config.py`` (broker) and ``topic_config.py`` (topic) are the one source of
 names, defaults and meanings; the manual's tables are generated from them so they cannot
-drift (tests/test_settings_reference.py). Regenerate with
+drift (tests/unit/test_settings_reference.py). Regenerate with
 ``python -m logserver.settings_reference --write``.
 """
 

@@ -18,7 +18,7 @@ import re
 import shutil
 
 import pytest
-from serverproc import ServerProcess
+from helpers.serverproc import ServerProcess
 
 from logserver import childproc
 
@@ -140,12 +140,12 @@ def kcat_bin() -> str:
 
 
 
-# -- clusters: real etcd and three brokers (tests/clusterprocs.py) ---------------------------
+# -- clusters: real etcd and three brokers (tests/helpers/clusterprocs.py) ---------------------------
 
 @pytest.fixture
 def etcd(tmp_path):
     """A fresh etcd on free loopback ports, stopped by its pid afterwards."""
-    from clusterprocs import EtcdProcess
+    from helpers.clusterprocs import EtcdProcess
 
     proc = EtcdProcess(tmp_path / "etcd-data")
     proc.start()
@@ -158,7 +158,7 @@ def etcd(tmp_path):
 @pytest.fixture
 def cluster(tmp_path, etcd):
     """Three brokers, replication factor 3, min.insync.replicas 2 (files may override)."""
-    from clusterprocs import Cluster
+    from helpers.clusterprocs import Cluster
 
     nodes = Cluster(tmp_path, etcd, 3, **{"min.insync.replicas": 2,
                                           "default.replication.factor": 3,

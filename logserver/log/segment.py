@@ -63,7 +63,7 @@ MAGIC_POSITION = 16
 # base offset, length, ... last offset delta: the 27 header bytes that locate an offset.
 _PEEK = struct.Struct(">qi11xi")
 _PEEK_SIZE = _PEEK.size  # 27
-# The segment writer, a module-level name: the test launcher (tests/faults) replaces it.
+# The segment writer, a module-level name: the test launcher (tests/helpers/faults) replaces it.
 pwrite = os.pwrite
 
 

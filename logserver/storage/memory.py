@@ -4,7 +4,7 @@ For fast unit tests of the handlers and the group coordinator. Appends go throug
 shared ``Partition`` (the same validation and idempotence checks as the segment log,
 with Kafka's ProducerStateManager); batches are kept as bytes with their offsets and
 timestamps; ``roll`` marks a segment boundary so ``delete_records_below`` drops whole
-"segments" as the segment log does. The contract tests (tests/test_storage_contract.py)
+"segments" as the segment log does. The contract tests (tests/unit/test_storage_contract.py)
 run the same assertions against both engines.
 """
 

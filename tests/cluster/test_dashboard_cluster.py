@@ -1,0 +1,89 @@
+"""The dashboard's event stream in cluster mode, against three real brokers on a real
+etcd: every registered broker, the controller and each partition's leader, replicas and
+in-sync replicas as Metadata (confluent-kafka's admin client) reports them. The stream is
+read as any EventSource reads it: ``event:``/``data:`` lines, a blank line per event.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import NewTopic
+from helpers.clusterprocs import Cluster, running_cluster, wait_until
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def events(url: str) -> Iterator[tuple[str, Any]]:
+    """(event name, parsed data) of a text/event-stream, one per blank-line-ended event."""
+    with urllib.request.urlopen(url, timeout=20) as response:
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        name, data = "message", []
+        for raw in response:
+            line = raw.decode().rstrip("\n")
+            if not line:
+                if data:
+                    yield name, json.loads("\n".join(data))
+                name, data = "message", []
+            elif line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip())
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with running_cluster(tmp_path, 3, **{"default.replication.factor": 3}) as nodes:
+        yield nodes
+
+
+def test_stream_shows_brokers_controller_and_leaders(cluster: Cluster) -> None:
+    admin = cluster.admin()
+    for future in admin.create_topics([NewTopic("spread", 3, 3)]).values():
+        future.result(timeout=30)
+    wait_until(lambda: all((p := cluster.partition("spread", i)) is not None
+                           and len(p.isrs) == 3 for i in range(3)), 60, "3 in-sync replicas")
+    meta = cluster.metadata()
+    expected = {i: (p.leader, sorted(p.replicas), sorted(p.isrs))
+                for i, p in meta.topics["spread"].partitions.items()}
+
+    def matching_sample() -> dict[str, Any] | None:
+        stream = events(cluster.brokers[2].admin_url + "/dashboard/events")
+        name, history = next(stream)
+        assert name == "history" and isinstance(history, list)
+        for _, sample in stream:  # live samples, one a second
+            shown = {p["partition"]: (p["leader"], sorted(p["replicas"]), sorted(p["isr"]))
+                     for p in sample["partitions"] if p["topic"] == "spread"}
+            if shown == expected:
+                return sample
+            if sample["time"] - (history[-1]["time"] if history else sample["time"]) > 10:
+                return None
+        return None
+
+    sample = wait_until(matching_sample, 60, f"the stream to show {expected}")
+    cluster_view = sample["cluster"]
+    assert cluster_view["mode"] == "cluster"
+    assert cluster_view["controller_id"] == meta.controller_id
+    assert {b["node_id"]: b["port"] for b in cluster_view["brokers"]} == {
+        n: b.port for n, b in cluster.brokers.items()}
+    with urllib.request.urlopen(cluster.brokers[3].admin_url + "/v1/cluster") as response:
+        api = json.loads(response.read())
+    assert api["controller_id"] == meta.controller_id
+    assert [b["node_id"] for b in api["brokers"]] == [1, 2, 3]
+    held = [p for p in sample["partitions"] if p["topic"] == "spread"]
+    assert all(p["size_bytes"] == 0 and p["log_end_offset"] == 0 for p in held), held
+
+    # The admin API's topic id is the cluster's (Metadata's), on every broker, not the
+    # broker's own local one.
+    described = admin.describe_topics(TopicCollection(["spread"]))["spread"].result(30)
+    uuid = described.topic_id
+    cluster_id_hex = (f"{uuid.get_most_significant_bits() & (2**64 - 1):016x}"
+                      f"{uuid.get_least_significant_bits() & (2**64 - 1):016x}")
+    for node, broker in cluster.brokers.items():
+        with urllib.request.urlopen(broker.admin_url + "/v1/topics/spread") as response:
+            assert json.loads(response.read())["topic_id"] == cluster_id_hex, node

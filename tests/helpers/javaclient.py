@@ -1,0 +1,68 @@
+"""The real Java client (kafka-clients) for tests: the programs in tests/java, compiled
+with javac against the kafka-clients jar and run with java.
+
+The kafka-clients jar comes from ``$SPARK_KAFKA_JARS_ROOT/spark-4.3`` (default: the folder
+``shared/jars`` beside the checkout, /work/shared/jars on the project's machines); its
+runtime dependencies (slf4j-api, lz4, snappy, zstd-jni) from pyspark's ``jars`` folder.
+Anything missing fails the test with what to set, never skips it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+JAVA_DIR = Path(__file__).resolve().parent / "java"
+CLIENT_SET = "spark-4.3"
+#: kafka-clients' runtime dependencies, found in pyspark's jars folder
+DEPENDENCIES = ("slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-")
+
+
+def jars_root() -> Path:
+    return Path(os.environ.get("SPARK_KAFKA_JARS_ROOT") or REPO.parent / "shared" / "jars")
+
+
+def classpath() -> list[Path]:
+    """kafka-clients and its runtime dependencies; AssertionError naming what is missing."""
+    folder = jars_root() / CLIENT_SET
+    clients = sorted(folder.glob("kafka-clients-*.jar"))
+    if not clients:
+        raise AssertionError(
+            f"no kafka-clients jar in {folder}: set SPARK_KAFKA_JARS_ROOT to the folder that "
+            f"holds {CLIENT_SET}/kafka-clients-*.jar (default ../shared/jars beside the checkout)")
+    import pyspark  # a test dependency: its jars folder has kafka-clients' dependencies
+
+    pyspark_jars = Path(pyspark.__file__).resolve().parent / "jars"
+    found = [clients[-1]]
+    for prefix in DEPENDENCIES:
+        matches = sorted(pyspark_jars.glob(f"{prefix}*.jar"))
+        if not matches:
+            raise AssertionError(f"no {prefix}*.jar in {pyspark_jars} (kafka-clients needs it)")
+        found.append(matches[-1])
+    return found
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise AssertionError(f"{name} is not installed; the Java client tests need a JDK "
+                             f"(Debian: apt-get install openjdk-17-jdk-headless)")
+    return path
+
+
+def run_java(program: str, build_dir: Path, *args: str,
+             timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
+    """Compile tests/helpers/java/``program``.java into ``build_dir`` and run it; output captured."""
+    jars = os.pathsep.join(str(p) for p in classpath())
+    build_dir.mkdir(parents=True, exist_ok=True)
+    compiled = subprocess.run(
+        [_tool("javac"), "-d", str(build_dir), "-cp", jars, str(JAVA_DIR / f"{program}.java")],
+        capture_output=True, text=True, timeout=timeout, check=False)
+    if compiled.returncode != 0:
+        raise AssertionError(f"javac {program}.java failed:\n{compiled.stderr[-3000:]}")
+    return subprocess.run(
+        [_tool("java"), "-cp", os.pathsep.join([str(build_dir), jars]), program, *args],
+        capture_output=True, text=True, timeout=timeout, check=False)

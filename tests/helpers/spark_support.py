@@ -1,0 +1,159 @@
+"""Spark test support: ONE local SparkSession per test run, connector detection, data.
+
+``spark_session()`` builds the session on first use and returns the same one after that,
+so every test module's ``spark`` fixture (session scope) shares a single JVM: local[2],
+2 shuffle partitions, UI off, UTC. Spark's Kafka connector jars are put on the session's
+classpath from this machine, never downloaded: ``SPARK_KAFKA_JARS`` if set, else
+``<repo>/../shared/jars/spark-<major.minor of pyspark>`` (where CI keeps them, beside the
+clone), else the Ivy cache. Without them ``require_connector`` skips the tests that need
+them, with the exact reason, except in CI (``CI=true``), where it fails them: tests that
+never run rot.
+
+pyspark is a test dependency (the ``test`` extra): a missing pyspark fails collection
+loudly rather than skipping.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import NoReturn
+
+import pyspark  # noqa: F401 - fail loudly here when the test extra is not installed
+import pytest
+from pyspark.sql import SparkSession
+
+from spark_examples.session import (
+    ENV_JARS,
+    Connector,
+    build_session,
+    find_connector,
+    has_kafka_source,
+    kafka_package,
+    spark_version,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ENV_CI = "CI"
+
+_SESSION: SparkSession | None = None
+_CONNECTOR: Connector | None = None
+
+TEST_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
+    "spark.sql.streaming.minBatchesToRetain": "5",
+    "spark.driver.memory": "1g",
+}
+
+
+def shared_jars_dir(repo_root: Path = REPO_ROOT, version: str | None = None) -> Path:
+    """``<repo>/../shared/jars/spark-<major.minor>``: where CI keeps the connector jars
+    for each pyspark line, beside the fresh clone (never inside the project)."""
+    major_minor = ".".join((version or spark_version()).split(".")[:2])
+    return repo_root.parent / "shared" / "jars" / f"spark-{major_minor}"
+
+
+def kafka_jars_dir(env: Mapping[str, str] | None = None, repo_root: Path = REPO_ROOT, version: str | None = None) -> Path | None:
+    """The connector jars directory the tests use: ``SPARK_KAFKA_JARS`` if set (even when
+    wrong, so that a typo fails loudly), else the shared one if it exists, else None."""
+    env = os.environ if env is None else env
+    if env.get(ENV_JARS):
+        return Path(env[ENV_JARS]).expanduser()
+    shared = shared_jars_dir(repo_root, version)
+    return shared if shared.is_dir() else None
+
+
+def in_ci(env: Mapping[str, str] | None = None) -> bool:
+    """``CI=true``, as GitHub Actions, GitLab CI and our .ci/run set it."""
+    env = os.environ if env is None else env
+    return env.get(ENV_CI, "").strip().lower() == "true"
+
+
+def connector() -> Connector:
+    """The connector as found on this machine, local jars only (no download in tests)."""
+    global _CONNECTOR
+    if _CONNECTOR is None:
+        env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
+        _CONNECTOR = find_connector(env=env, jars_dir=kafka_jars_dir(env), allow_download=False)
+    return _CONNECTOR
+
+
+def spark_session() -> SparkSession:
+    """The shared session (built once per test run, stopped at exit)."""
+    global _SESSION
+    if _SESSION is None:
+        if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+            pytest.fail("pyspark needs Java 17+ and no 'java' is on PATH (apt-get install openjdk-17-jre-headless)")
+        conn = connector()
+        _SESSION = build_session(
+            "logserver-tests", master="local[2]", connector=conn if conn.local else None, conf=TEST_CONF, log_level="ERROR"
+        )
+        atexit.register(_SESSION.stop)
+    return _SESSION
+
+
+def require_connector(spark: SparkSession) -> None:
+    """Skip (with the reason) when format('kafka') cannot load in the shared session;
+    fail instead in CI."""
+    if has_kafka_source(spark):
+        return
+    conn = connector()
+    shared = "" if os.environ.get(ENV_JARS) else f"; {shared_jars_dir()} does not exist"
+    no_connector(
+        f"Spark's Kafka connector is not on the classpath ({conn.source}{shared}). To run "
+        f"these tests put the jars of {kafka_package()} and its "
+        f"dependencies (spark-token-provider-kafka-0-10, kafka-clients, commons-pool2) in a "
+        f"directory and set {ENV_JARS}=/that/dir"
+    )
+
+
+def no_connector(reason: str, env: Mapping[str, str] | None = None) -> NoReturn:
+    """Outside CI a missing connector skips; in CI (``CI=true``) it fails the test."""
+    if in_ci(env):
+        pytest.fail(f"{ENV_CI}=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def run_module(*args: str, timeout: float = 120.0, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m spark_examples.<...>`` with the repository on PYTHONPATH."""
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH", "")) if p)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=str(REPO_ROOT), env=full_env,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None, list | None]]) -> None:
+    """(key, value, headers) records with kafka-python, acks=all, each acknowledged."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2)
+    try:
+        futs = [producer.send(topic, key=k, value=v, headers=h or []) for k, v, h in records]
+        producer.flush(timeout=30)
+        for f in futs:
+            f.get(timeout=30)
+    finally:
+        producer.close(timeout=10)
+
+
+def reading(device: str, ts: float, temperature: float | None = None, humidity: float | None = None, **extra) -> bytes:
+    """A telemetry payload as a device sends it."""
+    body: dict = {"device_id": device, "ts": ts}
+    if temperature is not None:
+        body["temperature"] = temperature
+    if humidity is not None:
+        body["humidity"] = humidity
+    body.update(extra)
+    return json.dumps(body).encode()
