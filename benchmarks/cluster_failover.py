@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
-from helpers.clusterprocs import Cluster, EtcdProcess, wait_until  # noqa: E402
+from helpers.clusterprocs import Cluster, EtcdProcess  # noqa: E402
+from helpers.waiting import wait_until  # noqa: E402
 
 
 def failover_once(cluster: Cluster, producer: Producer, topic: str) -> float:

@@ -41,7 +41,8 @@ def one_run(partitions: int, records: int, idle_s: float) -> dict[str, float]:
     sys.path.insert(0, str(HERE.parent.parent / "tests"))
     from confluent_kafka import Producer
     from confluent_kafka.admin import NewTopic
-    from helpers.clusterprocs import Cluster, EtcdProcess, wait_until
+    from helpers.clusterprocs import Cluster, EtcdProcess
+    from helpers.waiting import wait_until
 
     with tempfile.TemporaryDirectory(prefix="cluster-fetchers-") as tmp:
         root = Path(tmp)

@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
-from helpers.clusterprocs import running_cluster, wait_until  # noqa: E402
+from helpers.clusterprocs import running_cluster  # noqa: E402
+from helpers.waiting import wait_until  # noqa: E402
 
 from benchmarks.stats import Spread  # noqa: E402
 

@@ -22,6 +22,7 @@ import paho.mqtt.client as paho
 import pytest
 from helpers.clienthelpers import create_topic, kp_close, kp_producer
 from helpers.serverproc import ServerProcess
+from helpers.waiting import wait_until
 from playwright.sync_api import Page, sync_playwright
 
 from logserver.childproc import HOST, can_connect, free_port
@@ -94,22 +95,11 @@ def chart_values(page: Page, series: str, chart: str = "throughput") -> list[flo
     return [float(v) for v in raw.split(",")] if raw else []
 
 
-def wait_until(condition, what: str, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 @pytest.fixture
 def bridged_server(server_factory) -> tuple[ServerProcess, int]:
     mqtt_port = free_port()
     server = server_factory(extra_args=["--mqtt-bridge", f"{HOST}:{mqtt_port}"])
-    wait_until(lambda: can_connect(mqtt_port), "the bridge's MQTT listener")
+    wait_until(lambda: can_connect(mqtt_port), what="the bridge's MQTT listener")
     return server, mqtt_port
 
 
@@ -160,7 +150,7 @@ def test_dashboard_shows_rate_lag_devices_and_leaders(bridged_server, device) ->
                     if len(busy) < 5 or values[-1] != 0:  # the quiet after it too
                         return []
                     return values[busy[0] + 1:busy[-1]]
-                shown = wait_until(full_samples, "the produced rate on the chart")
+                shown = wait_until(full_samples, what="the produced rate on the chart")
                 median = statistics.median(shown)
                 print(f"producer: {total} records at {producer.rate:.1f}/s; "
                       f"chart: {shown} (median {median})")
@@ -175,18 +165,17 @@ def test_dashboard_shows_rate_lag_devices_and_leaders(bridged_server, device) ->
                 with urllib.request.urlopen(server.admin_url + f"/v1/topics/{TOPIC}") as r:
                     size = json.loads(r.read())["partitions"][0]["size_bytes"]
                 row = f'#topics tr[data-topic="{TOPIC}"]'
-                wait_until(lambda: attribute(page, row, "data-size") == str(size), "the size")
+                wait_until(lambda: attribute(page, row, "data-size") == str(size), what="the size")
                 part = f'#partitions tr[data-topic="{TOPIC}"][data-partition="0"]'
                 assert attribute(page, part, "data-leader") == "1"
                 assert "controller" in page.inner_text('#brokers tr[data-node="1"]')
                 wait_until(lambda: page.query_selector(
-                    '#device-list tr[data-client="dash-device-1"]'), "the device")
+                    '#device-list tr[data-client="dash-device-1"]'), what="the device")
                 assert attribute(page, "#devices", "data-connected") == "1"
 
                 # The lag falls as the group's member catches up, step by step.
                 group = f'#groups tr[data-group="{GROUP}"]'
-                wait_until(lambda: attribute(page, group, "data-lag") == str(total),
-                           f"lag {total}")
+                wait_until(lambda: attribute(page, group, "data-lag") == str(total), what=f"lag {total}")
                 consumed = 0
                 seen = [total]
                 for step in (1, 2, 3, 4):
@@ -196,7 +185,7 @@ def test_dashboard_shows_rate_lag_devices_and_leaders(bridged_server, device) ->
                         consumed += sum(len(records) for records in batch.values())
                     commit(consumer, consumed)
                     wait_until(lambda lag=total - consumed: attribute(page, group, "data-lag")
-                               == str(lag), f"lag {total - consumed}")
+                               == str(lag), what=f"lag {total - consumed}")
                     seen.append(total - consumed)
                 assert seen == sorted(seen, reverse=True) and seen[-1] == 0, seen
                 lag_line = chart_values(page, GROUP, chart="lag")

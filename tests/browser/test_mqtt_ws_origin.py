@@ -18,8 +18,8 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from helpers.clusterprocs import wait_until
 from helpers.mqtt_procs import BridgeProcess
+from helpers.waiting import wait_until
 from playwright.sync_api import sync_playwright
 
 from logserver.childproc import HOST, can_connect, free_port

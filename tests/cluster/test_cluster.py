@@ -11,9 +11,10 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
-from helpers.clusterprocs import Cluster, wait_until
+from helpers.clusterprocs import Cluster
 from helpers.kafkaclient import BlockingClient
 from helpers.rawwire import record_batch
+from helpers.waiting import wait_until
 from kafka import KafkaProducer
 
 from kafkaproto import ApiKey, ErrorCode

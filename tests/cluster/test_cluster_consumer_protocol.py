@@ -15,8 +15,9 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
-from helpers.clusterprocs import Cluster, wait_until
+from helpers.clusterprocs import Cluster
 from helpers.kafkaclient import BlockingClient
+from helpers.waiting import wait_until
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import ConsumerGroupDescribeRequest, MetadataRequest
@@ -262,7 +263,6 @@ def test_coordinator_without_a_replica_of_the_topic_assigns_and_commits_it(clust
         member.close()
     assert sorted(got) == sorted(values)
     assert [tp.offset for tp in committed] == [50, 50], committed
-
 
 
 def _leader(cluster: Cluster, group: str) -> int:

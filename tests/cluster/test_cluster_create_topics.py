@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
-from helpers.clusterprocs import running_cluster, wait_until
+from helpers.clusterprocs import running_cluster
 from helpers.javaclient import run_java
 from helpers.kafkaclient import BlockingClient
+from helpers.waiting import wait_until
 from test_cluster_partitions import consume_partitions, produce
 
 from kafkaproto import ApiKey, ErrorCode

@@ -12,8 +12,9 @@ from collections import defaultdict
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
-from helpers.clusterprocs import Cluster, wait_until
+from helpers.clusterprocs import Cluster
 from helpers.kafkaclient import BlockingClient
+from helpers.waiting import wait_until
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import FindCoordinatorRequest

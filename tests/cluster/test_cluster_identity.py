@@ -12,8 +12,9 @@ import uuid
 import aetcd
 import pytest
 from confluent_kafka.admin import AdminClient
-from helpers.clusterprocs import Cluster, own_metadata, stored_cluster_id, wait_until
+from helpers.clusterprocs import Cluster, own_metadata, stored_cluster_id
 from helpers.serverproc import ServerProcess, can_connect
+from helpers.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

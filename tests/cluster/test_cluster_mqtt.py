@@ -8,9 +8,10 @@ import asyncio
 import time
 
 import pytest
-from helpers.clusterprocs import running_cluster, wait_until
+from helpers.clusterprocs import running_cluster
 from helpers.mqtt_client import MqttClient, connect_many
 from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.waiting import wait_until
 from test_cluster import consume_all, create
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,9 @@ import threading
 
 import paho.mqtt.client as paho
 import pytest
-from helpers.clusterprocs import Cluster, wait_until
+from helpers.clusterprocs import Cluster
 from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.waiting import wait_until
 from kafka import KafkaProducer
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties

@@ -15,9 +15,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from helpers.clusterprocs import Cluster, EtcdProcess, wait_until
+from helpers.clusterprocs import Cluster, EtcdProcess
 from helpers.kafkaclient import BlockingClient
 from helpers.netns import NetLab, netlab, reachable
+from helpers.waiting import wait_until
 from test_cluster import (
     ContinuousProducer,
     _log_bytes,

@@ -10,7 +10,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewPartitions
-from helpers.clusterprocs import running_cluster, wait_until
+from helpers.clusterprocs import running_cluster
+from helpers.waiting import wait_until
 from test_cluster import create
 
 pytestmark = pytest.mark.slow

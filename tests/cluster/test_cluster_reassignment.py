@@ -10,8 +10,9 @@ import time
 
 import pytest
 from helpers.admin_cli import logserver, ok, ok_json, one_error_line
-from helpers.clusterprocs import Cluster, EtcdProcess, wait_until
+from helpers.clusterprocs import Cluster, EtcdProcess
 from helpers.kafkaclient import BlockingClient
+from helpers.waiting import wait_until
 from kafka import KafkaProducer
 from test_cluster import (
     ContinuousProducer,

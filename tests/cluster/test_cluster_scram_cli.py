@@ -11,8 +11,8 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
-from helpers.clusterprocs import wait_until
 from helpers.serverproc import HOST, free_port, run_cli
+from helpers.waiting import wait_until
 from test_cluster_security_sync import MECHANISM, etcd_value, secured  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

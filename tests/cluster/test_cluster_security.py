@@ -24,9 +24,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
-from helpers.clusterprocs import Cluster, wait_until
+from helpers.clusterprocs import Cluster
 from helpers.kafkaclient import BlockingClient
 from helpers.serverproc import HOST, ServerProcess, free_port, run_cli
+from helpers.waiting import wait_until
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import CreateAclsRequest

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from helpers.clusterprocs import Cluster, EtcdProcess, wait_until
+from helpers.clusterprocs import Cluster, EtcdProcess
 from helpers.kafkaclient import BlockingClient
 from helpers.tcpforward import TcpForwarder
+from helpers.waiting import wait_until
 from test_cluster import create, fetch_request, produce_request
 
 from kafkaproto import ApiKey, ErrorCode

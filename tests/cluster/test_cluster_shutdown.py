@@ -9,7 +9,7 @@ import time
 
 import pytest
 from confluent_kafka.admin import NewTopic
-from helpers.clusterprocs import wait_until
+from helpers.waiting import wait_until
 from test_cluster import ContinuousProducer, consume_all
 
 from logserver.cluster.model import PartitionState

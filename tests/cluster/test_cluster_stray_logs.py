@@ -10,7 +10,8 @@ import json
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from helpers.clusterprocs import running_cluster, wait_until
+from helpers.clusterprocs import running_cluster
+from helpers.waiting import wait_until
 from test_cluster import create
 from test_cluster_partitions import produce
 

@@ -19,8 +19,9 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from helpers.clusterprocs import Cluster, wait_until
+from helpers.clusterprocs import Cluster
 from helpers.kafkaclient import BlockingClient
+from helpers.waiting import wait_until
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import IncrementalAlterConfigsRequest

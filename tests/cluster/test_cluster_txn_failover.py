@@ -14,8 +14,9 @@ from collections.abc import Iterable
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
-from helpers.clusterprocs import Cluster, running_cluster, wait_until
+from helpers.clusterprocs import Cluster, running_cluster
 from helpers.kafkaclient import BlockingClient
+from helpers.waiting import wait_until
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import DescribeTransactionsRequest, FindCoordinatorRequest

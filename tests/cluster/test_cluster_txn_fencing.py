@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Producer
-from helpers.clusterprocs import Cluster, wait_until
+from helpers.clusterprocs import Cluster
 from helpers.kafkaclient import BlockingClient
+from helpers.waiting import wait_until
 from test_cluster_txn_failover import (
     PARTITIONS,
     TXN_PARTITIONS,

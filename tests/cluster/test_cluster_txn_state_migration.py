@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from helpers.clusterprocs import wait_until
 from helpers.serverproc import ServerProcess
+from helpers.waiting import wait_until
 
 from logserver.cluster.txn_state_migration import MOVED_DIR
 

@@ -10,8 +10,9 @@ import sys
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from helpers.clusterprocs import own_metadata, stored_cluster_id, wait_until
+from helpers.clusterprocs import own_metadata, stored_cluster_id
 from helpers.serverproc import HOST, can_connect
+from helpers.waiting import wait_until
 
 from logserver.childproc import ChildProcess, free_port_run, python_path_env
 

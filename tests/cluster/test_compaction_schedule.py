@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from helpers.clienthelpers import ck_produce, kp_read
-from helpers.clusterprocs import wait_until
+from helpers.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import NewTopic
-from helpers.clusterprocs import Cluster, running_cluster, wait_until
+from helpers.clusterprocs import Cluster, running_cluster
+from helpers.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from helpers import rawwire as rw
-from helpers.clusterprocs import wait_until
+from helpers.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -13,8 +13,8 @@ import time
 
 import pytest
 from helpers.clienthelpers import ck_produce, kp_read
-from helpers.clusterprocs import wait_until
 from helpers.rawwire import Conn
+from helpers.waiting import wait_until
 
 from kafkaproto import ApiKey, ErrorCode, decode_response, encode_request
 from kafkaproto.batch import (

@@ -6,7 +6,7 @@ Witness: the fsync-round histogram of /metrics (one count per flush round)."""
 from __future__ import annotations
 
 import pytest
-from helpers.clusterprocs import wait_until
+from helpers.waiting import wait_until
 from test_admin_api import produce, scrape, value
 
 pytestmark = pytest.mark.timeout(120)

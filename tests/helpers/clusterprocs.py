@@ -10,8 +10,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from helpers.kafkaclient import BlockingClient
 from helpers.serverproc import ServerProcess
+from helpers.waiting import wait_until
 from kafkaproto import ApiKey
 from kafkaproto.messages import MetadataRequest
 from logserver.childproc import HOST, ListeningChild, free_port
@@ -65,18 +65,6 @@ def stored_cluster_id(data_dir: Path) -> str:
     lines = (data_dir / "meta.properties").read_text().splitlines()
     [value] = [line.split("=", 1)[1] for line in lines if line.startswith("cluster.id=")]
     return value
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.05)
 
 
 class Cluster:

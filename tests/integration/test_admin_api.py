@@ -16,6 +16,7 @@ import schemathesis
 from helpers.clienthelpers import create_topic, kp_close, kp_consumer, kp_producer
 from helpers.faults import faulty_server
 from helpers.serverproc import ServerProcess
+from helpers.waiting import wait_until
 from hypothesis import HealthCheck, settings
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -172,7 +173,7 @@ def test_metrics_move_by_exactly_what_was_produced_and_fetched(server: ServerPro
             consumer.poll(timeout_ms=100)
             return value(scrape(server), "kafka_server_delayedoperationpurgatory_purgatory_size",
                          delayed_operation="Fetch") == 1
-        wait_for(parked, "a parked fetch")
+        wait_until(parked, what="a parked fetch", ignore=(OSError,))
     finally:
         consumer.close()
     assert value(fetched, "kafka_server_brokertopicmetrics_bytes_out_total",
@@ -184,20 +185,6 @@ def test_metrics_move_by_exactly_what_was_produced_and_fetched(server: ServerPro
                  partition="0") == 15
 
 
-def wait_for(condition, what: str, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = condition()
-        except OSError:  # the listener is not up yet
-            result = None
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def test_not_ready_while_the_data_directory_recovers(server_factory, tmp_path) -> None:
     """Recovery runs off the loop: live answers, ready says 503, data endpoints 503."""
     hold = tmp_path / "hold-recovery"
@@ -206,7 +193,7 @@ def test_not_ready_while_the_data_directory_recovers(server_factory, tmp_path) -
                             launcher=faulty_server.launcher(hold_recovery_flag=hold))
     server.start(wait=False)
     base = server.admin_url
-    status, live = wait_for(lambda: get(base + "/v1/status/live"), "the admin listener")
+    status, live = wait_until(lambda: get(base + "/v1/status/live"), what="the admin listener", ignore=(OSError,))
     assert status == 200 and live["recovering"] is True and live["ready"] is False
     status, ready = get(base + "/v1/status/ready")
     assert status == 503 and ready["ready"] is False
@@ -214,7 +201,7 @@ def test_not_ready_while_the_data_directory_recovers(server_factory, tmp_path) -
     assert status == 503 and "recovering" in body["error"]
     assert value(scrape(server), "logserver_ready") == 0
     hold.unlink()
-    wait_for(lambda: get(base + "/v1/status/ready")[0] == 200, "readiness after recovery")
+    wait_until(lambda: get(base + "/v1/status/ready")[0] == 200, what="readiness after recovery", ignore=(OSError,))
     server.wait_ready()
     assert value(scrape(server), "logserver_ready") == 1
 

@@ -3,10 +3,9 @@ through real admin clients (confluent-kafka, kafka-python, aiokafka) against a r
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from helpers.clienthelpers import aio_run, ck_produce, ck_read, kp_admin
+from helpers.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -54,14 +53,6 @@ def topic_configs(bootstrap: str, name: str):
     admin = ck_admin(bootstrap)
     futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, name)])
     return next(iter(futures.values())).result(15)
-
-
-def wait_until(condition, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 # -- CreatePartitions -------------------------------------------------------------------------
@@ -293,7 +284,7 @@ def test_config_and_log_start_survive_restart_and_retention_acts(server_factory,
     resource = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
         ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
     next(iter(admin.incremental_alter_configs([resource]).values())).result(15)
-    wait_until(lambda: watermarks(bootstrap, topic_name, 0)[0] > 30, "retention after retention.ms=1")
+    wait_until(lambda: watermarks(bootstrap, topic_name, 0)[0] > 30, what="retention after retention.ms=1")
     ck_produce(bootstrap, topic_name, [{"value": b"p1-%d" % i, "partition": 1} for i in range(5)])
     next(iter(admin.delete_records([TopicPartition(topic_name, 1, 3)]).values())).result(15)
     srv.stop()
@@ -443,7 +434,7 @@ def test_dynamic_broker_config_applies_to_inheriting_topics_and_persists(server_
     assert not configs["log.retention.ms"].is_read_only and configs["num.partitions"].is_read_only
     described = topic_configs(bootstrap, topic_name)["retention.ms"]
     assert (described.value, described.source) == ("1", 2)  # DYNAMIC_BROKER_CONFIG
-    wait_until(lambda: watermarks(bootstrap, topic_name, 0)[0] > 10, "retention after log.retention.ms=1")
+    wait_until(lambda: watermarks(bootstrap, topic_name, 0)[0] > 10, what="retention after log.retention.ms=1")
     assert watermarks(bootstrap, own, 0)[0] == 0  # its own retention.ms holds
     srv.stop()
     srv.start()

@@ -10,7 +10,8 @@ import time
 
 from helpers.clienthelpers import create_topic, kp_close, kp_producer
 from helpers.faults import faulty_server
-from test_admin_api import get, scrape, value, wait_for
+from helpers.waiting import wait_until
+from test_admin_api import get, scrape, value
 
 PURGATORY = "kafka_server_delayedoperationpurgatory_purgatory_size"
 DELAYED = "kafka_server_delayedoperationpurgatory_num_delayed_operations"
@@ -30,8 +31,8 @@ def test_produce_purgatory_holds_the_requests_waiting_for_their_fsync(server_fac
         assert value(scrape(server), PURGATORY, delayed_operation="Produce") == 0
         hold.touch()
         futures = [p.send("held", value=b"x" * 10, partition=0) for p in producers]
-        wait_for(lambda: value(scrape(server), PURGATORY, delayed_operation="Produce")
-                 == WAITING, f"{WAITING} delayed produce requests")
+        wait_until(lambda: value(scrape(server), PURGATORY, delayed_operation="Produce")
+                 == WAITING, what=f"{WAITING} delayed produce requests", ignore=(OSError,))
         samples = scrape(server)
         assert value(samples, DELAYED, delayed_operation="Produce") == WAITING
         assert get(server.admin_url + "/v1/requests")[1]["apis"]["Produce"]["waiting"] == WAITING
@@ -39,8 +40,7 @@ def test_produce_purgatory_holds_the_requests_waiting_for_their_fsync(server_fac
         hold.unlink()
         for future in futures:
             future.get(timeout=30)
-        wait_for(lambda: value(scrape(server), PURGATORY, delayed_operation="Produce") == 0,
-                 "an empty produce purgatory")
+        wait_until(lambda: value(scrape(server), PURGATORY, delayed_operation="Produce") == 0, what="an empty produce purgatory", ignore=(OSError,))
         assert get(server.admin_url + "/v1/requests")[1]["apis"]["Produce"]["waiting"] == 0
     finally:
         hold.unlink(missing_ok=True)

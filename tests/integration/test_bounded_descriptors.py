@@ -13,13 +13,13 @@ import socket
 
 import pytest
 from helpers import rawwire as rw
+from helpers.waiting import wait_until
 from test_bounded_resources import (
     _create_topic,
     _fetch_v4,
     _parse_fetch_v4,
     _produce,
     server_side_queues,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.timeout(240)]
@@ -76,8 +76,7 @@ def test_descriptors_per_partition_do_not_grow_with_segments(server_factory):
     _read_all(server.port, "segmented", 40, 1500)
     read = open_fds(server.pid) - baseline
     assert read > after  # the oldest segments were opened to be read ...
-    wait_for(lambda: open_fds(server.pid) - baseline <= 5 * 40 + 6, timeout=30,
-             what="idle segments to close their files")  # ... and closed once idle
+    wait_until(lambda: open_fds(server.pid) - baseline <= 5 * 40 + 6, timeout=30, what="idle segments to close their files")  # ... and closed once idle
     _read_all(server.port, "segmented", 40, 1500)  # and open again when read
 
 
@@ -129,8 +128,7 @@ def test_a_creation_that_runs_out_of_descriptors_leaves_nothing(server_factory):
 
 
 def _wait_accepted(server, count: int) -> None:
-    wait_for(lambda: len(server_side_queues(server.pid, server.port)) >= count,
-             what="the server to accept the connections")
+    wait_until(lambda: len(server_side_queues(server.pid, server.port)) >= count, what="the server to accept the connections", timeout=20.0)
 
 
 def _create_on(sock: socket.socket, name: str, partitions: int) -> int:

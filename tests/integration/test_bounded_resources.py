@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import rawwire as rw
+from helpers.waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -42,16 +43,6 @@ def server_side_queues(pid: int, port: int) -> list[tuple[int, int]]:
     return queues
 
 
-def wait_for(condition, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 # ------------------------------------------------------------ 1. frame buffers
 def test_announced_frame_sizes_cost_nothing_until_their_bytes_arrive(server_factory):
     """20 sockets each announce a 100 MB frame (under socket.request.max.bytes) and send
@@ -66,9 +57,8 @@ def test_announced_frame_sizes_cost_nothing_until_their_bytes_arrive(server_fact
             sock = socket.create_connection((rw.HOST, server.port))
             sock.sendall(struct.pack(">i", 100_000_000) + b"\x00\x12\x00\x00\x00\x01")
             socks.append(sock)
-        wait_for(lambda: len(server_side_queues(server.pid, server.port)) == 20
-                 and all(rx == 0 for rx, _ in server_side_queues(server.pid, server.port)),
-                 what="the server to read the 20 prefixes")
+        wait_until(lambda: len(server_side_queues(server.pid, server.port)) == 20
+                 and all(rx == 0 for rx, _ in server_side_queues(server.pid, server.port)), what="the server to read the 20 prefixes", timeout=20.0)
         rw.api_versions_ok(server.port)  # and the loop went round since
         grown_mb = (rss_kb(server.pid) - before) / 1024
         assert grown_mb < 8, f"20 announced 100 MB frames raised RSS by {grown_mb:.1f} MB"
@@ -166,12 +156,11 @@ def test_queued_max_request_bytes_bounds_requests_in_flight(server_factory):
             sock.setblocking(False)
             _send_what_fits(sock, frame_but_one, deadline)
             hogs.append(sock)
-        queues = wait_for(lambda: (q := server_side_queues(server.pid, server.port))
-                          and len(q) == 20 and q, what="20 connections")
+        queues = wait_until(lambda: (q := server_side_queues(server.pid, server.port))
+                          and len(q) == 20 and q, what="20 connections", timeout=20.0)
         # two frames got their reservation and were read to the byte they miss
-        read_in_full = wait_for(lambda: [rx for rx, _ in server_side_queues(
-            server.pid, server.port)].count(0) >= 2 and server_side_queues(server.pid, server.port),
-            what="two frames read")
+        read_in_full = wait_until(lambda: [rx for rx, _ in server_side_queues(
+            server.pid, server.port)].count(0) >= 2 and server_side_queues(server.pid, server.port), what="two frames read", timeout=20.0)
         unread = [rx for rx, _ in read_in_full if rx > 0]
         assert len(unread) >= 17, f"the server read {20 - len(unread)} of 20 hogs ({queues})"
         grown_mb = (rss_kb(server.pid) - before) / 1024
@@ -324,8 +313,7 @@ def test_a_249_character_topic_is_created_used_deleted_and_gone(server_factory):
     assert server.partition_dir(name, 1).is_dir()
     assert _delete_topic(server.port, name) == 0
     assert server.data_dir is not None
-    wait_for(lambda: not any(p.name.startswith("x" * 200) for p in server.data_dir.iterdir()),
-             what="the deleted topic's directories to be removed")
+    wait_until(lambda: not any(p.name.startswith("x" * 200) for p in server.data_dir.iterdir()), what="the deleted topic's directories to be removed", timeout=20.0)
     assert "File name too long" not in server.output()
     assert _create_topic(server.port, name, 1)[0] == 0  # the name is free again
     code, message = _create_topic(server.port, "y" * 250)
@@ -387,8 +375,7 @@ def test_a_year_9999_batch_no_longer_stops_time_retention(server_factory):
     # records are an hour old). One segment left, not the first: segment 0 (the year-9999
     # batch) went, and so did every closed one after it (retention deletes a prefix).
     bases = lambda: [int(f.stem) for f in server.segment_files("forever", 0)]  # noqa: E731
-    wait_for(lambda: len(bases()) == 1 and bases()[0] > 0, timeout=30,
-             what="retention to delete every closed segment, the year-9999 one first")
+    wait_until(lambda: len(bases()) == 1 and bases()[0] > 0, timeout=30, what="retention to delete every closed segment, the year-9999 one first")
 
 
 # ------------------------------------------------------------ one bad compacted batch
@@ -425,10 +412,8 @@ def test_an_unreadable_batch_in_a_compacted_topic_stops_no_other_cleanup(server_
     for i in range(8):
         assert _produce_at(server.port, "aged", old, b"%d" % i + b"y" * 1000) == 0
     assert len(server.segment_files("aged", 0)) > 2
-    wait_for(lambda: "compaction keeps batch at offset 0" in server.output(), timeout=30,
-             what="compaction to meet the unreadable batch")
-    wait_for(lambda: len(server.segment_files("aged", 0)) == 1, timeout=30,
-             what="retention of the other topic")
+    wait_until(lambda: "compaction keeps batch at offset 0" in server.output(), timeout=30, what="compaction to meet the unreadable batch")
+    wait_until(lambda: len(server.segment_files("aged", 0)) == 1, timeout=30, what="retention of the other topic")
     assert "log cleanup failed" not in server.output()
 
 

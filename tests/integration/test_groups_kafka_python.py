@@ -14,6 +14,7 @@ from collections import Counter
 
 import pytest
 from helpers.clienthelpers import create_topic, kp_producer
+from helpers.waiting import wait_until
 
 from logserver.childproc import ChildProcess
 
@@ -112,16 +113,6 @@ class ConsumerProcess:
         return self.child.running
 
 
-def wait_for(condition, timeout: float, what: str, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
 def balanced(consumers: list[ConsumerProcess], partitions: int) -> bool:
     """Every partition held by exactly one live consumer, and every consumer holds some."""
     held = [c.assignment() for c in consumers]
@@ -149,13 +140,13 @@ def test_three_processes_kill_one_then_a_fourth_joins(server_factory, topic_name
     consumers: list[ConsumerProcess] = []
     try:
         consumers = [ConsumerProcess(bootstrap, topic_name, group, f"c{i}") for i in range(3)]
-        wait_for(lambda: balanced(consumers, 6), 60, "3 consumers with 2 partitions each")
+        wait_until(lambda: balanced(consumers, 6), timeout=60, what="3 consumers with 2 partitions each")
         assert sorted(len(c.assignment()) for c in consumers) == [2, 2, 2]
 
         # 1. every record consumed exactly once across the group
         first = produce(bootstrap, topic_name, "a", 600, 6)
         everything = lambda: [v for c in consumers for v in c.values()]  # noqa: E731
-        wait_for(lambda: set(first) <= set(everything()), 60, "the first 600 records")
+        wait_until(lambda: set(first) <= set(everything()), timeout=60, what="the first 600 records")
         counts = Counter(everything())
         assert [v for v in first if counts[v] != 1] == []
         for c in consumers:  # each read only its own partitions
@@ -169,13 +160,12 @@ def test_three_processes_kill_one_then_a_fourth_joins(server_factory, topic_name
         killed_at = time.monotonic()
         second = produce(bootstrap, topic_name, "b", 600, 6)
         survivors = consumers[:2]
-        wait_for(lambda: balanced(survivors, 6), 30, "the survivors to take over")
+        wait_until(lambda: balanced(survivors, 6), timeout=30, what="the survivors to take over")
         takeover = time.monotonic() - killed_at
         assert takeover < SESSION_TIMEOUT_MS / 1000 + 5, takeover  # expiry + one rebalance
         taken = {p for c in survivors for p in c.assignment()}
         assert orphaned <= taken
-        wait_for(lambda: set(second) <= set(v for c in survivors for v in c.values()), 60,
-                 "the second 600 records")
+        wait_until(lambda: set(second) <= set(v for c in survivors for v in c.values()), timeout=60, what="the second 600 records")
         counts = Counter(v for c in survivors for v in c.values())
         assert [v for v in second if counts[v] != 1] == []  # committed before the kill
 
@@ -183,11 +173,10 @@ def test_three_processes_kill_one_then_a_fourth_joins(server_factory, topic_name
         newcomer = ConsumerProcess(bootstrap, topic_name, group, "c3")
         consumers.append(newcomer)
         live = [*survivors, newcomer]
-        wait_for(lambda: balanced(live, 6), 60, "a rebalance that includes the fourth consumer")
+        wait_until(lambda: balanced(live, 6), timeout=60, what="a rebalance that includes the fourth consumer")
         assert sorted(len(c.assignment()) for c in live) == [2, 2, 2]
         third = produce(bootstrap, topic_name, "c", 300, 6)
-        wait_for(lambda: set(third) <= set(v for c in live for v in c.values()), 60,
-                 "the last 300 records")
+        wait_until(lambda: set(third) <= set(v for c in live for v in c.values()), timeout=60, what="the last 300 records")
         counts = Counter(v for c in live for v in c.values())
         assert [v for v in third if counts[v] != 1] == []
         assert any(v.startswith("c-") for v in newcomer.values())

@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 import pytest
-from helpers.clusterprocs import wait_until
 from helpers.serverproc import HOST, REPO_ROOT, ServerProcess, free_port
+from helpers.waiting import wait_until
 
 from logserver.childproc import can_connect
 

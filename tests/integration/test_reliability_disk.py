@@ -1,4 +1,4 @@
-"""Disk full, through the test-only launcher (``python -m tests.faults.faulty_server
+"""Disk full, through the test-only launcher (``python -m tests.helpers.faults.faulty_server
 --enospc-flag PATH``): while the flag file exists every segment write is a short write
 followed by ENOSPC.
 

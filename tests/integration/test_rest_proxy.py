@@ -23,6 +23,7 @@ from helpers.clienthelpers import (
     kp_read,
 )
 from helpers.serverproc import HOST, ServerProcess, free_port, run_cli
+from helpers.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -58,16 +59,6 @@ def session():
 
 def post(s: requests.Session, url: str, body: Any, content_type: str = JSON_V2) -> requests.Response:
     return s.post(url, data=json.dumps(body), headers={"Content-Type": content_type}, timeout=30)
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # -- topics ---------------------------------------------------------------------------------
@@ -197,7 +188,7 @@ def test_records_above_max_message_bytes_are_413_with_nothing_written(proxy, ses
     finally:
         admin.close()
     url = f"{proxy.rest}/topics/{topic_name}"
-    wait_for(lambda: session.get(url, timeout=30).status_code == 200, "the topic")
+    wait_until(lambda: session.get(url, timeout=30).status_code == 200, what="the topic")
     big = {"records": [{"value": "small", "partition": 0}, {"value": "x" * 5000, "partition": 1}]}
     response = post(session, url, big)
     assert response.status_code == 413, response.text
@@ -268,8 +259,8 @@ def test_consumer_subscribes_reads_and_commits(proxy, session, topic_name) -> No
     assert post(session, f"{uri}/subscription", {"topics": [topic_name]}, V2).status_code == 204
     assert session.get(f"{uri}/subscription", timeout=30).json() == {"topics": [topic_name]}
     got: list[dict[str, Any]] = []
-    wait_for(lambda: got.extend(session.get(f"{uri}/records?timeout=500", headers={"Accept": JSON_V2},
-                                            timeout=30).json()) or len(got) >= 10, "10 records")
+    wait_until(lambda: got.extend(session.get(f"{uri}/records?timeout=500", headers={"Accept": JSON_V2},
+                                            timeout=30).json()) or len(got) >= 10, what="10 records")
     assert sorted(r["value"]["v"] for r in got) == list(range(10))
     assert post(session, f"{uri}/offsets", None, V2).status_code == 204  # all consumed
     wanted = {"partitions": [{"topic": topic_name, "partition": p} for p in (0, 1)]}
@@ -327,7 +318,7 @@ def test_idle_consumer_instances_expire(server_factory, topic_name) -> None:
         # (409 while it lives), which does not touch it.
         again = f"{srv.rest}/consumers/g"  # type: ignore[attr-defined]
         assert post(s, again, {"name": "idle"}, V2).status_code == 409
-        wait_for(lambda: post(s, again, {"name": "idle"}, V2).status_code == 200, "expiry", 20)
+        wait_until(lambda: post(s, again, {"name": "idle"}, V2).status_code == 200, what="expiry", timeout=20)
 
 
 def test_default_test_servers_have_no_rest_listener(server) -> None:
@@ -375,9 +366,8 @@ def test_basic_auth_against_scram_users_and_acls(tmp_path, server_factory, topic
     assert wrong.status_code == 401
     denied = requests.post(url, data=body, headers=headers, auth=("bob", "bob-secret"), timeout=30)
     assert denied.status_code == 403 and denied.json()["error_code"] == 40301
-    ok = wait_for(lambda: (r := requests.post(url, data=body, headers=headers,
-                                              auth=("alice", "alice-secret"), timeout=30)).status_code == 200 and r,
-                  "alice's ACLs")
+    ok = wait_until(lambda: (r := requests.post(url, data=body, headers=headers,
+                                              auth=("alice", "alice-secret"), timeout=30)).status_code == 200 and r, what="alice's ACLs")
     assert ok.json()["offsets"][0]["offset"] == 0
     # A verified password is remembered for a minute; another password still is not taken.
     again = requests.post(url, data=body, headers=headers, auth=("alice", "alice-secreT"), timeout=30)
@@ -413,14 +403,14 @@ def test_cluster_produce_answers_not_leader_per_record(tmp_path, etcd, topic_nam
             found = {p["partition"]: p["leader"] for p in response.json()} if response.ok else {}
             return found if len(found) == 6 and -1 not in found.values() else None
 
-        placed = wait_for(leaders, "leaders of every partition")
+        placed = wait_until(leaders, what="leaders of every partition")
 
         def serving() -> bool:  # each leader has taken its partitions (reads answer 200)
             return all(requests.get(f"{rest[n]}/topics/{topic_name}/partitions/{p}/records?offset=0"
                                     "&timeout=0", timeout=30).status_code == 200
                        for p, n in placed.items())
 
-        wait_for(serving, "leaders serving their partitions")
+        wait_until(serving, what="leaders serving their partitions")
         assert set(placed.values()) == {1, 2, 3}  # one broker leads only some partitions
         with requests.Session() as s:
             body = {"records": [{"value": p, "partition": p} for p in range(6)]}

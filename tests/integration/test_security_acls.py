@@ -8,7 +8,6 @@ User:ANONYMOUS (tests/unit/test_security_authorizer.py covers named principals, 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,6 +25,7 @@ from confluent_kafka.admin import ResourceType as CkType
 from helpers.clienthelpers import ck_config, create_topic, kp_admin
 from helpers.kafkaclient import BlockingClient
 from helpers.serverproc import ServerProcess, run_cli
+from helpers.waiting import wait_until
 from kafka import KafkaProducer
 from kafka.admin import (
     ACL,
@@ -76,16 +76,6 @@ def described(srv: ServerProcess) -> set[tuple[str, str, str, str, str]]:
     assert error is kerrors.NoError
     return {(a.resource_pattern.resource_type.name, a.resource_pattern.resource_name,
              a.resource_pattern.pattern_type.name, a.principal, a.operation.name) for a in acls}
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def authorizing(server_factory: Callable[..., ServerProcess], **settings: object) -> ServerProcess:
@@ -156,8 +146,8 @@ def test_denials_reach_clients_as_their_normal_errors(server_factory, topic_name
             kp_acl("denied-group", ACLOperation.READ, ACLPermissionType.DENY, ResourceType.GROUP),
         ])
         assert len(result["succeeded"]) == 2
-        topics = wait_for(lambda: set(client.list_topics()) if secret not in client.list_topics()
-                          else None, "the denied topic to leave Metadata")
+        topics = wait_until(lambda: set(client.list_topics()) if secret not in client.list_topics()
+                          else None, what="the denied topic to leave Metadata")
     assert open_topic in topics  # no ACL applies: allowed
 
     producer = KafkaProducer(bootstrap_servers=srv.bootstrap, max_block_ms=10_000)
@@ -171,7 +161,7 @@ def test_denials_reach_clients_as_their_normal_errors(server_factory, topic_name
     errors: list[KafkaError] = []
     ck_producer = Producer(ck_config(srv.bootstrap))
     ck_producer.produce(secret, b"nope", on_delivery=lambda err, _msg: errors.append(err))
-    wait_for(lambda: ck_producer.flush(1) == 0 and errors, "the delivery report")
+    wait_until(lambda: ck_producer.flush(1) == 0 and errors, what="the delivery report")
     assert errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
     consumer = Consumer(ck_config(srv.bootstrap, **{"group.id": "denied-group",
@@ -186,7 +176,7 @@ def test_denials_reach_clients_as_their_normal_errors(server_factory, topic_name
                 return message.error()
             return None
 
-        assert wait_for(group_error, "GROUP_AUTHORIZATION_FAILED").code() == \
+        assert wait_until(group_error, what="GROUP_AUTHORIZATION_FAILED").code() == \
             KafkaError.GROUP_AUTHORIZATION_FAILED
     finally:
         consumer.close()

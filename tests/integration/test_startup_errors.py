@@ -8,8 +8,8 @@ import json
 
 import pytest
 from helpers.clienthelpers import create_topic
-from helpers.clusterprocs import wait_until
 from helpers.serverproc import HOST, free_port, run_cli
+from helpers.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 

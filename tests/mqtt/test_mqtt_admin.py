@@ -4,13 +4,13 @@ real paho-mqtt devices publishing through a real bridge into a real logserver.""
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 import uuid
 
 import paho.mqtt.client as paho
 from helpers.mqtt_procs import HOST, BridgeProcess
 from helpers.serverproc import free_port
+from helpers.waiting import wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
 DEVICES = 5
@@ -22,15 +22,6 @@ def scrape(url: str) -> dict[str, float]:
         text = response.read().decode()
     return {s.name: s.value for family in text_string_to_metric_families(text)
             for s in family.samples}
-
-
-def wait_for(condition, what: str, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while not (result := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-    return result
 
 
 def test_metrics_count_connected_devices_and_publishes(request, module_server, tmp_path) -> None:
@@ -50,13 +41,12 @@ def test_metrics_count_connected_devices_and_publishes(request, module_server, t
             client.connect(HOST, bridge.port, keepalive=30)
             client.loop_start()
             clients.append(client)
-        wait_for(lambda: scrape(url)["mqtt_connected_devices"] == DEVICES, "devices connected")
+        wait_until(lambda: scrape(url)["mqtt_connected_devices"] == DEVICES, what="devices connected", timeout=20.0)
         for i, client in enumerate(clients):
             for n in range(PER_DEVICE):
                 client.publish(f"devices/meter-{i}/{stream}", f"{n}", qos=1).wait_for_publish(10)
-        after = wait_for(lambda: (s := scrape(url))["mqtt_uplink_records_acked_total"]
-                         - before["mqtt_uplink_records_acked_total"] >= DEVICES * PER_DEVICE and s,
-                         "uplink acknowledged")
+        after = wait_until(lambda: (s := scrape(url))["mqtt_uplink_records_acked_total"]
+                         - before["mqtt_uplink_records_acked_total"] >= DEVICES * PER_DEVICE and s, what="uplink acknowledged", timeout=20.0)
         assert after["mqtt_publishes_in_total"] - before["mqtt_publishes_in_total"] == DEVICES * PER_DEVICE
         assert after["mqtt_uplink_records_total"] - before["mqtt_uplink_records_total"] == DEVICES * PER_DEVICE
         with urllib.request.urlopen(url + "/v1/status", timeout=10) as response:
@@ -66,7 +56,7 @@ def test_metrics_count_connected_devices_and_publishes(request, module_server, t
         for client in clients:
             client.disconnect()
             client.loop_stop()
-    wait_for(lambda: scrape(url)["mqtt_connected_devices"] == 0, "devices gone")
+    wait_until(lambda: scrape(url)["mqtt_connected_devices"] == 0, what="devices gone", timeout=20.0)
 
 
 def samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -122,7 +112,7 @@ def test_puback_latency_and_dropped_messages(request, module_server, tmp_path) -
         producer.close()
         dropped = ("mqtt_messages_dropped_total", (("reason", "queue_full"),))
         seen = await asyncio.to_thread(
-            wait_for, lambda: (s := samples(url))[dropped] >= 24 and s, "queue drops")
+            wait_until, lambda: (s := samples(url))[dropped] >= 24 and s, 20.0, "queue drops")
         with urllib.request.urlopen(url + "/v1/status", timeout=10) as response:
             status = json.loads(response.read())
         # 30 = 5 queued + 1 in flight (when it left the queue before the rest arrived) + dropped

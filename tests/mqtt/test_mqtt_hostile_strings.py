@@ -12,8 +12,8 @@ import uuid
 import paho.mqtt.client as paho
 import pytest
 from helpers.clienthelpers import kp_end_offsets
-from helpers.clusterprocs import wait_until
 from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.waiting import wait_until
 
 from mqtt_bridge.codec import Connect, Publish, encode
 

@@ -10,8 +10,8 @@ import uuid
 import paho.mqtt.client as paho
 import pytest
 from helpers.clienthelpers import kp_read
-from helpers.clusterprocs import wait_until
 from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.waiting import wait_until
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 

@@ -14,11 +14,11 @@ import time
 import paho.mqtt.client as paho
 import pytest
 from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.waiting import wait_until
 from kafka import KafkaProducer
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from test_mqtt_qos2 import log_records
-from test_mqtt_sessions import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -101,15 +101,14 @@ def test_log_server_kill9_mid_qos1_and_qos2_flows_loses_and_duplicates_nothing(r
     threads = [threading.Thread(target=d.publish_all, daemon=True) for d in publishers]
     for t in threads:
         t.start()
-    wait_until(lambda: all(len(d.infos) >= N // 4 for d in publishers), what="the flows to be under way")
+    wait_until(lambda: all(len(d.infos) >= N // 4 for d in publishers), what="the flows to be under way", timeout=20.0)
     server.kill9()
     killed_at = time.monotonic()
-    wait_until(lambda: time.monotonic() - killed_at > 1.5, what="the log server to stay dead a while")
+    wait_until(lambda: time.monotonic() - killed_at > 1.5, what="the log server to stay dead a while", timeout=20.0)
     server.start()
     for t in threads:
         t.join(60)
-    wait_until(lambda: all(d.all_published() for d in publishers), 120,
-               what="every PUBLISH acknowledged (PUBACK / PUBCOMP)")
+    wait_until(lambda: all(d.all_published() for d in publishers), timeout=120, what="every PUBLISH acknowledged (PUBACK / PUBCOMP)")
     producer.close()  # its connection died with the server: a new one
     producer = KafkaProducer(bootstrap_servers=server.bootstrap, acks="all")
     request.addfinalizer(producer.close)
@@ -118,7 +117,7 @@ def test_log_server_kill9_mid_qos1_and_qos2_flows_loses_and_duplicates_nothing(r
     producer.flush()
     producer.send("commands", key=b"cmdsub", value=b"end")  # nothing may come after it
     producer.flush()
-    wait_until(lambda: any(m.payload == b"end" for m in sub.got), 60, what="every command at the subscriber")
+    wait_until(lambda: any(m.payload == b"end" for m in sub.got), timeout=60, what="every command at the subscriber")
 
     for topic, devs in (("rs1", publishers[:2]), ("rs2", publishers[2:])):
         records = log_records(server.bootstrap, topic)
@@ -155,14 +154,13 @@ def test_bridge_kill9_mid_qos1_and_qos2_flows(request, tmp_path, server) -> None
     threads = [threading.Thread(target=d.publish_all, daemon=True) for d in publishers]
     for t in threads:
         t.start()
-    wait_until(lambda: all(len(d.infos) >= N // 4 for d in publishers), what="the flows to be under way")
+    wait_until(lambda: all(len(d.infos) >= N // 4 for d in publishers), what="the flows to be under way", timeout=20.0)
     bridge.kill9()
     assert not all(d.all_published() for d in publishers)
     bridge.start()
     for t in threads:
         t.join(60)
-    wait_until(lambda: all(d.all_published() for d in publishers), 120,
-               what="every PUBLISH acknowledged after the restart")
+    wait_until(lambda: all(d.all_published() for d in publishers), timeout=120, what="every PUBLISH acknowledged after the restart")
     assert all(d.connects >= 2 for d in publishers)  # each reconnected to the new bridge
     for topic, devs in (("rs1", publishers[:2]), ("rs2", publishers[2:])):
         records = log_records(server.bootstrap, topic)
@@ -197,7 +195,7 @@ def test_bridge_kill9_after_outbound_qos2_completed_does_not_send_it_again(reque
     c.connect("q2down", clean=False, props=props)
     assert c.subscribe("devices/q2down/commands", 2) == [2]
     c.close()  # the disconnect saves the session with its subscription
-    wait_until(lambda: "client q2down disconnected" in bridge.output(), what="the disconnect")
+    wait_until(lambda: "client q2down disconnected" in bridge.output(), what="the disconnect", timeout=20.0)
     c = Raw(bridge.port, MQTT_5)
     assert c.connect("q2down", clean=False, props=props).session_present
     _produce(server.bootstrap, b"q2down", [b"c1"])

@@ -21,13 +21,13 @@ import threading
 import paho.mqtt.client as paho
 import pytest
 from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.waiting import wait_until
 from kafka import KafkaProducer
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 from test_mqtt_qos2 import Raw, log_records
 from test_mqtt_retained import mosquitto_pub
-from test_mqtt_sessions import wait_until
 
 from mqtt_bridge.codec import (
     MQTT_5,
@@ -116,10 +116,10 @@ def test_shared_and_non_shared_subscriptions_each_deliver_a_copy(request, bridge
     jobs = [f"both-{i}".encode() for i in range(10)]
     for j in jobs:
         pub.c.publish("jobs/both/x", j, qos=1).wait_for_publish(10)
-    wait_until(lambda: len(both.got) >= 3 * len(jobs), what="three copies of each job")
-    wait_until(lambda: len(plain.got) >= len(jobs), what="the plain subscriber's copies")
+    wait_until(lambda: len(both.got) >= 3 * len(jobs), what="three copies of each job", timeout=20.0)
+    wait_until(lambda: len(plain.got) >= len(jobs), what="the plain subscriber's copies", timeout=20.0)
     pub.c.publish("jobs/both/x", b"end", qos=1).wait_for_publish(10)
-    wait_until(lambda: sum(m.payload == b"end" for m in both.got) == 3, what="three end markers")
+    wait_until(lambda: sum(m.payload == b"end" for m in both.got) == 3, what="three end markers", timeout=20.0)
     copies = {j: sorted(m.qos for m in both.got if m.payload == j) for j in jobs}
     assert copies == {j: [0, 1, 1] for j in jobs}, copies
     assert [m.payload for m in plain.got if m.payload != b"end"] == jobs  # one copy each
@@ -150,7 +150,7 @@ def test_subscription_identifiers_are_per_copy(request, bridge, module_server) -
     producer = KafkaProducer(bootstrap_servers=module_server.bootstrap)
     request.addfinalizer(producer.close)
     producer.send("commands", key=b"sid-copies", value=b"cmd").get(timeout=30)
-    wait_until(lambda: len(c.got) >= 3 + 2 + 3, what="every copy")
+    wait_until(lambda: len(c.got) >= 3 + 2 + 3, what="every copy", timeout=20.0)
     copies = sorted((m.payload, _ids(m), m.qos) for m in c.got)
     assert copies == sorted([
         (b"one", [1, 2], 1), (b"one", [3], 0), (b"one", [4], 1),
@@ -170,15 +170,15 @@ def test_no_local_with_an_overlapping_subscription_and_retained_identifiers(requ
     me.subscribe("jobs/nl/+", 0, sub_id=8)
     me.c.publish("jobs/nl/x", b"mine", qos=1).wait_for_publish(10)
     mosquitto_pub(bridge.port, "-t", "jobs/nl/x", "-m", "theirs", "-q", "1")
-    wait_until(lambda: any(m.payload == b"theirs" for m in me.got), what="the other client's message")
+    wait_until(lambda: any(m.payload == b"theirs" for m in me.got), what="the other client's message", timeout=20.0)
     assert sorted((m.payload, _ids(m), m.qos) for m in me.got) == [
         (b"mine", [8], 0), (b"theirs", [7, 8], 1)]
     mosquitto_pub(bridge.port, "-t", "jobs/ret/a", "-m", "kept", "-r", "-q", "1")
     r = Member(request, bridge.port, "sid-ret", paho.MQTTv5)
     r.subscribe("jobs/ret/#", 1, sub_id=10)
-    wait_until(lambda: len(r.got) == 1, what="the retained message")
+    wait_until(lambda: len(r.got) == 1, what="the retained message", timeout=20.0)
     r.subscribe("jobs/ret/+", 1, sub_id=11)  # overlaps: the retained message again, for this one
-    wait_until(lambda: len(r.got) == 2, what="the retained message again")
+    wait_until(lambda: len(r.got) == 2, what="the retained message again", timeout=20.0)
     assert [(_ids(m), m.retain) for m in r.got] == [([10], True), ([11], True)]
     mosquitto_pub(bridge.port, "-t", "jobs/ret/a", "-m", "", "-r", "-q", "1")
     for m in (me, r):
@@ -204,7 +204,7 @@ def test_shared_subscription_gives_each_message_to_one_member(request, bridge) -
         assert n < 200, "markers never reached both members"
         pub.c.publish("jobs/work", b"end%d" % n, qos=1).wait_for_publish(10)
         n += 1
-    wait_until(lambda: any(m.payload == b"end%d" % (n - 1) for m in watcher.got), what="the watcher's last marker")
+    wait_until(lambda: any(m.payload == b"end%d" % (n - 1) for m in watcher.got), what="the watcher's last marker", timeout=20.0)
     work = {g: [m for m in g.got if not m.payload.startswith(b"end")] for g in (v3, v5)}
     assert sorted(m.payload for g in work for m in work[g]) == sorted(jobs)  # each exactly once
     assert work[v3] and work[v5], "round robin gave one member nothing"
@@ -236,10 +236,9 @@ def test_mosquitto_sub_is_a_member_too(request, bridge) -> None:
     sent = [f"p{i}" for i in range(probes)] + [f"m{i}" for i in range(20)]
     for i in range(20):
         mosquitto_pub(bridge.port, "-t", f"jobs/m/{i}", "-m", f"m{i}", "-q", "1")
-    wait_until(lambda: len(lines) + len(other.got) >= len(sent), what="every message at the group")
+    wait_until(lambda: len(lines) + len(other.got) >= len(sent), what="every message at the group", timeout=20.0)
     mosquitto_pub(bridge.port, "-t", "jobs/m/x", "-m", "late", "-q", "1")  # nothing may follow it
-    wait_until(lambda: any("late" in x for x in lines) or any(m.payload == b"late" for m in other.got),
-               what="one more message")
+    wait_until(lambda: any("late" in x for x in lines) or any(m.payload == b"late" for m in other.got), what="one more message", timeout=20.0)
     got = [x.split(" ", 1)[1].strip() for x in lines] + [m.payload.decode() for m in other.got]
     assert sorted(got) == sorted([*sent, "late"])
     assert any(x.startswith("jobs/m/") and " m" in x for x in lines) and any(
@@ -261,11 +260,11 @@ def test_a_leaving_member_hands_its_messages_to_the_others(request, bridge) -> N
         pub.c.publish("jobs/h/x", p, qos=1).wait_for_publish(10)
     lazy_got = [lazy.packet() for _ in range(5)]  # its window: 5 in flight, no PUBACK from it
     assert all(isinstance(p, Publish) and p.qos == 1 for p in lazy_got)
-    wait_until(lambda: len(keen.got) >= 10, what="the keen member's share")
+    wait_until(lambda: len(keen.got) >= 10, what="the keen member's share", timeout=20.0)
     lazy.close()
-    wait_until(lambda: len(keen.got) >= len(sent), what="the lazy member's messages at the keen one")
+    wait_until(lambda: len(keen.got) >= len(sent), what="the lazy member's messages at the keen one", timeout=20.0)
     pub.c.publish("jobs/h/x", b"marker", qos=1).wait_for_publish(10)
-    wait_until(lambda: any(m.payload == b"marker" for m in keen.got), what="the marker")
+    wait_until(lambda: any(m.payload == b"marker" for m in keen.got), what="the marker", timeout=20.0)
     assert sorted(m.payload for m in keen.got if m.payload != b"marker") == sorted(sent)
     assert all(_ids(m) == [22] for m in keen.got)  # handed over: the keen one's identifier
     assert {p.payload for p in lazy_got} <= set(sent)
@@ -351,7 +350,7 @@ def test_request_response_across_the_log_and_between_clients(request, bridge, mo
         ("mqtt.correlation_data", headers["mqtt.correlation_data"]), ("mqtt.content_type", b"application/json"),
         ("mqtt.response_topic", b"rr/ack"), ("trace", b"t-1")])
     producer.flush()
-    wait_until(lambda: dev.got, what="the reply")
+    wait_until(lambda: dev.got, what="the reply", timeout=20.0)
     reply = dev.got[0]
     assert reply.payload == b'{"answer": 42}'
     assert reply.properties.CorrelationData == b"\x00\xffreq-7"
@@ -367,12 +366,12 @@ def test_request_response_across_the_log_and_between_clients(request, bridge, mo
     q.ResponseTopic = "rr/replies/asker"
     q.CorrelationData = b"c-99"
     asker.c.publish("rr/requests", b"ping", qos=1, properties=q).wait_for_publish(10)
-    wait_until(lambda: responder.got, what="the request")
+    wait_until(lambda: responder.got, what="the request", timeout=20.0)
     got = responder.got[0].properties
     a = Properties(PacketTypes.PUBLISH)
     a.CorrelationData = got.CorrelationData
     responder.c.publish(got.ResponseTopic, b"pong", qos=1, properties=a).wait_for_publish(10)
-    wait_until(lambda: asker.got, what="the response")
+    wait_until(lambda: asker.got, what="the response", timeout=20.0)
     assert (asker.got[0].payload, asker.got[0].properties.CorrelationData) == (b"pong", b"c-99")
     for c in (dev, responder, asker):
         c.stop()
@@ -458,7 +457,7 @@ def test_v5_session_expiry(bridge) -> None:
     assert r.subscribe("devices/exp-short/commands", 1) == [1]
     r.close()
     left = time.monotonic()
-    wait_until(lambda: "session exp-short expired" in bridge.output(), 15, "the session to expire")
+    wait_until(lambda: "session exp-short expired" in bridge.output(), timeout=15, what="the session to expire")
     assert time.monotonic() - left >= 1.5
     r = Raw(bridge.port, MQTT_5)
     assert not r.connect("exp-short", clean=False, props=props).session_present
@@ -470,7 +469,7 @@ def test_v5_session_expiry(bridge) -> None:
     r.send(encode(Disconnect(0, {"session_expiry_interval": 600}), MQTT_5))
     r.close()
     left = time.monotonic()
-    wait_until(lambda: time.monotonic() - left > 3.0, what="the first interval to pass")
+    wait_until(lambda: time.monotonic() - left > 3.0, what="the first interval to pass", timeout=20.0)
     r = Raw(bridge.port, MQTT_5)
     assert r.connect("exp-longer", clean=False, props=props).session_present
     r.close()
@@ -532,13 +531,13 @@ def test_offline_persistent_session_gets_locally_routed_messages(request, bridge
     assert ev.wait(10)
     c.disconnect()
     c.loop_stop()
-    wait_until(lambda: f"client {cid} disconnected" in bridge.output(), what="the disconnect")
+    wait_until(lambda: f"client {cid} disconnected" in bridge.output(), what="the disconnect", timeout=20.0)
     for i, qos in enumerate((1, 2, 0, 1)):
         mosquitto_pub(bridge.port, "-t", f"jobs/off/{version}", "-m", f"o{i}", "-q", str(qos))
     connect()
     mosquitto_pub(bridge.port, "-t", f"jobs/off/{version}", "-m", "live", "-q", "1")
-    wait_until(lambda: any(m.payload == b"live" for m in got), what="the live message")
-    wait_until(lambda: len(got) >= 4, what="the QoS 2 message (paho hands it over at PUBREL)")
+    wait_until(lambda: any(m.payload == b"live" for m in got), what="the live message", timeout=20.0)
+    wait_until(lambda: len(got) >= 4, what="the QoS 2 message (paho hands it over at PUBREL)", timeout=20.0)
     c.disconnect()
     c.loop_stop()
     assert sorted((m.payload, m.qos) for m in got) == [(b"live", 1), (b"o0", 1), (b"o1", 2), (b"o3", 1)]
@@ -587,7 +586,7 @@ def test_a_will_topic_must_be_a_topic_name(request, bridge, will_topic: str) -> 
     with pytest.raises((ConnectionError, OSError)):
         v3.packet()
     mosquitto_pub(bridge.port, "-t", "jobs/will-end", "-m", "end")
-    wait_until(lambda: any(m.topic == "jobs/will-end" for m in watcher.got), what="the marker")
+    wait_until(lambda: any(m.topic == "jobs/will-end" for m in watcher.got), what="the marker", timeout=20.0)
     assert [m.topic for m in watcher.got] == ["jobs/will-end"]
     watcher.stop()
 
@@ -674,7 +673,7 @@ def test_queued_local_messages_stay_with_a_persistent_session(request, bridge, v
     first = [r.packet() for _ in range(window)]
     assert [p.payload for p in first] == sent[:window]  # type: ignore[attr-defined]
     r.close()  # the window in flight, three queued behind it
-    wait_until(lambda: f"client {cid} disconnected" in bridge.output(), what="the disconnect")
+    wait_until(lambda: f"client {cid} disconnected" in bridge.output(), what="the disconnect", timeout=20.0)
     r = Raw(bridge.port, version)
     assert r.connect(cid, clean=False, props=props).session_present
     got = []
@@ -706,6 +705,6 @@ def test_a_response_topic_must_be_a_topic_name(request, bridge, module_server) -
     ack = w.packet()
     assert isinstance(ack, Connack) and ack.reason == 0x82, ack
     mosquitto_pub(bridge.port, "-t", "rr/end", "-m", "end")
-    wait_until(lambda: any(m.topic == "rr/end" for m in watcher.got), what="the marker")
+    wait_until(lambda: any(m.topic == "rr/end" for m in watcher.got), what="the marker", timeout=20.0)
     assert [m.topic for m in watcher.got] == ["rr/end"]
     watcher.stop()

@@ -15,9 +15,10 @@ import time
 import paho.mqtt.client as paho
 import pytest
 from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.waiting import wait_until
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import TopicPartition
-from test_mqtt_sessions import stored_session, wait_until
+from test_mqtt_sessions import stored_session
 
 from mqtt_bridge.codec import (
     MQTT_5,
@@ -182,7 +183,7 @@ def test_mosquitto_qos2_local_routing_and_granted_qos2(request, tmp_path, server
 
         t = threading.Thread(target=pump, daemon=True)
         t.start()
-        wait_until(lambda: any("SUBACK" in line for line in out_lines), what="SUBACK")
+        wait_until(lambda: any("SUBACK" in line for line in out_lines), what="SUBACK", timeout=20.0)
         pub = subprocess.run(
             ["mosquitto_pub", "-h", HOST, "-p", str(bridge.port), "-t", "chat/q2", "-q", "2", "-d",
              "-V", "mqttv311", "-l"],
@@ -224,7 +225,7 @@ def test_downlink_qos2_to_a_paho_subscriber(request, tmp_path, server) -> None:
         p.send("commands", key=b"q2sub", value=f"c{i}".encode())
     p.flush()
     p.close()
-    wait_until(lambda: len(got) >= 5, what="5 commands")
+    wait_until(lambda: len(got) >= 5, what="5 commands", timeout=20.0)
     c.disconnect()
     c.loop_stop()
     assert [m.payload for m in got] == [f"c{i}".encode() for i in range(5)]
@@ -262,8 +263,7 @@ def test_unacknowledged_messages_go_out_again_as_dup_with_the_same_packet_id(
     for p in again[:1]:
         c.send(puback(p.packet_id))  # "a" is done; "b" and "c" stay unacknowledged
     wait_until(lambda: sorted(x[0] for x in (stored_session(server.bootstrap, cid) or {})
-                              .get("inflight", [])) == sorted(p.packet_id for p in first[1:]),
-               what="the in-flight packet ids saved")
+                              .get("inflight", [])) == sorted(p.packet_id for p in first[1:]), what="the in-flight packet ids saved", timeout=20.0)
     c.close()
     bridge.kill9()
     bridge.start()
@@ -293,7 +293,7 @@ def test_logserver_supervised_bridge_kill9_mid_qos2_keeps_session_and_one_record
 
     port = free_port()
     server = server_factory(extra_args=["--mqtt-bridge", f"{HOST}:{port}"])
-    wait_until(lambda: can_connect(port), 30, "the bridge to listen")
+    wait_until(lambda: can_connect(port), timeout=30, what="the bridge to listen")
 
     def pids() -> list[int]:
         return [int(p) for p in re.findall(r"started mqtt-bridge \(pid (\d+)\)", server.output())]
@@ -304,13 +304,12 @@ def test_logserver_supervised_bridge_kill9_mid_qos2_keeps_session_and_one_record
     assert c.subscribe("devices/sup-dev/commands", 2) == [2]
     c.publish2(topic, b"across-kill", 3)
     c.expect_ack(PacketType.PUBREC, 3)
-    wait_until(lambda: "3" in (stored_session(server.bootstrap, "sup-dev") or {}).get("qos2_in", {}),
-               what="the QoS 2 packet id saved")
+    wait_until(lambda: "3" in (stored_session(server.bootstrap, "sup-dev") or {}).get("qos2_in", {}), what="the QoS 2 packet id saved", timeout=20.0)
     c.close()
     (victim,) = pids()[-1:]
     os.kill(victim, signal.SIGKILL)
-    wait_until(lambda: len(pids()) == 2, 30, "a restarted bridge")
-    wait_until(lambda: can_connect(port), 30, "the restarted bridge to listen")
+    wait_until(lambda: len(pids()) == 2, timeout=30, what="a restarted bridge")
+    wait_until(lambda: can_connect(port), timeout=30, what="the restarted bridge to listen")
     c = Raw(port, MQTT_5)
     assert c.connect("sup-dev", clean=False, props={"session_expiry_interval": 600}).session_present
     c.publish2(topic, b"across-kill", 3, dup=True)

@@ -12,10 +12,10 @@ import threading
 import paho.mqtt.client as paho
 import pytest
 from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.waiting import wait_until
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from test_mqtt_qos2 import log_records
-from test_mqtt_sessions import wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -62,7 +62,7 @@ class Subscriber:
 
     def until_marker(self, port: int) -> list[paho.MQTTMessage]:
         mosquitto_pub(port, "-t", "chat/end", "-m", "end", "-q", "1")
-        wait_until(lambda: any(m.topic == "chat/end" for m in self.got), what="the marker")
+        wait_until(lambda: any(m.topic == "chat/end" for m in self.got), what="the marker", timeout=20.0)
         self.c.disconnect()
         self.c.loop_stop()
         return [m for m in self.got if m.topic != "chat/end"]
@@ -83,8 +83,7 @@ def test_retained_messages_survive_kill9_and_empty_payload_deletes(request, tmp_
     c.publish("chat/r3", b"three", qos=1, retain=True, properties=props).wait_for_publish(10)
     c.disconnect()
     c.loop_stop()
-    wait_until(lambda: retained_in_log(server.bootstrap).keys() >= {b"chat/r1", b"chat/r2", b"chat/r3"},
-               what="the retained messages in the compacted topic")
+    wait_until(lambda: retained_in_log(server.bootstrap).keys() >= {b"chat/r1", b"chat/r2", b"chat/r3"}, what="the retained messages in the compacted topic", timeout=20.0)
     bridge.kill9()
     bridge.start()
 
@@ -100,8 +99,7 @@ def test_retained_messages_survive_kill9_and_empty_payload_deletes(request, tmp_
     assert r3.properties.ContentType == "text/plain"
 
     mosquitto_pub(bridge.port, "-t", "chat/r1", "-n", "-r", "-q", "1")  # delete
-    wait_until(lambda: retained_in_log(server.bootstrap).get(b"chat/r1", b"") is None,
-               what="the tombstone")
+    wait_until(lambda: retained_in_log(server.bootstrap).get(b"chat/r1", b"") is None, what="the tombstone", timeout=20.0)
     assert bridge.stop() == 0
     bridge.start()
     got = Subscriber(bridge.port, request).until_marker(bridge.port)
@@ -142,7 +140,7 @@ def test_retained_messages_keep_their_qos_also_after_kill9(request, tmp_path, se
         c.loop_start()
         c.subscribe("chat/qos/+", qos=sub_qos)
         assert ev.wait(10)
-        wait_until(lambda: len(got) == 3, what="three retained messages")
+        wait_until(lambda: len(got) == 3, what="three retained messages", timeout=20.0)
         c.disconnect()
         c.loop_stop()
         assert all(m.retain for m in got)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 from helpers.mqtt_procs import BridgeProcess
+from helpers.waiting import wait_until
 from kafka import KafkaProducer
-from test_mqtt_sessions import V5Device, stored_session, wait_until
+from test_mqtt_sessions import V5Device, stored_session
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -50,8 +51,7 @@ def test_another_user_cannot_claim_a_stored_session_after_a_restart(request, bri
     owner.connect()
     assert owner.connack[-1] == (False, 0)
     assert owner.subscribe([f"devices/{cid}/commands"]) == [1]
-    wait_until(lambda: (stored_session(server.bootstrap, cid) or {}).get("owner") == ["sensor-7"],
-               what="the session saved with its owner")
+    wait_until(lambda: (stored_session(server.bootstrap, cid) or {}).get("owner") == ["sensor-7"], what="the session saved with its owner", timeout=20.0)
     owner.stop()
     getattr(bridge, restart)()
     bridge.start()
@@ -65,14 +65,14 @@ def test_another_user_cannot_claim_a_stored_session_after_a_restart(request, bri
     wiper = _device(request, bridge, "mallory")
     wiper.c.connect(bridge.host, bridge.port, clean_start=True)
     wiper.c.loop_start()
-    wait_until(lambda: wiper.connack, what="the clean-start CONNACK")
+    wait_until(lambda: wiper.connack, what="the clean-start CONNACK", timeout=20.0)
     assert wiper.connack[-1] == (False, NOT_AUTHORIZED)
     wiper.stop()
 
     back = _device(request, bridge, "sensor-7")
     back.connect()
     assert back.connack[-1] == (True, 0), "the owner's session is gone"
-    wait_until(lambda: back.got, what="the command queued while the device was away")
+    wait_until(lambda: back.got, what="the command queued while the device was away", timeout=20.0)
     assert back.got == [(f"devices/{cid}/commands", b"queued-while-away")]
     back.stop()
 
@@ -83,6 +83,6 @@ def test_another_user_cannot_claim_a_stored_session_after_a_restart(request, bri
     again.connect()
     assert again.connack[-1] == (True, 0)
     _command(server.bootstrap, cid, b"after-second-restart")
-    wait_until(lambda: again.got, what="a command through the kept subscription")
+    wait_until(lambda: again.got, what="a command through the kept subscription", timeout=20.0)
     assert again.got == [(f"devices/{cid}/commands", b"after-second-restart")]
     again.stop()

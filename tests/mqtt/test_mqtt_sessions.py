@@ -14,6 +14,7 @@ import time
 import paho.mqtt.client as paho
 import pytest
 from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.waiting import wait_until
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import TopicPartition
 from paho.mqtt.subscribeoptions import SubscribeOptions
@@ -28,15 +29,6 @@ def start_bridge(request, tmp_path, bootstrap: str, *args: str) -> BridgeProcess
     request.addfinalizer(b.stop)
     b.start()
     return b
-
-
-def wait_until(cond, timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def stored_session(bootstrap: str, cid: str) -> dict | None:
@@ -120,8 +112,7 @@ def test_large_session_with_a_long_client_id_survives_kill9(request, tmp_path, s
     filters = [f"fleet/{i:03d}/" + "x" * 200 + "/#" for i in range(99)] + [f"devices/{cid}/commands"]
     granted = dev.subscribe(filters[:50]) + dev.subscribe(filters[50:])
     assert granted == [1] * 100
-    wait_until(lambda: len((stored_session(server.bootstrap, cid) or {}).get("subs", {})) == 100,
-               what="the session saved with its 100 subscriptions")
+    wait_until(lambda: len((stored_session(server.bootstrap, cid) or {}).get("subs", {})) == 100, what="the session saved with its 100 subscriptions", timeout=20.0)
     assert len(json.dumps(stored_session(server.bootstrap, cid))) > 20_000
     bridge.kill9()
     dev.c.loop_stop()
@@ -134,7 +125,7 @@ def test_large_session_with_a_long_client_id_survives_kill9(request, tmp_path, s
     p = KafkaProducer(bootstrap_servers=server.bootstrap)
     p.send("commands", key=cid.encode(), value=b"after-restart").get(10)
     p.close()
-    wait_until(lambda: dev2.got, what="the command through the restored subscription")
+    wait_until(lambda: dev2.got, what="the command through the restored subscription", timeout=20.0)
     assert dev2.got == [(f"devices/{cid}/commands", b"after-restart")]
     dev2.stop()
     out = bridge.output()
@@ -154,7 +145,7 @@ def test_session_size_limit_refuses_subscriptions_with_quota_exceeded(request, t
     assert 0x97 in reasons, reasons  # Quota exceeded for what would not fit
     granted = sum(1 for r in reasons if r == 1)
     wait_until(lambda: len((stored_session(server.bootstrap, "small-store") or {}).get("subs", {}))
-               == granted, what="the session saved with every granted subscription")
+               == granted, what="the session saved with every granted subscription", timeout=20.0)
     dev.stop()
     assert "cannot save session" not in bridge.output()
 
@@ -174,10 +165,9 @@ def test_a_session_that_cannot_be_saved_is_an_error_counted_not_retried(request,
     request.addfinalizer(dev.c.loop_stop)
     dev.connect()
     assert dev.subscribe([f"site/{i}/" + "z" * 200 for i in range(100)]) == [1] * 100
-    wait_until(lambda: "cannot save session big-in-group" in bridge.output(), what="the save error")
+    wait_until(lambda: "cannot save session big-in-group" in bridge.output(), what="the save error", timeout=20.0)
     # two stats lines after the error (5 s apart): the counter did not keep growing
-    wait_until(lambda: len([n for n in _stats_failures(bridge.output()) if n > 0]) >= 2, timeout=30,
-               what="two stats lines with the failure counted")
+    wait_until(lambda: len([n for n in _stats_failures(bridge.output()) if n > 0]) >= 2, timeout=30, what="two stats lines with the failure counted")
     counts = [n for n in _stats_failures(bridge.output()) if n > 0]
     assert counts[-1] == counts[0], counts
     assert bridge.output().count("cannot save session big-in-group") == counts[-1]
@@ -201,7 +191,7 @@ def test_311_persistent_session_expires_after_the_configured_time(request, tmp_p
     c.loop_start()
     assert ev.wait(10)
     c.subscribe("devices/old-311/commands", 1)
-    wait_until(lambda: stored_session(server.bootstrap, "old-311"), what="the saved session")
+    wait_until(lambda: stored_session(server.bootstrap, "old-311"), what="the saved session", timeout=20.0)
     # back within the time: the session is there
     c.disconnect()
     c.loop_stop()
@@ -212,8 +202,8 @@ def test_311_persistent_session_expires_after_the_configured_time(request, tmp_p
     assert present == [False, True]
     c.disconnect()
     c.loop_stop()
-    wait_until(lambda: "session old-311 expired" in bridge.output(), what="the expiry")
-    wait_until(lambda: stored_session(server.bootstrap, "old-311") is None, what="the tombstone")
+    wait_until(lambda: "session old-311 expired" in bridge.output(), what="the expiry", timeout=20.0)
+    wait_until(lambda: stored_session(server.bootstrap, "old-311") is None, what="the tombstone", timeout=20.0)
     ev.clear()
     c.reconnect()
     c.loop_start()

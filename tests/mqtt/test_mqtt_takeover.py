@@ -13,12 +13,13 @@ import paho.mqtt.client as paho
 import pytest
 from helpers.mqtt_procs import HOST, BridgeProcess, SharedPortBridge
 from helpers.serverproc import free_port
+from helpers.waiting import wait_until
 from kafka import KafkaProducer
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 from prometheus_client.parser import text_string_to_metric_families
-from test_mqtt_sessions import stored_session, wait_until
+from test_mqtt_sessions import stored_session
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -105,13 +106,13 @@ def test_device_moving_to_another_bridge_takes_its_session_and_closes_the_old_co
     assert first.connect() == (False, 0)
     first.subscribe_commands()
     commands("mover", b"c1")
-    wait_until(lambda: first.got == [b"c1"], what="c1 through bridge a")
+    wait_until(lambda: first.got == [b"c1"], what="c1 through bridge a", timeout=20.0)
 
     second = Device(request, "mover", b.port)
     assert second.connect() == (True, 0), "session not present on the other bridge"
-    wait_until(lambda: SESSION_TAKEN_OVER in first.disconnects, what="the old connection closed")
+    wait_until(lambda: SESSION_TAKEN_OVER in first.disconnects, what="the old connection closed", timeout=20.0)
     commands("mover", b"c2")
-    wait_until(lambda: b"c2" in second.got, what="c2 through bridge b")
+    wait_until(lambda: b"c2" in second.got, what="c2 through bridge b", timeout=20.0)
     assert second.got == [b"c2"], "c1 was delivered and acknowledged on bridge a already"
     assert first.got == [b"c1"]
     assert "client mover taken over by bridge b" in a.output()
@@ -128,22 +129,22 @@ def test_messages_sent_while_away_reach_the_device_on_whichever_bridge_it_return
     dev.connect()
     dev.subscribe_commands()
     commands("roamer", b"m1")
-    wait_until(lambda: dev.got == [b"m1"], what="m1 on bridge a")
+    wait_until(lambda: dev.got == [b"m1"], what="m1 on bridge a", timeout=20.0)
     dev.disconnect()  # offline; bridge a keeps the session in memory
     commands("roamer", b"m2")
     commands("roamer", b"m3")
 
     on_b = Device(request, "roamer", b.port)
     assert on_b.connect() == (True, 0)
-    wait_until(lambda: on_b.got == [b"m2", b"m3"], what="what was sent while away, on bridge b")
+    wait_until(lambda: on_b.got == [b"m2", b"m3"], what="what was sent while away, on bridge b", timeout=20.0)
     on_b.disconnect()
     commands("roamer", b"m4")
 
     back = Device(request, "roamer", a.port)  # bridge a gave the session up: it must ask b
     assert back.connect() == (True, 0)
-    wait_until(lambda: back.got == [b"m4"], what="m4 back on bridge a")
+    wait_until(lambda: back.got == [b"m4"], what="m4 back on bridge a", timeout=20.0)
     commands("roamer", b"m5")
-    wait_until(lambda: back.got == [b"m4", b"m5"], what="m5 on bridge a")
+    wait_until(lambda: back.got == [b"m4", b"m5"], what="m5 on bridge a", timeout=20.0)
     back.disconnect()
     for bridge in (a, b):
         assert "did not release session" not in bridge.output()
@@ -158,14 +159,13 @@ def test_a_dead_bridge_holds_nothing_up_for_long(request, tmp_path, log_bootstra
     dev.connect()
     dev.subscribe_commands()
     commands("orphan", b"k1")
-    wait_until(lambda: dev.got == [b"k1"], what="k1 on bridge a")
-    wait_until(lambda: (stored_session(log_bootstrap, "orphan") or {}).get("subs"),
-               what="bridge a saved the subscription")  # saved every second (commit interval)
+    wait_until(lambda: dev.got == [b"k1"], what="k1 on bridge a", timeout=20.0)
+    wait_until(lambda: (stored_session(log_bootstrap, "orphan") or {}).get("subs"), what="bridge a saved the subscription", timeout=20.0)  # saved every second (commit interval)
     a.kill9()
     commands("orphan", b"k2")
     moved = Device(request, "orphan", b.port)
     assert moved.connect() == (True, 0)
-    wait_until(lambda: b"k2" in moved.got, what="k2 on bridge b")
+    wait_until(lambda: b"k2" in moved.got, what="k2 on bridge b", timeout=20.0)
     assert set(moved.got) <= {b"k1", b"k2"}  # k1 again only if a died before saving its ack
     assert "did not release session orphan" in b.output()
     moved.disconnect()
@@ -189,7 +189,7 @@ def test_two_bridges_claiming_at_once_leave_one_connection(request, tmp_path, lo
     (winner,) = alive()
     winner.subscribe_commands()
     commands("twin", b"t1")
-    wait_until(lambda: winner.got == [b"t1"], what="t1 to the winner")
+    wait_until(lambda: winner.got == [b"t1"], what="t1 to the winner", timeout=20.0)
     assert len(alive()) == 1
     winner.disconnect()
 
@@ -221,7 +221,7 @@ def test_two_bridges_behind_one_port_serve_the_devices_each_accepted(request, tm
     for dev in devices:
         commands(dev.cid, dev.cid.encode())
     for dev in devices:
-        wait_until(lambda dev=dev: dev.got == [dev.cid.encode()], what=f"the command of {dev.cid}")
+        wait_until(lambda dev=dev: dev.got == [dev.cid.encode()], what=f"the command of {dev.cid}", timeout=20.0)
         dev.disconnect()
 
 

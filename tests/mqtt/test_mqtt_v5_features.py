@@ -11,11 +11,12 @@ import time
 import paho.mqtt.client as paho
 import pytest
 from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.waiting import wait_until
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 from test_mqtt_retained import mosquitto_pub
-from test_mqtt_sessions import stored_session, wait_until
+from test_mqtt_sessions import stored_session
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -74,19 +75,18 @@ def test_subscription_identifiers_come_with_each_message_and_survive_kill9(reque
     c.subscribe("chat/b/#")  # no identifier
     for topic in ("chat/a/x", "chat/a/y", "chat/b/x", "chat/b/z"):
         mosquitto_pub(bridge.port, "-t", topic, "-m", topic, "-q", "1")
-    wait_until(lambda: len(c.got) == 4, what="4 messages")
+    wait_until(lambda: len(c.got) == 4, what="4 messages", timeout=20.0)
     assert {m.topic: _ids(m) for m in c.got} == {
         "chat/a/x": [7, 9], "chat/a/y": [7], "chat/b/x": [9], "chat/b/z": []}
     wait_until(lambda: {f: v >> 8 for f, v in (stored_session(server.bootstrap, "subid-dev") or {})
-                        .get("subs", {}).items()} == {"chat/a/#": 7, "chat/+/x": 9, "chat/b/#": 0},
-               what="the identifiers saved with the session")
+                        .get("subs", {}).items()} == {"chat/a/#": 7, "chat/+/x": 9, "chat/b/#": 0}, what="the identifiers saved with the session", timeout=20.0)
     c.c.loop_stop()
     bridge.kill9()
     bridge.start()
     c2 = Client5(request, bridge.port, "subid-dev", persistent=True)
     assert c2.acks == [True]
     mosquitto_pub(bridge.port, "-t", "chat/a/x", "-m", "again", "-q", "1")
-    wait_until(lambda: c2.got, what="the message after the restart")
+    wait_until(lambda: c2.got, what="the message after the restart", timeout=20.0)
     assert _ids(c2.got[0]) == [7, 9]
     c2.stop()
 
@@ -105,11 +105,11 @@ def test_message_expiry_counts_down_and_ends_retained_messages(request, tmp_path
     pub.c.publish("chat/keep", b"forever", qos=1, retain=True).wait_for_publish(10)
     stored = time.monotonic()  # the bridge holds all three by now
     pub.stop()
-    wait_until(lambda: time.monotonic() - stored >= 1.2, what="chat/short's second to pass")
+    wait_until(lambda: time.monotonic() - stored >= 1.2, what="chat/short's second to pass", timeout=20.0)
     sub = Client5(request, bridge.port)
     sub.subscribe("chat/#")
     mosquitto_pub(bridge.port, "-t", "chat/end", "-m", "end", "-q", "1")
-    wait_until(lambda: any(m.topic == "chat/end" for m in sub.got), what="the marker")
+    wait_until(lambda: any(m.topic == "chat/end" for m in sub.got), what="the marker", timeout=20.0)
     sub.stop()
     by_topic = {m.topic: m for m in sub.got}
     assert sorted(by_topic) == ["chat/end", "chat/exp", "chat/keep"], "chat/short must have ended"
@@ -171,18 +171,16 @@ def test_will_delay_reconnect_cancels_and_session_end_sends_it(request, tmp_path
 
     back = connect_with_will("back", 2, 600)
     back.close()  # abnormal: the will waits 2 s
-    wait_until(lambda: "client back disconnected (abnormal)" in bridge.output(), what="the disconnect")
+    wait_until(lambda: "client back disconnected (abnormal)" in bridge.output(), what="the disconnect", timeout=20.0)
     again = Raw(bridge.port, MQTT_5)
     again.connect("back", clean=False, props={"session_expiry_interval": 600})  # cancels the will
     now_gone = connect_with_will("nosession", 600, 0)
     now_gone.close()  # at once, not after the 600 s delay:
-    wait_until(lambda: any(m.topic == "chat/wills/nosession" for m in watcher.got), timeout=60,
-               what="the will of the client without a session")
+    wait_until(lambda: any(m.topic == "chat/wills/nosession" for m in watcher.got), timeout=60, what="the will of the client without a session")
     short = connect_with_will("short", 3, 600)  # its will comes after back's would have
     t1 = time.monotonic()
     short.close()
-    wait_until(lambda: any(m.topic == "chat/wills/short" for m in watcher.got), timeout=60,
-               what="the delayed will")
+    wait_until(lambda: any(m.topic == "chat/wills/short" for m in watcher.got), timeout=60, what="the delayed will")
     assert time.monotonic() - t1 >= 2.9
     watcher.stop()
     again.close()
@@ -216,19 +214,16 @@ def test_will_delay_on_session_takeover(request, tmp_path, server) -> None:
     ended = connect_with_will("ended", 600)
     fresh = Raw(bridge.port, MQTT_5)  # at once, not after the 600 s delay:
     assert not fresh.connect("ended", clean=True, props={"session_expiry_interval": 600}).session_present
-    wait_until(lambda: any(m.topic == "chat/wills/ended" for m in watcher.got), timeout=60,
-               what="the will of the ended session")
+    wait_until(lambda: any(m.topic == "chat/wills/ended" for m in watcher.got), timeout=60, what="the will of the ended session")
     dropped = connect_with_will("dropped", 600)
     dropped.close()  # abnormal: the will waits 600 s, or until the session ends
-    wait_until(lambda: "client dropped disconnected (abnormal)" in bridge.output(), what="the disconnect")
+    wait_until(lambda: "client dropped disconnected (abnormal)" in bridge.output(), what="the disconnect", timeout=20.0)
     back = Raw(bridge.port, MQTT_5)
     assert not back.connect("dropped", clean=True).session_present
-    wait_until(lambda: any(m.topic == "chat/wills/dropped" for m in watcher.got), timeout=60,
-               what="the will of the session that Clean Start ended")
+    wait_until(lambda: any(m.topic == "chat/wills/dropped" for m in watcher.got), timeout=60, what="the will of the session that Clean Start ended")
     marker = connect_with_will("marker", 3)  # its will comes after taken's would have
     marker.close()
-    wait_until(lambda: any(m.topic == "chat/wills/marker" for m in watcher.got), timeout=60,
-               what="the marker's will")
+    wait_until(lambda: any(m.topic == "chat/wills/marker" for m in watcher.got), timeout=60, what="the marker's will")
     assert [m.topic for m in watcher.got] == ["chat/wills/ended", "chat/wills/dropped", "chat/wills/marker"]
     for r in (first, resumed, ended, fresh, back):
         r.close()
@@ -246,7 +241,7 @@ def test_no_local_retain_as_published_and_retain_handling(request, tmp_path, ser
     def marker(c: Client5, name: str) -> list[paho.MQTTMessage]:
         """Everything before a marker published now (the bridge keeps per-client order)."""
         mosquitto_pub(bridge.port, "-t", f"chat/mark/{name}", "-m", "m", "-q", "1")
-        wait_until(lambda: any(m.topic == f"chat/mark/{name}" for m in c.got), what="the marker")
+        wait_until(lambda: any(m.topic == f"chat/mark/{name}" for m in c.got), what="the marker", timeout=20.0)
         out = [m for m in c.got if not m.topic.startswith("chat/mark/")]
         c.got.clear()
         return out

@@ -8,8 +8,9 @@ test_spark_streaming.py).
 from __future__ import annotations
 
 import pytest
-from helpers.clusterprocs import running_cluster, wait_until
+from helpers.clusterprocs import running_cluster
 from helpers.spark_support import reading, spark_session
+from helpers.waiting import wait_until
 from pyspark.sql import SparkSession
 from test_cluster import create
 from test_spark_streaming import BASE, MIN, LogToFiles, await_all, windows

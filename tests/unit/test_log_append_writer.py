@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_log_helpers import crash, make_batch, read_records, small_config
+from helpers.log_helpers import crash, make_batch, read_records, small_config
 
 import logserver.log.segment as segment_module
 from logserver.log import Log

@@ -8,15 +8,15 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_log_helpers import (
+from helpers.log_helpers import (
     append,
     make_batch,
     open_descriptors,
     read_records,
     region_bytes,
     small_config,
-    wait_for,
 )
+from helpers.waiting import wait_until
 
 from kafkaproto.batch import iter_batches, parse_header
 from kafkaproto.records import Record, build_batch, iter_records
@@ -63,7 +63,7 @@ def test_local_log_append_roll_read_and_delete_below(tmp_path: Path, deleter: Fi
     log.delete_segments_below(60)
     assert local.segments == (local.active_segment,)
     assert local.log_start_offset == local.active_segment.base_offset
-    wait_for(lambda: not list((tmp_path / "t-0").glob("*.deleted")))
+    wait_until(lambda: not list((tmp_path / "t-0").glob("*.deleted")), timeout=10.0)
     log.close()
 
 
@@ -82,7 +82,7 @@ def test_slice_outlives_retention_and_files_vanish_after_the_delay(
     deleted = Path(name + ".deleted")
     assert deleted.exists() and not Path(name).exists()
     assert region.read() == expected and first.readers == 1
-    wait_for(lambda: not deleted.exists())  # gone after file.delete.delay.ms...
+    wait_until(lambda: not deleted.exists(), timeout=10.0)  # gone after file.delete.delay.ms...
     assert region.read() == expected  # ...while the pinned descriptor still reads it
     assert open_descriptors(name) == 1
     region.release()

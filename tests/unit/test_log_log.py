@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_log_helpers import (
+from helpers.log_helpers import (
     append,
     make_batch,
     open_descriptors,

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from test_log_helpers import append, read_records, wait_for
+from helpers.log_helpers import append, read_records
+from helpers.waiting import wait_until
 
 from logserver.log import (
     InvalidTopicError,
@@ -76,7 +77,7 @@ def test_create_delete_and_validation(tmp_path: Path) -> None:
     append(mgr.get_log("t", 0), n=3)
     mgr.delete_topic("t")
     assert not (tmp_path / "t-0").exists() and not (tmp_path / "t-1").exists()  # renamed at once
-    wait_for(lambda: not mgr.deleter.pending())  # removed after file.delete.delay.ms (0 here)
+    wait_until(lambda: not mgr.deleter.pending(), timeout=10.0)  # removed after file.delete.delay.ms (0 here)
     assert not any(p.is_dir() for p in tmp_path.iterdir())
     with pytest.raises(UnknownTopicOrPartitionError):
         mgr.delete_topic("t")
@@ -111,7 +112,7 @@ def test_unclean_restart_recovers_from_checkpoint(tmp_path: Path) -> None:
     tail = log.active_segment
     path, size = tail.path, tail.size
     # kill -9: no close, no marker; the last write was torn
-    from test_log_helpers import crash
+    from helpers.log_helpers import crash
 
     crash(log)
     os.close(mgr._lock_fd)

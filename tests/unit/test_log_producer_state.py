@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_log_helpers import crash, make_batch, small_config
+from helpers.log_helpers import crash, make_batch, small_config
 
 from logserver.log import Log, Verdict
 from logserver.log.producer_state import ProducerStateManager

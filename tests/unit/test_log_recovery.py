@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_log_helpers import append, crash, make_batch, read_records, segment_files, small_config
+from helpers.log_helpers import append, crash, make_batch, read_records, segment_files, small_config
 
 from logserver.log import Log
 

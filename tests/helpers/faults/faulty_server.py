@@ -1,4 +1,4 @@
-"""``python -m tests.faults.faulty_server [--enospc-flag PATH] -- LOGSERVER ARGS``.
+"""``python -m tests.helpers.faults.faulty_server [--enospc-flag PATH] -- LOGSERVER ARGS``.
 
 Runs the real ``logserver`` command in this process after installing test faults by
 replacing the segment module's writer function. Tests that need faults start the
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.faults.faulty_server")
+    parser = argparse.ArgumentParser(prog="python -m tests.helpers.faults.faulty_server")
     parser.add_argument("--enospc-flag", type=Path,
                         help="segment writes fail like a full disk while this file exists")
     parser.add_argument("--hold-recovery-flag", type=Path,
@@ -74,7 +74,7 @@ def hold_recovery(flag: Path) -> None:
 def launcher(*, enospc_flag: Path | None = None, hold_recovery_flag: Path | None = None,
              hold_fsync_flag: Path | None = None) -> list[str]:
     """The ``ServerProcess(launcher=...)`` arguments that start logserver with these faults."""
-    args = ["-m", "tests.faults.faulty_server"]
+    args = ["-m", "tests.helpers.faults.faulty_server"]
     if enospc_flag is not None:
         args += ["--enospc-flag", str(enospc_flag)]
     if hold_recovery_flag is not None:

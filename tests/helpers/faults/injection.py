@@ -1,6 +1,6 @@
 """Disk faults injected into a real server process, from the outside of its code.
 
-Installed only by the test launcher (``python -m tests.faults.faulty_server``), which
+Installed only by the test launcher (``python -m tests.helpers.faults.faulty_server``), which
 replaces the segment module's writer function before the server starts; production
 code has no switch for it.
 """

@@ -1,10 +1,8 @@
-"""Shared helpers for the tests/unit/test_log_*.py modules (no tests of its own)."""
+"""Shared helpers for the log tests (tests/unit/test_log_*.py): batches, small configs, crashes."""
 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from kafkaproto.batch import BatchHeader, parse_header
@@ -105,9 +103,3 @@ def open_descriptors(name_part: str) -> int:
     return count
 
 
-def wait_for(condition: Callable[[], object], timeout: float = 10.0) -> None:
-    """Poll ``condition`` until it is true; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
