@@ -20,12 +20,12 @@ import os
 import pytest
 from faults import crashloop
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # a hang guard: a loaded machine (load 20) took 180 s for 8 cycles
 
 #: Cycles of the kill -9 fsync-every-append test (about 3 s each: a server start).
 CYCLES = int(os.environ.get("CRASH_CYCLES", "8"))
 #: Cycles of every other test: each cycle checks everything, the count only adds chances.
-FEW = 4
+FEW = 3
 
 
 def _check(report: crashloop.CrashReport, cycles: int, record_property) -> None:
@@ -78,8 +78,8 @@ def test_simulated_power_loss_keeps_the_stated_guarantee(tmp_path, record_proper
     covered yet (and its timer did make acknowledged records durable), ack-after-write
     whatever was not written back; in every mode what an fsync covered survives (checked
     per record by ``crashloop.loss_allowed`` against the shim's journal, not the clock)."""
-    report = crashloop.run(tmp_path, mode, FEW + 2, power_loss=True)
-    _check(report, FEW + 2, record_property)
+    report = crashloop.run(tmp_path, mode, FEW + 1, power_loss=True)
+    _check(report, FEW + 1, record_property)
     assert report.bytes_cut > 0, "the simulated power loss took nothing away"
     if mode == "fsync-every-append":  # each record fsynced before acknowledged (crashloop)
         assert report.lost == 0
