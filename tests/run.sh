@@ -76,8 +76,8 @@ if (($#)); then
     exec "$PY" -m pytest "${workers[@]}" --durations=30 "$@"
 fi
 # The whole suite: in parallel, then the few tests marked `alone` with nothing beside
-# them (they check millisecond guarantees, e.g. fsync every 100 ms across a power loss,
-# that a machine loaded by the other workers cannot keep; docs/testing.md).
+# them (they check millisecond guarantees, e.g. a 200 ms retention pass, that a machine
+# loaded by the other workers cannot keep; docs/testing.md).
 log "pytest ${workers[*]} --durations=30 -m 'not alone'"
 status=0
 "$PY" -m pytest "${workers[@]}" --durations=30 -m "not alone" || status=$?

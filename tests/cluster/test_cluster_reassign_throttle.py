@@ -170,31 +170,21 @@ def _consume_count(bootstrap: str, topic: str, expected: int) -> int:
     return seen
 
 
-def _follow_copy(cluster, bootstrap: str, topic: str, target: int, rate: int,
-                 started: float) -> list[tuple[float, int]]:
-    """Samples (seconds since the move started, bytes of the target's copy) until the move
-    is done; each must respect what the throttle lets through."""
-    samples: list[tuple[float, int]] = []
-    broker = cluster.brokers[target]
-
-    def done() -> bool:
-        copied = _copy_bytes(broker, topic)
-        # the clock after the size: the copy had at most this long to grow (read before
-        # the size, a pause between the two under load would make the copy look too fast)
-        samples.append((time.monotonic() - started, copied))
-        p = cluster.partition(topic, 0)
-        return not _moving(bootstrap) and p is not None and p.replicas == [target]
-
-    wait_until(done, 120, f"{topic}-0 moved to broker {target}")
-    # The guarantee: past the first second's worth, no faster than the rate (a copy
-    # fetched in a blink would break this from the first samples on).
-    for elapsed, copied in samples:
-        assert copied <= rate * (elapsed + 1) + 65536, (elapsed, copied, samples)
-    return samples
+def _copy_samples(cluster, topic: str, target: int, started: float,
+                  samples: list[tuple[float, int]]) -> int:
+    """Bytes of the target's copy now, appended to ``samples`` with the seconds since the
+    move started (the clock read after the size: the copy had at most this long)."""
+    copied = _copy_bytes(cluster.brokers[target], topic)
+    samples.append((time.monotonic() - started, copied))
+    return copied
 
 
 @pytest.mark.slow
-def test_a_throttled_move_takes_at_least_size_over_rate_and_its_throttle_goes_after(three) -> None:
+def test_a_throttled_move_copies_at_most_the_rate_and_its_throttle_goes_after(three) -> None:
+    """The throttle is checked by state and bytes, not by how long the move takes (that is
+    benchmarks/reassign_throttle.py's): at a rate that would take minutes, the copy grows
+    yet stays within what the rate lets through and the move stays under way; raising the
+    rate finishes it; --verify then removes the throttle."""
     cluster, b = three, three.bootstrap
     create(cluster, "slow", partitions=1, rf=1)
     source = cluster.partition("slow", 0).replicas[0]
@@ -203,9 +193,9 @@ def test_a_throttled_move_takes_at_least_size_over_rate_and_its_throttle_goes_af
     _produce(b, "slow", count, 1024)
     size = _copy_bytes(cluster.brokers[source], "slow")
     assert size >= 3 * MIB
-    # ~24 s at least: the checks of the move under way (four commands) must all happen
-    # before it is done, also on a loaded machine
-    rate = 128 * 1024
+    # 16 KiB/s: over 3 minutes for the whole copy, far longer than any wait below, so
+    # "still under way" is a state to check, not a race with a loaded machine
+    rate = 16 * 1024
 
     started = time.monotonic()
     out = logserver("topic", "reassign", f"slow:0={target}", "--throttle", str(rate), "-b", b)
@@ -217,20 +207,27 @@ def test_a_throttled_move_takes_at_least_size_over_rate_and_its_throttle_goes_af
     wait_until(lambda: _broker_rates(cluster) == dict.fromkeys(
         ("leader.replication.throttled.rate", "follower.replication.throttled.rate"), str(rate)),
         20, "the rates to reach broker 1")
+    # The copy goes on under the throttle: part of it arrives.
+    samples: list[tuple[float, int]] = []
+    wait_until(lambda: _copy_samples(cluster, "slow", target, started, samples) > 0, 60,
+               "the throttled copy to start")
     # Under way: listed, and --verify says so (exit 1) and leaves the throttle in place.
     listed_now = _moving(b)
     assert [(r["topic"], r["partition"], r["adding"]) for r in listed_now] == [("slow", 0, [target])]
     verifying = logserver("topic", "reassign", "--verify", f"slow:0={target}", "-b", b)
     assert verifying.returncode == 1 and "IN_PROGRESS" in verifying.stdout, verifying
     assert "follower.replication.throttled.replicas" in _topic_configs(b, "slow")
+    assert 0 < _copy_samples(cluster, "slow", target, started, samples) < size, samples
+    # The guarantee: past the first second's worth, no faster than the rate (a copy
+    # fetched in a blink would break this from the first samples on; a slow machine only
+    # makes the bound looser).
+    for elapsed, copied in samples:
+        assert copied <= rate * (elapsed + 1) + 65536, (elapsed, copied, samples)
 
-    samples = _follow_copy(cluster, b, "slow", target, rate, started)
-    elapsed = samples[-1][0]
-    print(f"throttled move of {size} bytes at {rate} bytes/s: {elapsed:.1f} s "
-          f"(lower bound {size / rate - 1:.1f} s)")
-    assert elapsed >= size / rate - 1
-    assert any(0 < copied < size for _, copied in samples)  # seen part-way
-
+    _set_rates(cluster, str(64 * MIB))  # the throttle lifted (not removed) mid-move
+    wait_until(lambda: not _moving(b) and cluster.partition("slow", 0) is not None
+               and cluster.partition("slow", 0).replicas == [target], 120,
+               f"slow-0 moved to broker {target}")
     rows = ok_json("topic", "reassign", "--verify", f"slow:0={target}", "-b", b)
     assert [(r["status"], r["replicas"]) for r in rows] == [("COMPLETE", [target])]
     assert _topic_configs(b, "slow") == {}
@@ -239,15 +236,10 @@ def test_a_throttled_move_takes_at_least_size_over_rate_and_its_throttle_goes_af
     assert _consume_count(b, "slow", count) == count
 
     # Back with --wait: the command returns once the move is done, throttle removed.
-    rate = 2 * MIB
-    started = time.monotonic()
-    out = logserver("topic", "reassign", f"slow:0={source}", "--throttle", str(rate), "--wait",
+    out = logserver("topic", "reassign", f"slow:0={source}", "--throttle", str(2 * MIB), "--wait",
                     "-b", b, timeout=120)
-    elapsed = time.monotonic() - started
     assert out.returncode == 0, out.stderr
     assert "COMPLETE" in out.stdout and "throttle removed" in out.stderr
-    print(f"throttled move back at {rate} bytes/s: {elapsed:.1f} s (lower bound {size / rate - 1:.1f} s)")
-    assert elapsed >= size / rate - 1
     assert cluster.partition("slow", 0).replicas == [source]
     assert _topic_configs(b, "slow") == {}
     assert _consume_count(b, "slow", count) == count

@@ -3,7 +3,7 @@ log), sessions, and each session's outgoing queue. Every refusal has its reason 
 (v5 0x97 Quota exceeded; 3.1.1 CONNACK 3) and is logged and counted in the stats line.
 
 A real logserver per module, a bridge per test (its own retained and session topics),
-driven by the asyncio MQTT client of tests/support and kafka-python; every process is
+driven by the asyncio MQTT client of tests/helpers and kafka-python; every process is
 stopped by pid in the finalizers.
 """
 

@@ -9,6 +9,9 @@
  *   C seq tid 0 0 ino 0 path                       a file that did not exist was created
  *   M seq tid 0 0 0 0 path                         a directory was created
  *   R seq tid 0 0 ino 0 src\tdst                   a rename
+ *   c, m, r (lower case): the same, journaled before the call (ino 0, the path as given,
+ *                         made absolute): a kill -9 between a creation and its upper-case
+ *                         line leaves a file the journal would otherwise not explain
  *
  * seq is one counter over all threads: an fsync's seq is taken before the call, a
  * creation's after it, so "creation seq < directory fsync seq" means the fsync covered
@@ -132,6 +135,22 @@ static int opened(int dirfd, const char *path, int flags, int existed, int fd) {
     return fd;
 }
 
+/* Journaled before a call that may create ``path`` (kind c, m or r). */
+static void pending(char kind, int dirfd, const char *path, int dirfd2, const char *path2) {
+    int saved = errno;
+    char where[PATH_MAX], where2[PATH_MAX];
+    absolute(dirfd, path, where);
+    if (path2)
+        absolute(dirfd2, path2, where2);
+    emit(kind, next_seq(), 0, 0, 0, 0, where, path2 ? where2 : NULL);
+    errno = saved;
+}
+
+static void intent(int dirfd, const char *path, int flags, int existed) {
+    if ((flags & O_CREAT) && !existed)
+        pending('c', dirfd, path, 0, NULL);
+}
+
 static int exists_at(int dirfd, const char *path, int flags) {
     struct stat st;
     if (!(flags & O_CREAT))
@@ -153,6 +172,7 @@ int open(const char *path, int flags, ...) {
     mode_t mode = mode_arg(flags, ap);
     va_end(ap);
     int existed = exists_at(AT_FDCWD, path, flags);
+    intent(AT_FDCWD, path, flags, existed);
     return opened(AT_FDCWD, path, flags, existed, real_open(path, flags, mode));
 }
 
@@ -163,6 +183,7 @@ int open64(const char *path, int flags, ...) {
     mode_t mode = mode_arg(flags, ap);
     va_end(ap);
     int existed = exists_at(AT_FDCWD, path, flags);
+    intent(AT_FDCWD, path, flags, existed);
     return opened(AT_FDCWD, path, flags, existed, real_open64(path, flags, mode));
 }
 
@@ -173,6 +194,7 @@ int openat(int dirfd, const char *path, int flags, ...) {
     mode_t mode = mode_arg(flags, ap);
     va_end(ap);
     int existed = exists_at(dirfd, path, flags);
+    intent(dirfd, path, flags, existed);
     return opened(dirfd, path, flags, existed, real_openat(dirfd, path, flags, mode));
 }
 
@@ -183,6 +205,7 @@ int openat64(int dirfd, const char *path, int flags, ...) {
     mode_t mode = mode_arg(flags, ap);
     va_end(ap);
     int existed = exists_at(dirfd, path, flags);
+    intent(dirfd, path, flags, existed);
     return opened(dirfd, path, flags, existed, real_openat64(dirfd, path, flags, mode));
 }
 
@@ -202,6 +225,7 @@ static void made_dir(int dirfd, const char *path, int rc) {
 
 int mkdir(const char *path, mode_t mode) {
     REAL(mkdir);
+    pending('m', AT_FDCWD, path, 0, NULL);
     int rc = real_mkdir(path, mode);
     made_dir(AT_FDCWD, path, rc);
     return rc;
@@ -209,6 +233,7 @@ int mkdir(const char *path, mode_t mode) {
 
 int mkdirat(int dirfd, const char *path, mode_t mode) {
     REAL(mkdirat);
+    pending('m', dirfd, path, 0, NULL);
     int rc = real_mkdirat(dirfd, path, mode);
     made_dir(dirfd, path, rc);
     return rc;
@@ -230,6 +255,7 @@ static void renamed(int olddirfd, const char *oldpath, int newdirfd, const char 
 
 int rename(const char *oldpath, const char *newpath) {
     REAL(rename);
+    pending('r', AT_FDCWD, oldpath, AT_FDCWD, newpath);
     int rc = real_rename(oldpath, newpath);
     renamed(AT_FDCWD, oldpath, AT_FDCWD, newpath, rc);
     return rc;
@@ -237,6 +263,7 @@ int rename(const char *oldpath, const char *newpath) {
 
 int renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
     REAL(renameat);
+    pending('r', olddirfd, oldpath, newdirfd, newpath);
     int rc = real_renameat(olddirfd, oldpath, newdirfd, newpath);
     renamed(olddirfd, oldpath, newdirfd, newpath, rc);
     return rc;
@@ -244,6 +271,7 @@ int renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpat
 
 int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
     REAL(renameat2);
+    pending('r', olddirfd, oldpath, newdirfd, newpath);
     int rc = real_renameat2(olddirfd, oldpath, newdirfd, newpath, flags);
     renamed(olddirfd, oldpath, newdirfd, newpath, rc);
     return rc;

@@ -38,6 +38,7 @@ def build_shim(workdir: Path) -> Path:
 @dataclass(frozen=True)
 class Event:
     kind: str  # S file fsync, D directory fsync, C file created, M directory created, R rename
+    # (c, m, r: the same journaled before the call, which a kill -9 may follow at once)
     seq: int
     tid: int
     start_ns: int
@@ -67,6 +68,10 @@ class Loss:
     entries_lost: list[str] = field(default_factory=list)
     renames_undone: list[str] = field(default_factory=list)
     longest_fsync_round_ms: float = 0.0  # fsyncs one thread issued back to back
+    #: Every file the loss did not remove -> the bytes of it that were durable before the
+    #: cut (its last completed fsync, or the checkpoint): data in them must survive.
+    durable: dict[str, int] = field(default_factory=dict)
+    file_fsyncs: int = 0  # completed fsyncs of regular files the shim journaled
 
 
 class Disk:
@@ -102,12 +107,14 @@ class Disk:
         for event in events:
             if event.kind == "S":
                 last_sync[event.ino] = event.size  # the last fsync wins (a file may shrink)
+                loss.file_fsyncs += 1
         for path in self._entries():
             if not path.is_file() or path.is_symlink():
                 continue
             st = path.stat()
             known = self.baseline.get(str(path))
             durable = last_sync.get(st.st_ino, known[1] if known and known[0] == st.st_ino else 0)
+            loss.durable[str(path)] = min(durable, st.st_size)
             if st.st_size > durable:
                 keep = rng.randint(durable, st.st_size)
                 if keep < st.st_size:
@@ -118,12 +125,23 @@ class Disk:
 
     def _lose_entries(self, events: list[Event], loss: Loss) -> None:
         created: dict[str, Event] = {}
+        pending: dict[int, Event] = {}  # tid -> a creation it began and did not journal done
         for event in events:
+            if event.kind in "cmr":
+                pending[event.tid] = event
+                continue
+            if event.kind in "CMR":
+                pending.pop(event.tid, None)
             if event.kind in "CM":
                 created[event.path] = event
             elif event.kind == "R":
                 created.pop(event.path, None)
                 created[event.target] = event
+        # The kill came between such a call and its journal line: it may have happened.
+        for event in pending.values():
+            done = Event(event.kind.upper(), event.seq, event.tid, 0, 0, 0, 0,
+                         _real(event.path), _real(event.target) if event.target else "")
+            created.setdefault(done.target if done.kind == "R" else done.path, done)
         dir_syncs: dict[str, list[int]] = {}
         for event in events:
             if event.kind == "D":
@@ -154,6 +172,12 @@ class Disk:
                 path.unlink()
             gone.append(path)
             loss.entries_lost.append(str(path.relative_to(self.data_dir)))
+
+
+def _real(path: str) -> str:
+    """``path`` with its directory's symlinks resolved, as the shim's fd paths are."""
+    head, tail = os.path.split(path)
+    return os.path.join(os.path.realpath(head), tail)
 
 
 def _longest_round_ms(events: list[Event]) -> float:
