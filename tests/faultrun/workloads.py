@@ -149,6 +149,13 @@ class TxnProducer(Worker):
         self.txn_id, self.group, self.source = txn_id, group, source
         self.rng = random.Random(seed)
         self.number = 0
+        self.undelivered: Counter[int] = Counter()  # transaction -> records that failed delivery
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            number = int(msg.value().split(b":")[0][1:])
+            self.undelivered[number] += 1
+            self.error(f"delivery: {err.name()}")
 
     def _new(self) -> Producer:
         return Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.txn_id,
@@ -191,7 +198,8 @@ class TxnProducer(Worker):
             producer.begin_transaction()
             step = "produce"
             for partition in range(self.partitions):
-                producer.produce(self.topic, value=txn_value(number, partition), partition=partition)
+                producer.produce(self.topic, value=txn_value(number, partition), partition=partition,
+                                 on_delivery=self._delivered)
             step = "send offsets"
             _retrying(lambda: producer.send_offsets_to_transaction(
                 [TopicPartition(self.source.topic, self.source.partition, sent_offset)],
@@ -201,6 +209,12 @@ class TxnProducer(Worker):
                 _retrying(lambda: producer.abort_transaction(10), self)
                 return self._record(number, sent_offset, ABORTED)
             _retrying(lambda: producer.commit_transaction(10), self)
+            if self.undelivered[number]:
+                # Told "committed" with records that failed delivery: seen once (seed 7 of
+                # the long run, right after a retried abort_transaction) with librdkafka;
+                # counted, and the outcome left to the checker's all-or-nothing rule.
+                self.error("committed with records that failed delivery")
+                return self._record(number, sent_offset, UNKNOWN)
             return self._record(number, sent_offset, COMMITTED)
         except KafkaException as exc:
             err = exc.args[0]
