@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-netns", action="store_true",
                         help="brokers on 127.0.0.1 (no root needed; no network partitions)")
     parser.add_argument("--workdir", type=Path, help="keep data and logs here")
+    parser.add_argument("--history", type=Path, help="write the run's history here (JSON)")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     kinds = [k for k in args.kinds.split(",") if k and not (args.no_netns and k == "partition")]
@@ -54,10 +55,14 @@ def main(argv: list[str] | None = None) -> int:
         root.mkdir(parents=True, exist_ok=True)
         report = run(root, seed, faults=args.faults, duration_s=args.duration, kinds=kinds,
                      netns=not args.no_netns, on_step=show)
+    if args.history is not None:
+        report.history.save(args.history)
     print(report.table())
     print("client errors (retried or counted, never a property):")
     for name, errors in report.client_errors.items():
         print(f"  {name}: {dict(errors.most_common(6)) or 'none'}")
+    if not report.ok and args.history is None:
+        print("run again with --history FILE (same --seed) to keep the history for reading")
     return 0 if report.ok else 1
 
 

@@ -36,4 +36,6 @@ def test_fault_run_keeps_every_property(tmp_path, record_property):
     history = report.history
     assert history.acks and history.txns and history.offset_reads and history.end_reads, \
         report.table()  # every workload did its part
-    assert report.ok, report.table()
+    if not report.ok:
+        report.history.save(tmp_path / "history.json")
+    assert report.ok, f"{report.table()}\nhistory: {tmp_path / 'history.json'}"

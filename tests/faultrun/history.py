@@ -7,7 +7,9 @@ transactional values are ``tN:pI`` (transaction N's record for partition I).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
 
@@ -89,3 +91,11 @@ class History:
     committed_log: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
     #: the transactional group, whose offsets come from transactions only
     txn_group: str = ""
+
+    def save(self, path: Path) -> None:
+        """The whole history as JSON (values as text), to read a violation against."""
+        def plain(obj: object) -> object:
+            if isinstance(obj, bytes):
+                return obj.decode(errors="replace")
+            raise TypeError(type(obj).__name__)
+        path.write_text(json.dumps(asdict(self), default=plain))
