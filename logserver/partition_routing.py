@@ -41,6 +41,12 @@ class PartitionRouting(Protocol):
         """The partition's current leader epoch, as ListOffsets reports it."""
         ...
 
+    def high_watermark_lagging(self, topic: str, partition: int) -> bool:
+        """Is this leader's high watermark still below the offset its leader epoch began
+        at (KIP-207)? Records the previous leader acknowledged may lie above it, so
+        ListOffsets answers OFFSET_NOT_AVAILABLE rather than an end that misses them."""
+        ...
+
     def produce_error(self, topic: str, partition: int, acks: int) -> int:
         """Checked before an append, after ``leader_error``: NOT_ENOUGH_REPLICAS when
         acks=all and the ISR is smaller than min.insync.replicas."""
@@ -96,6 +102,9 @@ class LocalRouting:
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         return LEADER_EPOCH
+
+    def high_watermark_lagging(self, topic: str, partition: int) -> bool:
+        return False
 
     def produce_error(self, topic: str, partition: int, acks: int) -> int:
         # One replica: a topic's min.insync.replicas above 1 cannot be met (as on a

@@ -645,7 +645,8 @@ class ClusterNode:
             hw = self._saved_hw.get(where, 0) if current is None else current.hw
             hw = min(max(hw, self.storage.high_watermark(*where) or 0),
                      self.storage.log_end_offset(*where) or 0)
-            current = LeaderReplica(self.node_id, state, hw, _now_ms())
+            current = LeaderReplica(self.node_id, state, hw, _now_ms(),
+                                    epoch_start=self.storage.log_end_offset(*where) or 0)
             self.leaders[where] = current
             log.info("%s-%d: leader at epoch %d, isr %s, high watermark %d", *where,
                      state.leader_epoch, list(state.isr), hw)

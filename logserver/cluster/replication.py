@@ -34,6 +34,9 @@ class LeaderReplica:
     state: PartitionState
     hw: int
     started_ms: float
+    #: the log end offset when this leader epoch began (Kafka's epoch start offset): a
+    #: high watermark below it still lags what the previous leader may have acknowledged
+    epoch_start: int = 0
     followers: dict[int, _Follower] = field(default_factory=dict)
     _waiters: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
 
@@ -42,6 +45,11 @@ class LeaderReplica:
             if replica != self.node_id:
                 # Kafka: a new leader treats its followers as caught up at the start.
                 self.followers[replica] = _Follower(0, self.started_ms)
+
+    @property
+    def lagging(self) -> bool:
+        """KIP-207: the high watermark has not yet reached the start of this epoch."""
+        return self.hw < self.epoch_start
 
     def update_state(self, state: PartitionState) -> None:
         """The same leader epoch with another ISR (or partition epoch)."""

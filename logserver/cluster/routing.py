@@ -54,6 +54,10 @@ class ClusterRouting:
         state = self._node.model.partition(topic, partition)
         return -1 if state is None else state.leader_epoch
 
+    def high_watermark_lagging(self, topic: str, partition: int) -> bool:
+        leader = self._node.leaders.get((topic, partition))
+        return leader is not None and leader.lagging
+
     def produce_error(self, topic: str, partition: int, acks: int) -> int:
         node = self._node
         state = node.model.partition(topic, partition)

@@ -22,6 +22,7 @@ EARLIEST_LOCAL, EARLIEST_LOCAL_MIN_VERSION = -4, 8  # KIP-405
 LATEST_TIERED, LATEST_TIERED_MIN_VERSION = -5, 9  # KIP-1005
 _NOT_SPECIAL = -6  # a negative timestamp the request's version gives no meaning
 READ_COMMITTED = 1  # isolation_level (v2+; 0 before)
+CONSUMER = -1  # replica_id of a client's request (Kafka's isolation-level check applies)
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
@@ -44,7 +45,14 @@ def handle(broker: Broker, header: RequestHeader, request: ListOffsetsRequest) -
                 results.append(PartitionResponse(partition_index=wanted.partition_index,
                                                  error_code=placed, timestamp=-1, offset=-1))
                 continue
+            # KIP-207: a new leader whose high watermark has not reached its epoch's
+            # start refuses "latest" (and lookups past its high watermark) to clients.
+            lagging = request.replica_id == CONSUMER and routing.high_watermark_lagging(
+                topic.name, wanted.partition_index)
             timestamp = wanted.timestamp
+            if timestamp == LATEST and lagging:
+                results.append(_not_available(wanted.partition_index))
+                continue
             if timestamp == MAX_TIMESTAMP and header.api_version < MAX_TIMESTAMP_MIN_VERSION:
                 timestamp = _NOT_SPECIAL  # not a special value before v7: refused like any negative
             timestamp = _tiered_storage_timestamp(timestamp, header.api_version)
@@ -68,12 +76,20 @@ def handle(broker: Broker, header: RequestHeader, request: ListOffsetsRequest) -
                     listed.offset >= (storage.high_watermark(topic.name, wanted.partition_index) or 0):
                 # A record a replica may not have yet (cluster mode): consumers never see it.
                 listed = listed._replace(offset=-1, timestamp=-1)
+            if timestamp >= 0 and listed.offset < 0 and lagging:  # none below a lagging HW
+                results.append(_not_available(wanted.partition_index))
+                continue
             results.append(PartitionResponse(
                 partition_index=wanted.partition_index, error_code=ErrorCode.NONE,
                 timestamp=listed.timestamp, offset=listed.offset,
                 leader_epoch=routing.leader_epoch(topic.name, wanted.partition_index)))
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=results))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _not_available(partition: int) -> PartitionResponse:
+    return PartitionResponse(partition_index=partition, error_code=ErrorCode.OFFSET_NOT_AVAILABLE,
+                             timestamp=-1, offset=-1)
 
 
 def _tiered_storage_timestamp(timestamp: int, version: int) -> int:
