@@ -1,6 +1,6 @@
 """Long fault runs: ``python -m benchmarks.fault_run [--duration 300] [--seed N]``.
 
-The run of tests/test_faultrun.py (tests/faultrun) for minutes instead of five faults:
+The run of tests/integration/test_faultrun.py (tests/helpers/faultrun) for minutes instead of five faults:
 three brokers and etcd, each in a network namespace (root; ``--no-netns``: all on
 127.0.0.1, without network partitions), under idempotent acks=all producers, a
 transactional producer sending offsets to a group coordinated by another broker and a
@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from faultrun.nemesis import Done  # noqa: E402
-from faultrun.run import run  # noqa: E402
-from faultrun.schedule import KINDS  # noqa: E402
+from helpers.faultrun.nemesis import Done  # noqa: E402
+from helpers.faultrun.run import run  # noqa: E402
+from helpers.faultrun.schedule import KINDS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

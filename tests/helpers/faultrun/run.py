@@ -1,7 +1,7 @@
 """One fault run end to end: cluster up, workloads on, the nemesis's steps one after the
 other, workloads off, the topics read in full, the checker's verdict.
 
-Shared by tests/test_faultrun.py (a few faults, in CI) and ``python -m benchmarks.fault_run``
+Shared by tests/integration/test_faultrun.py (a few faults, in CI) and ``python -m benchmarks.fault_run``
 (minutes of them). Every process started here is stopped here, by its pid, also when the
 run fails; namespaces (``netns=True``, needs root) carry this process's pid in their
 names, so parallel runs do not collide.
@@ -18,10 +18,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterprocs import Cluster, EtcdProcess, wait_until
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from helpers.clusterprocs import Cluster, EtcdProcess
+from helpers.waiting import wait_until
 from logserver.groups.store import kafka_partition_for
 
 from .checker import Violation, check, summary
@@ -90,7 +91,7 @@ def _cluster(root: Path, netns: bool) -> Iterator[tuple[Cluster, EtcdProcess, ob
     lab = None
     with contextlib.ExitStack() as stack:
         if netns:
-            from netns import netlab
+            from helpers.netns import netlab
             lab = stack.enter_context(netlab(["etcd", "node1", "node2", "node3"]))
             etcd = EtcdProcess(root / "etcd-data", netns=lab.namespaces["etcd"],
                                host=lab.addresses["etcd"])

@@ -11,7 +11,7 @@
 5. ``stale-read``: a partition's end offset, asked of its leader, never lies at or below
    a record acknowledged before the question was asked.
 
-Pure: no clients, no clock; tests/test_faultrun_checker.py feeds it bad histories.
+Pure: no clients, no clock; tests/unit/test_faultrun_checker.py feeds it bad histories.
 """
 
 from __future__ import annotations

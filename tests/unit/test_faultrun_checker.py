@@ -1,11 +1,11 @@
-"""The fault run's checker (tests/faultrun/checker.py) on hand-built histories: a good one
+"""The fault run's checker (tests/helpers/faultrun/checker.py) on hand-built histories: a good one
 passes, and each kind of bad one (lost, duplicated, reordered record, aborted or partial
 transaction visible, committed offset going back, stale read) is caught and named."""
 
 from __future__ import annotations
 
-from faultrun.checker import check, summary
-from faultrun.history import (
+from helpers.faultrun.checker import check, summary
+from helpers.faultrun.history import (
     ABORTED,
     COMMITTED,
     UNKNOWN,

@@ -5,7 +5,7 @@ A follower learns the high watermark one fetch after the leader moved it, so whe
 is elected its high watermark can be below records the old leader acknowledged. Its
 log holds them (they were in the ISR's logs), but until the other in-sync followers
 fetch from it, its high watermark stays behind; answering "latest" with it would tell a
-client that an acknowledged record is not there yet (the fault run, tests/faultrun,
+client that an acknowledged record is not there yet (the fault run, tests/helpers/faultrun,
 caught this as a stale read after leader failovers). Kafka refuses instead, with a
 retriable error, while the high watermark is below the offset the leader's epoch began at.
 
@@ -18,9 +18,10 @@ in the ISR and cannot move its high watermark until broker 3 fetches again.
 from __future__ import annotations
 
 import pytest
-from clusterprocs import Cluster, wait_until
 from confluent_kafka.admin import NewTopic
-from kafkaclient import BlockingClient
+from helpers.clusterprocs import Cluster
+from helpers.kafkaclient import BlockingClient
+from helpers.waiting import wait_until
 from test_cluster import _log_bytes, list_offsets_request, produce_request, produce_to_leader
 
 from kafkaproto import ApiKey, ErrorCode

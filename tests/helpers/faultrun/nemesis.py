@@ -11,8 +11,8 @@ import signal
 import time
 from dataclasses import dataclass
 
-from clusterprocs import Cluster, EtcdProcess, wait_until
-
+from helpers.clusterprocs import Cluster, EtcdProcess
+from helpers.waiting import wait_until
 from logserver.groups.store import kafka_partition_for
 
 from .schedule import Step
@@ -38,7 +38,7 @@ class Nemesis:
     def __init__(self, cluster: Cluster, etcd: EtcdProcess, lab: object | None,
                  topics: dict[str, int], groups: list[str], txn_id: str) -> None:
         """``topics``: topic -> partitions, watched for a leader and a full ISR;
-        ``lab``: a tests/netns.py NetLab holding the brokers (None: no partitions)."""
+        ``lab``: a tests/helpers/netns.py NetLab holding the brokers (None: no partitions)."""
         self.cluster, self.etcd, self.lab = cluster, etcd, lab
         self.topics, self.groups, self.txn_id = topics, groups, txn_id
 

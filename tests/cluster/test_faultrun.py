@@ -1,4 +1,4 @@
-"""The fault run's short form (tests/faultrun; the long form is
+"""The fault run's short form (tests/helpers/faultrun; the long form is
 ``python -m benchmarks.fault_run``): a 3-broker cluster and its etcd, each in a network
 namespace of its own, under idempotent acks=all producers (confluent-kafka and
 kafka-python), a transactional producer whose offsets go to a group coordinated by
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from faultrun.run import run
+from helpers.faultrun.run import run
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
