@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 STATIC_FILES = {"console.html": "text/html", "console.js": "text/javascript",
                 "console.css": "text/css"}
 
+INT32_MAX = 2**31 - 1
 View = Callable[[Broker, web.Request], Awaitable[Any]]
 
 
@@ -78,8 +79,9 @@ def add_routes(app: web.Application, state: AdminState) -> None:
                          name: str, acl: tuple[ResourceType, str]) -> Any:
         if not Visibility(broker, request).may(AclOperation.DESCRIBE_CONFIGS, *acl):
             return _error(403, "not authorized to describe configs")
+        known = [b["node_id"] for b in roster.brokers(broker)]
         try:
-            return await console_views.configs(broker, resource_type, name)
+            return await console_views.configs(broker, resource_type, name, known)
         except console_views.ConfigsError as exc:
             return _error(exc.status, str(exc))
 
@@ -90,7 +92,7 @@ def add_routes(app: web.Application, state: AdminState) -> None:
 
     async def broker_configs(broker: Broker, request: web.Request) -> Any:
         node = request.match_info["node_id"]
-        if not node.isdigit():
+        if not node.isdigit() or int(node) > INT32_MAX:
             return _error(400, "a broker is named by its node id")
         return await configs_of(broker, request, console_views.BROKER, node,
                                 (ResourceType.CLUSTER, CLUSTER_NAME))

@@ -8,6 +8,7 @@ ACLs are this broker's authorizer's bindings, which every broker keeps in step f
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ApiKey, ErrorCode
@@ -31,13 +32,19 @@ class ConfigsError(Exception):
         self.status = status
 
 
-async def configs(broker: Broker, resource_type: int, name: str) -> dict[str, Any]:
-    """The configs of a topic or a broker (by node id) as DescribeConfigs gives them."""
+async def configs(broker: Broker, resource_type: int, name: str,
+                  known: Collection[int] = ()) -> dict[str, Any]:
+    """The configs of a topic or a broker (by node id) as DescribeConfigs gives them;
+    ``known``: the brokers listed (a known one not live is down: 503, else 404)."""
     addresses = peers.live_addresses(broker)
     if resource_type == BROKER:
-        address = addresses.get(int(name))
+        node = int(name)
+        name = str(node)
+        address = addresses.get(node)
+        if address is None and node in known:
+            raise ConfigsError(503, f"broker {node} is down")
         if address is None:
-            raise ConfigsError(503, f"broker {name} is down")
+            raise ConfigsError(404, f"unknown broker {node}")
     else:
         address = addresses[broker.node_id]
     try:
@@ -50,8 +57,12 @@ async def configs(broker: Broker, resource_type: int, name: str) -> dict[str, An
         raise ConfigsError(503, str(exc)) from exc
     assert isinstance(answer, DescribeConfigsResponse)
     [result] = answer.results
-    if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+    if result.error_code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             ErrorCode.INVALID_TOPIC_EXCEPTION):
         raise ConfigsError(404, f"unknown topic {name!r}")
+    if result.error_code in (ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                             ErrorCode.CLUSTER_AUTHORIZATION_FAILED):
+        raise ConfigsError(403, ErrorCode(result.error_code).name)
     if result.error_code != ErrorCode.NONE:
         raise ConfigsError(502, result.error_message or ErrorCode(result.error_code).name)
     return {"resource_type": "topic" if resource_type == TOPIC else "broker",

@@ -33,6 +33,8 @@ DEFAULT_VALUE_BYTES = 4096
 MAX_VALUE_BYTES = 1 << 20
 FETCH_MAX_BYTES = 4 << 20
 FORMATS = ("auto", "json", "text", "hex")
+LATEST, EARLIEST = -1, -2  # ListOffsets timestamps
+INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 
 
 class BrowseError(Exception):
@@ -70,11 +72,14 @@ class Page:
         limit = number("limit", DEFAULT_LIMIT)
         cap = number("max_value_bytes", DEFAULT_VALUE_BYTES)
         assert partition is not None and limit is not None and cap is not None
-        if partition < 0 or not 1 <= limit <= MAX_LIMIT or not 0 <= cap <= MAX_VALUE_BYTES:
-            raise BrowseError(400, f"partition >= 0, 1 <= limit <= {MAX_LIMIT}, "
-                                   f"0 <= max_value_bytes <= {MAX_VALUE_BYTES}")
-        return cls(topic, partition, number("offset", None), number("timestamp", None),
-                   limit, cap, fmt)
+        offset, timestamp = number("offset", None), number("timestamp", None)
+        if (not 0 <= partition <= INT32_MAX or not 1 <= limit <= MAX_LIMIT
+                or not 0 <= cap <= MAX_VALUE_BYTES
+                or (offset is not None and not 0 <= offset <= INT64_MAX)
+                or (timestamp is not None and not 0 <= timestamp <= INT64_MAX)):
+            raise BrowseError(400, f"partition, offset, timestamp >= 0, 1 <= limit <= "
+                                   f"{MAX_LIMIT}, 0 <= max_value_bytes <= {MAX_VALUE_BYTES}")
+        return cls(topic, partition, offset, timestamp, limit, cap, fmt)
 
 
 def render(data: bytes | None, fmt: str, cap: int) -> dict[str, Any] | None:
@@ -116,38 +121,44 @@ def _leader_address(broker: Broker, topic: str, partition: int) -> peers.Address
     return address
 
 
-async def _offset_for(address: peers.Address, page: Page) -> int:
-    """The offset to start from: the one asked, else ListOffsets for the timestamp (the
-    log end when no record is that recent), else the log start."""
-    timestamp = page.timestamp if page.offset is None else None
-    if page.offset is not None and page.offset >= 0:
-        return page.offset
-    ask = -2 if timestamp is None else timestamp
-    [answer] = await peers.ask(address, [(ApiKey.LIST_OFFSETS, 7, ListOffsetsRequest(
+def _list_offsets(page: Page, timestamp: int) -> peers.Request:
+    return (ApiKey.LIST_OFFSETS, 7, ListOffsetsRequest(
         replica_id=-1, isolation_level=0, topics=[ListOffsetsRequest.ListOffsetsTopic(
             name=page.topic, partitions=[ListOffsetsRequest.ListOffsetsPartition(
                 partition_index=page.partition, current_leader_epoch=-1,
-                timestamp=ask)])]))])
-    assert isinstance(answer, ListOffsetsResponse)
-    [result] = [p for t in answer.topics for p in t.partitions]
-    if result.error_code != ErrorCode.NONE:
-        raise BrowseError(502, f"ListOffsets: {ErrorCode(result.error_code).name}")
-    if result.offset < 0:  # no record at or after the timestamp: the end
-        [end] = await peers.ask(address, [(ApiKey.LIST_OFFSETS, 7, ListOffsetsRequest(
-            replica_id=-1, isolation_level=0, topics=[ListOffsetsRequest.ListOffsetsTopic(
-                name=page.topic, partitions=[ListOffsetsRequest.ListOffsetsPartition(
-                    partition_index=page.partition, current_leader_epoch=-1,
-                    timestamp=-1)])]))])
-        assert isinstance(end, ListOffsetsResponse)
-        return max(p.offset for t in end.topics for p in t.partitions)
-    return int(result.offset)
+                timestamp=timestamp)])]))
+
+
+async def _start(address: peers.Address, page: Page) -> int:
+    """The offset to read from: the one asked within the log (below its start: the
+    start; past its end: the end), else the first at or after the timestamp (the end
+    when no record is that recent), else the log start."""
+    asked = ([_list_offsets(page, page.timestamp)]
+             if page.offset is None and page.timestamp is not None else [])
+    answers = await peers.ask(address, [_list_offsets(page, EARLIEST),
+                                        _list_offsets(page, LATEST), *asked])
+    found = []
+    for answer in answers:
+        assert isinstance(answer, ListOffsetsResponse)
+        [result] = [p for t in answer.topics for p in t.partitions]
+        if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise BrowseError(404, f"unknown partition {page.topic}-{page.partition}")
+        if result.error_code != ErrorCode.NONE:
+            raise BrowseError(502, f"ListOffsets: {ErrorCode(result.error_code).name}")
+        found.append(int(result.offset))
+    start, end = found[0], found[1]
+    if page.offset is not None:
+        return min(max(page.offset, start), end)
+    if page.timestamp is not None:
+        return end if found[2] < 0 else found[2]
+    return start
 
 
 async def browse(broker: Broker, page: Page) -> dict[str, Any]:
     """One page of records from the partition's leader."""
     address = _leader_address(broker, page.topic, page.partition)
     try:
-        start = await _offset_for(address, page)
+        start = await _start(address, page)
         [answer] = await peers.ask(address, [(ApiKey.FETCH, FETCH_VERSION, FetchRequest(
             replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=FETCH_MAX_BYTES,
             isolation_level=0, session_id=0, session_epoch=-1,
@@ -160,9 +171,8 @@ async def browse(broker: Broker, page: Page) -> dict[str, Any]:
         raise BrowseError(503, f"the leader did not answer: {exc}") from exc
     assert isinstance(answer, FetchResponse)
     [data] = [p for t in answer.responses for p in t.partitions]
-    if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-        raise BrowseError(416, f"offset {start} is outside {data.log_start_offset}.."
-                               f"{data.high_watermark} of {page.topic}-{page.partition}")
+    if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:  # moved since: ask again
+        raise BrowseError(503, f"offset {start} left {page.topic}-{page.partition} meanwhile")
     if data.error_code != ErrorCode.NONE:
         raise BrowseError(502, f"Fetch: {ErrorCode(data.error_code).name}")
     raw = data.records
