@@ -16,11 +16,11 @@ import urllib.request
 from typing import Any
 
 import pytest
-from clienthelpers import kp_produce
-from clusterprocs import Cluster, wait_until
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import NewTopic
-from kafkaclient import BlockingClient
+from helpers.clienthelpers import kp_produce
+from helpers.clusterprocs import Cluster, wait_until
+from helpers.kafkaclient import BlockingClient
 
 from kafkaproto import ApiKey
 from kafkaproto.messages import FindCoordinatorRequest

@@ -14,9 +14,9 @@ import json
 import urllib.request
 
 import pytest
-from clienthelpers import kp_produce
-from clusterprocs import Cluster, wait_until
 from confluent_kafka.admin import NewTopic
+from helpers.clienthelpers import kp_produce
+from helpers.clusterprocs import Cluster, wait_until
 from playwright.sync_api import Page, sync_playwright
 from test_admin_cluster_views import commit, group_on
 from test_dashboard_browser import CHROMIUM, artifacts_dir

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from clienthelpers import kp_produce
-from clusterprocs import wait_until
+from helpers.clienthelpers import kp_produce
+from helpers.clusterprocs import wait_until
 from kafka.admin import ACLOperation, ResourceType
 from playwright.sync_api import sync_playwright
 from test_admin_acl_views import _get, acl_server  # noqa: F401 (the fixture)
