@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from logserver.admin import dashboard, metrics, views
+from logserver.admin import console, dashboard, metrics, views
 from logserver.admin.basic_auth import BasicAuth
 from logserver.admin.host_check import Handler, HostCheck
 from logserver.admin.openapi import DOCUMENT
@@ -75,12 +75,9 @@ def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 
-    app.router.add_get("/v1/cluster", with_broker(lambda b, _: views.cluster(b)))
     app.router.add_get("/v1/topics", with_broker(
         lambda b, r: Visibility(b, r).topics(views.topics(b))))
     app.router.add_get("/v1/topics/{name}", with_broker(topic))
-    app.router.add_get("/v1/groups", with_broker(
-        lambda b, r: {"groups": Visibility(b, r).groups(views.group_lags(b))}))
     app.router.add_get("/v1/connections", connections)
     app.router.add_get("/v1/requests", requests)
     app.router.add_get("/v1/status/live", live)
@@ -88,6 +85,7 @@ def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.
     app.router.add_get("/openapi.json", openapi)
     app.router.add_get("/metrics", scrape)
     dashboard.add_routes(app, dashboard.DashboardFeed(state))
+    console.add_routes(app, state)  # /v1/cluster, /v1/groups (cluster-wide), /console
     return app
 
 

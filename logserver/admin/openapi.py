@@ -27,11 +27,92 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 _ERROR = _json(_ref("Error"), "Not found")
 _NOT_READY = _json(_ref("Error"), "The broker is still recovering its data directory")
 
+
+_SHOWN = _obj({"size": _INT, "format": {"type": "string", "enum": ["json", "text", "hex"]},
+               "truncated": _BOOL, "data": _STR})
+_NULLABLE_SHOWN = {**_SHOWN, "nullable": True}  # a null key or value
+_PARTITION_HEALTH = _obj({
+    "topic": _STR, "partition": _INT, "leader": _INT,
+    "replicas": {"type": "array", "items": _INT}, "isr": {"type": "array", "items": _INT},
+    "offline_replicas": {"type": "array", "items": _INT}, "offline": _BOOL,
+    "under_replicated": _BOOL, "log_start_offset": _INT, "high_watermark": _INT})
+CONSOLE_SCHEMAS: dict[str, Any] = {
+    "ClusterTopic": _obj({"name": _STR, "internal": _BOOL, "messages": _INT,
+                          "messages_in_per_second": _NUM,
+                          "under_replicated_partitions": _INT, "offline_partitions": _INT,
+                          "partitions": {"type": "array", "items": _PARTITION_HEALTH}}),
+    "ClusterTopics": _obj({"topics": {"type": "array", "items": _ref("ClusterTopic")}}),
+    "Record": _obj({"offset": _INT, "timestamp": _INT, "key": _NULLABLE_SHOWN,
+                    "value": _NULLABLE_SHOWN, "headers": {"type": "array", "items": _obj(
+                        {"key": _STR, "value": _NULLABLE_SHOWN})}}),
+    "Records": _obj({"topic": _STR, "partition": _INT, "start_offset": _INT,
+                     "next_offset": _INT, "log_start_offset": _INT, "high_watermark": _INT,
+                     "records": {"type": "array", "items": _ref("Record")}}),
+    "Configs": _obj({"resource_type": {"type": "string", "enum": ["topic", "broker"]},
+                     "name": _STR, "configs": {"type": "array", "items": _obj({
+                         "name": _STR, "value": {**_STR, "nullable": True},
+                         "read_only": _BOOL, "sensitive": _BOOL, "source": _STR})}}),
+    "Acls": _obj({"authorizer": _BOOL, "acls": {"type": "array", "items": _obj({
+        "resourceType": _STR, "resourceName": _STR, "patternType": _STR, "principal": _STR,
+        "host": _STR, "operation": _STR, "permissionType": _STR})}}),
+}
+_NAME = {"name": "name", "in": "path", "required": True, "schema": _STR}
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": schema,
+            "description": description}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    return {str(code): _json(_ref("Error"), "Refused or unavailable") for code in codes}
+
+
+CONSOLE_PATHS: dict[str, Any] = {
+    "/v1/cluster/topics": {"get": {
+        "summary": "Every topic of the cluster: partition health and offsets from the "
+                   "leaders, messages per second summed over the leaders",
+        "responses": {"200": _json(_ref("ClusterTopics"), "Topics"), **_errors(503)}}},
+    "/v1/topics/{name}/records": {"get": {
+        "summary": "A page of one partition's records from an offset or a timestamp",
+        "parameters": [
+            _NAME, _query("partition", {**_INT, "minimum": 0, "maximum": 2**31 - 1}, "Partition (default 0)"),
+            _query("offset", {**_INT, "minimum": 0, "maximum": 2**63 - 1},
+                   "First offset (default: the log start; below it: the log start)"),
+            _query("timestamp", {**_INT, "minimum": 0, "maximum": 2**63 - 1},
+                   "Else the first record at or after this time (ms)"),
+            _query("limit", {**_INT, "minimum": 1, "maximum": 500},
+                   "Records on the page (default 20)"),
+            _query("max_value_bytes", {**_INT, "minimum": 0, "maximum": 1 << 20},
+                   "Bytes shown of each key and value (default 4096)"),
+            _query("format", {"type": "string", "enum": ["auto", "json", "text", "hex"]},
+                   "How keys and values are shown")],
+        "responses": {"200": _json(_ref("Records"), "Records"),
+                      **_errors(400, 403, 404, 502, 503)}}},
+    "/v1/topics/{name}/configs": {"get": {
+        "summary": "A topic's configs (DescribeConfigs)", "parameters": [_NAME],
+        "responses": {"200": _json(_ref("Configs"), "Configs"),
+                      **_errors(403, 404, 502, 503)}}},
+    "/v1/brokers/{node_id}/configs": {"get": {
+        "summary": "A broker's configs, from that broker (DescribeConfigs)",
+        "parameters": [{"name": "node_id", "in": "path", "required": True,
+                        "schema": {**_INT, "minimum": 0, "maximum": 2**31 - 1}}],
+        "responses": {"200": _json(_ref("Configs"), "Configs"),
+                      **_errors(400, 403, 404, 502, 503)}}},
+    "/v1/acls": {"get": {
+        "summary": "Every ACL binding", "responses": {"200": _json(_ref("Acls"), "ACLs"),
+                                                      **_errors(403, 503)}}},
+}
+
 SCHEMAS: dict[str, Any] = {
     "Error": _obj({"error": _STR}),
-    "Broker": _obj({"node_id": _INT, "host": _STR, "port": _INT,
-                    "listeners": {"type": "array", "items": _STR}}),
+    "Broker": _obj({"node_id": _INT, "host": _STR,
+                    "port": {**_INT, "description": "-1 for a down broker never seen here"},
+                    "listeners": {"type": "array", "items": _STR},
+                    "state": {"type": "string", "enum": ["alive", "down"]},
+                    "controller": _BOOL}),
     "Cluster": _obj({"cluster_id": _STR, "controller_id": _INT,
+                     "mode": {"type": "string", "enum": ["single", "cluster"]},
                      "brokers": {"type": "array", "items": _ref("Broker")}}),
     "TopicSummary": _obj({"name": _STR, "internal": _BOOL, "partitions": _INT,
                           "size_bytes": _INT, "messages": _INT, "bytes_in": _INT,
@@ -47,7 +128,7 @@ SCHEMAS: dict[str, Any] = {
     "GroupPartition": _obj({"topic": _STR, "partition": _INT, "committed_offset": _INT,
                             "high_watermark": _INT, "lag": _INT}),
     "Group": _obj({"group_id": _STR, "protocol_type": _STR, "state": _STR, "members": _INT,
-                   "lag": _INT, "partitions": {"type": "array", "items": _ref("GroupPartition")}}),
+                   "lag": _INT, "coordinator": _INT, "partitions": {"type": "array", "items": _ref("GroupPartition")}}),
     "Groups": _obj({"groups": {"type": "array", "items": _ref("Group")}}),
     "Connection": _obj({"peer": _STR, "idle_ms": _INT, "in_flight": _INT}),
     "Connections": _obj({"open": _INT,
@@ -59,6 +140,7 @@ SCHEMAS: dict[str, Any] = {
                          "per_second_1m": {**_NUM, "description": "Over the last minute"}}),
     "Requests": _obj({"total": _INT, "protocol_errors": _INT,
                       "apis": {"type": "object", "additionalProperties": _ref("ApiRequests")}}),
+    **CONSOLE_SCHEMAS,
     "Status": _obj({"ready": _BOOL, "recovering": _BOOL, "stopping": _BOOL,
                     "uptime_seconds": _NUM}),
 }
@@ -85,7 +167,9 @@ PATHS: dict[str, Any] = {
         _json(_ref("Topic"), "Topic"),
         parameters=[{"name": "name", "in": "path", "required": True, "schema": _STR}],
         extra={"404": _ERROR}),
-    "/v1/groups": _get("Consumer groups with their lag", _json(_ref("Groups"), "Groups")),
+    "/v1/groups": _get("Every consumer group of the cluster with its lag per partition, "
+                       "whichever broker coordinates it", _json(_ref("Groups"), "Groups")),
+    **CONSOLE_PATHS,
     "/v1/connections": _get("Open client connections", _json(_ref("Connections"), "Connections"),
                             needs_broker=False),
     "/v1/requests": _get("Requests per API: totals, waiting now, recent rates",

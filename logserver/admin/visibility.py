@@ -27,8 +27,12 @@ class Visibility:
         self.host = request.remote or ""
 
     def _may(self, resource: ResourceType, name: str) -> bool:
+        return self.may(AclOperation.DESCRIBE, resource, name)
+
+    def may(self, operation: AclOperation, resource: ResourceType, name: str) -> bool:
+        """The console's other questions: READ a topic's records, DESCRIBE_CONFIGS."""
         return self.authorizer is None or self.authorizer.authorize(
-            self.principal, self.host, AclOperation.DESCRIBE, resource, name)
+            self.principal, self.host, operation, resource, name)
 
     def topic(self, name: str) -> bool:
         return self._may(ResourceType.TOPIC, name)

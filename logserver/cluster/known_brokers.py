@@ -35,6 +35,9 @@ class KnownBrokers:
         self._clock = clock
         self._seen: dict[int, BrokerInfo] = {}
         self._departed: dict[int, tuple[BrokerInfo, float]] = {}  # info, when it left
+        #: every broker registered since this one started, as last registered: the
+        #: admin API lists one that left as down, with its address
+        self.ever: dict[int, BrokerInfo] = {}
 
     def observe(self, model: ClusterModel) -> None:
         """After the watch changed the live brokers: note who left, and when."""
@@ -48,6 +51,7 @@ class KnownBrokers:
         for node in model.brokers:
             self._departed.pop(node, None)
         self._seen = dict(model.brokers)
+        self.ever.update(model.brokers)
 
     def listed(self, model: ClusterModel, own: BrokerInfo) -> dict[int, BrokerInfo]:
         """The brokers to name, by node id: live, kept (see the module), and ``own``."""
