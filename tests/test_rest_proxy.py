@@ -36,7 +36,8 @@ def rest_server(factory: Callable[..., ServerProcess], **settings: Any) -> Serve
 def proxy(request, tmp_path_factory) -> ServerProcess:
     base = tmp_path_factory.mktemp("rest-proxy")
     port = free_port()
-    srv = ServerProcess(base / "data", settings={"rest.proxy.listeners": f"http://{HOST}:{port}"})
+    srv = ServerProcess(base / "data", settings={"rest.proxy.listeners": f"http://{HOST}:{port}",
+                                                 "group.initial.rebalance.delay.ms": 0})
     request.addfinalizer(srv.stop)
     srv.start()
     srv.rest = f"http://{HOST}:{port}"  # type: ignore[attr-defined]
@@ -277,9 +278,13 @@ def test_consumer_subscribes_reads_and_commits(proxy, session, topic_name) -> No
     # A second instance of the group takes part of the partitions; no instance: 40403.
     other = consumer(session, proxy.rest, group, name="c2", format="json")
     assert post(session, f"{other}/subscription", {"topics": [topic_name]}, V2).status_code == 204
-    mine = session.get(f"{uri}/assignments", timeout=30).json()["partitions"]
-    theirs = session.get(f"{other}/assignments", timeout=30).json()["partitions"]
-    assert sorted(p["partition"] for p in mine + theirs) == [0, 1] and len(mine) == 1
+
+    def split() -> bool:  # the group rebalances: one partition each
+        mine = session.get(f"{uri}/assignments", timeout=30).json()["partitions"]
+        theirs = session.get(f"{other}/assignments", timeout=30).json()["partitions"]
+        return sorted(p["partition"] for p in mine + theirs) == [0, 1] and len(mine) == 1
+
+    wait_for(split, "the two instances to split the partitions")
     assert session.delete(other, timeout=30).status_code == 204
     gone = session.get(f"{other}/records", timeout=30)
     assert gone.status_code == 404 and gone.json()["error_code"] == 40403
