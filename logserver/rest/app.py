@@ -34,8 +34,16 @@ from logserver.rest.errors import (
     RestError,
     from_kafka,
 )
-from logserver.rest.formats import V2, accepted_format, decode, produce_format, response_type
+from logserver.rest.formats import (
+    V2,
+    accepted_format,
+    decode,
+    headers_view,
+    produce_format,
+    response_type,
+)
 from logserver.rest.produce import Producer
+from logserver.rest.reading import read_records
 from logserver.security import checks
 
 if TYPE_CHECKING:
@@ -196,13 +204,17 @@ def build_app(broker: Broker, auth_required: bool, consumers: Consumers,
 
 
 def record_view(topic: str, partition: int, record: Any, fmt: str) -> dict[str, Any]:
-    return {"topic": topic, "key": decode(fmt, record.key), "value": decode(fmt, record.value),
+    """A record as v2 shows it; ``headers`` (Confluent v3's form) only when it has some."""
+    view = {"topic": topic, "key": decode(fmt, record.key), "value": decode(fmt, record.value),
             "partition": partition, "offset": record.offset}
+    if record.headers:
+        view["headers"] = headers_view(record.headers)
+    return view
 
 
 async def read_waiting(broker: Broker, partitions: list[tuple[str, int]],
                        positions: dict[tuple[str, int], int], max_bytes: int,
-                       timeout_ms: int) -> dict[tuple[str, int], list[Any]]:
+                       timeout_ms: int, committed: bool = False) -> dict[tuple[str, int], list[Any]]:
     """Records of ``partitions`` from ``positions``; waits up to ``timeout_ms`` for some."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_ms / 1000
@@ -212,7 +224,7 @@ async def read_waiting(broker: Broker, partitions: list[tuple[str, int]],
         for tp in partitions:
             if budget <= 0:
                 break
-            got = kafka_calls.read_records(broker, tp[0], tp[1], positions[tp], budget)
+            got = read_records(broker, tp[0], tp[1], positions[tp], budget, committed)
             if got:
                 found[tp] = got
                 budget -= sum(len(r.value or b"") + len(r.key or b"") for r in got)

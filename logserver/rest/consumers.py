@@ -35,6 +35,7 @@ from logserver.rest.errors import (
 )
 from logserver.rest.formats import BINARY, JSON, check_plain, response_type
 from logserver.rest.membership import GroupMember
+from logserver.rest.reading import READ_COMMITTED, READ_UNCOMMITTED
 from logserver.security import checks
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ class Instance:
     format: str = BINARY
     reset: str = "latest"
     auto_commit: bool = True
+    committed: bool = False  # isolation.level read_committed
     topics: list[str] = field(default_factory=list)
     pattern: re.Pattern[str] | None = None
     assigned: list[TopicPartition] = field(default_factory=list)
@@ -135,6 +137,7 @@ class Consumers:
         fmt = str(body.get("format", BINARY)).lower()
         reset = str(body.get("auto.offset.reset", "latest")).lower()
         commit = str(body.get("auto.commit.enable", "true")).lower()
+        isolation = str(body.get("isolation.level", READ_UNCOMMITTED)).lower()
         if not isinstance(name, str) or not name:
             raise RestError(422, UNPROCESSABLE, "name must be a non-empty string")
         if fmt not in (BINARY, JSON):
@@ -143,12 +146,16 @@ class Consumers:
             raise RestError(422, UNPROCESSABLE, "auto.offset.reset must be earliest or latest")
         if commit not in ("true", "false"):
             raise RestError(422, UNPROCESSABLE, "auto.commit.enable must be true or false")
+        if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
+            raise RestError(422, UNPROCESSABLE,
+                            "isolation.level must be read_uncommitted or read_committed")
         if checks_group_denied(self.broker, group):
             raise from_kafka(ErrorCode.GROUP_AUTHORIZATION_FAILED, f"group {group}")
         if (group, name) in self.instances:
             raise RestError(409, CONSUMER_ALREADY_EXISTS,
                             f"Consumer with specified consumer ID {name} already exists in group {group}.")
-        instance = Instance(group, name, fmt, reset, commit == "true")
+        instance = Instance(group, name, fmt, reset, commit == "true",
+                            committed=isolation == READ_COMMITTED)
         self.instances[(group, name)] = instance
         return instance
 
@@ -194,7 +201,7 @@ class Consumers:
         for topic, indexes in partitions.items():
             found = await kafka_calls.list_offsets(
                 self.broker, topic, indexes,
-                kafka_calls.EARLIEST if beginning else kafka_calls.LATEST)
+                kafka_calls.EARLIEST if beginning else kafka_calls.LATEST, instance.committed)
             for partition, (error, offset) in found.items():
                 if error:
                     raise from_kafka(error, f"{topic}-{partition}")
@@ -343,7 +350,8 @@ def add_consumer_routes(app: web.Application, consumers: Consumers) -> None:
             if error == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
                 raise from_kafka(error, f"topic {topic}")
         await consumers.position(instance, owned)
-        found = await read_waiting(broker, owned, instance.positions, max_bytes, timeout_ms)
+        found = await read_waiting(broker, owned, instance.positions, max_bytes, timeout_ms,
+                                   instance.committed)
         body = []
         for (topic, partition), got in found.items():
             body += [record_view(topic, partition, r, instance.format) for r in got]

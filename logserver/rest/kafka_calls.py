@@ -24,7 +24,6 @@ from kafkaproto.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from kafkaproto.records import Record, iter_records
 from logserver import request_context
 from logserver.dispatch import cluster_handlers
 from logserver.handlers import HANDLERS
@@ -78,9 +77,10 @@ async def produce(broker: Broker, topic: str, batches: dict[int, bytes],
 
 
 async def list_offsets(broker: Broker, topic: str, partitions: list[int],
-                       timestamp: int) -> dict[int, tuple[int, int]]:
-    """Partition -> (error, offset) for EARLIEST/LATEST/a time, as ListOffsets answers."""
-    request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+                       timestamp: int, committed: bool = False) -> dict[int, tuple[int, int]]:
+    """Partition -> (error, offset) for EARLIEST/LATEST/a time, as ListOffsets answers
+    (LATEST is the last stable offset for read_committed)."""
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=int(committed), topics=[
         ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
             ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=timestamp)
             for p in partitions])])
@@ -170,19 +170,3 @@ def read_error(broker: Broker, topic: str, partition: int) -> int:
     if count is None or not 0 <= partition < count:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return broker.routing.leader_error(topic, partition)
-
-
-def read_records(broker: Broker, topic: str, partition: int, offset: int,
-                 max_bytes: int) -> list[Record]:
-    """Records from ``offset`` below the high watermark, about ``max_bytes`` of them (at
-    least one batch, as Fetch with KIP-74); control records are skipped."""
-    storage = broker.storage
-    high = storage.high_watermark(topic, partition)
-    if high is None or offset >= high:
-        return []
-    data = storage.read_bytes(topic, partition, offset, max(max_bytes, 1))
-    if not data:
-        return []
-    limit = broker.config["fetch.max.bytes"]
-    return [r for r in iter_records(data, max_uncompressed_bytes=limit)
-            if offset <= r.offset < high]
