@@ -391,9 +391,9 @@ def test_basic_auth_against_scram_users_and_acls(tmp_path, server_factory, topic
 # -- cluster mode ---------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_cluster_produce_answers_not_leader_per_record(tmp_path, etcd, topic_name) -> None:
-    """Each broker serves the API; records for partitions another broker leads answer
-    50003 (NOT_LEADER_OR_FOLLOWER) per record, the others are written."""
+def test_cluster_produce_forwards_to_the_leaders(tmp_path, etcd, topic_name) -> None:
+    """Each broker serves the API; records for partitions another broker leads are sent
+    on to that leader and written there, each with its offset."""
     from clusterprocs import Cluster
 
     nodes = Cluster(tmp_path, etcd, 3, **{"default.replication.factor": 3})
@@ -423,13 +423,14 @@ def test_cluster_produce_answers_not_leader_per_record(tmp_path, etcd, topic_nam
         with requests.Session() as s:
             body = {"records": [{"value": p, "partition": p} for p in range(6)]}
             offsets = post(s, url, body).json()["offsets"]
-        for p, answer in enumerate(offsets):
-            if placed[p] == 1:
-                assert (answer["offset"], answer["error_code"]) == (0, None), answer
-            else:
-                assert answer["error_code"] == 50003 and answer["offset"] is None, answer
-                assert "NOT_LEADER" in answer["error"]
+            # Through another broker too: the second record of each partition.
+            again = post(s, f"{rest[2]}/topics/{topic_name}", body).json()["offsets"]
+        for p in range(6):
+            assert (offsets[p]["partition"], offsets[p]["offset"], offsets[p]["error_code"]) \
+                == (p, 0, None), offsets[p]
+            assert (again[p]["offset"], again[p]["error_code"]) == (1, None), again[p]
         got = kp_read(nodes.bootstrap, topic_name)
-        assert sorted(r.partition for r in got) == sorted(p for p, n in placed.items() if n == 1)
+        assert sorted((r.partition, r.offset, r.value) for r in got) == sorted(
+            (p, o, str(p).encode()) for p in range(6) for o in (0, 1))
     finally:
         nodes.stop()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ErrorCode
 from kafkaproto.records import Header, build_batch
-from logserver.rest import kafka_calls
+from logserver.rest import forward, kafka_calls
 from logserver.rest.errors import (
     PARTITION_NOT_FOUND,
     TOO_LARGE,
@@ -59,6 +59,11 @@ class Producer:
         plan = self._plan(topic, fmt, body, count, partition)
         batches = self._batches(topic, plan)
         answers = await kafka_calls.produce(self.broker, topic, batches)
+        elsewhere = {a.index: batches[a.index] for a in answers
+                     if a.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER}
+        if elsewhere:  # cluster mode: led by another broker
+            forwarded = await forward.to_leaders(self.broker, topic, elsewhere, 30_000)
+            answers = [forwarded.get(a.index, a) for a in answers]
         offsets: list[dict[str, Any]] = [{}] * plan.count
         for answer in answers:
             if answer.error_code in (ErrorCode.TOPIC_AUTHORIZATION_FAILED,
