@@ -123,3 +123,42 @@ def test_read_committed_consumer_hides_aborted_and_open_transactions(rest, topic
     bad = requests.post(f"{url}/consumers/g", data=json.dumps({"isolation.level": "dirty"}),
                         headers={"Content-Type": V2}, timeout=30)
     assert bad.status_code == 422
+
+
+def test_concurrent_aiohttp_webhooks_wake_a_long_poll(rest, topic_name) -> None:
+    """aiohttp as a webhook relay: 30 uplinks posted at once, each its own request, while
+    a by-offset read waits (long poll) for the first of them."""
+    import asyncio
+
+    import aiohttp
+
+    srv, url = rest
+    create_topic(srv.bootstrap, topic_name, 1)
+
+    async def scenario() -> tuple[list[dict[str, Any]], list[int]]:
+        async with aiohttp.ClientSession() as session:
+            async def poll() -> list[dict[str, Any]]:
+                async with session.get(
+                        f"{url}/topics/{topic_name}/partitions/0/records?offset=0&timeout=20000",
+                        headers={"Accept": JSON_V2}) as response:
+                    assert response.status == 200
+                    return list(await response.json(content_type=None))
+
+            async def webhook(i: int) -> int:
+                body = {"records": [{"key": f"dev-{i % 5}", "value": {"f_cnt": i}}]}
+                async with session.post(f"{url}/topics/{topic_name}", json=body,
+                                        headers={"Content-Type": JSON_V2}) as response:
+                    assert response.status == 200, await response.text()
+                    answer = await response.json(content_type=None)
+                    return int(answer["offsets"][0]["offset"])
+
+            waiting = asyncio.ensure_future(poll())
+            await asyncio.sleep(0)  # let the poll go out first (it answers either way)
+            offsets = await asyncio.gather(*(webhook(i) for i in range(30)))
+            return await waiting, offsets
+
+    woken, offsets = asyncio.run(scenario())
+    assert sorted(offsets) == list(range(30))
+    assert woken and woken[0]["offset"] == 0
+    values = sorted(json.loads(r.value)["f_cnt"] for r in kp_read(srv.bootstrap, topic_name))
+    assert values == list(range(30))
