@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -65,10 +66,12 @@ class GroupMember:
         self._rejoin = asyncio.Event()
         self._subscribed: list[str] = []
         self._task: asyncio.Task[None] | None = None
+        self._context = contextvars.copy_context()
 
     def start(self) -> None:
         """Join in the background, in the current context (the instance's principal)."""
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._context = contextvars.copy_context()
+        self._task = asyncio.get_running_loop().create_task(self._run(), context=self._context)
 
     def resubscribe(self) -> None:
         """The subscription changed: join again with the new topics."""
@@ -80,10 +83,11 @@ class GroupMember:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self.member_id:
+        if self.member_id:  # as the instance's principal, also when the reaper asks
+            leave = kafka_calls.leave_group(self.broker, self.group, self.member_id,
+                                            self.client_id)
             with contextlib.suppress(Exception):
-                await kafka_calls.leave_group(self.broker, self.group, self.member_id,
-                                              self.client_id)
+                await asyncio.get_running_loop().create_task(leave, context=self._context.copy())
             self.member_id = ""
         self._revoke()
 
