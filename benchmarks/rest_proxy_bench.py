@@ -1,11 +1,15 @@
-"""HTTP produce through the built-in REST Proxy vs kafka-python producing the same records.
+"""HTTP produce through the built-in REST Proxy vs kafka-python and the MQTT bridge
+producing the same records.
 
 The records are small JSON uplinks keyed by one of 100 device ids, as a webhook posts them.
 ``rest``: one ``requests.Session`` (keep-alive) POSTing ``--per-request`` records per
 request to ``/topics/{topic}`` (JSON format), one request at a time, as a webhook sender
 does. ``kafka-python``: KafkaProducer (acks=all, its default batching) sending the same
-records, flushed at the end of the window. Each run starts a fresh server (its own data
-directory); the two clients alternate order run by run (``--runs``, default 3). Figures
+records, flushed at the end of the window. ``bridge``: one MQTT client publishing each
+uplink at QoS 1 to ``devices/{device}/telemetry`` through an mqtt-bridge (its default rule
+writes it to ``telemetry`` keyed by the device), one PUBLISH in flight, as a device or a
+webhook relay does; its CPU is the server's plus the bridge's. Each run starts a fresh server (its own data
+directory); the clients take turns going first run by run (``--runs``, default 3). Figures
 are records acknowledged per second and the server's CPU per record (utime + stime over
 the measured window, /proc), printed as min / median / max.
 
@@ -15,6 +19,8 @@ the measured window, /proc), printed as min / median / max.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import logging
 import tempfile
@@ -23,11 +29,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import requests
+from helpers.mqtt_client import MqttClient
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from logserver.childproc import free_port
 
+from .mqtt_multi import start_bridges
 from .stats import Spread
 from .targets import LogserverTarget, cpu_seconds
 
@@ -80,9 +88,31 @@ def run_kafka_python(bootstrap: str, seconds: float) -> int:
         producer.close(timeout=10)
 
 
+def run_bridge(port: int, seconds: float) -> int:
+    """Records acknowledged (PUBACK after the log's acks=all) in ``seconds``."""
+    async def publish() -> int:
+        client = MqttClient("rest-proxy-bench")
+        await client.connect("127.0.0.1", port)
+        done = 0
+        deadline = time.monotonic() + seconds
+        try:
+            while time.monotonic() < deadline:
+                device, value = uplink(done)
+                acked = client.publish(f"devices/{device}/telemetry",
+                                       json.dumps(value, separators=(",", ":")).encode(), qos=1)
+                assert acked is not None
+                await asyncio.wait_for(acked, 30)
+                done += 1
+        finally:
+            await client.disconnect()
+        return done
+    return asyncio.run(publish())
+
+
 def one_run(client: str, seconds: float, per_request: int) -> tuple[float, float]:
     """(records/s, server CPU µs per record) of one run on a fresh server."""
-    with tempfile.TemporaryDirectory(prefix="rest-proxy-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rest-proxy-bench-") as tmp, \
+            contextlib.ExitStack() as stack:
         rest_port = free_port()
         target = LogserverTarget(Path(tmp), ["--rest.proxy.listeners", f"http://127.0.0.1:{rest_port}",
                                              "--admin.listeners", ""])
@@ -96,20 +126,31 @@ def one_run(client: str, seconds: float, per_request: int) -> tuple[float, float
                 admin.close()
             url = f"http://127.0.0.1:{rest_port}/topics/{TOPIC}"
             work: Callable[[float], int]
+            extra_pids: list[int] = []
             if client == "rest":
                 def work(s: float) -> int:
                     return run_rest(url, s, per_request)
+            elif client == "bridge":
+                (bridge,) = start_bridges(1, bootstrap, Path(tmp), "--log-level", "WARNING")
+                stack.callback(bridge.stop)
+                assert bridge.proc is not None and bridge.port is not None
+                extra_pids.append(bridge.proc.pid)
+                mqtt_port = bridge.port
+
+                def work(s: float) -> int:
+                    return run_bridge(mqtt_port, s)
             else:
                 def work(s: float) -> int:
                     return run_kafka_python(bootstrap, s)
             work(WARMUP_S)
             pid = server.pid()
             assert pid is not None
-            cpu_before = cpu_seconds(pid) or 0.0
+            pids = [pid, *extra_pids]
+            cpu_before = sum(cpu_seconds(p) or 0.0 for p in pids)
             started = time.monotonic()
             records = work(seconds)
             elapsed = time.monotonic() - started
-            cpu = (cpu_seconds(pid) or 0.0) - cpu_before
+            cpu = sum(cpu_seconds(p) or 0.0 for p in pids) - cpu_before
             return records / elapsed, cpu / records * 1e6
 
 
@@ -121,11 +162,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="records per HTTP request (a webhook posts one)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    clients = ("rest", "kafka-python")
+    clients = ("rest", "kafka-python", "bridge")
     rates: dict[str, list[float]] = {c: [] for c in clients}
     cpus: dict[str, list[float]] = {c: [] for c in clients}
     for run in range(args.runs):
-        for client in clients if run % 2 == 0 else clients[::-1]:
+        for client in clients[run % 3:] + clients[:run % 3]:
             rate, cpu = one_run(client, args.seconds, args.per_request)
             rates[client].append(rate)
             cpus[client].append(cpu)

@@ -96,6 +96,18 @@ def parse_admin_listeners(text: str) -> list[Listener]:
     return listeners
 
 
+def parse_rest_listeners(text: str) -> list[Listener]:
+    """``http://`` or ``https://host:port`` list for the REST Proxy; empty turns it off.
+    An https listener uses the Kafka listeners' ``ssl.*`` settings."""
+    if not text.strip():
+        return []
+    listeners = parse_listeners(text)
+    for listener in listeners:
+        if listener.name not in ("HTTP", "HTTPS"):
+            raise ValueError(f"expected http://host:port or https://host:port, got {listener}")
+    return listeners
+
+
 def _optional_http_url(text: str) -> str | None:
     """``http://host:port`` (an admin API to read), or empty for none."""
     text = text.strip()
@@ -192,9 +204,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("admin.listeners", "http://127.0.0.1:9644", parse_admin_listeners,
                 "Admin HTTP API and Prometheus /metrics (http://host:port, comma separated; "
                 "empty: off). 9644 is Redpanda's admin port."),
-        Setting("rest.proxy.listeners", "http://127.0.0.1:8082", parse_admin_listeners,
-                "Confluent REST Proxy v2 API over HTTP (http://host:port, comma separated; "
-                "empty: off). 8082 is Confluent's and Redpanda's port; see docs/rest-proxy.md."),
+        Setting("rest.proxy.listeners", "http://127.0.0.1:8082", parse_rest_listeners,
+                "Confluent REST Proxy v2 API (http://host:port or https://host:port, comma "
+                "separated; empty: off; https uses the ssl.* settings of the Kafka "
+                "listeners). 8082 is Confluent's and Redpanda's port; see docs/rest-proxy.md."),
         Setting("consumer.instance.timeout.ms", "300000", _int_in(1000, 2**31 - 1),
                 "REST Proxy consumer instances idle longer than this are deleted "
                 "(Confluent's default, 5 minutes)."),

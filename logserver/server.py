@@ -24,7 +24,7 @@ from logserver.limits import ConnectionLimiter, reap_idle_connections
 from logserver.network import ConnectionStats, connection_factory
 from logserver.request_budget import RequestBudget
 from logserver.rest.app import RestProxyServer
-from logserver.security.listeners import ListenerSecurity, listener_security
+from logserver.security.listeners import ListenerSecurity, https_context, listener_security
 from logserver.security.tls_accept import tls_accepting
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     listening there, started with ``bridge_args`` (e.g. the server's log format)."""
     loop = asyncio.get_running_loop()
     security = listener_security(config)  # ConfigError before anything is opened
+    rest_tls = https_context(config, config["rest.proxy.listeners"])
     bridge_target = _bridge_listener(config, security) if mqtt_bridge is not None else None
     config = _within_descriptor_limit(config)
     stats = ConnectionStats()
@@ -100,7 +101,8 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         # Before the Kafka listeners serve: whoever sees the broker accept (clients,
         # supervisors, tests) finds the REST Proxy bound too.
         rest_proxy = RestProxyServer(broker, config["rest.proxy.listeners"],
-                                     auth_required=_authenticates(broker, security))
+                                     auth_required=_authenticates(broker, security),
+                                     ssl_context=rest_tls)
         await rest_proxy.start()
         for server in servers:
             await server.start_serving()

@@ -22,6 +22,7 @@ from logserver.admin.state import AdminState
 from logserver.admin.visibility import Visibility
 from logserver.broker import Broker
 from logserver.config import Listener
+from logserver.http_sites import serve
 
 log = logging.getLogger(__name__)
 
@@ -102,18 +103,8 @@ class AdminServer:
         self.addresses: list[tuple[str, int]] = []
 
     async def start(self) -> None:
-        if not self._listeners:
-            return
-        await self._runner.setup()
-        for listener in self._listeners:
-            site = web.TCPSite(self._runner, listener.host, listener.port, reuse_address=True)
-            try:
-                await site.start()
-            except OSError as exc:
-                log.error("admin API not served on %s:%d: %s (set admin.listeners)",
-                          listener.host, listener.port, exc)
-                continue
-        self.addresses = [(a[0], a[1]) for a in self._runner.addresses]
+        self.addresses = await serve(self._runner, self._listeners, "admin API",
+                                     "admin.listeners")
 
     def log_addresses(self) -> None:
         for host, port in self.addresses:

@@ -8,29 +8,42 @@ a port already in use is logged, not fatal. Each request first gets its principa
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from kafkaproto import ErrorCode
+from logserver.admin.host_check import HostCheck
 from logserver.config import Listener
 from logserver.groups import INTERNAL_TOPICS
+from logserver.http_sites import serve
 from logserver.rest import kafka_calls
 from logserver.rest.auth import principal_of
 from logserver.rest.consumers import Consumers, add_consumer_routes
 from logserver.rest.errors import (
     BAD_REQUEST,
+    FORBIDDEN,
     PARTITION_NOT_FOUND,
     TOO_LARGE,
     TOPIC_NOT_FOUND,
     RestError,
     from_kafka,
 )
-from logserver.rest.formats import V2, accepted_format, decode, produce_format, response_type
+from logserver.rest.formats import (
+    V2,
+    accepted_format,
+    decode,
+    headers_view,
+    produce_format,
+    response_type,
+)
 from logserver.rest.produce import Producer
+from logserver.rest.reading import read_records
 from logserver.security import checks
 
 if TYPE_CHECKING:
@@ -71,13 +84,19 @@ def int_param(request: web.Request, name: str, default: int | None = None) -> in
         raise RestError(400, BAD_REQUEST, f"query parameter {name} must be an integer") from None
 
 
-def build_app(broker: Broker, auth_required: bool, consumers: Consumers) -> web.Application:
+def build_app(broker: Broker, auth_required: bool, consumers: Consumers,
+              host_check: HostCheck | None = None) -> web.Application:
+    """``host_check``: refuse requests for names not this server's (DNS rebinding)."""
     producer = Producer(broker)
 
     @web.middleware
     async def errors(request: web.Request,
                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
         try:
+            host = request.headers.get("Host")
+            if host_check is not None and not host_check.permits(host):
+                raise RestError(403, FORBIDDEN, f"Host {host!r} is not a name of this server "
+                                "(admin.allowed.hosts)")
             principal = await principal_of(broker, auth_required,
                                            request.headers.get("Authorization"),
                                            request.remote or "?")
@@ -185,13 +204,17 @@ def build_app(broker: Broker, auth_required: bool, consumers: Consumers) -> web.
 
 
 def record_view(topic: str, partition: int, record: Any, fmt: str) -> dict[str, Any]:
-    return {"topic": topic, "key": decode(fmt, record.key), "value": decode(fmt, record.value),
+    """A record as v2 shows it; ``headers`` (Confluent v3's form) only when it has some."""
+    view = {"topic": topic, "key": decode(fmt, record.key), "value": decode(fmt, record.value),
             "partition": partition, "offset": record.offset}
+    if record.headers:
+        view["headers"] = headers_view(record.headers)
+    return view
 
 
 async def read_waiting(broker: Broker, partitions: list[tuple[str, int]],
                        positions: dict[tuple[str, int], int], max_bytes: int,
-                       timeout_ms: int) -> dict[tuple[str, int], list[Any]]:
+                       timeout_ms: int, committed: bool = False) -> dict[tuple[str, int], list[Any]]:
     """Records of ``partitions`` from ``positions``; waits up to ``timeout_ms`` for some."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_ms / 1000
@@ -201,7 +224,7 @@ async def read_waiting(broker: Broker, partitions: list[tuple[str, int]],
         for tp in partitions:
             if budget <= 0:
                 break
-            got = kafka_calls.read_records(broker, tp[0], tp[1], positions[tp], budget)
+            got = read_records(broker, tp[0], tp[1], positions[tp], budget, committed)
             if got:
                 found[tp] = got
                 budget -= sum(len(r.value or b"") + len(r.key or b"") for r in got)
@@ -214,30 +237,41 @@ async def read_waiting(broker: Broker, partitions: list[tuple[str, int]],
 class RestProxyServer:
     """The ``rest.proxy.listeners`` of one broker."""
 
-    def __init__(self, broker: Broker, listeners: list[Listener], auth_required: bool) -> None:
+    def __init__(self, broker: Broker, listeners: list[Listener], auth_required: bool,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.consumers = Consumers(broker, broker.config["consumer.instance.timeout.ms"])
-        self._runner = web.AppRunner(build_app(broker, auth_required, self.consumers),
+        host_check = None
+        if listeners and all(_loopback(listener.host) for listener in listeners):
+            host_check = HostCheck(broker.config["admin.allowed.hosts"],
+                                   [listener.host for listener in listeners])
+        self._runner = web.AppRunner(build_app(broker, auth_required, self.consumers, host_check),
                                      access_log=None, handle_signals=False,
                                      shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         self._listeners = listeners
+        self._ssl_context = ssl_context
         self.addresses: list[tuple[str, int]] = []
 
     async def start(self) -> None:
+        self.addresses = await serve(self._runner, self._listeners, "REST Proxy",
+                                     "rest.proxy.listeners", self._ssl_context)
         if not self._listeners:
             return
-        await self._runner.setup()
-        for listener in self._listeners:
-            site = web.TCPSite(self._runner, listener.host, listener.port, reuse_address=True)
-            try:
-                await site.start()
-            except OSError as exc:
-                log.error("REST Proxy not served on %s:%d: %s (set rest.proxy.listeners)",
-                          listener.host, listener.port, exc)
-        self.addresses = [(a[0], a[1]) for a in self._runner.addresses]
         self.consumers.start()
+        scheme = "https" if self._ssl_context is not None else "http"
         for host, port in self.addresses:
-            log.info("REST Proxy on http://%s:%d", host, port)
+            log.info("REST Proxy on %s://%s:%d", scheme, host, port)
 
     async def close(self) -> None:
         await self.consumers.close()
         await self._runner.cleanup()
+
+
+def _loopback(host: str) -> bool:
+    """Whether a listener host only takes connections from this machine: there a web page
+    could reach it through DNS rebinding, so the Host header is checked."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,14 +1,12 @@
 """REST Proxy consumer instances: /consumers/{group}/instances/{name}/...
 
 An instance remembers its format, subscription or manual assignment and positions. A
-subscribed instance reads the partitions it owns among the proxy's instances of its group
-that subscribe to the same topic: each topic's partitions are split over those instances
-(sorted by name, ranges as Kafka's RangeAssignor), decided again at every read, so
-instances joining or leaving rebalance. That split is the proxy's own: Kafka clients
-consuming in the same group are not part of it (they share the committed offsets only).
-Positions start at the group's committed offset (OffsetFetch), else ``auto.offset.reset``
-(ListOffsets); commits are OffsetCommit of a standalone consumer (generation -1). Idle
-instances are deleted after ``consumer.instance.timeout.ms``.
+subscribed instance is a member of its Kafka consumer group (logserver.rest.membership):
+it reads the partitions the group's range assignment gives it, shared with Kafka consumers
+of the same group. Positions start at the group's committed offset (OffsetFetch), else
+``auto.offset.reset`` (ListOffsets); commits are OffsetCommit of that member (or of a
+standalone consumer, generation -1, for a manual assignment). Idle instances are deleted
+after ``consumer.instance.timeout.ms`` and leave their group.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from kafkaproto import ErrorCode
+from logserver.groups import INTERNAL_TOPICS
 from logserver.rest import kafka_calls
 from logserver.rest.errors import (
     CONSUMER_ALREADY_EXISTS,
@@ -35,6 +34,8 @@ from logserver.rest.errors import (
     from_kafka,
 )
 from logserver.rest.formats import BINARY, JSON, check_plain, response_type
+from logserver.rest.membership import GroupMember
+from logserver.rest.reading import READ_COMMITTED, READ_UNCOMMITTED
 from logserver.security import checks
 
 if TYPE_CHECKING:
@@ -52,11 +53,13 @@ class Instance:
     format: str = BINARY
     reset: str = "latest"
     auto_commit: bool = True
+    committed: bool = False  # isolation.level read_committed
     topics: list[str] = field(default_factory=list)
     pattern: re.Pattern[str] | None = None
     assigned: list[TopicPartition] = field(default_factory=list)
     positions: dict[TopicPartition, int] = field(default_factory=dict)
     used: float = field(default_factory=time.monotonic)
+    member: GroupMember | None = None
 
     def subscribed(self, topic: str) -> bool:
         if self.pattern is not None:
@@ -82,6 +85,8 @@ class Consumers:
             self._reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
+        for instance in list(self.instances.values()):  # the others take their partitions
+            await self.remove(instance)
 
     async def _reap(self) -> None:
         while True:
@@ -91,7 +96,33 @@ class Consumers:
                 if now - instance.used > self.timeout_s:
                     log.info("REST consumer %s/%s expired (idle %.0f s)", key[0], key[1],
                              now - instance.used)
-                    del self.instances[key]
+                    await self.remove(instance)
+
+    async def remove(self, instance: Instance) -> None:
+        """Forget the instance; it leaves its group."""
+        self.instances.pop((instance.group, instance.name), None)
+        await self.leave(instance)
+
+    async def leave(self, instance: Instance) -> None:
+        member, instance.member = instance.member, None
+        if member is not None:
+            await member.stop()
+
+    def join(self, instance: Instance) -> None:
+        """Subscribed: take part in the group's assignment (a new subscription rejoins)."""
+        if instance.member is not None:
+            instance.member.resubscribe()
+            return
+        instance.member = GroupMember(self.broker, instance.group, instance.name,
+                                      lambda: self.subscribed_topics(instance),
+                                      instance.positions.clear)
+        instance.member.start()
+
+    def subscribed_topics(self, instance: Instance) -> list[str]:
+        if instance.pattern is None:
+            return list(instance.topics)
+        return sorted(t for t in self.broker.topics.topic_names()
+                      if t not in INTERNAL_TOPICS and instance.subscribed(t))
 
     # -- instances -------------------------------------------------------------------------
 
@@ -106,6 +137,7 @@ class Consumers:
         fmt = str(body.get("format", BINARY)).lower()
         reset = str(body.get("auto.offset.reset", "latest")).lower()
         commit = str(body.get("auto.commit.enable", "true")).lower()
+        isolation = str(body.get("isolation.level", READ_UNCOMMITTED)).lower()
         if not isinstance(name, str) or not name:
             raise RestError(422, UNPROCESSABLE, "name must be a non-empty string")
         if fmt not in (BINARY, JSON):
@@ -114,12 +146,16 @@ class Consumers:
             raise RestError(422, UNPROCESSABLE, "auto.offset.reset must be earliest or latest")
         if commit not in ("true", "false"):
             raise RestError(422, UNPROCESSABLE, "auto.commit.enable must be true or false")
+        if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
+            raise RestError(422, UNPROCESSABLE,
+                            "isolation.level must be read_uncommitted or read_committed")
         if checks_group_denied(self.broker, group):
             raise from_kafka(ErrorCode.GROUP_AUTHORIZATION_FAILED, f"group {group}")
         if (group, name) in self.instances:
             raise RestError(409, CONSUMER_ALREADY_EXISTS,
                             f"Consumer with specified consumer ID {name} already exists in group {group}.")
-        instance = Instance(group, name, fmt, reset, commit == "true")
+        instance = Instance(group, name, fmt, reset, commit == "true",
+                            committed=isolation == READ_COMMITTED)
         self.instances[(group, name)] = instance
         return instance
 
@@ -131,20 +167,13 @@ class Consumers:
         return instance
 
     def owned(self, instance: Instance) -> list[TopicPartition]:
-        """The partitions this instance reads now (see the module docstring)."""
+        """The partitions this instance reads now: its manual assignment, else what the
+        group assigned it (nothing between generations)."""
         if instance.assigned:
             return list(instance.assigned)
-        owned = []
-        topics = self.broker.topics
-        for topic in sorted(t for t in topics.topic_names() if instance.subscribed(t)):
-            count = topics.partition_count(topic) or 0
-            members = sorted(i.name for i in self.instances.values()
-                             if i.group == instance.group and not i.assigned and i.subscribed(topic))
-            share, extra = divmod(count, len(members))
-            me = members.index(instance.name)
-            first = me * share + min(me, extra)
-            owned += [(topic, p) for p in range(first, first + share + (me < extra))]
-        return owned
+        if instance.member is not None and instance.member.assignment is not None:
+            return list(instance.member.assignment)
+        return []
 
     # -- positions -------------------------------------------------------------------------
 
@@ -172,7 +201,7 @@ class Consumers:
         for topic, indexes in partitions.items():
             found = await kafka_calls.list_offsets(
                 self.broker, topic, indexes,
-                kafka_calls.EARLIEST if beginning else kafka_calls.LATEST)
+                kafka_calls.EARLIEST if beginning else kafka_calls.LATEST, instance.committed)
             for partition, (error, offset) in found.items():
                 if error:
                     raise from_kafka(error, f"{topic}-{partition}")
@@ -181,7 +210,11 @@ class Consumers:
     async def commit(self, instance: Instance, offsets: dict[TopicPartition, int]) -> None:
         if not offsets:
             return
-        errors = await kafka_calls.commit_offsets(self.broker, instance.group, offsets)
+        generation, member_id = -1, ""
+        if instance.member is not None:
+            generation, member_id = instance.member.generation, instance.member.member_id
+        errors = await kafka_calls.commit_offsets(self.broker, instance.group, offsets,
+                                                  generation, member_id)
         for tp, error in errors.items():
             if error:
                 raise from_kafka(error, f"offsets of {tp[0]}-{tp[1]} in group {instance.group}")
@@ -234,8 +267,7 @@ def add_consumer_routes(app: web.Application, consumers: Consumers) -> None:
                       "base_uri": f"{request.url.origin()}/consumers/{group}/instances/{instance.name}"})
 
     async def delete(request: web.Request) -> web.Response:
-        instance = instance_of(request)
-        consumers.instances.pop((instance.group, instance.name), None)
+        await consumers.remove(instance_of(request))
         return web.Response(status=204)
 
     async def subscribe(request: web.Request) -> web.Response:
@@ -253,22 +285,23 @@ def add_consumer_routes(app: web.Application, consumers: Consumers) -> None:
         else:
             raise RestError(422, UNPROCESSABLE, "the body must name topics or a topic_pattern")
         instance.assigned = []
+        consumers.join(instance)
         return web.Response(status=204)
 
     async def subscription(request: web.Request) -> web.Response:
         instance = instance_of(request)
-        topics = instance.topics if instance.pattern is None else sorted(
-            t for t in broker.topics.topic_names() if instance.subscribed(t))
-        return reply({"topics": topics})
+        return reply({"topics": consumers.subscribed_topics(instance)})
 
     async def unsubscribe(request: web.Request) -> web.Response:
         instance = instance_of(request)
         instance.topics, instance.pattern = [], None
+        await consumers.leave(instance)
         return web.Response(status=204)
 
     async def assign(request: web.Request) -> web.Response:
         instance = instance_of(request)
         found = _partitions(broker, await body_of(request))
+        await consumers.leave(instance)
         instance.assigned = [(t, p) for t, p, _ in found]
         instance.topics, instance.pattern = [], None
         return web.Response(status=204)
@@ -301,19 +334,34 @@ def add_consumer_routes(app: web.Application, consumers: Consumers) -> None:
         instance = instance_of(request)
         timeout_ms = min(max(int_param(request, "timeout", 1000), 0), MAX_WAIT_MS)
         max_bytes = max(int_param(request, "max_bytes", 1_048_576), 1)
+        started = asyncio.get_running_loop().time()
+        member = instance.member
+        if member is not None:
+            if member.error:
+                raise from_kafka(member.error, f"group {instance.group}")
+            if member.assignment is None:  # joining or rebalancing: wait for the assignment
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(member.assigned.wait(), timeout_ms / 1000)
+            spent = int((asyncio.get_running_loop().time() - started) * 1000)
+            timeout_ms = max(timeout_ms - spent, 0)
         owned = consumers.owned(instance)
         for topic in {t for t, _ in owned}:
             error = kafka_calls.read_error(broker, topic, 0)
             if error == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
                 raise from_kafka(error, f"topic {topic}")
         await consumers.position(instance, owned)
-        found = await read_waiting(broker, owned, instance.positions, max_bytes, timeout_ms)
+        found = await read_waiting(broker, owned, instance.positions, max_bytes, timeout_ms,
+                                   instance.committed)
         body = []
         for (topic, partition), got in found.items():
             body += [record_view(topic, partition, r, instance.format) for r in got]
             instance.positions[(topic, partition)] = got[-1].offset + 1
         if instance.auto_commit and found:
-            await consumers.commit(instance, {tp: instance.positions[tp] for tp in found})
+            try:  # as Kafka's auto-commit: a failed commit is logged, the records returned
+                await consumers.commit(instance, {tp: instance.positions[tp] for tp in found})
+            except RestError as exc:
+                log.warning("REST consumer %s/%s: auto-commit failed: %s", instance.group,
+                            instance.name, exc.message)
         instance.used = time.monotonic()
         return reply(body, content_type=response_type(instance.format))
 

@@ -82,5 +82,24 @@ def decode(fmt: str, data: bytes | None) -> Any:
             from None
 
 
+def parse_headers(value: Any, what: str) -> list[tuple[str, bytes | None]]:
+    """A produce record's ``headers``: ``[{"name": str, "value": base64 or null}]``
+    (Confluent v3's form; v2 has none), in order, names may repeat."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RestError(422, UNPROCESSABLE, f"{what} must be a list of {{name, value}}")
+    found: list[tuple[str, bytes | None]] = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise RestError(422, UNPROCESSABLE, f"{what}[{i}] needs a name")
+        found.append((item["name"], encode(BINARY, item.get("value"), f"{what}[{i}].value")))
+    return found
+
+
+def headers_view(headers: list[tuple[str, bytes | None]]) -> list[dict[str, Any]]:
+    return [{"name": name, "value": decode(BINARY, value)} for name, value in headers]
+
+
 def _bare(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip().lower()

@@ -12,13 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ApiKey, ErrorCode, RequestHeader
 from kafkaproto.messages import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
     ListOffsetsRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
     ProduceRequest,
     ProduceResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
-from kafkaproto.records import Record, iter_records
 from logserver import request_context
 from logserver.dispatch import cluster_handlers
 from logserver.handlers import HANDLERS
@@ -32,7 +37,8 @@ CLIENT_ID = "rest-proxy"
 REST_LISTENER = "REST_PROXY"
 # Versions asked for: ones every handler serves (see logserver/handlers/__init__.py).
 _VERSIONS = {ApiKey.PRODUCE: 9, ApiKey.LIST_OFFSETS: 7, ApiKey.OFFSET_COMMIT: 8,
-             ApiKey.OFFSET_FETCH: 7}
+             ApiKey.OFFSET_FETCH: 7, ApiKey.JOIN_GROUP: 7, ApiKey.SYNC_GROUP: 5,
+             ApiKey.HEARTBEAT: 4, ApiKey.LEAVE_GROUP: 5}
 EARLIEST, LATEST = -2, -1
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
@@ -46,12 +52,12 @@ def act_as(principal: str, peer: str) -> None:
     current_security.set(None)
 
 
-async def _call(broker: Broker, key: ApiKey, body: Any) -> Any:
+async def _call(broker: Broker, key: ApiKey, body: Any, client_id: str = CLIENT_ID) -> Any:
     handler = HANDLERS[key]
     handle = handler.handle
     if broker.cluster is not None:
         handle = cluster_handlers().get(key, handle)
-    header = RequestHeader(key, _VERSIONS[key], 0, CLIENT_ID)
+    header = RequestHeader(key, _VERSIONS[key], 0, client_id)
     result = handle(broker, header, body)
     if inspect.isawaitable(result):
         result = await result
@@ -71,9 +77,10 @@ async def produce(broker: Broker, topic: str, batches: dict[int, bytes],
 
 
 async def list_offsets(broker: Broker, topic: str, partitions: list[int],
-                       timestamp: int) -> dict[int, tuple[int, int]]:
-    """Partition -> (error, offset) for EARLIEST/LATEST/a time, as ListOffsets answers."""
-    request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+                       timestamp: int, committed: bool = False) -> dict[int, tuple[int, int]]:
+    """Partition -> (error, offset) for EARLIEST/LATEST/a time, as ListOffsets answers
+    (LATEST is the last stable offset for read_committed)."""
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=int(committed), topics=[
         ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
             ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=timestamp)
             for p in partitions])])
@@ -82,14 +89,16 @@ async def list_offsets(broker: Broker, topic: str, partitions: list[int],
             for t in response.topics for p in t.partitions}
 
 
-async def commit_offsets(broker: Broker, group: str,
-                         offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-    """OffsetCommit as a standalone consumer (generation -1); error per partition."""
+async def commit_offsets(broker: Broker, group: str, offsets: dict[tuple[str, int], int],
+                         generation: int = -1, member_id: str = "") -> dict[tuple[str, int], int]:
+    """OffsetCommit as a group member (or a standalone consumer: generation -1); error
+    per partition."""
     by_topic: dict[str, list[OffsetCommitRequest.OffsetCommitRequestPartition]] = {}
     for (topic, partition), offset in offsets.items():
         by_topic.setdefault(topic, []).append(OffsetCommitRequest.OffsetCommitRequestPartition(
             partition_index=partition, committed_offset=offset))
-    request = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+    request = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=generation,
+                                  member_id=member_id,
                                   topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
                                       name=t, partitions=ps) for t, ps in by_topic.items()])
     response = await _call(broker, ApiKey.OFFSET_COMMIT, request)
@@ -112,6 +121,46 @@ async def fetch_offsets(broker: Broker, group: str, wanted: list[tuple[str, int]
         for t in response.topics for p in t.partitions}
 
 
+async def join_group(broker: Broker, group: str, member_id: str, client_id: str,
+                     session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+                     protocols: list[tuple[str, bytes]]) -> JoinGroupResponse:
+    """JoinGroup (answered when the rebalance completes)."""
+    request = JoinGroupRequest(
+        group_id=group, session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=rebalance_timeout_ms, member_id=member_id,
+        protocol_type=protocol_type, protocols=[
+            JoinGroupRequest.JoinGroupRequestProtocol(name=name, metadata=metadata)
+            for name, metadata in protocols])
+    response: JoinGroupResponse = await _call(broker, ApiKey.JOIN_GROUP, request, client_id)
+    return response
+
+
+async def sync_group(broker: Broker, group: str, generation: int, member_id: str,
+                     client_id: str, protocol_type: str, protocol_name: str,
+                     assignments: dict[str, bytes]) -> SyncGroupResponse:
+    request = SyncGroupRequest(
+        group_id=group, generation_id=generation, member_id=member_id,
+        protocol_type=protocol_type, protocol_name=protocol_name, assignments=[
+            SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
+            for m, a in assignments.items()])
+    response: SyncGroupResponse = await _call(broker, ApiKey.SYNC_GROUP, request, client_id)
+    return response
+
+
+async def heartbeat(broker: Broker, group: str, generation: int, member_id: str,
+                    client_id: str) -> int:
+    request = HeartbeatRequest(group_id=group, generation_id=generation, member_id=member_id)
+    response = await _call(broker, ApiKey.HEARTBEAT, request, client_id)
+    return int(response.error_code)
+
+
+async def leave_group(broker: Broker, group: str, member_id: str, client_id: str) -> int:
+    request = LeaveGroupRequest(group_id=group, members=[
+        LeaveGroupRequest.MemberIdentity(member_id=member_id, reason="REST consumer deleted")])
+    response = await _call(broker, ApiKey.LEAVE_GROUP, request, client_id)
+    return int(response.error_code)
+
+
 def read_error(broker: Broker, topic: str, partition: int) -> int:
     """Why this principal may not read the partition here (Fetch's checks), or NONE."""
     refused = checks.denied(broker, checks.FETCH, topic)
@@ -121,19 +170,3 @@ def read_error(broker: Broker, topic: str, partition: int) -> int:
     if count is None or not 0 <= partition < count:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return broker.routing.leader_error(topic, partition)
-
-
-def read_records(broker: Broker, topic: str, partition: int, offset: int,
-                 max_bytes: int) -> list[Record]:
-    """Records from ``offset`` below the high watermark, about ``max_bytes`` of them (at
-    least one batch, as Fetch with KIP-74); control records are skipped."""
-    storage = broker.storage
-    high = storage.high_watermark(topic, partition)
-    if high is None or offset >= high:
-        return []
-    data = storage.read_bytes(topic, partition, offset, max(max_bytes, 1))
-    if not data:
-        return []
-    limit = broker.config["fetch.max.bytes"]
-    return [r for r in iter_records(data, max_uncompressed_bytes=limit)
-            if offset <= r.offset < high]

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ErrorCode
-from kafkaproto.records import build_batch
-from logserver.rest import kafka_calls
+from kafkaproto.records import Header, build_batch
+from logserver.rest import forward, kafka_calls
 from logserver.rest.errors import (
     PARTITION_NOT_FOUND,
     TOO_LARGE,
@@ -25,7 +25,7 @@ from logserver.rest.errors import (
     kafka_error_code,
     kafka_error_name,
 )
-from logserver.rest.formats import encode
+from logserver.rest.formats import encode, parse_headers
 from logserver.topic_config import TopicConfig
 from mqtt_bridge.murmur2 import partition_for
 
@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 class _Plan:
     """Where each record of the request goes: partition -> [(index in request, key, value)]."""
 
-    partitions: dict[int, list[tuple[int, bytes | None, bytes | None]]] = field(default_factory=dict)
+    partitions: dict[int, list[tuple[int, bytes | None, bytes | None, list[Header]]]] = field(
+        default_factory=dict)
     count: int = 0
 
 
@@ -58,6 +59,11 @@ class Producer:
         plan = self._plan(topic, fmt, body, count, partition)
         batches = self._batches(topic, plan)
         answers = await kafka_calls.produce(self.broker, topic, batches)
+        elsewhere = {a.index: batches[a.index] for a in answers
+                     if a.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER}
+        if elsewhere:  # cluster mode: led by another broker
+            forwarded = await forward.to_leaders(self.broker, topic, elsewhere, 30_000)
+            answers = [forwarded.get(a.index, a) for a in answers]
         offsets: list[dict[str, Any]] = [{}] * plan.count
         for answer in answers:
             if answer.error_code in (ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -66,7 +72,7 @@ class Producer:
             if answer.error_code == ErrorCode.MESSAGE_TOO_LARGE:
                 raise RestError(413, TOO_LARGE, f"records for {topic}-{answer.index} are larger "
                                 "than the topic's max.message.bytes")
-            for i, (index, _key, _value) in enumerate(plan.partitions[answer.index]):
+            for i, (index, *_record) in enumerate(plan.partitions[answer.index]):
                 if answer.error_code:
                     offsets[index] = {"partition": answer.index, "offset": None,
                                       "error_code": kafka_error_code(answer.error_code),
@@ -88,6 +94,7 @@ class Producer:
                 raise RestError(422, UNPROCESSABLE, f"records[{index}] must be an object")
             key = encode(fmt, record.get("key"), f"records[{index}].key")
             value = encode(fmt, record.get("value"), f"records[{index}].value")
+            headers = parse_headers(record.get("headers"), f"records[{index}].headers")
             partition = fixed if fixed is not None else record.get("partition")
             if partition is not None:
                 if not isinstance(partition, int) or isinstance(partition, bool):
@@ -99,7 +106,7 @@ class Producer:
                 partition = partition_for(key, count)
             else:
                 partition = self._next(topic, count)
-            plan.partitions.setdefault(partition, []).append((index, key, value))
+            plan.partitions.setdefault(partition, []).append((index, key, value, headers))
         return plan
 
     def _next(self, topic: str, count: int) -> int:
@@ -112,7 +119,7 @@ class Producer:
         now = int(time.time() * 1000)
         batches = {}
         for partition, records in plan.partitions.items():
-            batch = build_batch([(key, value, [], now) for _i, key, value in records])
+            batch = build_batch([(key, value, headers, now) for _i, key, value, headers in records])
             if len(batch) > config.max_message_bytes:
                 raise RestError(413, TOO_LARGE, f"{len(batch)} bytes of records for "
                                 f"{topic}-{partition}: more than max.message.bytes "

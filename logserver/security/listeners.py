@@ -19,7 +19,7 @@ from logserver.config import ConfigError, Listener
 from logserver.security.settings import parse_protocol_map
 from logserver.security.tls import TlsSettingsError, server_context
 
-__all__ = ["ListenerSecurity", "listener_security"]
+__all__ = ["ListenerSecurity", "https_context", "listener_security"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +87,16 @@ def listener_security(config: Mapping[str, Any]) -> dict[str, ListenerSecurity]:
             if protocol.startswith("SASL_") else (),
             max_unauthenticated_bytes=config["sasl.server.max.receive.size"])
     return result
+
+
+def https_context(config: Mapping[str, Any], listeners: list[Listener]) -> ssl.SSLContext | None:
+    """The TLS context of ``https://`` HTTP listeners (the REST Proxy): the Kafka
+    listeners' ``ssl.*`` settings, as Confluent's REST Proxy takes its ``ssl.*``; None
+    when no listener is https. ConfigError (one line) when they cannot be served."""
+    secure = [listener for listener in listeners if listener.name == "HTTPS"]
+    if not secure:
+        return None
+    try:
+        return server_context(config)
+    except TlsSettingsError as exc:
+        raise ConfigError(f"rest.proxy.listeners {secure[0]}: {exc}") from exc

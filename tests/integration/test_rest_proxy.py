@@ -44,7 +44,8 @@ def rest_server(factory: Callable[..., ServerProcess], **settings: Any) -> Serve
 def proxy(request, tmp_path_factory) -> ServerProcess:
     base = tmp_path_factory.mktemp("rest-proxy")
     port = free_port()
-    srv = ServerProcess(base / "data", settings={"rest.proxy.listeners": f"http://{HOST}:{port}"})
+    srv = ServerProcess(base / "data", settings={"rest.proxy.listeners": f"http://{HOST}:{port}",
+                                                 "group.initial.rebalance.delay.ms": 0})
     request.addfinalizer(srv.stop)
     srv.start()
     srv.rest = f"http://{HOST}:{port}"  # type: ignore[attr-defined]
@@ -275,9 +276,13 @@ def test_consumer_subscribes_reads_and_commits(proxy, session, topic_name) -> No
     # A second instance of the group takes part of the partitions; no instance: 40403.
     other = consumer(session, proxy.rest, group, name="c2", format="json")
     assert post(session, f"{other}/subscription", {"topics": [topic_name]}, V2).status_code == 204
-    mine = session.get(f"{uri}/assignments", timeout=30).json()["partitions"]
-    theirs = session.get(f"{other}/assignments", timeout=30).json()["partitions"]
-    assert sorted(p["partition"] for p in mine + theirs) == [0, 1] and len(mine) == 1
+
+    def split() -> bool:  # the group rebalances: one partition each
+        mine = session.get(f"{uri}/assignments", timeout=30).json()["partitions"]
+        theirs = session.get(f"{other}/assignments", timeout=30).json()["partitions"]
+        return sorted(p["partition"] for p in mine + theirs) == [0, 1] and len(mine) == 1
+
+    wait_until(split, what="the two instances to split the partitions")
     assert session.delete(other, timeout=30).status_code == 204
     gone = session.get(f"{other}/records", timeout=30)
     assert gone.status_code == 404 and gone.json()["error_code"] == 40403
@@ -383,9 +388,9 @@ def test_basic_auth_against_scram_users_and_acls(tmp_path, server_factory, topic
 # -- cluster mode ---------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_cluster_produce_answers_not_leader_per_record(tmp_path, etcd, topic_name) -> None:
-    """Each broker serves the API; records for partitions another broker leads answer
-    50003 (NOT_LEADER_OR_FOLLOWER) per record, the others are written."""
+def test_cluster_produce_forwards_to_the_leaders(tmp_path, etcd, topic_name) -> None:
+    """Each broker serves the API; records for partitions another broker leads are sent
+    on to that leader and written there, each with its offset."""
     from helpers.clusterprocs import Cluster
 
     nodes = Cluster(tmp_path, etcd, 3, **{"default.replication.factor": 3})
@@ -415,13 +420,14 @@ def test_cluster_produce_answers_not_leader_per_record(tmp_path, etcd, topic_nam
         with requests.Session() as s:
             body = {"records": [{"value": p, "partition": p} for p in range(6)]}
             offsets = post(s, url, body).json()["offsets"]
-        for p, answer in enumerate(offsets):
-            if placed[p] == 1:
-                assert (answer["offset"], answer["error_code"]) == (0, None), answer
-            else:
-                assert answer["error_code"] == 50003 and answer["offset"] is None, answer
-                assert "NOT_LEADER" in answer["error"]
+            # Through another broker too: the second record of each partition.
+            again = post(s, f"{rest[2]}/topics/{topic_name}", body).json()["offsets"]
+        for p in range(6):
+            assert (offsets[p]["partition"], offsets[p]["offset"], offsets[p]["error_code"]) \
+                == (p, 0, None), offsets[p]
+            assert (again[p]["offset"], again[p]["error_code"]) == (1, None), again[p]
         got = kp_read(nodes.bootstrap, topic_name)
-        assert sorted(r.partition for r in got) == sorted(p for p, n in placed.items() if n == 1)
+        assert sorted((r.partition, r.offset, r.value) for r in got) == sorted(
+            (p, o, str(p).encode()) for p in range(6) for o in (0, 1))
     finally:
         nodes.stop()

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import pytest
 from helpers.clusterprocs import running_cluster
-from helpers.spark_support import reading, spark_session
+from helpers.spark_support import reading
 from helpers.waiting import wait_until
-from pyspark.sql import SparkSession
 from test_cluster import create
 from test_spark_streaming import BASE, MIN, LogToFiles, await_all, windows
 
@@ -20,11 +19,6 @@ from spark_examples import device_telemetry
 pytestmark = pytest.mark.slow
 
 TOPIC = "cluster-telemetry"
-
-
-@pytest.fixture(scope="module")
-def spark() -> SparkSession:
-    return spark_session()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import json
 import time
 
 import pytest
-from helpers.spark_support import require_connector, spark_session
+from helpers.spark_support import require_connector
 from kafka import KafkaProducer
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -29,11 +29,6 @@ def recent_minute_ms(minutes_ago: int = 10) -> int:
     near the broker's clock: it refuses CreateTimes more than message.timestamp.after.max.ms
     (one hour, as in Kafka 4) in the future, so tests cannot use fixed dates."""
     return (int(time.time() * 1000) // MIN - minutes_ago) * MIN
-
-
-@pytest.fixture(scope="session")
-def spark() -> SparkSession:
-    return spark_session()
 
 
 @pytest.fixture(autouse=True)

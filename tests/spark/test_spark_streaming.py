@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.spark_support import produce, reading, spark_session
+from helpers.spark_support import produce, reading
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -22,11 +22,6 @@ from spark_examples.transforms import thresholds_frame
 
 BASE = 1_800_000_000_000 // 60_000 * 60_000  # a minute boundary
 MIN = 60_000
-
-
-@pytest.fixture(scope="session")
-def spark() -> SparkSession:
-    return spark_session()
 
 
 class LogToFiles:

@@ -14,9 +14,9 @@ from collections import defaultdict
 from datetime import datetime
 
 import pytest
-from helpers.spark_support import produce, reading, spark_session
+from helpers.spark_support import produce, reading
 from kafka.partitioner.default import murmur2
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_examples import anomaly_alerts, device_telemetry, replay, simulate
@@ -35,11 +35,6 @@ from spark_examples.transforms import (
 TOPIC = "spark-transforms-telemetry"
 END_MS = 1_800_000_000_000  # fixed event times: deterministic windows
 DEVICES, MESSAGES, STEP_MS = 4, 40, 5000
-
-
-@pytest.fixture(scope="session")
-def spark() -> SparkSession:
-    return spark_session()
 
 
 @pytest.fixture(scope="module")
