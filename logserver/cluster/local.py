@@ -200,10 +200,10 @@ def up(args: argparse.Namespace) -> int:
     finally:
         # Brokers first, all at once (each moves its leaderships away: a controlled
         # shutdown can take a while on a busy machine), etcd last.
-        brokers = [c for c in children if c is not etcd]
-        for child in brokers:
+        stopping = [c for c in children if c is not etcd]
+        for child in stopping:
             child.request_stop()
-        for child in brokers:
+        for child in stopping:
             child.stop(BROKER_STOP_TIMEOUT_S)
         if etcd is not None:
             etcd.stop()
