@@ -20,7 +20,8 @@ def _get(url: str) -> dict:
 
 
 def _create(cluster, *topics: NewTopic) -> None:
-    for future in cluster.admin().create_topics(list(topics)).values():
+    admin = cluster.admin()  # held until the futures are done
+    for future in admin.create_topics(list(topics)).values():
         future.result(timeout=30)
 
 
@@ -28,7 +29,7 @@ def test_health_with_one_broker_stopped(tmp_path):
     with running_cluster(tmp_path, 3, **{"min.insync.replicas": 2}) as cluster:
         _create(cluster, NewTopic("spread", 2, 3),
                 NewTopic("strict", 1, 3, config={"min.insync.replicas": "3"}),
-                NewTopic("alone", num_partitions=-1, replica_assignment=[[3]]))
+                NewTopic("alone", 1, replica_assignment=[[3]]))
         one = cluster.brokers[1]
         healthy = _get(one.admin_url + "/v1/cluster/health")
         assert healthy["is_healthy"] is True, healthy

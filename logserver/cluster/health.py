@@ -42,7 +42,9 @@ def health(live: Iterable[int], all_nodes: Iterable[int], controller_id: int | N
             leaderless.append(name)
         if len(p.isr) < len(p.replicas):
             under_replicated.append(name)
-        if len(p.isr) < min_isr(p.topic):
+        # Kafka's effective min ISR: never more than the replicas (an RF=1 topic is
+        # not under a broker-wide min.insync.replicas=2).
+        if len(p.isr) < min(min_isr(p.topic), len(p.replicas)):
             under_min_isr.append(name)
     reasons = [reason for reason, present in (
         ("no_elected_controller", controller_id is None or controller_id == NO_LEADER),
