@@ -12,8 +12,8 @@ from clienthelpers import create_topic, kp_close, kp_producer
 from faults import faulty_server
 from test_admin_api import get, scrape, value, wait_for
 
-PURGATORY = "kafka_server_delayedoperationpurgatory_purgatory_size"
-DELAYED = "kafka_server_delayedoperationpurgatory_num_delayed_operations"
+PURGATORY = "kafka_server_delayedoperationpurgatory_purgatorysize"
+DELAYED = "kafka_server_delayedoperationpurgatory_numdelayedoperations"
 WAITING = 3
 
 
@@ -27,19 +27,19 @@ def test_produce_purgatory_holds_the_requests_waiting_for_their_fsync(server_fac
     try:
         for producer in producers:  # metadata first: only the Produce requests wait
             producer.partitions_for("held")
-        assert value(scrape(server), PURGATORY, delayed_operation="Produce") == 0
+        assert value(scrape(server), PURGATORY, delayedOperation="Produce") == 0
         hold.touch()
         futures = [p.send("held", value=b"x" * 10, partition=0) for p in producers]
-        wait_for(lambda: value(scrape(server), PURGATORY, delayed_operation="Produce")
+        wait_for(lambda: value(scrape(server), PURGATORY, delayedOperation="Produce")
                  == WAITING, f"{WAITING} delayed produce requests")
         samples = scrape(server)
-        assert value(samples, DELAYED, delayed_operation="Produce") == WAITING
+        assert value(samples, DELAYED, delayedOperation="Produce") == WAITING
         assert get(server.admin_url + "/v1/requests")[1]["apis"]["Produce"]["waiting"] == WAITING
         assert not any(f.is_done for f in futures)
         hold.unlink()
         for future in futures:
             future.get(timeout=30)
-        wait_for(lambda: value(scrape(server), PURGATORY, delayed_operation="Produce") == 0,
+        wait_for(lambda: value(scrape(server), PURGATORY, delayedOperation="Produce") == 0,
                  "an empty produce purgatory")
         assert get(server.admin_url + "/v1/requests")[1]["apis"]["Produce"]["waiting"] == 0
     finally:
