@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         fail(missing)
         return EXIT_USAGE
     from logserver.cluster.txn_state_migration import PreReplicationTxnStateError
-    from logserver.cluster_meta import InconsistentClusterIdError
+    from logserver.cluster_meta import InconsistentClusterIdError, NodeIdMismatchError
     from logserver.server import BridgeFailed, run_server
 
     bridge_args = ["--log-format", args.log_format, "--log-level", args.log_level]
@@ -181,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:  # a listener's security cannot be honoured (checked at start)
         print(f"logserver: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (PreReplicationTxnStateError, InconsistentClusterIdError) as exc:
+    except (PreReplicationTxnStateError, InconsistentClusterIdError,
+            NodeIdMismatchError) as exc:
         fail(f"refusing to start: {exc}")
         return EXIT_CANNOT_START
     except LogDirLockedError as exc:

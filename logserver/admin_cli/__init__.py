@@ -14,6 +14,8 @@ import os
 import sys
 from typing import Any
 
+from logserver.cli_parser import SubcommandUsageParser
+
 from . import cluster as cluster_cmd
 from . import consume, group, produce, topic
 from .client import DEFAULT_BOOTSTRAP, Cluster
@@ -37,8 +39,9 @@ def common_options() -> argparse.ArgumentParser:
     return common
 
 
-class _Parser(argparse.ArgumentParser):
-    """Every command's parser: the exit codes in its --help, no abbreviated options."""
+class _Parser(SubcommandUsageParser):
+    """Every command's parser: the exit codes in its --help, no abbreviated options, and
+    a bad flag reported with its own sub-command's usage."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("epilog", EPILOG)
