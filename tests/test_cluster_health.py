@@ -78,6 +78,15 @@ def test_health_with_one_broker_stopped(tmp_path):
         assert "Healthy:" in text and "false" in text.split("Healthy:")[1].splitlines()[0]
         assert "Nodes down:" in text and "[3]" in text.split("Nodes down:")[1].splitlines()[0]
         assert "Leaderless partitions (1):" in text and "[alone/0]" in text, text
+        # kafka-topics --under-replicated-partitions / --unavailable-partitions
+        under = ok_json("topic", "list", "--under-replicated", "-b", one.bootstrap)
+        assert [(r["topic"], r["partition"]) for r in under] == [
+            ("spread", 0), ("spread", 1), ("strict", 0)], under
+        assert all(3 not in r["isr"] and 3 in r["replicas"] for r in under), under
+        offline = ok_json("topic", "list", "--unavailable", "-b", one.bootstrap)
+        assert [(r["topic"], r["partition"], r["leader"]) for r in offline] == [
+            ("alone", 0, -1)], offline
+        assert "spread" in ok("topic", "list", "--under-replicated", "-b", one.bootstrap)
 
         # the same story in the metrics of the two brokers left
         live = {n: cluster.brokers[n] for n in (1, 2)}
