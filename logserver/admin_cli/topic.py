@@ -21,7 +21,7 @@ from kafkaproto.messages import (
 )
 from kafkaproto.messages.admin_alter import OP_DELETE, OP_SET
 
-from . import reassign
+from . import delete_records, reassign
 from .client import Cluster
 from .cluster_health import overview
 from .errors import CliError, error_name, kafka_error
@@ -79,6 +79,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--if-exists", action="store_true",
                    help="a topic that does not exist is not an error")
     p.set_defaults(func=delete_topics)
+    delete_records.register(sub, common)
 
     p = sub.add_parser("alter-config", parents=[common], help="set or delete topic configs",
                        description="Change a topic's configs without restating the others "
