@@ -17,7 +17,7 @@ from typing import Any
 from logserver.cli_parser import SubcommandUsageParser
 
 from . import cluster as cluster_cmd
-from . import consume, group, produce, topic
+from . import configs, consume, group, produce, topic
 from .client import DEFAULT_BOOTSTRAP, Cluster
 from .errors import CliError
 
@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.register(commands, common)
     consume.register(commands, common)
     cluster_cmd.register(commands, common)
+    configs.register(commands, common)
     return parser
 
 
