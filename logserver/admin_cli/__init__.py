@@ -16,8 +16,8 @@ from typing import Any
 
 from logserver.cli_parser import SubcommandUsageParser
 
+from . import acl, configs, consume, group, produce, topic
 from . import cluster as cluster_cmd
-from . import configs, consume, group, produce, topic
 from .client import DEFAULT_BOOTSTRAP, Cluster
 from .errors import CliError
 
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.register(commands, common)
     cluster_cmd.register(commands, common)
     configs.register(commands, common)
+    acl.register(commands, common)
     return parser
 
 
