@@ -170,9 +170,10 @@ def _consume_count(bootstrap: str, topic: str, expected: int) -> int:
 
 
 def _follow_copy(cluster, bootstrap: str, topic: str, target: int, rate: int,
-                 started: float) -> list[tuple[float, int]]:
+                 started: float, listings: list | None = None) -> list[tuple[float, int]]:
     """Samples (seconds since the move started, bytes of the target's copy) until the move
-    is done; each must respect what the throttle lets through."""
+    is done; each must respect what the throttle lets through. Every `topic
+    reassignments` answer seen meanwhile is appended to ``listings``."""
     samples: list[tuple[float, int]] = []
     broker = cluster.brokers[target]
 
@@ -182,7 +183,10 @@ def _follow_copy(cluster, bootstrap: str, topic: str, target: int, rate: int,
         # the size, a pause between the two under load would make the copy look too fast)
         samples.append((time.monotonic() - started, copied))
         p = cluster.partition(topic, 0)
-        return not _moving(bootstrap) and p is not None and p.replicas == [target]
+        moving = _moving(bootstrap)
+        if listings is not None:
+            listings.extend(moving)
+        return not moving and p is not None and p.replicas == [target]
 
     wait_until(done, 120, f"{topic}-0 moved to broker {target}")
     # The guarantee: past the first second's worth, no faster than the rate (a copy
@@ -219,11 +223,19 @@ def test_a_throttled_move_takes_at_least_size_over_rate_and_its_throttle_goes_af
     # Under way: listed, and --verify says so (exit 1) and leaves the throttle in place.
     listed_now = _moving(b)
     assert [(r["topic"], r["partition"], r["adding"]) for r in listed_now] == [("slow", 0, [target])]
+    # progress in bytes: what the new replica holds of the leader's log (DescribeLogDirs)
+    [moving] = listed_now
+    assert moving["total_bytes"] >= size and 0 <= moving["moved_bytes"] < moving["total_bytes"]
     verifying = logserver("topic", "reassign", "--verify", f"slow:0={target}", "-b", b)
     assert verifying.returncode == 1 and "IN_PROGRESS" in verifying.stdout, verifying
     assert "follower.replication.throttled.replicas" in _topic_configs(b, "slow")
 
-    samples = _follow_copy(cluster, b, "slow", target, rate, started)
+    listings: list = []
+    samples = _follow_copy(cluster, b, "slow", target, rate, started, listings)
+    # the move's progress in bytes never goes back nor past its total
+    moved = [r["moved_bytes"] for r in listings]
+    assert moved == sorted(moved), moved
+    assert all(r["moved_bytes"] <= r["total_bytes"] for r in listings), listings
     elapsed = samples[-1][0]
     print(f"throttled move of {size} bytes at {rate} bytes/s: {elapsed:.1f} s "
           f"(lower bound {size / rate - 1:.1f} s)")
