@@ -17,36 +17,28 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from logserver.childproc import ChildProcess
+from logserver.restart_backoff import (
+    FIRST_BACKOFF_SECONDS,
+    MAX_BACKOFF_SECONDS,
+    RestartBackoff,
+    describe_exit,
+)
 from mqtt_bridge.cli import EXIT_CANNOT_LISTEN, EXIT_USAGE
 
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT_SECONDS = 10.0
-FIRST_BACKOFF_SECONDS = 0.5
-MAX_BACKOFF_SECONDS = 30.0
-#: A bridge that ran this long before dying starts over at the first backoff.
-STABLE_RUN_SECONDS = 60.0
 
 
 def bridge_command(listen: str, bootstrap: str, *extra_args: str) -> list[str]:
     """The command line of an mqtt-bridge on ``listen`` writing to ``bootstrap``."""
     return [sys.executable, "-m", "mqtt_bridge", "--listen", listen,
             "--bootstrap-servers", bootstrap, *extra_args]
-
-
-def describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
 
 
 class BridgeSupervisor:
@@ -68,7 +60,7 @@ class BridgeSupervisor:
         """Start, watch and restart the bridge. Returns None once stopped, or the reason
         it gave up (already logged) when restarting cannot help."""
         loop = asyncio.get_running_loop()
-        backoff = self.first_backoff
+        backoff = RestartBackoff(self.first_backoff, self.max_backoff)
         while not self._stopping.is_set():
             # Started from the event loop's thread: PR_SET_PDEATHSIG follows the thread
             # that forked, and this one lives as long as the server.
@@ -91,13 +83,11 @@ class BridgeSupervisor:
                 reason = "mqtt-bridge refused its arguments (exit code 2); stopping logserver"
                 log.error("%s", reason)
                 return reason
-            if loop.time() - started >= STABLE_RUN_SECONDS:
-                backoff = self.first_backoff
+            delay = backoff.after_death(loop.time() - started)
             log.warning("mqtt-bridge (pid %d) died (%s); restarting it in %.1f s",
-                        child.pid, describe_exit(code), backoff)
+                        child.pid, describe_exit(code), delay)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), backoff)
-            backoff = min(backoff * 2, self.max_backoff)
+                await asyncio.wait_for(self._stopping.wait(), delay)
             self.restarts += 1
         return None
 

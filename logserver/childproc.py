@@ -75,7 +75,7 @@ def free_port_run(count: int) -> int:
             first = low + (_cursor - low + step) % size
             if first + count > high:
                 continue
-            if all(_bindable(port) for port in range(first, first + count)):
+            if all(port_free(port) for port in range(first, first + count)):
                 _cursor = low + (first + count - low) % size
                 return first
     raise RuntimeError(f"no {count} free consecutive port(s) in {low}-{high}")
@@ -101,8 +101,13 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def _bindable(port: int) -> bool:
+def port_free(port: int, *, reuse_address: bool = False) -> bool:
+    """Whether a listener could bind ``127.0.0.1:port`` now (``cluster up`` checks its
+    ports before it starts anything, with ``reuse_address`` as its servers bind: a port
+    left in TIME_WAIT by the last run is free to them)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        if reuse_address:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((HOST, port))
         except OSError:

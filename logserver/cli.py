@@ -28,7 +28,7 @@ EXIT_CORRUPT = 3  # start-up refused: repairing the log would lose data (see `lo
 EXIT_BRIDGE_FAILED = 4  # the --mqtt-bridge child cannot run (e.g. its port is taken)
 
 
-ADMIN_COMMANDS = ("topic", "group", "produce", "consume", "cluster")  # logserver/admin_cli
+ADMIN_COMMANDS = ("topic", "group", "produce", "consume", "cluster", "config", "acl")  # logserver/admin_cli
 
 
 def version() -> str:
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,  # --listen must not silently mean --listeners
         usage="%(prog)s [-c FILE] [--mqtt-bridge [HOST:PORT]] [--SETTING VALUE ...] "
         "| check DIR | repair DIR | scram add|delete|list --data-dir DIR "
-        "| topic|group|produce|consume|cluster ... | cluster up [--nodes N] | --version",
+        "| topic|group|produce|consume|cluster|config|acl ... | cluster up [--nodes N] | --version",
         description="A Kafka-protocol-compatible log server. Unmodified Kafka clients "
         "(Java, kafka-python, aiokafka, librdkafka/kcat) produce to and consume from it.",
         epilog="Every setting can also be given as an environment variable "
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Offline tools: `logserver check DIR`, `logserver repair DIR`, `logserver scram "
         "add|delete|list --data-dir DIR` (SASL/SCRAM users; see `logserver scram --help`). "
         "Admin commands for a running server (or any Kafka cluster): `logserver topic`, "
-        "`group`, `produce`, `consume`, `cluster` (each with --help). "
+        "`group`, `produce`, `consume`, `cluster`, `config`, `acl` (each with --help). "
         "Exit codes: 0 stopped cleanly (SIGTERM, Ctrl-C), 1 cannot start (a port taken, "
         "the data directory in use by another process), 2 bad flag or setting, 3 the log "
         "is damaged beyond a torn tail, 4 the MQTT bridge cannot run.",
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         fail(missing)
         return EXIT_USAGE
     from logserver.cluster.txn_state_migration import PreReplicationTxnStateError
-    from logserver.cluster_meta import InconsistentClusterIdError
+    from logserver.cluster_meta import InconsistentClusterIdError, NodeIdMismatchError
     from logserver.server import BridgeFailed, run_server
 
     bridge_args = ["--log-format", args.log_format, "--log-level", args.log_level]
@@ -181,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:  # a listener's security cannot be honoured (checked at start)
         print(f"logserver: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (PreReplicationTxnStateError, InconsistentClusterIdError) as exc:
+    except (PreReplicationTxnStateError, InconsistentClusterIdError,
+            NodeIdMismatchError) as exc:
         fail(f"refusing to start: {exc}")
         return EXIT_CANNOT_START
     except LogDirLockedError as exc:

@@ -20,6 +20,36 @@ class InconsistentClusterIdError(RuntimeError):
     cluster (Kafka's InconsistentClusterIdException); start-up is refused."""
 
 
+class NodeIdMismatchError(RuntimeError):
+    """meta.properties was written by another node.id: the data directory is another
+    broker's (Kafka refuses the start alike); start-up is refused with one line."""
+
+    def __init__(self, path: Path, stored: int, configured: int) -> None:
+        super().__init__(
+            f"Configured node.id {configured} doesn't match stored node.id {stored} in "
+            f"{path}. If you moved your data, make sure your configured node.id matches; "
+            f"to make a new node, start it with an empty data directory")
+        self.stored = stored
+        self.configured = configured
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """``key=value`` lines of a meta.properties (comments skipped, values stripped)."""
+    return {key.strip(): value.strip() for key, value in (
+        line.split("=", 1) for line in path.read_text().splitlines()
+        if "=" in line and not line.startswith("#"))}
+
+
+def stored_node_id(data_dir: Path) -> int | None:
+    """The node.id in ``data_dir``'s meta.properties; None without one (or without the
+    key); ValueError if it is not a number."""
+    path = data_dir / FILE_NAME
+    if not path.exists():
+        return None
+    value = read_properties(path).get("node.id")
+    return None if value is None else int(value)
+
+
 def new_cluster_id() -> str:
     """A random id as Kafka makes them (Uuid.randomUuid().toString(): 22 base64url chars)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -30,14 +60,11 @@ def read_cluster_id(data_dir: Path, node_id: int) -> str | None:
     path = data_dir / FILE_NAME
     if not path.exists():
         return None
-    values = dict(
-        line.split("=", 1) for line in path.read_text().splitlines()
-        if "=" in line and not line.startswith("#"))
+    values = read_properties(path)
     stored_node = int(values.get("node.id", node_id))
     if stored_node != node_id:
-        raise RuntimeError(
-            f"{path} belongs to node.id {stored_node}, but node.id is {node_id}")
-    return values["cluster.id"].strip()
+        raise NodeIdMismatchError(path, stored_node, node_id)
+    return values["cluster.id"]
 
 
 def write_cluster_id(data_dir: Path, cluster_id: str, node_id: int) -> None:

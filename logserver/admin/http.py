@@ -76,6 +76,7 @@ def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 
+    app.router.add_get("/v1/cluster/health", with_broker(lambda b, _: views.cluster_health(b)))
     app.router.add_get("/v1/topics", with_broker(
         lambda b, r: Visibility(b, r).topics(views.topics(b))))
     app.router.add_get("/v1/topics/{name}", with_broker(topic))

@@ -114,6 +114,15 @@ SCHEMAS: dict[str, Any] = {
     "Cluster": _obj({"cluster_id": _STR, "controller_id": _INT,
                      "mode": {"type": "string", "enum": ["single", "cluster"]},
                      "brokers": {"type": "array", "items": _ref("Broker")}}),
+    "ClusterHealth": _obj({
+        "is_healthy": _BOOL, "unhealthy_reasons": {"type": "array", "items": _STR},
+        "controller_id": _INT, "all_nodes": {"type": "array", "items": _INT},
+        "nodes_down": {"type": "array", "items": _INT},
+        **{f"{kind}_partitions": {"type": "array", "items": {
+            **_STR, "description": "topic/partition"}}
+           for kind in ("leaderless", "under_replicated", "under_min_isr")},
+        **{f"{kind}_count": _INT for kind in ("leaderless", "under_replicated",
+                                             "under_min_isr")}}),
     "TopicSummary": _obj({"name": _STR, "internal": _BOOL, "partitions": _INT,
                           "size_bytes": _INT, "messages": _INT, "bytes_in": _INT,
                           "bytes_out": _INT}),
@@ -161,6 +170,10 @@ def _get(summary: str, ok: dict[str, Any], *, needs_broker: bool = True,
 
 PATHS: dict[str, Any] = {
     "/v1/cluster": _get("The cluster and its brokers", _json(_ref("Cluster"), "Cluster")),
+    "/v1/cluster/health": _get(
+        "Healthy or not, and why: nodes down, leaderless, under-replicated and "
+        "under-min-ISR partitions (rpk cluster health)",
+        _json(_ref("ClusterHealth"), "ClusterHealth")),
     "/v1/topics": _get("Every topic with its size and traffic", _json(_ref("Topics"), "Topics")),
     "/v1/topics/{name}": _get(
         "One topic's partitions: offsets, segments, size on disk",

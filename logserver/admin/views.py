@@ -10,7 +10,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ApiKey, ErrorCode
+from logserver.cluster.health import PartitionView, health
 from logserver.storage.api import PartitionStats
+from logserver.topic_config import min_insync_replicas
 
 if TYPE_CHECKING:
     from logserver.admin.rates import RecentRates
@@ -47,6 +49,26 @@ def cluster(broker: Broker) -> dict[str, Any]:
         "brokers": [{"node_id": broker.node_id, "host": host, "port": port,
                      "listeners": own}],
     }
+
+
+def cluster_health(broker: Broker) -> dict[str, Any]:
+    """rpk's health overview (cluster/health.py) from this broker's view of etcd: alive
+    are the registered brokers; every node is those and every replica named anywhere. A
+    single broker is its own healthy cluster."""
+    if broker.cluster is None:
+        return health([broker.node_id], [broker.node_id], broker.node_id, [], lambda _: 1)
+    node = broker.cluster
+    model = node.model
+    live = set(model.brokers) | {broker.node_id}
+    views = [PartitionView(topic, index, v.state.replicas, v.state.leader, v.state.isr)
+             for (topic, index), v in list(model.partitions.items())]
+    replicas = {r for v in views for r in v.replicas}
+
+    def min_isr(topic: str) -> int:
+        record = model.topics.get(topic)
+        return min_insync_replicas(None if record is None else record.configs, node.min_isr)
+
+    return health(live, live | replicas, model.controller_id, views, min_isr)
 
 
 def _partition(stats: PartitionStats, leader: int) -> dict[str, Any]:

@@ -14,8 +14,10 @@ import os
 import sys
 from typing import Any
 
+from logserver.cli_parser import SubcommandUsageParser
+
+from . import acl, configs, consume, group, produce, topic
 from . import cluster as cluster_cmd
-from . import consume, group, produce, topic
 from .client import DEFAULT_BOOTSTRAP, Cluster
 from .errors import CliError
 
@@ -37,8 +39,9 @@ def common_options() -> argparse.ArgumentParser:
     return common
 
 
-class _Parser(argparse.ArgumentParser):
-    """Every command's parser: the exit codes in its --help, no abbreviated options."""
+class _Parser(SubcommandUsageParser):
+    """Every command's parser: the exit codes in its --help, no abbreviated options, and
+    a bad flag reported with its own sub-command's usage."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("epilog", EPILOG)
@@ -56,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     produce.register(commands, common)
     consume.register(commands, common)
     cluster_cmd.register(commands, common)
+    configs.register(commands, common)
+    acl.register(commands, common)
     return parser
 
 

@@ -1,10 +1,12 @@
-"""``logserver cluster info``: the cluster id, the controller, the brokers (Metadata)."""
+"""``logserver cluster info``: the cluster id, the controller, the brokers (Metadata);
+``cluster health`` is in cluster_health.py."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from . import cluster_health
 from .client import Cluster
 from .output import emit, key_values, table
 
@@ -16,6 +18,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("info", parents=[common], help="cluster id, controller, brokers, topics",
                        description="Cluster id, controller, brokers and the topic count.")
     p.set_defaults(func=info)
+    cluster_health.register(sub, common)
 
 
 def info(cluster: Cluster, args: argparse.Namespace) -> int:

@@ -4,7 +4,8 @@ Like kafka-console-consumer: from the end unless ``--from-beginning``, ``-n`` to
 after that many records, ``--group`` to read as a member of a consumer group (committed
 offsets first; the offsets of what was printed are committed, so ``group describe``
 shows the lag of what is left). Values are printed raw, one per line; ``--json`` prints
-one object per record with its partition, offset, timestamp, key and headers.
+one object per record with its partition, offset, timestamp, key and headers;
+``--format`` takes kcat's format strings (consume_format.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kafkaproto.messages import FetchRequest
 from kafkaproto.records import Record, iter_records
 
 from .client import Cluster
+from .consume_format import compile_format
 from .errors import CliError, kafka_error
 from .group_member import GroupMember
 from .offsets import EARLIEST, LATEST, TopicPartition, leaders_of, list_offsets
@@ -51,17 +53,26 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout-ms", type=int, metavar="MS",
                    help="exit when no record arrived for MS milliseconds")
     p.add_argument("--print-key", action="store_true", help="print KEY<TAB>VALUE")
+    p.add_argument("-f", "--format", metavar="FMT",
+                   help="print each record as kcat -f does: %%t topic, %%p partition, "
+                   "%%o offset, %%T timestamp, %%k key, %%s value, %%K/%%S their lengths, "
+                   "%%h headers (n=v,...), \\n newline; 'json' is --json")
     p.set_defaults(func=consume)
 
 
 class _Printer:
     def __init__(self, args: argparse.Namespace) -> None:
-        self.json = args.json
+        self.json = args.json or args.format == "json"
         self.print_key = args.print_key
+        self.format = (compile_format(args.format)
+                       if args.format is not None and not self.json else None)
         self.count = 0
 
     def __call__(self, topic: str, partition: int, record: Record) -> None:
         self.count += 1
+        if self.format is not None:
+            sys.stdout.buffer.write(self.format(topic, partition, record))
+            return
         if self.json:
             json_line({"topic": topic, "partition": partition, "offset": record.offset,
                        "timestamp": record.timestamp, "key": _text(record.key),

@@ -45,7 +45,13 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("describe", parents=[common], help="offsets, lag and members",
                        description="Per partition: committed offset, log end offset, lag and "
                        "the member assigned to it; then the members.")
-    p.add_argument("groups", nargs="+", metavar="GROUP")
+    p.add_argument("groups", nargs="*", metavar="GROUP")
+    p.add_argument("--all-groups", action="store_true", help="every group of every broker")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--members", action="store_true",
+                      help="only the members: id, host, client id, partition count")
+    view.add_argument("--state", action="store_true",
+                      help="only the state: coordinator, assignment strategy, state, members")
     p.set_defaults(func=describe_groups)
 
     p = sub.add_parser(
@@ -80,6 +86,15 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
 # ---- list -----------------------------------------------------------------------------
 def list_groups(cluster: Cluster, args: argparse.Namespace) -> int:
+    rows = _listed(cluster)
+    emit(args.json, rows, lambda rows: table(
+        ["group", "state", "protocol-type", "coordinator"],
+        [[r["group"], r["state"], r["protocol_type"] or None, r["coordinator"]] for r in rows]))
+    return 0
+
+
+def _listed(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every group of every broker (ListGroups), by name."""
     cluster.metadata([])
     rows: list[dict[str, Any]] = []
     for node in sorted(cluster.brokers):
@@ -92,10 +107,7 @@ def list_groups(cluster: Cluster, args: argparse.Namespace) -> int:
                   "protocol_type": g.protocol_type, "coordinator": node}
                  for g in response.groups]
     rows.sort(key=lambda r: r["group"])
-    emit(args.json, rows, lambda rows: table(
-        ["group", "state", "protocol-type", "coordinator"],
-        [[r["group"], r["state"], r["protocol_type"] or None, r["coordinator"]] for r in rows]))
-    return 0
+    return rows
 
 
 # ---- describe -------------------------------------------------------------------------
@@ -208,8 +220,31 @@ def _render_group(d: dict[str, Any]) -> str:
 
 
 def describe_groups(cluster: Cluster, args: argparse.Namespace) -> int:
-    described = [_describe(cluster, g) for g in args.groups]
-    emit(args.json, described if len(described) > 1 else described[0],
+    if bool(args.groups) == args.all_groups:
+        raise CliError("name the groups, or give --all-groups", exit_code=2)
+    names = [r["group"] for r in _listed(cluster)] if args.all_groups else args.groups
+    described = [_describe(cluster, g) for g in names]
+    if args.members:  # kafka-consumer-groups --describe --members
+        rows = [{"group": d["group"], "member_id": m["member_id"], "host": m["host"],
+                 "client_id": m["client_id"],
+                 "partitions": sum(len(ps) for ps in m["assignment"].values())}
+                for d in described for m in d["members"]]
+        emit(args.json, rows, lambda rows: table(
+            ["group", "consumer-id", "host", "client-id", "#partitions"],
+            [[r["group"], r["member_id"], r["host"], r["client_id"], r["partitions"]]
+             for r in rows]))
+        return 0
+    if args.state:  # kafka-consumer-groups --describe --state
+        rows = [{"group": d["group"],
+                 "coordinator": f"{d['coordinator']['host']}:{d['coordinator']['port']}",
+                 "assignment_strategy": d["protocol"] or None, "state": d["state"],
+                 "members": len(d["members"])} for d in described]
+        emit(args.json, rows, lambda rows: table(
+            ["group", "coordinator", "assignment-strategy", "state", "#members"],
+            [[r["group"], r["coordinator"], r["assignment_strategy"], r["state"],
+              r["members"]] for r in rows]))
+        return 0
+    emit(args.json, described if len(described) != 1 else described[0],
          lambda _: "\n\n".join(_render_group(d) for d in described))
     return 0
 

@@ -27,6 +27,7 @@ from .client import Cluster
 from .errors import CliError, error_name, kafka_error
 from .output import emit, table
 from .reassign_plan import Plan, Where
+from .reassign_progress import add_progress
 
 TIMEOUT_MS = 30_000
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
@@ -308,7 +309,14 @@ def list_reassignments(cluster: Cluster, args: argparse.Namespace) -> int:
     rows = [{"topic": t.name, "partition": p.partition_index, "replicas": list(p.replicas),
              "adding": list(p.adding_replicas), "removing": list(p.removing_replicas)}
             for t in response.topics for p in t.partitions]
+    add_progress(cluster, rows)  # bytes moved of the total (reassign_progress.py)
+
+    def progress(r: dict[str, Any]) -> str:
+        share = 100 * r["moved_bytes"] / r["total_bytes"] if r["total_bytes"] else 100.0
+        return f"{r['moved_bytes']}/{r['total_bytes']} ({share:.0f}%)"
+
     emit(args.json, rows, lambda rows: table(
-        ["topic", "partition", "replicas", "adding", "removing"],
-        [[r["topic"], r["partition"], r["replicas"], r["adding"], r["removing"]] for r in rows]))
+        ["topic", "partition", "replicas", "adding", "removing", "bytes-moved"],
+        [[r["topic"], r["partition"], r["replicas"], r["adding"], r["removing"], progress(r)]
+         for r in rows]))
     return 0

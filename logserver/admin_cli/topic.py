@@ -21,8 +21,9 @@ from kafkaproto.messages import (
 )
 from kafkaproto.messages.admin_alter import OP_DELETE, OP_SET
 
-from . import reassign
+from . import delete_records, reassign
 from .client import Cluster
+from .cluster_health import overview
 from .errors import CliError, error_name, kafka_error
 from .offsets import EARLIEST, LATEST, list_offsets
 from .output import emit, key_values, table
@@ -44,6 +45,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("list", parents=[common], help="topics with partition and replica counts",
                        description="List the topics (internal ones with -i).")
     p.add_argument("-i", "--internal", action="store_true", help="include internal topics")
+    p.add_argument("--under-replicated", "--under-replicated-partitions",
+                   dest="under_replicated", action="store_true",
+                   help="list the partitions whose ISR is smaller than their replicas "
+                   "(kafka-topics --under-replicated-partitions)")
+    p.add_argument("--unavailable", "--unavailable-partitions", dest="unavailable",
+                   action="store_true", help="list the partitions without a live leader")
     p.set_defaults(func=list_topics)
 
     p = sub.add_parser("describe", parents=[common], help="partitions, offsets and configs",
@@ -72,6 +79,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--if-exists", action="store_true",
                    help="a topic that does not exist is not an error")
     p.set_defaults(func=delete_topics)
+    delete_records.register(sub, common)
 
     p = sub.add_parser("alter-config", parents=[common], help="set or delete topic configs",
                        description="Change a topic's configs without restating the others "
@@ -104,6 +112,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
 # ---- list / describe ------------------------------------------------------------------
 def list_topics(cluster: Cluster, args: argparse.Namespace) -> int:
+    if args.under_replicated or args.unavailable:
+        return _list_partitions(cluster, args)
     metadata = cluster.metadata(None)
     rows = [{"name": t.name, "partitions": len(t.partitions),
              "replicas": max((len(p.replica_nodes) for p in t.partitions), default=0),
@@ -113,6 +123,27 @@ def list_topics(cluster: Cluster, args: argparse.Namespace) -> int:
     emit(args.json, rows, lambda rows: table(
         ["name", "partitions", "replicas"],
         [[r["name"], r["partitions"], r["replicas"]] for r in rows]))
+    return 0
+
+
+def _list_partitions(cluster: Cluster, args: argparse.Namespace) -> int:
+    """The partitions that are under-replicated and/or without a live leader, as the
+    health overview counts them (cluster_health.py): every topic, internal ones too."""
+    report = overview(cluster)
+    wanted = set()
+    if args.under_replicated:
+        wanted |= set(report["under_replicated_partitions"])
+    if args.unavailable:
+        wanted |= set(report["leaderless_partitions"])
+    metadata = cluster.metadata(None)
+    rows = [{"topic": t.name, "partition": p.partition_index, "leader": p.leader_id,
+             "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes)}
+            for t in sorted(metadata.topics, key=lambda t: t.name or "")
+            for p in sorted(t.partitions, key=lambda p: p.partition_index)
+            if f"{t.name}/{p.partition_index}" in wanted]
+    emit(args.json, rows, lambda rows: table(
+        ["topic", "partition", "leader", "replicas", "isr"],
+        [[r["topic"], r["partition"], r["leader"], r["replicas"], r["isr"]] for r in rows]))
     return 0
 
 

@@ -8,19 +8,20 @@ cluster, and names the same cluster id as the others.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from logserver.admin_cli.client import Cluster
 from logserver.admin_cli.errors import CliError
 from logserver.childproc import ChildProcess, ChildStartError
+from logserver.cluster.local_supervisor import start_error_line
 
 POLL_S = 0.2
 
 
-def seen_from(address: str) -> tuple[set[int], str | None] | None:
+def seen_from(address: str, timeout: float = 5) -> tuple[set[int], str | None] | None:
     """The broker ids and cluster id one broker's own Metadata answer names; None if it
     does not answer (not listening yet)."""
-    client = Cluster(address, timeout=5)
+    client = Cluster(address, timeout=timeout)
     try:
         metadata = client.metadata([])
     except CliError:
@@ -30,18 +31,25 @@ def seen_from(address: str) -> tuple[set[int], str | None] | None:
     return {b.node_id for b in metadata.brokers}, metadata.cluster_id
 
 
+class StartInterrupted(Exception):
+    """Stopped (Ctrl-C, SIGTERM) before every broker had joined."""
+
+
 def wait_until_joined(addresses: Mapping[int, str], children: Sequence[ChildProcess],
-                      timeout: float) -> str:
+                      timeout: float, stopped: Callable[[], bool] = lambda: False) -> str:
     """The cluster id, once the broker at ``addresses[node]`` of every node answers with
-    all of them and one cluster id; ChildStartError if a child exits or time runs out."""
+    all of them and one cluster id; ChildStartError if a child exits or time runs out,
+    StartInterrupted once ``stopped()`` says so."""
     wanted = set(addresses)
     deadline = time.monotonic() + timeout
     views: dict[int, tuple[set[int], str | None] | None] = {}
     while True:
+        if stopped():
+            raise StartInterrupted()
         dead = next((c for c in children if not c.running), None)
         if dead is not None:
-            raise ChildStartError(f"{dead.name} exited with code {dead.returncode}\n"
-                                  f"--- output ---\n{dead.tail()}")
+            raise ChildStartError(f"{dead.name} exited with code {dead.returncode}: "
+                                  f"{start_error_line(dead.output())}")
         views = {node: seen_from(address) for node, address in addresses.items()}
         ids = {view[1] for view in views.values() if view is not None}
         if all(view is not None and view[0] == wanted for view in views.values()) \

@@ -17,7 +17,7 @@ watermark) are pure, so they are tested without etcd.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 NO_LEADER = -1
@@ -171,6 +171,9 @@ class ClusterModel:
         self.topics: dict[str, TopicRecord] = {}
         self.partitions: dict[tuple[str, int], Versioned] = {}
         self.revision = 0
+        #: Called with a partition's state before and after each change (metrics).
+        self.on_partition_change: Callable[[PartitionState | None, PartitionState | None],
+                                           None] | None = None
 
     def apply(self, key: bytes, value: bytes | None, mod_revision: int) -> str | None:
         """One put (``value``) or delete (None); returns the kind of thing that changed."""
@@ -196,10 +199,15 @@ class ClusterModel:
                 self.topics[parsed[1]] = TopicRecord.decode(parsed[1], value)
         else:
             where = (parsed[1], int(parsed[2]))
+            before = self.partitions.get(where)
             if value is None:
                 self.partitions.pop(where, None)
             else:
                 self.partitions[where] = Versioned(PartitionState.decode(value), mod_revision)
+            if self.on_partition_change is not None:
+                after = self.partitions.get(where)
+                self.on_partition_change(None if before is None else before.state,
+                                         None if after is None else after.state)
         return kind
 
     def partition(self, topic: str, index: int) -> PartitionState | None:

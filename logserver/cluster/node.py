@@ -40,6 +40,7 @@ from logserver.cluster.model import (
     initial_state,
     with_isr,
 )
+from logserver.cluster.replica_stats import ReplicaStats
 from logserver.cluster.replication import LeaderReplica
 from logserver.cluster.security_sync import ClusterSecurity
 from logserver.cluster.shutdown import without_replica
@@ -80,6 +81,8 @@ class ClusterNode:
         self.node_id: int = config["node.id"]
         self.keys = Keys(config["cluster.etcd.prefix"])
         self.model = ClusterModel(self.keys)
+        self.replica_stats = ReplicaStats(self.node_id)  # metrics (replica_stats.py)
+        self.model.on_partition_change = self.replica_stats.partition_changed
         self.store = EtcdStore(parse_endpoints(config["cluster.etcd.endpoints"]))
         # Cluster-wide ACLs and SCRAM users (logserver/cluster/security_sync.py).
         self.security = ClusterSecurity(self.keys.root, self.store, broker.authorizer, broker.scram)
@@ -386,6 +389,7 @@ class ClusterNode:
                 continue
             if await self.store.swap(self.keys.partition(topic, index), new.encode(),
                                      versioned.mod_revision):
+                self.replica_stats.elected(versioned.state, new)
                 log.info("controller: %s-%d leader %d -> %d (epoch %d), isr %s", topic, index,
                          versioned.state.leader, new.leader, new.leader_epoch, list(new.isr))
 

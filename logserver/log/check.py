@@ -40,6 +40,8 @@ from kafkaproto.batch import (
     verify_crc,
 )
 from kafkaproto.records import decode_batch
+from logserver.cluster_meta import FILE_NAME as META_FILE
+from logserver.cluster_meta import NodeIdMismatchError, stored_node_id
 from logserver.log.errors import DataDirError, LogDirLockedError
 from logserver.log.manager import lock_data_dir, read_topics_file
 from logserver.log.segment import LOG_SUFFIX, find_valid_batch
@@ -59,7 +61,7 @@ CHECK_MAX_UNCOMPRESSED = 64 << 20
 @dataclass(frozen=True)
 class Problem:
     path: Path
-    kind: str  # "torn tail", "corrupt", "index", "gap", "metadata", "unreadable"
+    kind: str  # "torn tail", "corrupt", "index", "gap", "metadata", "unreadable", "node id"
     detail: str
 
     def __str__(self) -> str:
@@ -90,9 +92,11 @@ class _SegmentScan:
     txn_batches: list[tuple[int, int, int | None]] = field(default_factory=list)
 
 
-def check_data_dir(data_dir: Path) -> CheckResult:
-    """Verify every partition directory under ``data_dir`` (read-only)."""
+def check_data_dir(data_dir: Path, node_id: int | None = None) -> CheckResult:
+    """Verify every partition directory under ``data_dir`` (read-only), and with
+    ``node_id`` that meta.properties was written by that node."""
     result = CheckResult()
+    _check_meta(data_dir, node_id, result)
     topics_path = data_dir / "__topics.json"
     partition_dirs: list[Path] = []
     try:
@@ -111,6 +115,20 @@ def check_data_dir(data_dir: Path) -> CheckResult:
         result.partitions += 1
         _check_partition(directory, result)
     return result
+
+
+def _check_meta(data_dir: Path, node_id: int | None, result: CheckResult) -> None:
+    """meta.properties: readable, and (``node_id`` given) this node's, as start-up
+    requires (cluster_meta.py)."""
+    path = data_dir / META_FILE
+    try:
+        stored = stored_node_id(data_dir)
+    except (OSError, ValueError) as exc:
+        result.problems.append(Problem(path, "node id", f"unreadable node.id: {exc}"))
+        return
+    if node_id is not None and stored is not None and stored != node_id:
+        result.problems.append(Problem(path, "node id", str(
+            NodeIdMismatchError(path, stored, node_id))))
 
 
 def _check_partition(directory: Path, result: CheckResult) -> None:
@@ -341,6 +359,9 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("command", choices=["check", "repair"])
     parser.add_argument("data_dir", type=Path, metavar="DIR", help="the server's log.dirs")
+    parser.add_argument("--node.id", dest="node_id", type=int, metavar="ID",
+                        help="the node.id the server is configured with: flag a "
+                        "meta.properties written by another node (start-up refuses it)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -362,12 +383,15 @@ def main(argv: list[str]) -> int:
         except OSError as exc:
             print(f"logserver check: cannot lock {data_dir}: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        result = check_data_dir(data_dir)
+        result = check_data_dir(data_dir, args.node_id)
         _print_result(result)
         if not result.problems:
             print("clean")
             return EXIT_CLEAN
-        if any(p.path.name == "__topics.json" for p in result.problems):
+        if any(p.kind == "node id" for p in result.problems):
+            print("start-up will refuse this directory: it is another node's (use that "
+                  "node.id, or an empty data directory for a new node)")
+        elif any(p.path.name == "__topics.json" for p in result.problems):
             print("start-up will refuse this directory: its topic list cannot be read by this "
                   "version (restore __topics.json, or use the logserver that wrote it)")
         elif result.needs_data_loss:
@@ -376,8 +400,12 @@ def main(argv: list[str]) -> int:
         else:
             print("start-up repairs these by itself (torn tails cut, indexes rebuilt)")
         return EXIT_PROBLEMS
-    result = check_data_dir(data_dir)
+    result = check_data_dir(data_dir, args.node_id)
     _print_result(result)
+    if any(p.kind == "node id" for p in result.problems):
+        print("logserver repair: not repairing another node's data directory",
+              file=sys.stderr)
+        return EXIT_USAGE
     if not result.problems:
         print("clean: nothing to repair")
         return EXIT_CLEAN

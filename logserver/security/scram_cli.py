@@ -17,6 +17,7 @@ import os
 import sys
 from pathlib import Path
 
+from logserver.cli_parser import SubcommandUsageParser
 from logserver.cluster.local_topics import cluster_member_files
 from logserver.log.errors import LogDirLockedError
 from logserver.log.manager import lock_data_dir
@@ -29,7 +30,7 @@ EXIT_USAGE = 2
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = SubcommandUsageParser(
         prog="logserver scram",
         description="Add, delete or list the SCRAM credentials of SASL users in a data "
         "directory (salted hashes, never passwords), with the server stopped, or those of "

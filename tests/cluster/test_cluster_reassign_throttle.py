@@ -214,6 +214,9 @@ def test_a_throttled_move_copies_at_most_the_rate_and_its_throttle_goes_after(th
     # Under way: listed, and --verify says so (exit 1) and leaves the throttle in place.
     listed_now = _moving(b)
     assert [(r["topic"], r["partition"], r["adding"]) for r in listed_now] == [("slow", 0, [target])]
+    # progress in bytes: what the new replica holds of the leader's log (DescribeLogDirs)
+    [moving] = listed_now
+    assert moving["total_bytes"] >= size and 0 <= moving["moved_bytes"] < moving["total_bytes"]
     verifying = logserver("topic", "reassign", "--verify", f"slow:0={target}", "-b", b)
     assert verifying.returncode == 1 and "IN_PROGRESS" in verifying.stdout, verifying
     assert "follower.replication.throttled.replicas" in _topic_configs(b, "slow")

@@ -11,7 +11,7 @@ from test_admin_api import produce, scrape, value
 
 pytestmark = pytest.mark.timeout(120)
 
-ROUNDS = "kafka_log_logflushstats_log_flush_time_seconds_count"
+ROUNDS = "kafka_log_logflushstats_logflushrateandtimems_count"
 
 
 def _create(bootstrap: str, name: str, config: dict[str, str]) -> None:

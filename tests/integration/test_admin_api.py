@@ -145,14 +145,14 @@ def test_metrics_move_by_exactly_what_was_produced_and_fetched(server: ServerPro
     def delta(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
 
-    assert delta("kafka_server_brokertopicmetrics_messages_in_total", topic="metered") == N
-    assert delta("kafka_server_brokertopicmetrics_bytes_in_total", topic="metered") == N * BATCH_BYTES
+    assert delta("kafka_server_brokertopicmetrics_messagesin_total", topic="metered") == N
+    assert delta("kafka_server_brokertopicmetrics_bytesin_total", topic="metered") == N * BATCH_BYTES
     assert value(after, "kafka_log_log_size", topic="metered", partition="0") == N * BATCH_BYTES
-    assert value(after, "kafka_log_log_log_end_offset", topic="metered", partition="0") == N
-    assert value(after, "kafka_log_log_num_log_segments", topic="metered", partition="0") == 1
+    assert value(after, "kafka_log_log_logendoffset", topic="metered", partition="0") == N
+    assert value(after, "kafka_log_log_numlogsegments", topic="metered", partition="0") == 1
     assert delta("kafka_network_requestmetrics_requests_total", request="Produce") == N
-    assert delta("kafka_network_requestmetrics_total_time_seconds_count", request="Produce") == N
-    assert delta("kafka_network_requestmetrics_total_time_seconds_bucket",
+    assert delta("kafka_network_requestmetrics_totaltimems_count", request="Produce") == N
+    assert delta("kafka_network_requestmetrics_totaltimems_bucket",
                  request="Produce", le="+Inf") == N
 
     consumer = kp_consumer(server.bootstrap, fetch_max_wait_ms=3000)
@@ -171,18 +171,29 @@ def test_metrics_move_by_exactly_what_was_produced_and_fetched(server: ServerPro
 
         def parked() -> bool:  # the consumer's next fetch waits at the log end
             consumer.poll(timeout_ms=100)
-            return value(scrape(server), "kafka_server_delayedoperationpurgatory_purgatory_size",
-                         delayed_operation="Fetch") == 1
+            return value(scrape(server), "kafka_server_delayedoperationpurgatory_purgatorysize",
+                         delayedOperation="Fetch") == 1
         wait_until(parked, what="a parked fetch", ignore=(OSError,))
     finally:
         consumer.close()
-    assert value(fetched, "kafka_server_brokertopicmetrics_bytes_out_total",
+    assert value(fetched, "kafka_server_brokertopicmetrics_bytesout_total",
                  topic="metered") == N * BATCH_BYTES
 
     commit(server.bootstrap, "metered-readers", "metered", N - 15)
     lagging = scrape(server)
-    assert value(lagging, "kafka_consumergroup_lag", group="metered-readers", topic="metered",
+    assert value(lagging, "kafka_consumergroup_lag", consumergroup="metered-readers", topic="metered",
                  partition="0") == 15
+    assert value(lagging, "kafka_consumergroup_current_offset", consumergroup="metered-readers",
+                 topic="metered", partition="0") == N - 15
+    # a single broker is its own controller and leads every partition it holds
+    assert value(lagging, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert value(lagging, "kafka_server_replicamanager_leadercount") >= 1
+    assert value(lagging, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    # prometheus-client's process and Python runtime collectors
+    assert value(lagging, "process_resident_memory_bytes") > 0
+    assert value(lagging, "process_open_fds") > 0
+    assert any(name == "python_info" for name, _ in lagging)
+    assert any(name == "python_gc_collections_total" for name, _ in lagging)
 
 
 def test_not_ready_while_the_data_directory_recovers(server_factory, tmp_path) -> None:
@@ -213,7 +224,7 @@ def test_fsync_histogram_counts_every_flush_round(server_factory) -> None:
     before = scrape(server)
     produce(server.bootstrap, "synced", 10)
     after = scrape(server)
-    name = "kafka_log_logflushstats_log_flush_time_seconds"
+    name = "kafka_log_logflushstats_logflushrateandtimems"
     assert value(after, name + "_count") - value(before, name + "_count") == 10
     assert value(after, name + "_sum") > value(before, name + "_sum")
     assert value(after, name + "_bucket", le="+Inf") == value(after, name + "_count")

@@ -13,8 +13,8 @@ from helpers.faults import faulty_server
 from helpers.waiting import wait_until
 from test_admin_api import get, scrape, value
 
-PURGATORY = "kafka_server_delayedoperationpurgatory_purgatory_size"
-DELAYED = "kafka_server_delayedoperationpurgatory_num_delayed_operations"
+PURGATORY = "kafka_server_delayedoperationpurgatory_purgatorysize"
+DELAYED = "kafka_server_delayedoperationpurgatory_numdelayedoperations"
 WAITING = 3
 
 
@@ -28,19 +28,19 @@ def test_produce_purgatory_holds_the_requests_waiting_for_their_fsync(server_fac
     try:
         for producer in producers:  # metadata first: only the Produce requests wait
             producer.partitions_for("held")
-        assert value(scrape(server), PURGATORY, delayed_operation="Produce") == 0
+        assert value(scrape(server), PURGATORY, delayedOperation="Produce") == 0
         hold.touch()
         futures = [p.send("held", value=b"x" * 10, partition=0) for p in producers]
-        wait_until(lambda: value(scrape(server), PURGATORY, delayed_operation="Produce")
+        wait_until(lambda: value(scrape(server), PURGATORY, delayedOperation="Produce")
                  == WAITING, what=f"{WAITING} delayed produce requests", ignore=(OSError,))
         samples = scrape(server)
-        assert value(samples, DELAYED, delayed_operation="Produce") == WAITING
+        assert value(samples, DELAYED, delayedOperation="Produce") == WAITING
         assert get(server.admin_url + "/v1/requests")[1]["apis"]["Produce"]["waiting"] == WAITING
         assert not any(f.is_done for f in futures)
         hold.unlink()
         for future in futures:
             future.get(timeout=30)
-        wait_until(lambda: value(scrape(server), PURGATORY, delayed_operation="Produce") == 0, what="an empty produce purgatory", ignore=(OSError,))
+        wait_until(lambda: value(scrape(server), PURGATORY, delayedOperation="Produce") == 0, what="an empty produce purgatory", ignore=(OSError,))
         assert get(server.admin_url + "/v1/requests")[1]["apis"]["Produce"]["waiting"] == 0
     finally:
         hold.unlink(missing_ok=True)

@@ -275,3 +275,47 @@ def test_shares_a_group_with_kafka_python(module_server, topic_name) -> None:
             proc.wait()
     assert proc.returncode == 0, err
     assert set(out.split()) <= {f"v{i}" for i in range(40)}
+
+
+def test_describe_all_groups_members_and_state(module_server, topic_name) -> None:
+    """kafka-consumer-groups --describe --all-groups with --members and --state: a live
+    kafka-python member (Stable, its 3 partitions) and a group left with only offsets
+    (Empty), both found without naming them."""
+    b = module_server.bootstrap
+    live, idle = f"live-{topic_name}", f"idle-{topic_name}"
+    create_topic(b, topic_name, partitions=3)
+    kp_produce(b, topic_name, [{"value": b"x", "partition": i} for i in range(3)])
+    gone = _group_consumer(b, idle, topic_name)
+    try:
+        _wait(lambda: gone.poll(timeout_ms=200, max_records=1) is not None
+              and len(gone.assignment()) == 3, 60, "the idle group's member to join")
+        gone.commit()
+    finally:
+        gone.close()
+    consumer = _group_consumer(b, live, topic_name)
+    try:
+        _wait(lambda: consumer.poll(timeout_ms=200, max_records=1) is not None
+              and len(consumer.assignment()) == 3, 60, "kafka-python to own all partitions")
+
+        def states() -> dict | None:
+            consumer.poll(timeout_ms=100, max_records=1)
+            rows = {r["group"]: r for r in ok_json("group", "describe", "--all-groups",
+                                                   "--state", "-b", b)}
+            return rows if rows.get(live, {}).get("state") == "Stable" else None
+
+        rows = _wait(states, 60, "the live group Stable in --all-groups --state")
+        assert rows[live]["members"] == 1 and rows[live]["assignment_strategy"], rows[live]
+        assert rows[idle]["state"] == "Empty" and rows[idle]["members"] == 0, rows[idle]
+        members = [m for m in ok_json("group", "describe", "--all-groups", "--members",
+                                      "-b", b) if m["group"] in (live, idle)]
+        assert [(m["group"], m["client_id"], m["partitions"]) for m in members] == [
+            (live, "kp-witness", 3)], members
+        text = ok("group", "describe", live, "--members", "-b", b)
+        assert text.splitlines()[0].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID",
+                                                "#PARTITIONS"], text
+        both = ok_json("group", "describe", "--all-groups", "-b", b)
+        assert {live, idle} <= {d["group"] for d in both}
+    finally:
+        consumer.close()
+    usage = logserver("group", "describe", "-b", b)
+    assert usage.returncode == 2 and "--all-groups" in one_error_line(usage)

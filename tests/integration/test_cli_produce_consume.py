@@ -8,7 +8,7 @@ import time
 
 import pytest
 from helpers.admin_cli import json_lines, logserver, ok, one_error_line
-from helpers.clienthelpers import by_partition, create_topic, kp_produce, kp_read
+from helpers.clienthelpers import by_partition, create_topic, kcat, kp_produce, kp_read
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -113,3 +113,28 @@ def test_produce_creates_a_topic_on_first_use_and_compresses(module_server, topi
 
 def ok_json_topic_partitions(bootstrap: str, topic: str) -> int:
     return len(json.loads(ok("topic", "describe", topic, "--json", "-b", bootstrap))["partitions"])
+
+
+def test_consume_format_prints_what_kcat_prints(module_server, topic_name, kcat_bin) -> None:
+    """--format takes kcat's -f strings: the same records print byte for byte as kcat
+    prints them (keyed, unkeyed, with headers, on two partitions); 'json' is --json."""
+    b = module_server.bootstrap
+    create_topic(b, topic_name, partitions=2)
+    kp_produce(b, topic_name, [
+        {"key": b"k1", "value": b"v1", "partition": 0, "headers": [("src", b"a"), ("n", b"1")]},
+        {"key": None, "value": b"no key", "partition": 1},
+        {"key": b"k3", "value": b"", "partition": 1, "headers": [("src", b"b")]}])
+    fmt = r"%t|%p|%o|%T|%k|%s|%K|%S|%h|100%%\n"
+    ours = logserver("consume", topic_name, "--from-beginning", "-n", "3", "--format", fmt,
+                     "-b", b)
+    assert ours.returncode == 0, ours.stderr
+    theirs = kcat(kcat_bin, b, "-C", "-t", topic_name, "-o", "beginning", "-e", "-q",
+                  "-f", fmt)
+    lines = sorted(ours.stdout.splitlines())
+    assert lines == sorted(theirs.stdout.decode().splitlines()), (lines, theirs.stdout)
+    assert len(lines) == 3 and f"{topic_name}|0|0|" in lines[0], lines
+    as_json = json_lines(ok("consume", topic_name, "--from-beginning", "-n", "3",
+                            "--format", "json", "-b", b))
+    assert sorted(r["value"] for r in as_json) == ["", "no key", "v1"]
+    bad = logserver("consume", topic_name, "--format", "%q", "-b", b)
+    assert bad.returncode == 2 and "unknown token %q" in one_error_line(bad)

@@ -87,3 +87,44 @@ def test_add_partitions(module_server, topic_name) -> None:
     fewer = logserver("topic", "add-partitions", topic_name, "--total", "3", "-b", b)
     assert fewer.returncode == 1 and "INVALID_PARTITIONS" in one_error_line(fewer)
     assert _kp_partitions(b, topic_name) == 5
+
+
+def test_config_describe_and_alter_topic_and_broker(module_server, topic_name) -> None:
+    """logserver config (kafka-configs): a topic's and a broker's dynamic configs set,
+    shown with their source, seen by a real client (confluent-kafka), and deleted."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    b = module_server.bootstrap
+    ok("topic", "create", topic_name, "-b", b)
+    out = ok("config", "alter", "--topic", topic_name, "--set", "retention.ms=3600000",
+             "--add-config", "cleanup.policy=compact,max.message.bytes=2000000", "-b", b)
+    assert out.strip() == f"topic '{topic_name}': OK", out
+    shown = {r["name"]: r for r in ok_json("config", "describe", "--topic", topic_name, "-b", b)}
+    assert {k: (v["value"], v["source"]) for k, v in shown.items()} == {
+        "cleanup.policy": ("compact", "DYNAMIC_TOPIC_CONFIG"),
+        "max.message.bytes": ("2000000", "DYNAMIC_TOPIC_CONFIG"),
+        "retention.ms": ("3600000", "DYNAMIC_TOPIC_CONFIG")}
+    everything = ok_json("config", "describe", "--topic", topic_name, "--all", "-b", b)
+    assert len(everything) > len(shown)
+    admin = AdminClient({"bootstrap.servers": b})
+    resource = ConfigResource(ResourceType.TOPIC, topic_name)
+    seen = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert seen["retention.ms"].value == "3600000"
+    ok("config", "alter", "--topic", topic_name, "--delete", "retention.ms", "-b", b)
+    assert "retention.ms" not in {r["name"] for r in ok_json(
+        "config", "describe", "--topic", topic_name, "-b", b)}
+
+    node = ok_json("cluster", "info", "-b", b)["brokers"][0]["node_id"]
+    ok("config", "alter", "--broker", str(node), "--set",
+       "log.cleaner.delete.retention.ms=123456", "-b", b)
+    try:
+        broker = {r["name"]: r for r in ok_json("config", "describe", "--broker", str(node),
+                                                "-b", b)}
+        assert broker["log.cleaner.delete.retention.ms"]["value"] == "123456"
+        assert broker["log.cleaner.delete.retention.ms"]["source"] == "DYNAMIC_BROKER_CONFIG"
+    finally:
+        ok("config", "alter", "--broker", str(node), "--delete",
+           "log.cleaner.delete.retention.ms", "-b", b)
+    bad = logserver("config", "alter", "--topic", topic_name, "--set", "retention.ms=soon",
+                    "-b", b)
+    assert bad.returncode == 1 and "INVALID_CONFIG" in one_error_line(bad), bad.stderr

@@ -3,11 +3,12 @@ the admin commands, against a real server, checked with a real client (kafka-pyt
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 from helpers.admin_cli import logserver, ok, ok_json, one_error_line
-from helpers.clienthelpers import kp_admin, kp_end_offsets, kp_produce
+from helpers.clienthelpers import kp_admin, kp_consumer, kp_end_offsets, kp_produce
 from helpers.serverproc import HOST, free_port
 
 pytestmark = pytest.mark.timeout(120)
@@ -149,3 +150,39 @@ def test_server_options_still_work_beside_the_commands() -> None:
     out = ok("--help")
     assert "--log.dirs" in out and "check DIR" in out
     assert "`logserver topic`" in " ".join(out.split())
+
+
+def _kp_start_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    """Each partition's log start offset, as kafka-python's consumer sees it."""
+    from kafka import TopicPartition
+
+    consumer = kp_consumer(bootstrap)
+    try:
+        found = consumer.beginning_offsets([TopicPartition(topic, p) for p in range(partitions)])
+        return [found[TopicPartition(topic, p)] for p in range(partitions)]
+    finally:
+        consumer.close()
+
+
+def test_delete_records(module_server, topic_name, tmp_path) -> None:
+    """topic delete-records: TOPIC:P=OFFSET moves one partition's start, TOPIC=-1 every
+    partition's to its high watermark, kafka-delete-records' JSON file works; a real
+    client (kafka-python) sees the new log start offsets."""
+    b = module_server.bootstrap
+    ok("topic", "create", topic_name, "-p", "2", "-b", b)
+    kp_produce(b, topic_name, [{"value": b"r", "partition": i % 2} for i in range(20)])
+    [row] = ok_json("topic", "delete-records", f"{topic_name}:0=4", "-b", b)
+    assert row == {"topic": topic_name, "partition": 0, "low_watermark": 4, "error": None}
+    assert _kp_start_offsets(b, topic_name, 2) == [4, 0]
+    plan = tmp_path / "offsets.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic_name, "partition": 1, "offset": 7}]}))
+    ok("topic", "delete-records", "--offset-json-file", str(plan), "-b", b)
+    assert _kp_start_offsets(b, topic_name, 2) == [4, 7]
+    rows = ok_json("topic", "delete-records", f"{topic_name}=-1", "-b", b)
+    assert [r["low_watermark"] for r in rows] == [10, 10]
+    assert _kp_start_offsets(b, topic_name, 2) == [10, 10]
+    bad = logserver("topic", "delete-records", f"{topic_name}:x=3", "-b", b)
+    assert bad.returncode == 2 and "TOPIC[:PARTITION]=OFFSET" in one_error_line(bad)
+    beyond = logserver("topic", "delete-records", f"{topic_name}:0=999", "-b", b)
+    assert beyond.returncode == 1 and "OFFSET_OUT_OF_RANGE" in beyond.stderr, beyond.stderr

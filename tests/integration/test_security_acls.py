@@ -345,3 +345,38 @@ def test_scram_user_admin_needs_cluster_acls(server_factory) -> None:
     assert srv.data_dir is not None
     credentials = srv.data_dir / "__scram_credentials.json"
     assert not credentials.exists() or "bob" not in credentials.read_text()
+
+
+def test_acl_cli_create_list_delete(server_factory) -> None:
+    """logserver acl create|list|delete (kafka-acls): what it creates is what kafka-python
+    describes, list filters, delete removes only what matches."""
+    from helpers.admin_cli import ok, ok_json
+
+    srv = authorizing(server_factory, **{"super.users": ANON})
+    b = srv.bootstrap
+    rows = ok_json("acl", "create", "--topic", "orders", "--allow-principal", "User:alice",
+                   "--operation", "read", "--operation", "describe", "-b", b)
+    assert [(r["operation"], r["permission"], r["error"]) for r in rows] == [
+        ("read", "allow", None), ("describe", "allow", None)]
+    ok("acl", "create", "--topic", "logs-", "--resource-pattern-type", "prefixed",
+       "--deny-principal", "User:bob", "--operation", "write", "-b", b)
+    ok("acl", "create", "--group", "billing", "--allow-principal", "User:carol",
+       "--operation", "read", "-b", b)
+    assert described(srv) == {("TOPIC", "orders", "LITERAL", "User:alice", "READ"),
+                              ("TOPIC", "orders", "LITERAL", "User:alice", "DESCRIBE"),
+                              ("TOPIC", "logs-", "PREFIXED", "User:bob", "WRITE"),
+                              ("GROUP", "billing", "LITERAL", "User:carol", "READ")}
+    listed = ok_json("acl", "list", "-b", b)
+    assert len(listed) == 4
+    alice = ok_json("acl", "list", "--principal", "User:alice", "-b", b)
+    assert {r["operation"] for r in alice} == {"read", "describe"}
+    denied = ok_json("acl", "list", "--topic", "logs-", "--resource-pattern-type",
+                     "prefixed", "-b", b)
+    assert [(r["principal"], r["permission"], r["pattern_type"]) for r in denied] == [
+        ("User:bob", "deny", "prefixed")]
+    text = ok("acl", "list", "--group", "billing", "-b", b)
+    assert text.splitlines()[0].split()[:4] == ["PRINCIPAL", "HOST", "OPERATION", "PERMISSION"]
+    gone = ok_json("acl", "delete", "--topic", "orders", "--operation", "describe", "-b", b)
+    assert [(r["principal"], r["operation"]) for r in gone] == [("User:alice", "describe")]
+    assert ("TOPIC", "orders", "LITERAL", "User:alice", "DESCRIBE") not in described(srv)
+    assert len(described(srv)) == 3

@@ -68,3 +68,36 @@ def test_a_topic_below_min_insync_replicas_is_warned_about_at_create_time(server
     assert result.returncode == 0, result.stderr
     wait_until(lambda: "topic fragile2: replication factor 1 is below min.insync.replicas 2"
                in server.output(), 30, "the warning in the server's log")
+
+
+def test_another_nodes_data_directory_refuses_start_in_one_line_and_check_flags_it(tmp_path):
+    """A data directory written by node.id 1, started as node.id 2: Kafka's "doesn't match
+    stored node.id" in one line, exit 1; `logserver check --node.id 2` says start-up
+    will refuse it, `--node.id 1` finds it clean."""
+    data = tmp_path / "data"
+    data.mkdir()
+    # as node 1 wrote it at its first start (cluster_meta.write_cluster_id)
+    (data / "meta.properties").write_text(
+        "version=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qk\nnode.id=1\n")
+    result = _start(data, "--node.id", "2", "--rest.proxy.listeners", "")
+    assert result.returncode == 1, result.stderr
+    line = _one_line(result.stderr)
+    assert "Configured node.id 2 doesn't match stored node.id 1" in line, line
+    assert str(data / "meta.properties") in line
+    check = run_cli(["check", str(data), "--node.id", "2"])
+    assert check.returncode == 1, check.stdout
+    assert "doesn't match stored node.id 1" in check.stdout
+    assert "start-up will refuse this directory: it is another node's" in check.stdout
+    assert run_cli(["check", str(data), "--node.id", "1"]).returncode == 0
+
+
+@pytest.mark.parametrize("command", [["topic", "list"], ["group", "describe", "g"],
+                                     ["cluster", "health"], ["scram", "list"],
+                                     ["cluster", "up"], ["check", "."]])
+def test_a_sub_commands_bad_flag_prints_that_sub_commands_usage(command):
+    result = run_cli([*command, "--bogus"])
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    prog = "logserver " + " ".join(command[:2] if command[0] != "check" else command[:1])
+    assert result.stderr.startswith(f"usage: {prog} "), result.stderr
+    assert f"{prog}: error: unrecognized arguments: --bogus" in result.stderr
