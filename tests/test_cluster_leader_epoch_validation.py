@@ -152,17 +152,6 @@ def test_consumers_detect_the_truncation_of_an_unclean_failover(tmp_path):
             port = cluster.brokers[2].port
             new_epoch = _leader_epoch(port)
             assert new_epoch > old_epoch
-            # The leader's answers: the old epoch ends at 5 there, the current at its end.
-            assert epoch_end(port, old_epoch) == (ErrorCode.NONE, old_epoch, 5)
-            assert epoch_end(port, old_epoch, version=2) == (ErrorCode.NONE, old_epoch, 5)
-            assert epoch_end(port, new_epoch, current=new_epoch) == (ErrorCode.NONE, new_epoch, 7)
-            assert epoch_end(port, new_epoch + 1) == (ErrorCode.NONE, -1, -1)
-            assert epoch_end(port, old_epoch, current=old_epoch)[0] == ErrorCode.FENCED_LEADER_EPOCH
-            assert epoch_end(port, old_epoch, current=new_epoch + 1)[0] == \
-                ErrorCode.UNKNOWN_LEADER_EPOCH
-            assert epoch_end(cluster.brokers[3].port, old_epoch)[0] == \
-                ErrorCode.NOT_LEADER_OR_FOLLOWER
-
             # The consumers positioned at 10 detect the truncation.
             assert java.stdin is not None
             java.stdin.write("go\n")
@@ -183,6 +172,16 @@ def test_consumers_detect_the_truncation_of_an_unclean_failover(tmp_path):
                     assert not polled, polled
             assert raised is not None, "kafka-python never raised LogTruncationError"
             assert raised.divergent_offsets[tp].offset == 5, raised.divergent_offsets
+            # The leader's answers: the old epoch ends at 5 there, the current at its end.
+            assert epoch_end(port, old_epoch) == (ErrorCode.NONE, old_epoch, 5)
+            assert epoch_end(port, old_epoch, version=2) == (ErrorCode.NONE, old_epoch, 5)
+            assert epoch_end(port, new_epoch, current=new_epoch) == (ErrorCode.NONE, new_epoch, 7)
+            assert epoch_end(port, new_epoch + 1) == (ErrorCode.NONE, -1, -1)
+            assert epoch_end(port, old_epoch, current=old_epoch)[0] == ErrorCode.FENCED_LEADER_EPOCH
+            assert epoch_end(port, old_epoch, current=new_epoch + 1)[0] == \
+                ErrorCode.UNKNOWN_LEADER_EPOCH
+            assert epoch_end(cluster.brokers[3].port, old_epoch)[0] == \
+                ErrorCode.NOT_LEADER_OR_FOLLOWER
         finally:
             if kp is not None:
                 kp.close()
