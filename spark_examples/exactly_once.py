@@ -35,6 +35,7 @@ from spark_examples.session import ConnectorError, build_session, require_kafka_
 log = logging.getLogger("spark_examples.exactly_once")
 
 COLUMNS = ("topic", "partition", "offset", "key", "value")
+TRANSACTIONAL_ID = "exactly-once-example"
 
 
 def value(transaction: int, record: int) -> str:
@@ -48,7 +49,7 @@ def committed(transaction: int, abort_every: int) -> bool:
 
 
 def produce(bootstrap: str, topic: str, transactions: int, records: int, abort_every: int,
-            transactional_id: str = "exactly-once-example", first: int = 0) -> tuple[int, int]:
+            transactional_id: str = TRANSACTIONAL_ID, first: int = 0) -> tuple[int, int]:
     """Write the transactions (numbered from ``first``); (committed, aborted) counts."""
     from kafka import KafkaProducer
 
@@ -114,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     prod.add_argument("--records", type=int, default=10, help="records per transaction")
     prod.add_argument("--abort-every", type=int, default=3, metavar="N",
                       help="abort every N-th transaction (0: none; default 3)")
-    prod.add_argument("--transactional-id", default="exactly-once-example")
+    prod.add_argument("--transactional-id", default=TRANSACTIONAL_ID)
     stream = sub.add_parser("stream", help="read_committed stream to Parquet")
     stream.add_argument("--output-dir", default="spark-output/exactly-once")
     stream.add_argument("--checkpoint-dir", default="spark-output/checkpoints/exactly_once")

@@ -13,10 +13,11 @@ from clusterprocs import running_cluster, wait_until
 from pyspark.sql import SparkSession
 from spark_support import require_connector, spark_session
 from test_cluster import create
+from test_cluster_txn_failover import _coordinator
 
 from spark_examples import exactly_once
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(480)]
 
 TOPIC = "payments"
 RECORDS = 4  # per transaction
@@ -36,6 +37,18 @@ def _expected(transactions: int) -> list[str]:
                   if exactly_once.committed(t, ABORT_EVERY) for r in range(RECORDS))
 
 
+def _wait_for(query, values, expected: list[str], what: str) -> None:
+    """Until the output holds ``expected`` (or more: a duplicate fails the caller) or the
+    query failed; a timeout says how far the query got."""
+    try:
+        wait_until(lambda: len(values()) >= len(expected) or query.exception(), 150,
+                   f"{what}' committed records in Parquet")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {len(values())} of {len(expected)} rows; query status "
+                             f"{query.status}, last progress {query.lastProgress}") from None
+    assert query.exception() is None, query.exception()
+
+
 def test_committed_records_land_once_through_a_leader_kill(spark, tmp_path) -> None:
     out, ckpt = tmp_path / "out", tmp_path / "checkpoint"
 
@@ -53,18 +66,21 @@ def test_committed_records_land_once_through_a_leader_kill(spark, tmp_path) -> N
         query = exactly_once.start(exactly_once.source(spark, bootstrap, TOPIC), out, ckpt,
                                    trigger_interval="1 second")
         try:
-            wait_until(lambda: values() == _expected(9) or query.exception(), 90,
-                       "the first transactions' committed records in Parquet")
-            assert query.exception() is None, query.exception()
-            leader = cluster.partition(TOPIC, 0).leader
-            cluster.brokers[leader].kill9()  # mid-stream: the query keeps polling
-            wait_until(lambda: (p := cluster.partition(TOPIC, 0)) is not None
-                       and p.leader not in (leader, -1), 30, "a new leader of partition 0")
+            _wait_for(query, values, _expected(9), "the first transactions")
+            assert values() == _expected(9)
+            # Mid-stream, the query polling: a partition leader dies. One that is not the
+            # transaction coordinator (its death is tests/test_cluster_txn_failover.py's),
+            # so the next producer does not wait out kafka-python's 30 s on it.
+            coordinator = _coordinator(cluster, exactly_once.TRANSACTIONAL_ID)
+            index, leader = next(((i, p.leader) for i in range(2)
+                                  if (p := cluster.partition(TOPIC, i)).leader != coordinator),
+                                 (0, cluster.partition(TOPIC, 0).leader))
+            cluster.brokers[leader].kill9()
+            wait_until(lambda: (p := cluster.partition(TOPIC, index)) is not None
+                       and p.leader not in (leader, -1), 30, f"a new leader of partition {index}")
             assert exactly_once.produce(cluster.bootstrap, TOPIC, 9, RECORDS, ABORT_EVERY,
                                         first=9) == (6, 3)
-            wait_until(lambda: len(values()) >= len(_expected(18)) or query.exception(), 120,
-                       "the later transactions' committed records in Parquet")
-            assert query.exception() is None, query.exception()
+            _wait_for(query, values, _expected(18), "the later transactions")
         finally:
             query.stop()
         got = values()
