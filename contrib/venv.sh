@@ -4,6 +4,9 @@
 # virtual environment (PEP 668, "externally-managed-environment").
 #   bash contrib/venv.sh            # the project (README's run command)
 #   bash contrib/venv.sh test       # with extras, e.g. test or spark (tests/run.sh)
+#   bash contrib/venv.sh pyspark-4.3   # also pyspark 4.3 into .pyspark-4.3 (pip --target),
+#                                      # for tests/run.sh's second Spark tier: put first on
+#                                      # PYTHONPATH, it shadows the test extra's pyspark 3.5.9
 # On Debian/Ubuntu it apt-get installs python3, python3-venv and python3-dev when
 # missing (as root, or with sudo). Afterwards: .venv/bin/logserver, or
 # `. .venv/bin/activate` to have logserver and mqtt-bridge on PATH.
@@ -25,6 +28,19 @@ apt_install() {
     "${sudo[@]}" apt-get update -qq
     "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
+
+if [ "${1:-}" = pyspark-4.3 ]; then
+    [ -x .venv/bin/python ] || die "make .venv first (bash contrib/venv.sh test)"
+    if ! PYTHONPATH=.pyspark-4.3 .venv/bin/python -c \
+            'import pyspark, sys; sys.exit(not pyspark.__version__.startswith("4.3."))' 2>/dev/null; then
+        rm -rf .pyspark-4.3
+        log "pip install 'pyspark==4.3.*' into .pyspark-4.3"
+        PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
+            .venv/bin/python -m pip install --quiet --target .pyspark-4.3 'pyspark==4.3.*' \
+            || die "pip install pyspark 4.3 into .pyspark-4.3 failed"
+    fi
+    exit 0
+fi
 
 command -v python3 >/dev/null 2>&1 || apt_install python3 python3-venv
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \

@@ -83,4 +83,18 @@ status=0
 "$PY" -m pytest "${workers[@]}" --durations=30 -m "not alone" || status=$?
 log "pytest -p no:xdist --durations=10 -m alone"
 "$PY" -m pytest -p no:xdist --durations=10 -m alone || status=$((status ? status : $?))
+# The second Spark tier: Spark's Kafka connector tests again under pyspark 4.3 (Scala
+# 2.13), with the connector jars of ../shared/jars/spark-4.3 (tests/helpers/spark_support.py picks
+# the folder of the pyspark it runs). pyspark 4.3 sits in .pyspark-4.3, first on
+# PYTHONPATH. A pyspark that is not 4.3 stops the run; missing jars fail the tests under
+# CI=true (docs/spark.md).
+bash contrib/venv.sh pyspark-4.3
+# SPARK_KAFKA_JARS names the 3.5 tier's jars; SPARK_KAFKA_JARS_4_3 those of this one.
+tier=(env PYTHONPATH="$PWD/.pyspark-4.3${PYTHONPATH:+:$PYTHONPATH}"
+      SPARK_KAFKA_JARS="${SPARK_KAFKA_JARS_4_3:-}" "$PY")
+"${tier[@]}" -c 'import pyspark, sys; sys.exit(not pyspark.__version__.startswith("4.3."))' \
+    || die "pyspark 4.3 not importable from .pyspark-4.3"
+log "pytest (pyspark 4.3) tests/spark/test_spark_kafka_connector.py"
+"${tier[@]}" -m pytest -p no:xdist --durations=5 tests/spark/test_spark_kafka_connector.py \
+    || status=$((status ? status : $?))
 exit "$status"

@@ -8,7 +8,7 @@ sans-I/O view of its followers; ``epochs`` leader epochs read back from the log;
 leader and follower duties, the group coordinator's placement); ``fetcher`` the
 follower's replica fetcher; ``routing`` the cluster's answers to the single-node data-path
 handlers (logserver.partition_routing); ``txn_markers`` the transaction coordinator's
-WriteTxnMarkers to partition leaders (over ``wire``); ``data_path`` (OffsetForLeaderEpoch),
+WriteTxnMarkers to partition leaders (over ``wire``);
 ``topics`` and ``services`` serve the APIs the cluster answers its own way (tables in
 ``handlers``); ``local`` is ``logserver cluster up``.
 """

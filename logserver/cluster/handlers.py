@@ -1,7 +1,7 @@
 """The APIs a cluster member serves its own way; the dispatcher uses these instead of
 logserver/handlers/ in cluster mode (EXTRA_HANDLERS: APIs only brokers use, not advertised).
 
-Produce, Fetch, ListOffsets, DeleteRecords, WriteTxnMarkers and InitProducerId are not here: the single-node handlers
+Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, WriteTxnMarkers and InitProducerId are not here: the single-node handlers
 serve them in both modes, asking ``broker.routing`` (logserver.cluster.routing)."""
 
 from __future__ import annotations
@@ -9,14 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from kafkaproto import ApiKey
-from logserver.cluster import data_path, partitions_admin, reassignments_admin, services, topics
-from logserver.handlers import Handler
+from logserver.cluster import partitions_admin, reassignments_admin, services, topics
 
-# Not advertised in ApiVersions: brokers use them among themselves, and clients skip the
-# validation they would do with them.
-EXTRA_HANDLERS: dict[int, Any] = {
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: Handler("OffsetForLeaderEpoch", 3, 4, data_path.offset_for_leader_epoch),
-}
+# Not advertised in ApiVersions: APIs brokers would use only among themselves. None today:
+# OffsetForLeaderEpoch, which followers ask, is served to clients too (KIP-320), in both
+# modes (logserver/handlers/offset_for_leader_epoch.py).
+EXTRA_HANDLERS: dict[int, Any] = {}
 
 HANDLERS: dict[int, Any] = {
     ApiKey.METADATA: topics.metadata,

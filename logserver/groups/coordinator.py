@@ -441,9 +441,13 @@ class GroupCoordinator:
         error = self.consumer.validate_commit(group_id, member_id, member_epoch, version)
         if error is not None and error != NOT_A_CONSUMER_GROUP:
             return error, None
+        who = f"member {member_id} (epoch {member_epoch})" if error is None and member_id \
+            else "a client outside its membership"
+        why = (f"offset commit by {who} of this consumer-protocol group: "
+               f"created the entry that holds its committed offsets")
         error, group, decisions = self.membership.accept_commit(
             self.now_ms(), group_id=group_id, member_id="", group_instance_id=None,
-            generation_id=-1)
+            generation_id=-1, why=why)
         self._execute(decisions)
         return error, group
 
@@ -553,7 +557,8 @@ class GroupCoordinator:
             if group is None:
                 _, group, decisions = self.membership.accept_commit(
                     now, group_id=group_id, member_id="", group_instance_id=None,
-                    generation_id=-1)
+                    generation_id=-1,
+                    why=f"created for the offsets of producer {producer_id}'s committed transaction")
                 self._execute(decisions)
             if group is None:
                 log.error("group %s: cannot hold the offsets of producer %d's transaction",
@@ -576,7 +581,7 @@ class GroupCoordinator:
         if error is None and group is None:
             error, group, decisions = self.membership.accept_commit(
                 self.now_ms(), group_id=group_id, member_id="", group_instance_id=None,
-                generation_id=-1)
+                generation_id=-1, why="created for a committed transaction's offsets")
             self._execute(decisions)
         if error is not None or group is None:
             return self._answered(dict.fromkeys(offsets, error or ErrorCode.COORDINATOR_NOT_AVAILABLE))

@@ -793,19 +793,22 @@ class Membership(DecisionMaker):
     # -- OffsetCommit (validation only: offsets.py stores them) ----------------------------
 
     def accept_commit(self, now_ms: int, *, group_id: str, member_id: str,
-                      group_instance_id: str | None, generation_id: int
+                      group_instance_id: str | None, generation_id: int,
+                      why: str = "created by an offset commit outside group management"
                       ) -> tuple[int | None, Group | None, list[Decision]]:
         """(error, group to commit for, decisions): Kafka's checks before storeOffsets.
 
-        An unknown group is created for a commit outside group management; a member's
-        commit counts as a heartbeat."""
+        An unknown group is created for a commit outside group management (``why`` says
+        what happened, for the log: the offsets of a consumer-protocol group or of a
+        transaction live in a classic group entry too); a member's commit counts as a
+        heartbeat."""
         self._begin(now_ms)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
                 # a member of a forgotten generation
                 return ErrorCode.ILLEGAL_GENERATION, None, self._done()
-            log.info("group %s: created by an offset commit outside group management", group_id)
+            log.info("group %s: %s", group_id, why)
             group = self._create(group_id)
         error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if error is None and group.is_(COMPLETING):

@@ -47,6 +47,7 @@ from logserver.handlers import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     reassignments,
     sasl_authenticate,
@@ -69,6 +70,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.PRODUCE: Handler("Produce", 3, 9, produce.handle),
     ApiKey.FETCH: Handler("Fetch", 4, 16, fetch.handle),
     ApiKey.LIST_OFFSETS: Handler("ListOffsets", 1, 10, list_offsets.handle),
+    # v2+ (Kafka 4 dropped v0-v1, KIP-896): followers, and consumers after a leader change
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Handler("OffsetForLeaderEpoch", 2, 4,
+                                            offset_for_leader_epoch.handle),
     ApiKey.METADATA: Handler("Metadata", 0, 12, metadata.handle),
     ApiKey.API_VERSIONS: Handler("ApiVersions", 0, 4, api_versions.handle),
     ApiKey.CREATE_TOPICS: Handler("CreateTopics", 2, 7, create_topics.handle),

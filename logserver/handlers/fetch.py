@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, FileRegion, RequestHeader
 from kafkaproto.messages import FetchRequest, FetchResponse
 from logserver.fetch_wanted import Wanted, unique_partitions
+from logserver.handlers.offset_for_leader_epoch import epoch_end_offset
 from logserver.partition_routing import PartitionRouting
 from logserver.security import checks
 from logserver.security.acl import CLUSTER_NAME
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 PartitionData = FetchResponse.PartitionData
 TOPIC_ID_VERSION = 13  # Fetch names topics by id from here on (KIP-516)
+DIVERGING_EPOCH_VERSION = 12  # LastFetchedEpoch in, DivergingEpoch out (KIP-595)
 AbortedTransaction = FetchResponse.AbortedTransaction
 READ_COMMITTED = 1
 
@@ -163,6 +165,10 @@ class _Fetch:
                     self.replica_id, name, wanted.partition)
                 if throttled:
                     limit = min(limit, self.routing.replica_allowance())
+                diverging = self._diverging(name, wanted)
+                if diverging is not None:
+                    results.append(diverging)
+                    continue
                 stable = (storage.last_stable_offset(name, wanted.partition,
                                                      fetch_offset=wanted.fetch_offset)
                           if self.committed else None)
@@ -189,6 +195,33 @@ class _Fetch:
                                                                partitions=results))
         response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
         return response, total, waitable
+
+    def _diverging(self, name: str, wanted: FetchRequest.FetchPartition) -> PartitionData | None:
+        """v12+ with a LastFetchedEpoch (KIP-595; kafka-python's consumer sends it): when
+        that epoch ends below the fetch offset here, or is unknown here, the fetcher's log
+        diverged from ours. Kafka answers with DivergingEpoch (where the epoch ends: the
+        fetcher truncates or validates) and no records, or OFFSET_OUT_OF_RANGE when the
+        end is unknown; None when the fetch goes on."""
+        if self.version < DIVERGING_EPOCH_VERSION or wanted.last_fetched_epoch < 0:
+            return None
+        storage = self.storage
+        start = storage.log_start_offset(name, wanted.partition)
+        if start is None or wanted.fetch_offset < start:
+            return None  # the read answers (OFFSET_OUT_OF_RANGE below the log start)
+        epoch, end = epoch_end_offset(storage, name, wanted.partition,
+                                      self.routing.leader_epoch(name, wanted.partition),
+                                      wanted.last_fetched_epoch, self.follower)
+        if end < 0 or epoch < 0:
+            return _failed(wanted.partition, ErrorCode.OFFSET_OUT_OF_RANGE)
+        if epoch >= wanted.last_fetched_epoch and end >= wanted.fetch_offset:
+            return None
+        high_watermark = storage.high_watermark(name, wanted.partition)
+        return PartitionData(
+            partition_index=wanted.partition, error_code=ErrorCode.NONE,
+            high_watermark=-1 if high_watermark is None else high_watermark,
+            last_stable_offset=-1, log_start_offset=start, aborted_transactions=[],
+            preferred_read_replica=-1, records=b"",
+            diverging_epoch=FetchResponse.EpochEndOffset(epoch=epoch, end_offset=end))
 
 
 def _failed(partition: int, error: int) -> FetchResponse.PartitionData:

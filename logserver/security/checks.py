@@ -52,6 +52,10 @@ PRODUCE = Rule(_T, _Op.WRITE, _TOPIC_FAILED)
 FETCH = Rule(_T, _Op.READ, _TOPIC_FAILED)
 FETCH_FOLLOWER = Rule(_C, _Op.CLUSTER_ACTION, _TOPIC_FAILED)  # a replica id: brokers only
 LIST_OFFSETS = Rule(_T, _Op.DESCRIBE, _TOPIC_FAILED)
+# OffsetForLeaderEpoch: CLUSTER_ACTION (brokers) allows every topic, else DESCRIBE per
+# topic (KIP-320: consumers validate their position after a leader change).
+OFFSET_FOR_LEADER_EPOCH_CLUSTER = Rule(_C, _Op.CLUSTER_ACTION, _TOPIC_FAILED)
+OFFSET_FOR_LEADER_EPOCH_TOPIC = Rule(_T, _Op.DESCRIBE, _TOPIC_FAILED)
 METADATA_TOPIC = Rule(_T, _Op.DESCRIBE, _TOPIC_FAILED)  # others are left out of "all topics"
 METADATA_CLUSTER = Rule(_C, _Op.DESCRIBE, _CLUSTER_FAILED)  # for cluster authorized ops
 AUTO_CREATE_CLUSTER = Rule(_C, _Op.CREATE, _CLUSTER_FAILED)  # either this ...

@@ -53,9 +53,8 @@ def _tool(name: str) -> str:
     return path
 
 
-def run_java(program: str, build_dir: Path, *args: str,
-             timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
-    """Compile tests/helpers/java/``program``.java into ``build_dir`` and run it; output captured."""
+def compile_java(program: str, build_dir: Path, timeout: float = 180.0) -> list[str]:
+    """Compile tests/helpers/java/``program``.java into ``build_dir``; the command that runs it."""
     jars = os.pathsep.join(str(p) for p in classpath())
     build_dir.mkdir(parents=True, exist_ok=True)
     compiled = subprocess.run(
@@ -63,6 +62,19 @@ def run_java(program: str, build_dir: Path, *args: str,
         capture_output=True, text=True, timeout=timeout, check=False)
     if compiled.returncode != 0:
         raise AssertionError(f"javac {program}.java failed:\n{compiled.stderr[-3000:]}")
-    return subprocess.run(
-        [_tool("java"), "-cp", os.pathsep.join([str(build_dir), jars]), program, *args],
-        capture_output=True, text=True, timeout=timeout, check=False)
+    return [_tool("java"), "-cp", os.pathsep.join([str(build_dir), jars]), program]
+
+
+def run_java(program: str, build_dir: Path, *args: str,
+             timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
+    """Compile tests/helpers/java/``program``.java into ``build_dir`` and run it; output captured."""
+    return subprocess.run([*compile_java(program, build_dir, timeout), *args],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def start_java(program: str, build_dir: Path, *args: str) -> subprocess.Popen[str]:
+    """Compile and start tests/helpers/java/``program``.java with pipes for stdin and stdout
+    (stderr into stdout); the caller stops it (kill and wait, by its pid)."""
+    return subprocess.Popen([*compile_java(program, build_dir), *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            bufsize=1)

@@ -378,3 +378,29 @@ def test_transactional_offsets_of_a_consumer_protocol_member(srv, topic_name):
         assert [tp.offset for tp in committed] == [10, 10]
     finally:
         c.close()
+
+
+def test_a_members_first_commit_is_logged_as_a_consumer_protocol_commit(srv, topic_name):
+    """The first commit of a consumer-protocol group creates the entry that holds its
+    offsets; the server's log says a member of that group committed (with its id and
+    epoch), not that someone committed outside group management (issue 26 item 6)."""
+    create_topic(srv.bootstrap, topic_name, partitions=PARTITIONS)
+    produce(srv.bootstrap, topic_name, [f"v{i}" for i in range(PARTITIONS)])
+    group = f"{topic_name}-logged"
+    c = consumer(srv.bootstrap, group)
+    try:
+        c.subscribe([topic_name])
+        got: list[str] = []
+        deadline = time.monotonic() + 60
+        while not got and time.monotonic() < deadline:
+            poll_into(c, got, 0.5)
+        assert got, "the member read nothing"
+        member = c.memberid()
+    finally:
+        c.close()
+    line = next((line for line in srv.output_tail(200_000).splitlines()
+                 if f"logserver.groups.membership: group {group}: " in line), None)
+    assert line is not None, srv.output_tail(4000)
+    assert "outside group management" not in line, line
+    assert f"offset commit by member {member} (epoch " in line, line
+    assert "consumer-protocol group" in line, line
