@@ -22,7 +22,7 @@ from logserver.admin.host_check import HostCheck
 from logserver.config import Listener
 from logserver.groups import INTERNAL_TOPICS
 from logserver.http_sites import serve
-from logserver.rest import kafka_calls
+from logserver.rest import kafka_calls, remote_reads, to_node
 from logserver.rest.auth import principal_of
 from logserver.rest.consumers import Consumers, add_consumer_routes
 from logserver.rest.errors import (
@@ -183,10 +183,16 @@ def build_app(broker: Broker, auth_required: bool, consumers: Consumers,
         if error:
             raise from_kafka(error, f"{name}-{partition}")
         start = broker.storage.log_start_offset(name, partition) or 0
-        if offset < start:
+        remote = to_node.remote_leader(broker, name, partition) is not None
+        if offset < start and not remote:
             raise RestError(416, 41601, f"offset {offset} is below the log start offset {start}")
+        failed: dict[tuple[str, int], int] = {}
         found = await read_waiting(broker, [(name, partition)], {(name, partition): offset},
-                                   max_bytes, timeout_ms)
+                                   max_bytes, timeout_ms, errors=failed)
+        if failed.get((name, partition)) == ErrorCode.OFFSET_OUT_OF_RANGE:
+            raise RestError(416, 41601, f"offset {offset} is out of range")
+        if failed.get((name, partition)):
+            raise from_kafka(failed[(name, partition)], f"{name}-{partition}")
         return reply([record_view(name, partition, r, fmt) for r in found.get((name, partition), [])],
                      content_type=response_type(fmt))
 
@@ -214,14 +220,21 @@ def record_view(topic: str, partition: int, record: Any, fmt: str) -> dict[str, 
 
 async def read_waiting(broker: Broker, partitions: list[tuple[str, int]],
                        positions: dict[tuple[str, int], int], max_bytes: int,
-                       timeout_ms: int, committed: bool = False) -> dict[tuple[str, int], list[Any]]:
-    """Records of ``partitions`` from ``positions``; waits up to ``timeout_ms`` for some."""
+                       timeout_ms: int, committed: bool = False,
+                       errors: dict[tuple[str, int], int] | None = None,
+                       ) -> dict[tuple[str, int], list[Any]]:
+    """Records of ``partitions`` from ``positions``; waits up to ``timeout_ms`` for some.
+    Partitions another broker leads are fetched from it (logserver.rest.remote_reads),
+    their errors put in ``errors``."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_ms / 1000
+    remote = remote_reads.by_leader(broker, partitions)
+    elsewhere = {tp for tps in remote.values() for tp in tps}
+    local = [tp for tp in partitions if tp not in elsewhere]
     while True:
         found: dict[tuple[str, int], list[Any]] = {}
         budget = max_bytes
-        for tp in partitions:
+        for tp in local:
             if budget <= 0:
                 break
             got = read_records(broker, tp[0], tp[1], positions[tp], budget, committed)
@@ -229,9 +242,23 @@ async def read_waiting(broker: Broker, partitions: list[tuple[str, int]],
                 found[tp] = got
                 budget -= sum(len(r.value or b"") + len(r.key or b"") for r in got)
         left = deadline - loop.time()
+        if remote and budget > 0:
+            wait_ms = 0 if found else int(max(left, 0) * 1000)
+            fetching = asyncio.ensure_future(remote_reads.fetch_all(
+                broker, remote, positions, budget, wait_ms, committed, errors))
+            waits: set[asyncio.Future[Any]] = {fetching}
+            if local and wait_ms:
+                waits.add(asyncio.ensure_future(broker.storage.wait_for_append(local, left)))
+            done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+            if fetching in done:
+                found.update(fetching.result())
+                return found
+            continue  # appended here: read it, and ask the leaders again without waiting
         if found or left <= 0 or not partitions:
             return found
-        await broker.storage.wait_for_append(partitions, left)
+        await broker.storage.wait_for_append(local, left)
 
 
 class RestProxyServer:

@@ -10,18 +10,14 @@ forwarded (no leader, unreachable) keeps its per-record error, as a Kafka produc
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import TYPE_CHECKING
 
 from kafkaproto import ApiKey
-from kafkaproto.client import ClientConnection
 from kafkaproto.messages import ProduceRequest, ProduceResponse
-from logserver.cluster.wire import call
+from logserver.rest import to_node
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
-
-log = logging.getLogger(__name__)
 
 PRODUCE_VERSION = 9
 PartitionResponse = ProduceResponse.PartitionProduceResponse
@@ -48,27 +44,15 @@ async def to_leaders(broker: Broker, topic: str, batches: dict[int, bytes],
 
 async def _send(broker: Broker, leader: int, topic: str, batches: dict[int, bytes],
                 timeout_ms: int) -> dict[int, PartitionResponse]:
-    assert broker.cluster is not None
-    info = broker.cluster.model.brokers[leader]
     request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=timeout_ms, topic_data=[
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.PartitionProduceData(index=p, records=batch)
             for p, batch in batches.items()])])
     try:
-        reader, writer = await asyncio.open_connection(info.host, info.port)
-    except OSError as exc:
-        log.warning("REST produce to node %d (%s:%d): %s", leader, info.host, info.port, exc)
+        body = await to_node.send(broker, leader, ApiKey.PRODUCE, PRODUCE_VERSION, request,
+                                  timeout_ms / 1000 + 5)
+    except to_node.NodeUnreachable:
         return {}
-    try:
-        conn = ClientConnection(f"rest-proxy-{broker.node_id}")
-        body = await asyncio.wait_for(
-            call(conn, reader, writer, ApiKey.PRODUCE, PRODUCE_VERSION, request),
-            timeout_ms / 1000 + 5)
-    except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
-        log.warning("REST produce to node %d: %s", leader, exc)
-        return {}
-    finally:
-        writer.close()
     if not isinstance(body, ProduceResponse):
         return {}
     return {p.index: p for t in body.responses for p in t.partition_responses

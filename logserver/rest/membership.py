@@ -43,8 +43,11 @@ REBALANCE_TIMEOUT_MS = 30_000
 RETRY_S = 1.0
 # Errors after which the member joins again as a new member.
 _FORGOTTEN = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID})
-# Errors after which it joins again with its member id.
-_REJOIN = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION})
+# Errors after which it joins again with its member id (the coordinator ones: the group's
+# coordinator is being chosen or loading; the next call asks who it is again).
+_REJOIN = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION,
+                     ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 
 
 class GroupMember:

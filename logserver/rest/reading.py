@@ -8,9 +8,10 @@ transactions with the storage's aborted-transaction index, as Fetch hands it to 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from kafkaproto.batch import iter_batches
+from kafkaproto.batch import Buffer, iter_batches
 from kafkaproto.records import Record, decode_batch
 
 if TYPE_CHECKING:
@@ -34,18 +35,25 @@ def read_records(broker: Broker, topic: str, partition: int, offset: int, max_by
     data = storage.read_bytes(topic, partition, offset, max(max_bytes, 1))
     if not data:
         return []
+    aborted = storage.aborted_transactions(topic, partition, offset, end) if committed else []
+    return records_of(data, offset, end, aborted, broker.config["fetch.max.bytes"])
+
+
+def records_of(data: Buffer, offset: int, end: int, aborted: Iterable[tuple[int, int]],
+               limit: int) -> list[Record]:
+    """The records in ``offset`` up to ``end`` of fetched batches, without control records
+    and without the batches of ``aborted`` transactions ((producer id, first offset), as
+    Fetch's aborted_transactions; empty for read_uncommitted)."""
     # Aborted transactions starting at or before each batch: their producers' batches are
     # dropped until that producer's abort marker (a client's read_committed filter).
-    aborted = sorted(storage.aborted_transactions(topic, partition, offset, end),
-                     key=lambda a: a[1]) if committed else []
+    pending = sorted(aborted, key=lambda a: a[1])
     aborting: set[int] = set()
-    limit = broker.config["fetch.max.bytes"]
     found: list[Record] = []
     for pos, header in iter_batches(data):
         if header.base_offset >= end:
             break
-        while aborted and aborted[0][1] <= header.last_offset:
-            aborting.add(aborted.pop(0)[0])
+        while pending and pending[0][1] <= header.last_offset:
+            aborting.add(pending.pop(0)[0])
         if header.is_control:
             aborting.discard(header.producer_id)  # the marker ends its transaction
             continue
