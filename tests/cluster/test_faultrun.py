@@ -20,7 +20,9 @@ import os
 import pytest
 from helpers.faultrun.run import run
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+# alone: beside three workers running other clusters, a broker starved for seconds kept
+# the cluster from getting whole again within 120 s after a fault (load, not a lost record).
+pytestmark = [pytest.mark.slow, pytest.mark.alone, pytest.mark.timeout(900)]
 
 KINDS = ["kill9", "sigstop", "partition", "etcd-kill", "etcd-pause"]
 

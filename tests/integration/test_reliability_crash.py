@@ -20,7 +20,9 @@ import os
 import pytest
 from helpers.faults import crashloop
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # a hang guard: a loaded machine (load 20) took 180 s for 8 cycles
+# alone: under four workers' load a restart after a simulated power loss once exited 1
+# with no output (cause not found; 4 copies side by side passed): run with nothing beside.
+pytestmark = [pytest.mark.slow, pytest.mark.alone, pytest.mark.timeout(600)]  # a hang guard: a loaded machine (load 20) took 180 s for 8 cycles
 
 #: Cycles of the kill -9 fsync-every-append test (about 3 s each: a server start).
 CYCLES = int(os.environ.get("CRASH_CYCLES", "8"))
