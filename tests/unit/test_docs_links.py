@@ -11,7 +11,8 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def _anchors(page: Path) -> set[str]:
-    """GitHub's heading anchors: lower case, punctuation dropped, spaces to dashes."""
+    """GitHub's heading anchors (lower case, punctuation dropped, spaces to dashes) and
+    explicit ``<a id>`` anchors."""
     anchors = set()
     in_code = False
     for line in page.read_text().splitlines():
@@ -20,6 +21,8 @@ def _anchors(page: Path) -> set[str]:
         if not in_code and line.startswith("#"):
             title = line.lstrip("#").strip().lower()
             anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    # explicit HTML anchors, as <a id="health"></a> before a paragraph
+    anchors.update(re.findall(r'<a (?:id|name)="([^"]+)"', page.read_text()))
     return anchors
 
 
