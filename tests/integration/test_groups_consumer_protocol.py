@@ -211,7 +211,11 @@ def test_new_partitions_reassign_and_the_group_survives_a_server_restart(tmp_pat
     nothing would be at epoch 1)."""
     from confluent_kafka.admin import AdminClient, NewPartitions
 
-    server = ServerProcess(tmp_path / "data", settings=SETTINGS)
+    # Nothing here waits for a session to expire, and the member must outlive the restart:
+    # with SETTINGS' 3 s session, a restart slowed by a loaded machine plus librdkafka's
+    # reconnect backoff fenced it (UNKNOWN_MEMBER_ID on the next commit), as Kafka would.
+    server = ServerProcess(tmp_path / "data",
+                           settings={**SETTINGS, "group.consumer.session.timeout.ms": 30000})
     try:
         server.start()
         create_topic(server.bootstrap, topic_name, partitions=2)
