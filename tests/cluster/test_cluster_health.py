@@ -9,7 +9,7 @@ import json
 import urllib.request
 
 import pytest
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 from helpers.admin_cli import ok, ok_json
 from helpers.clusterprocs import running_cluster
 from helpers.waiting import wait_until
@@ -34,13 +34,21 @@ def test_health_with_one_broker_stopped(tmp_path):
                 NewTopic("strict", 1, 3, config={"min.insync.replicas": "3"}),
                 NewTopic("alone", 1, replica_assignment=[[3]]))
         one = cluster.brokers[1]
-        # every broker has applied the four partitions' states
-        before = wait_until(lambda: (m := {n: scrape(b) for n, b in cluster.brokers.items()})
-                            and _total(m, "kafka_server_replicamanager_partitioncount") == 10
-                            and m, 60, "every broker's replicas in its metrics")
-        for samples in before.values():
-            names = {name for name, _ in samples}
-            assert names >= FAMILIES, FAMILIES - names
+        # A request family has samples once its broker answered a request (a labelled
+        # family with no child has none): one Metadata to each broker.
+        for broker in cluster.brokers.values():
+            AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30)
+
+        def applied() -> dict | None:
+            """Every broker's samples once each has applied the four partitions' states
+            and shows every family."""
+            m = {n: scrape(b) for n, b in cluster.brokers.items()}
+            if _total(m, "kafka_server_replicamanager_partitioncount") != 10:
+                return None
+            return m if all({name for name, _ in samples} >= FAMILIES
+                            for samples in m.values()) else None
+
+        before = wait_until(applied, 60, "every broker's replicas and families in its metrics")
         assert _total(before, "kafka_controller_kafkacontroller_activecontrollercount") == 1
         assert _total(before, "kafka_controller_kafkacontroller_globalpartitioncount") == 4
         assert _total(before, "kafka_server_replicamanager_leadercount") == 4
