@@ -39,6 +39,8 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """Every test that uses the shared Spark session (a ``spark`` fixture) runs on one
     pytest-xdist worker: one JVM (local[2], 1 GiB heap) for the run, not one per worker."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return  # one process (the pyspark tier's venv has no xdist): nothing to group
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("spark-session"))
