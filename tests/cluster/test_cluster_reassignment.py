@@ -30,6 +30,7 @@ from kafkaproto.messages import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
     FindCoordinatorRequest,
+    ListOffsetsResponse,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
@@ -38,6 +39,7 @@ from logserver.cluster.model import ClusterModel, Keys, PartitionState, TopicRec
 
 Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
 Partition = AlterPartitionReassignmentsRequest.ReassignablePartition
+ListOffsetsPartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
 # -- the state steps, sans I/O ----------------------------------------------------------------
@@ -152,6 +154,16 @@ def _alter(cluster: Cluster, via: int, moves: dict[tuple[str, int], list[int] | 
     return {(t.name, p.partition_index): p.error_code for t in response.responses for p in t.partitions}
 
 
+def _latest_at_leader(cluster: Cluster, topic: str) -> ListOffsetsPartitionResponse:
+    """ListOffsets "latest" of partition 0, asked of the leader etcd names now."""
+    client = BlockingClient(cluster.brokers[cluster.partition(topic, 0).leader].port)
+    try:
+        listed: ListOffsetsResponse = client.call(ApiKey.LIST_OFFSETS, 4, list_offsets_request(topic, 0))
+    finally:
+        client.close()
+    return listed.topics[0].partitions[0]
+
+
 def _ongoing(cluster: Cluster, via: int) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
     client = BlockingClient(cluster.brokers[via].port)
     try:
@@ -185,13 +197,13 @@ def test_a_new_broker_takes_over_replicas_under_acks_all_producers(four) -> None
                        90, f"{topic} moved to brokers {target}, both in sync")
         assert _ongoing(cluster, 3) == {}
         for topic in topics.values():  # a new leader epoch; the old replicas are out
-            leader = cluster.partition(topic, 0).leader
-            client = BlockingClient(cluster.brokers[leader].port)
-            try:
-                listed = client.call(ApiKey.LIST_OFFSETS, 4, list_offsets_request(topic, 0))
-            finally:
-                client.close()
-            assert listed.topics[0].partitions[0].leader_epoch >= 1
+            # KIP-207, as Kafka: until the follower has fetched up to where the new leader's
+            # epoch began, its high watermark lags and "latest" is OFFSET_NOT_AVAILABLE,
+            # which clients retry. The answer that follows is at the new epoch.
+            latest = wait_until(lambda t=topic: (a := _latest_at_leader(cluster, t)).error_code
+                                != ErrorCode.OFFSET_NOT_AVAILABLE and a, 30,
+                                f"the new leader of {topic} to answer ListOffsets latest")
+            assert (latest.error_code, latest.leader_epoch >= 1) == (ErrorCode.NONE, True), latest
             for old in (1, 2):
                 client = BlockingClient(cluster.brokers[old].port)
                 try:
