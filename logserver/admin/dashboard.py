@@ -6,6 +6,8 @@ In cluster mode the sample is the cluster's, as the console's views are
 its lag whichever broker coordinates it, every partition with its leader's high
 watermark, every broker alive or down, and each topic's messages per second summed over
 its leaders. Sizes and bytes per second stay this broker's (its replicas' counters).
+That part asks every broker over the network, so it is gathered only while a page is
+open; samples taken with no page open (kept for a page opened later) are this broker's.
 
 Rates are computed here, from the difference of the cumulative counters between two
 samples over the measured interval, so every page shows the same numbers and a page
@@ -137,7 +139,7 @@ class DashboardFeed:
                                 for g in views.group_lags(broker)]
             sample["partitions"] = _partitions(broker)
             sample["cluster"] = _cluster(broker)
-            if broker.cluster is not None:
+            if broker.cluster is not None and self.subscribers:
                 await self._cluster_wide(broker, sample)
         sample["requests_per_second"] = _requests(self.state, previous, counters, seconds)
         url = self.state.bridge_admin_url
