@@ -1,6 +1,14 @@
 """The live dashboard: a sampler that turns the broker's counters into rates once a second,
 and server-sent events (``/dashboard/events``) that push each sample to the open pages.
 
+In cluster mode the sample is the cluster's, as the console's views are
+(``cluster_views``, asking the other brokers over the Kafka protocol): every group with
+its lag whichever broker coordinates it, every partition with its leader's high
+watermark, every broker alive or down, and each topic's messages per second summed over
+its leaders. Sizes and bytes per second stay this broker's (its replicas' counters).
+That part asks every broker over the network, so it is gathered only while a page is
+open; samples taken with no page open (kept for a page opened later) are this broker's.
+
 Rates are computed here, from the difference of the cumulative counters between two
 samples over the measured interval, so every page shows the same numbers and a page
 opened late still gets the recent past (the last ``HISTORY`` samples come first).
@@ -22,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
-from logserver.admin import views
+from logserver.admin import cluster_views, views
 
 if TYPE_CHECKING:
     from logserver.admin.state import AdminState
@@ -81,6 +89,8 @@ class DashboardFeed:
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY)
         self.subscribers: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self._previous: dict[str, Any] = {}
+        self._roster = cluster_views.BrokerRoster()
+        self._rates = cluster_views.TopicRates()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, _: web.Application | None = None) -> None:
@@ -129,6 +139,8 @@ class DashboardFeed:
                                 for g in views.group_lags(broker)]
             sample["partitions"] = _partitions(broker)
             sample["cluster"] = _cluster(broker)
+            if broker.cluster is not None and self.subscribers:
+                await self._cluster_wide(broker, sample)
         sample["requests_per_second"] = _requests(self.state, previous, counters, seconds)
         url = self.state.bridge_admin_url
         if url is not None and (self.bridge is None or self.bridge.url != url.rstrip("/")):
@@ -140,6 +152,41 @@ class DashboardFeed:
             sample["devices"] = _devices(status, previous, counters, seconds)
         self._previous = counters
         return sample
+
+    async def _cluster_wide(self, broker: Broker, sample: dict[str, Any]) -> None:
+        """Replace the local groups, partitions, brokers and message rates by the
+        cluster's (a broker that does not answer leaves its part out, never the sample)."""
+        groups, listed = await asyncio.gather(cluster_views.group_lags(broker),
+                                              cluster_views.topics(broker, self._rates))
+        sample["groups"] = [{k: g[k] for k in ("group_id", "state", "members", "lag",
+                                               "coordinator")} for g in groups]
+        local = {t["name"]: t for t in sample["topics"]}
+        held = {(p["topic"], p["partition"]): p for p in sample["partitions"]}
+        topics, partitions = [], []
+        for t in listed["topics"]:
+            here = local.get(t["name"], {})
+            topics.append({"name": t["name"], "internal": t["internal"],
+                           "partitions": len(t["partitions"]),
+                           "size_bytes": here.get("size_bytes", 0),
+                           "messages": t["messages"],
+                           "messages_in_per_second": t["messages_in_per_second"],
+                           "bytes_in_per_second": here.get("bytes_in_per_second", 0.0),
+                           "bytes_out_per_second": here.get("bytes_out_per_second", 0.0),
+                           "under_replicated_partitions": t["under_replicated_partitions"],
+                           "offline_partitions": t["offline_partitions"]})
+            for p in t["partitions"]:
+                here = held.get((p["topic"], p["partition"]), {})
+                partitions.append({
+                    "topic": p["topic"], "partition": p["partition"], "leader": p["leader"],
+                    "replicas": p["replicas"], "isr": p["isr"],
+                    "under_replicated": p["under_replicated"], "offline": p["offline"],
+                    "size_bytes": here.get("size_bytes"),
+                    "log_end_offset": here.get("log_end_offset"),
+                    "high_watermark": p["high_watermark"]})
+        sample["topics"], sample["partitions"] = topics, partitions
+        cluster = sample["cluster"]
+        cluster["brokers"] = [{k: b[k] for k in ("node_id", "host", "port", "state")}
+                              for b in self._roster.brokers(broker)]
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         """``text/event-stream``: the history, then one ``data:`` line per sample."""

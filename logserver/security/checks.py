@@ -8,6 +8,14 @@ authorized-operations bitfields list every operation the resource supports, as K
 
 The principal and the client address come from :mod:`logserver.request_context`, set by
 the dispatcher for each request.
+
+Brokers are trusted for inter-broker traffic, as Kafka's are: a request on the
+inter-broker listener from a principal allowed CLUSTER_ACTION on the cluster (what
+replica fetchers need) may also describe anything and read any topic's records, so the
+cluster-wide admin views (admin/peers.py), which ask the brokers for groups, offsets,
+configs and records there, need no further ACL for that principal. Only reads: such a
+principal gets no WRITE, ALTER, DELETE or group membership it was not granted. (A
+replica fetcher of that principal can already read every partition.)
 """
 
 from __future__ import annotations
@@ -115,13 +123,37 @@ def _who() -> tuple[str, str]:
     return request_context.principal.get(), request_context.client_host.get().lstrip("/")
 
 
+# What a broker (CLUSTER_ACTION, on the inter-broker listener) may do without an ACL.
+_BROKER_READS = frozenset({(_T, _Op.DESCRIBE), (_G, _Op.DESCRIBE), (_C, _Op.DESCRIBE),
+                           (_T, _Op.DESCRIBE_CONFIGS), (_C, _Op.DESCRIBE_CONFIGS),
+                           (_T, _Op.READ)})
+
+
+def _inter_broker_listener(broker: Broker) -> str:
+    """The listener name followers fetch on (node.py's own_info picks the same one)."""
+    named: str | None = broker.config["inter.broker.listener.name"]
+    return named if named is not None else broker.config.advertised[0].name
+
+
+def _as_broker(broker: Broker, rule: Rule) -> bool:
+    """Is this a read a broker may do, asked by a broker (see the module's docstring)?"""
+    authorizer = broker.authorizer
+    if authorizer is None or broker.cluster is None \
+            or (rule.resource_type, rule.operation) not in _BROKER_READS \
+            or request_context.listener_name.get() != _inter_broker_listener(broker):
+        return False
+    principal, host = _who()
+    return authorizer.authorize(principal, host, _Op.CLUSTER_ACTION, _C, CLUSTER_NAME)
+
+
 def allowed(broker: Broker, rule: Rule, name: str = CLUSTER_NAME) -> bool:
     """May the current request's principal do what ``rule`` names on resource ``name``?"""
     authorizer = broker.authorizer
     if authorizer is None:
         return True
     principal, host = _who()
-    return authorizer.authorize(principal, host, rule.operation, rule.resource_type, name)
+    return authorizer.authorize(principal, host, rule.operation, rule.resource_type, name) \
+        or _as_broker(broker, rule)
 
 
 def denied(broker: Broker, rule: Rule, name: str = CLUSTER_NAME) -> int:

@@ -333,3 +333,50 @@ def _set_rates(cluster, value: str | None) -> None:
     finally:
         client.close()
     assert [r.error_code for r in response.responses] == [0], response
+
+
+@pytest.mark.slow
+def test_move_progress_grows_from_zero_to_total_then_the_entry_goes(three) -> None:
+    """``topic reassignments``' progress, by state: 0 moved while the new replica cannot
+    fetch (its broker paused), then never less than before and never more than the
+    total (the leader's log, which does not grow meanwhile) while the throttled copy
+    goes on, the move listed until the copy is whole; then the entry is gone and the
+    new replica holds every byte."""
+    cluster, b = three, three.bootstrap
+    create(cluster, "progress", partitions=1, rf=1)
+    source = cluster.partition("progress", 0).replicas[0]
+    target = next(n for n in (1, 2, 3) if n != source)
+    _produce(b, "progress", 1024, 1024)
+    size = _copy_bytes(cluster.brokers[source], "progress")
+    rate = 16 * 1024  # a minute for the copy: "under way" is a state, not a race
+    cluster.pause(target)
+    try:
+        out = logserver("topic", "reassign", f"progress:0={target}", "--throttle", str(rate),
+                        "-b", b)
+        assert out.returncode == 0, out.stderr
+        [first] = _moving(b)
+    finally:
+        cluster.resume(target)
+    total = first["total_bytes"]
+    assert first["moved_bytes"] == 0 and total >= size, first
+    seen = [0]
+
+    def progress() -> list:
+        rows = _moving(b)
+        for row in rows:
+            assert row["total_bytes"] == total, (row, seen)
+            assert seen[-1] <= row["moved_bytes"] <= total, (row, seen)
+            seen.append(row["moved_bytes"])
+        return rows
+    # Part of the copy arrives while the throttle holds the rest back.
+    wait_until(lambda: [r["moved_bytes"] for r in progress()] != [0], 60,
+               "the throttled copy to start")
+    assert 0 < seen[-1] < total, seen
+    _set_rates(cluster, str(64 * MIB))  # lifted: the copy completes
+    wait_until(lambda: progress() == [], 120, "the move to finish and leave the list")
+    assert cluster.partition("progress", 0).replicas == [target]
+    assert _copy_bytes(cluster.brokers[target], "progress") == size
+    rows = ok_json("topic", "reassign", "--verify", f"progress:0={target}", "-b", b)
+    assert [r["status"] for r in rows] == ["COMPLETE"]
+    wait_until(lambda: set(_broker_rates(cluster).values()) == {str(2**63 - 1)}, 20,
+               "the rates back to Kafka's default")

@@ -88,3 +88,61 @@ def test_stream_shows_brokers_controller_and_leaders(cluster: Cluster) -> None:
     for node, broker in cluster.brokers.items():
         with urllib.request.urlopen(broker.admin_url + "/v1/topics/spread") as response:
             assert json.loads(response.read())["topic_id"] == cluster_id_hex, node
+
+
+
+def first_sample(url: str, check: Any, samples: int = 15) -> dict[str, Any] | None:
+    """The first of the next ``samples`` live samples (history included) that passes
+    ``check``, else None (the caller waits and asks again)."""
+    for n, (name, data) in enumerate(events(url)):
+        for sample in data if name == "history" else [data]:
+            if check(sample):
+                return sample
+        if n >= samples:
+            return None
+    return None
+
+
+def test_stream_is_cluster_wide_groups_rates_and_a_down_broker(tmp_path) -> None:
+    """Broker 1's live feed shows a group broker 2 coordinates with its lag, the
+    messages per second of a partition only brokers 2 and 3 hold, and broker 3 once it
+    stops, as down rather than dropped (the local-only feed showed none of these)."""
+    from confluent_kafka import Producer
+    from test_admin_cluster_views import COMMITTED, commit, group_on
+
+    with running_cluster(tmp_path, 3) as cluster:
+        admin = cluster.admin()
+        topic = "cluster-lag"  # the name commit() uses
+        for future in admin.create_topics([NewTopic(topic, 1, replica_assignment=[[2, 3]])
+                                           ]).values():
+            future.result(timeout=30)
+        group = group_on(cluster, 2)
+        feed = cluster.brokers[1].admin_url + "/dashboard/events"
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for _ in range(30):
+            producer.produce(topic, value=b"x" * 100, partition=0)
+        assert producer.flush(30) == 0
+        wait_until(lambda: commit(admin, group), 60, f"{group}'s offset committed")
+
+        def lag_shown(sample: dict[str, Any]) -> bool:
+            return any(g["group_id"] == group and g["lag"] == 30 - COMMITTED
+                       and g.get("coordinator") == 2 for g in sample["groups"])
+        wait_until(lambda: first_sample(feed, lag_shown), 60, f"{group}'s lag on broker 1")
+
+        def rate_shown(sample: dict[str, Any]) -> bool:
+            producer.produce(topic, value=b"y", partition=0)
+            producer.poll(0)
+            return any(t["name"] == topic and t["messages_in_per_second"] > 0
+                       for t in sample["topics"])
+        shown = wait_until(lambda: first_sample(feed, rate_shown), 60, "the rate on broker 1")
+        assert producer.flush(30) == 0
+        [row] = [p for p in shown["partitions"] if p["topic"] == topic]
+        assert (row["leader"], row["replicas"], row["size_bytes"]) == (2, [2, 3], None)
+        assert row["high_watermark"] >= 30
+
+        cluster.brokers[3].stop()
+
+        def three_down(sample: dict[str, Any]) -> bool:
+            return {b["node_id"]: b.get("state") for b in (sample["cluster"] or {}).get("brokers", [])} == {
+                1: "alive", 2: "alive", 3: "down"}
+        wait_until(lambda: first_sample(feed, three_down), 60, "broker 3 shown as down")

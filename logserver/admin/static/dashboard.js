@@ -117,8 +117,9 @@ function render() {
     document.getElementById("cluster-id").textContent =
       `${cluster.mode} · cluster ${cluster.cluster_id}`;
     fillTable("brokers", cluster.brokers.map(b => [
-      {"data-node": b.node_id}, [b.node_id, `${b.host}:${b.port}`,
-                                 b.node_id === cluster.controller_id ? "controller" : "broker"]]));
+      {"data-node": b.node_id, "data-state": b.state || "alive"},
+      [b.node_id, `${b.host}:${b.port}`,
+       b.state === "down" ? "down" : b.node_id === cluster.controller_id ? "controller" : "broker"]]));
   }
   renderDevices(now.devices);
 }
