@@ -599,6 +599,20 @@ class ConsumerGroups(DecisionMaker):
             self._arm_member_timers(group, member)
         return self._done()
 
+    def unload(self, group_ids: Iterable[str]) -> list[Decision]:
+        """Give up these groups: their ``__consumer_offsets`` partition is led elsewhere
+        now (Kafka's onUnloaded). Their member timers are cancelled; the new coordinator
+        restores them, epochs and assignments included, from the replicated log."""
+        self._out = []
+        for group_id in group_ids:
+            group = self.groups.pop(group_id, None)
+            if group is None:
+                continue
+            for member in group.members.values():
+                self._cancel(member.session_timer)
+                self._cancel(member.revocation_timer)
+        return self._done()
+
     # -- offsets and the other group APIs --------------------------------------------------
 
     def is_consumer_group(self, group_id: str) -> bool:
@@ -620,6 +634,8 @@ class ConsumerGroups(DecisionMaker):
         if version is not None and version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.epoch:
+            log.debug("group %s: commit of %s at epoch %d refused: member epoch %d",
+                      group_id, member_id, member_epoch, member.epoch)
             return ErrorCode.STALE_MEMBER_EPOCH
         return None
 
