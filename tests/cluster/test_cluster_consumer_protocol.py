@@ -231,8 +231,7 @@ def test_new_coordinator_restores_the_members_with_their_epochs(cluster):
     wait_until(lambda: all((p := cluster.partition(TOPIC, i)) is not None and len(p.isrs) == 3
                            for i in range(PARTITIONS)), 30, f"{TOPIC} in sync")
     topic_id = _metadata_topic_id(cluster.brokers[1].port)
-    old = wait_until(lambda: _found_coordinator(cluster, group), 60, "a coordinator")
-    joined = _heartbeat(cluster.brokers[old].port, group, member_id, 0)
+    old, joined = _coordinator_heartbeat(cluster, group, member_id, 0, [])
     assert (joined.error_code, joined.member_id, joined.member_epoch) == (0, member_id, 1), joined
     everything = [(topic_id, list(range(PARTITIONS)))]
     assert [(bytes(tp.topic_id), sorted(tp.partitions))
@@ -240,11 +239,8 @@ def test_new_coordinator_restores_the_members_with_their_epochs(cluster):
     assert _commit(cluster.brokers[old].port, group, member_id, 1) == ErrorCode.NONE
 
     cluster.brokers[old].kill9()
-    new = wait_until(lambda: (c := _found_coordinator(cluster, group)) not in (None, old) and c,
-                     60, "a new coordinator")
-    again = wait_until(lambda: (r := _heartbeat(cluster.brokers[new].port, group, member_id, 1,
-                                                everything))
-                       .error_code not in _MOVING and r, 60, "the new coordinator loaded")
+    new, again = _coordinator_heartbeat(cluster, group, member_id, 1, everything)
+    assert new != old
     assert (again.error_code, again.member_epoch) == (ErrorCode.NONE, 1), again
     assert _commit(cluster.brokers[new].port, group, member_id, 1) == ErrorCode.NONE
     described = _described(cluster.brokers[new].port, group)
@@ -257,20 +253,30 @@ _MOVING = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
            ErrorCode.COORDINATOR_NOT_AVAILABLE}
 
 
-def _found_coordinator(cluster: Cluster, group: str) -> int | None:
-    """FindCoordinator at a running broker: the node id, None while there is none."""
-    port = next(b.port for b in cluster.brokers.values() if b.running)
-    client = BlockingClient(port)
-    try:
-        answer = client.call(ApiKey.FIND_COORDINATOR, 3,
-                             FindCoordinatorRequest(key=group, key_type=0))
-    finally:
-        client.close()
-    return answer.node_id if answer.error_code == ErrorCode.NONE else None
+def _coordinator_heartbeat(cluster: Cluster, group: str, member_id: str, epoch: int,
+                           owned: list[tuple[bytes, list[int]]]) -> tuple[int, Any]:
+    """(node, answer): a heartbeat sent, as a member does, to the coordinator that
+    FindCoordinator names, again while that broker is not (yet) serving the group."""
+
+    def attempt() -> tuple[int, Any] | None:
+        port = next(b.port for b in cluster.brokers.values() if b.running)
+        client = BlockingClient(port)
+        try:
+            found = client.call(ApiKey.FIND_COORDINATOR, 3,
+                                FindCoordinatorRequest(key=group, key_type=0))
+        finally:
+            client.close()
+        broker = cluster.brokers.get(found.node_id)
+        if found.error_code != ErrorCode.NONE or broker is None or not broker.running:
+            return None
+        answer = _heartbeat(broker.port, group, member_id, epoch, owned)
+        return None if answer.error_code in _MOVING else (found.node_id, answer)
+
+    return wait_until(attempt, 60, f"a heartbeat served by {group}'s coordinator")
 
 
 def _heartbeat(port: int, group: str, member_id: str, epoch: int,
-               owned: list[tuple[bytes, list[int]]] | None = None) -> Any:
+               owned: list[tuple[bytes, list[int]]]) -> Any:
     """A full ConsumerGroupHeartbeat v1, as a member sends one to a coordinator it has
     just found."""
     tps = ConsumerGroupHeartbeatRequest.TopicPartitions
@@ -279,7 +285,7 @@ def _heartbeat(port: int, group: str, member_id: str, epoch: int,
         return client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, ConsumerGroupHeartbeatRequest(
             group_id=group, member_id=member_id, member_epoch=epoch,
             rebalance_timeout_ms=30_000, subscribed_topic_names=[TOPIC],
-            topic_partitions=[tps(topic_id=i, partitions=p) for i, p in owned or []]))
+            topic_partitions=[tps(topic_id=i, partitions=p) for i, p in owned]))
     finally:
         client.close()
 

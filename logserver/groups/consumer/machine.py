@@ -412,8 +412,11 @@ class ConsumerGroups(DecisionMaker):
             n = catalog.partition_count(topic)
             if n:
                 counts[topic] = n
+        restored, group.restored_metadata_hash = group.restored_metadata_hash, None
         if counts != group.topic_partitions:
             group.topic_partitions = counts
+            if restored is not None and restored == rec.metadata_hash(counts, catalog.topic_id):
+                return  # loaded from the log: the topics are those its epoch was set with
             if not bumped:
                 self._bump(group, "the subscribed topics' partitions changed")
 
@@ -548,8 +551,9 @@ class ConsumerGroups(DecisionMaker):
             return out
 
         out = {
-            rec.key(rec.GROUP_METADATA, gid): rec.encode_value(
-                rec.GroupMetadataValue(epoch=group.group_epoch)),
+            rec.key(rec.GROUP_METADATA, gid): rec.encode_value(rec.GroupMetadataValue(
+                epoch=group.group_epoch,
+                metadata_hash=rec.metadata_hash(group.topic_partitions, catalog.topic_id))),
             rec.key(rec.TARGET_METADATA, gid): rec.encode_value(
                 rec.TargetMetadataValue(assignment_epoch=group.assignment_epoch)),
         }
