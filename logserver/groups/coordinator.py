@@ -174,6 +174,7 @@ class GroupCoordinator:
         self.owned.discard(partition)
         gone = [g for g in self.groups if self.store.partition_for(g) == partition]
         self._execute(self.membership.unload(gone))
+        self._execute(self.consumer.unload(self._consumer_groups_of(partition)))
         self.txn_offsets.drop_groups(lambda g: self.store.partition_for(g) == partition)
         log.info("%s-%d: unloaded %d groups (no longer its leader)", OFFSETS_TOPIC, partition,
                  len(gone))
@@ -199,14 +200,28 @@ class GroupCoordinator:
         self._execute(self.membership.unload(g.group_id for g in restored))  # stale copies
         for group in restored:
             self._execute(self.membership.adopt(now, group))
+        # KIP-848 groups come back as they were last written, member epochs included, so
+        # their members go on heartbeating and committing here as at the old coordinator
+        # (Kafka's replay of the consumer group records when a partition is loaded).
+        consumer_groups = [g for g in replayed.consumer.restore(now, self.catalog)
+                           if self.store.partition_for(g.group_id) == partition]
+        self._execute(self.consumer.unload(self._consumer_groups_of(partition)))
+        for consumer_group in consumer_groups:
+            self._execute(self.consumer.adopt(now, consumer_group))
         mine: Callable[[str], bool] = lambda g: self.store.partition_for(g) == partition  # noqa: E731
         self.txn_offsets.drop_groups(mine)
         self.txn_offsets.merge(replayed.txn, mine)
         self.owned.add(partition)
         del self._partition_loads[partition]
-        log.info("%s-%d: loaded %d groups and %d committed offsets from %d records in %.3f s",
-                 OFFSETS_TOPIC, partition, len(restored), sum(len(g.offsets) for g in restored),
+        log.info("%s-%d: loaded %d groups, %d consumer-protocol groups and %d committed "
+                 "offsets from %d records in %.3f s", OFFSETS_TOPIC, partition,
+                 len(restored), len(consumer_groups), sum(len(g.offsets) for g in restored),
                  replayed.records, time.monotonic() - started)
+
+    def _consumer_groups_of(self, partition: int) -> list[str]:
+        """The consumer-protocol groups this broker holds in ``partition``."""
+        return [g.group_id for g in self.consumer.list_groups()
+                if self.store.partition_for(g.group_id) == partition]
 
     async def close(self) -> None:
         """Answer every parked JoinGroup/SyncGroup at once; safe to call twice."""

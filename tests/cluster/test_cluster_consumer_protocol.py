@@ -9,18 +9,25 @@ of the group's ``__consumer_offsets`` partition) is killed with kill -9."""
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from helpers.clusterprocs import Cluster
 from helpers.kafkaclient import BlockingClient
 from helpers.waiting import wait_until
 
 from kafkaproto import ApiKey, ErrorCode
-from kafkaproto.messages import ConsumerGroupDescribeRequest, MetadataRequest
+from kafkaproto.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+    FindCoordinatorRequest,
+    MetadataRequest,
+    OffsetCommitRequest,
+)
 from logserver.groups.store import kafka_partition_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -44,13 +51,17 @@ def cluster(tmp_path, etcd):
 
 class Member:
     """A ``group.protocol=consumer`` consumer in its own thread, committing each record
-    synchronously before keeping it (a commit refused during a failover is retried)."""
+    synchronously before keeping it. A refused commit (STALE_MEMBER_EPOCH while a
+    heartbeat brings a new epoch: librdkafka hands it to the application) is retried after
+    a poll that lets the consumer catch up; a record that poll returns is kept for next,
+    never dropped (its partition's position is already past it: it would not come again)."""
 
     def __init__(self, name: str, bootstrap: str, consumed: list[tuple[int, int, bytes]],
                  lock: threading.Lock) -> None:
         self.name, self.consumed, self.lock = name, consumed, lock
         self.errors: list[str] = []
         self._assigned: set[int] = set()
+        self._held: deque[Message] = deque()  # polled while a commit was retried
         self.stop = threading.Event()
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": GROUP, "client.id": name,
@@ -64,7 +75,7 @@ class Member:
     def _run(self) -> None:
         self.consumer.subscribe([TOPIC])
         while not self.stop.is_set():
-            message = self.consumer.poll(0.1)
+            message = self._held.popleft() if self._held else self.consumer.poll(0.1)
             self._assigned = {tp.partition for tp in self.consumer.assignment()}
             if message is None:
                 continue
@@ -75,9 +86,11 @@ class Member:
                 try:
                     self.consumer.commit(message=message, asynchronous=False)
                     break
-                except KafkaException as exc:  # the coordinator moves: again
+                except KafkaException as exc:
                     self.errors.append(str(exc))
-                    self.consumer.poll(0.1)  # serves the heartbeat meanwhile
+                    polled = self.consumer.poll(0.1)  # serves the rebalance events meanwhile
+                    if polled is not None:
+                        self._held.append(polled)
             with self.lock:
                 self.consumed.append((message.partition(), message.offset(), message.value()))
         self.consumer.close()
@@ -203,6 +216,106 @@ def test_consumer_protocol_group_shares_exactly_once_and_survives_a_coordinator_
         assert offsets == set(range(len(offsets))), (partition, sorted(
             set(range(max(offsets) + 1)) - offsets)[:5])
     assert sum(len(o) for o in seen.values()) == len(first) + len(second)
+
+
+def test_new_coordinator_restores_the_members_with_their_epochs(cluster):
+    """The broker that takes over a group's ``__consumer_offsets`` partition after a
+    kill -9 of its coordinator loads the KIP-848 group from that partition, members,
+    epochs and assignments included (as Kafka replays it): the member's next heartbeat
+    with the epoch it had keeps it (not UNKNOWN_MEMBER_ID, which makes every member
+    rejoin at epoch 0, and a commit sent meanwhile fail with STALE_MEMBER_EPOCH), and an
+    OffsetCommit with that epoch is accepted there."""
+    group, member_id = "kip848-restored", "restored-member"
+    admin = cluster.admin()
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(timeout=20)
+    wait_until(lambda: all((p := cluster.partition(TOPIC, i)) is not None and len(p.isrs) == 3
+                           for i in range(PARTITIONS)), 30, f"{TOPIC} in sync")
+    topic_id = _metadata_topic_id(cluster.brokers[1].port)
+    old, joined = _coordinator_heartbeat(cluster, group, member_id, 0, [])
+    assert (joined.error_code, joined.member_id, joined.member_epoch) == (0, member_id, 1), joined
+    everything = [(topic_id, list(range(PARTITIONS)))]
+    assert [(bytes(tp.topic_id), sorted(tp.partitions))
+            for tp in joined.assignment.topic_partitions] == everything
+    assert _commit(cluster.brokers[old].port, group, member_id, 1) == ErrorCode.NONE
+
+    cluster.brokers[old].kill9()
+    new, again = _coordinator_heartbeat(cluster, group, member_id, 1, everything)
+    assert new != old
+    assert (again.error_code, again.member_epoch) == (ErrorCode.NONE, 1), again
+    assert _commit(cluster.brokers[new].port, group, member_id, 1) == ErrorCode.NONE
+    described = _described(cluster.brokers[new].port, group)
+    assert described.group_epoch == 1, described
+    assert [(m.member_id, m.member_epoch) for m in described.members] == [(member_id, 1)]
+
+
+#: the answers of a broker that is not (or not yet) the group's coordinator
+_MOVING = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+           ErrorCode.COORDINATOR_NOT_AVAILABLE}
+
+
+def _coordinator_heartbeat(cluster: Cluster, group: str, member_id: str, epoch: int,
+                           owned: list[tuple[bytes, list[int]]]) -> tuple[int, Any]:
+    """(node, answer): a heartbeat sent, as a member does, to the coordinator that
+    FindCoordinator names, again while that broker is not (yet) serving the group."""
+
+    def attempt() -> tuple[int, Any] | None:
+        port = next(b.port for b in cluster.brokers.values() if b.running)
+        client = BlockingClient(port)
+        try:
+            found = client.call(ApiKey.FIND_COORDINATOR, 3,
+                                FindCoordinatorRequest(key=group, key_type=0))
+        finally:
+            client.close()
+        broker = cluster.brokers.get(found.node_id)
+        if found.error_code != ErrorCode.NONE or broker is None or not broker.running:
+            return None
+        answer = _heartbeat(broker.port, group, member_id, epoch, owned)
+        return None if answer.error_code in _MOVING else (found.node_id, answer)
+
+    return wait_until(attempt, 60, f"a heartbeat served by {group}'s coordinator")
+
+
+def _heartbeat(port: int, group: str, member_id: str, epoch: int,
+               owned: list[tuple[bytes, list[int]]]) -> Any:
+    """A full ConsumerGroupHeartbeat v1, as a member sends one to a coordinator it has
+    just found."""
+    tps = ConsumerGroupHeartbeatRequest.TopicPartitions
+    client = BlockingClient(port)
+    try:
+        return client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id=member_id, member_epoch=epoch,
+            rebalance_timeout_ms=30_000, subscribed_topic_names=[TOPIC],
+            topic_partitions=[tps(topic_id=i, partitions=p) for i, p in owned]))
+    finally:
+        client.close()
+
+
+def _commit(port: int, group: str, member_id: str, epoch: int) -> int:
+    """OffsetCommit v9 of offset 1 of partition 0 with ``epoch``: its error code."""
+    client = BlockingClient(port)
+    try:
+        response = client.call(ApiKey.OFFSET_COMMIT, 9, OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=epoch, member_id=member_id,
+            group_instance_id=None, topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
+                name=TOPIC, partitions=[OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                    committed_metadata="")])]))
+    finally:
+        client.close()
+    [[partition]] = [t.partitions for t in response.topics]
+    return int(partition.error_code)
+
+
+def _described(port: int, group: str) -> Any:
+    client = BlockingClient(port)
+    try:
+        response = client.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, ConsumerGroupDescribeRequest(
+            group_ids=[group], include_authorized_operations=False))
+    finally:
+        client.close()
+    [described] = response.groups
+    assert described.error_code == ErrorCode.NONE, described
+    return described
 
 
 def test_coordinator_without_a_replica_of_the_topic_assigns_and_commits_it(cluster):

@@ -329,6 +329,47 @@ def test_records_replay_to_the_same_group():
     assert set(group.members) == {"a"}
 
 
+def _reloaded(sim: Sim) -> Sim:
+    """A second machine (a restart, or the new coordinator after a failover) that loaded
+    the group from the records the first one appended."""
+    replay = ConsumerReplay()
+    for key, value in sim.appended:
+        replay.apply(key, value)
+    other = Sim()
+    other.catalog = sim.catalog
+    [group] = replay.restore(0, other.catalog)
+    other.apply(other.machine.adopt(0, group))
+    return other
+
+
+def test_a_loaded_group_keeps_its_epoch_while_its_topics_are_unchanged():
+    """The group epoch record carries the subscribed topics' MetadataHash (Kafka 4.1):
+    a member heartbeating with its epoch to the coordinator that loaded the group keeps
+    that epoch, so its commits with it are accepted; topics changed meanwhile still
+    bump the epoch on that first heartbeat."""
+    sim = Sim()
+    sim.hb("a", 0)
+    sim.hb("b", 0)
+    kept = parts(sim.hb("a", 1, {"t": {0, 1, 2, 3}}))  # a revokes half
+    sim.hb("a", 1, {"t": kept})
+    sim.hb("b", 2, {})
+    assert {m: (x.epoch, x.state) for m, x in sim.group.members.items()} == \
+        {"a": (2, MemberState.STABLE), "b": (2, MemberState.STABLE)}
+    owned = {m: set(x.assigned["t"]) for m, x in sim.group.members.items()}
+
+    loaded = _reloaded(sim)
+    for member in ("a", "b"):
+        r = loaded.hb(member, 2, owned[member])
+        assert (r.error, r.member_epoch) == (ErrorCode.NONE, 2), r
+        assert loaded.machine.validate_commit("g", member, 2, 9) is None
+    assert loaded.group.group_epoch == 2
+
+    grown = _reloaded(sim)
+    grown.catalog.counts["t"] = 6  # while the group moved
+    r = grown.hb("a", 2, owned["a"])
+    assert r.member_epoch == 3 and grown.group.group_epoch == 3
+
+
 def test_deleting_a_group_only_when_empty():
     sim = Sim()
     sim.hb("a", 0)

@@ -15,6 +15,7 @@ from logserver.broker import Broker
 from logserver.config import load_config
 from logserver.groups import records as rec
 from logserver.groups import store as store_module
+from logserver.groups.consumer.machine import HeartbeatRequest
 from logserver.groups.coordinator import GroupCoordinator
 from logserver.groups.group import CommittedOffset, parse_subscription_topics
 from logserver.groups.store import OFFSETS_TOPIC, java_string_hash, kafka_partition_for
@@ -305,6 +306,58 @@ def test_cluster_mode_serves_only_the_partitions_it_loads(tmp_path):
         assert fetched(coordinator, mine)[tp][0] == 5
         error, group = coordinator.describe_group(mine)
         assert error == ErrorCode.NONE and group is not None and list(group.members) == [member]
+        await coordinator.close()
+        await broker.close()
+
+    asyncio.run(scenario())
+
+
+def test_cluster_mode_loads_and_unloads_consumer_protocol_groups(tmp_path):
+    """A KIP-848 group follows its ``__consumer_offsets`` partition: unloaded with it
+    (not served, not listed, no timers left) and back from its log when it is loaded
+    again, its member at the epoch it had, so that member's heartbeat and commit with
+    that epoch are accepted (Kafka's coordinator replays the group's records on load)."""
+
+    async def scenario() -> None:
+        broker = await open_broker(tmp_path / "data", **{"offsets.topic.num.partitions": 4})
+        assert await broker.groups.ensure_offsets_topic() is None
+        await broker.groups.close()
+        coordinator = broker.groups = GroupCoordinator(broker)
+        coordinator.start_partitioned()
+        group, where = "kip848-group", kafka_partition_for("kip848-group", 4)
+
+        async def load() -> None:
+            coordinator.load_partition(where)
+            for _ in range(200):
+                if coordinator.owned is not None and where in coordinator.owned:
+                    return
+                await asyncio.sleep(0.01)
+            raise AssertionError(f"partition {where} not loaded")
+
+        def heartbeat(epoch: int) -> HeartbeatRequest:
+            return HeartbeatRequest(group, "m1", epoch, rebalance_timeout_ms=30_000,
+                                    subscribed_names=["t"], owned={})
+
+        await load()
+        joined = await coordinator.consumer_group_heartbeat(heartbeat(0))
+        assert (joined.error, joined.member_epoch) == (ErrorCode.NONE, 1)
+        assert (await commit(coordinator, group, {("t", 0): 5}, coordinator.now_ms(),
+                             generation=1, member="m1"))[("t", 0)] == ErrorCode.NONE
+
+        coordinator.unload_partition(where)
+        assert coordinator.consumer.describe(group) is None
+        assert group not in [g for g, *_ in coordinator.list_groups([])[1]]
+        assert (await coordinator.consumer_group_heartbeat(heartbeat(1))).error == \
+            ErrorCode.NOT_COORDINATOR
+
+        await load()  # led here again: the group back from the log, epochs included
+        restored = coordinator.consumer.describe(group)
+        assert restored is not None and restored.group_epoch == 1
+        assert [(m.member_id, m.epoch) for m in restored.members.values()] == [("m1", 1)]
+        again = await coordinator.consumer_group_heartbeat(heartbeat(1))
+        assert (again.error, again.member_epoch) == (ErrorCode.NONE, 1)
+        assert (await commit(coordinator, group, {("t", 0): 6}, coordinator.now_ms(),
+                             generation=1, member="m1"))[("t", 0)] == ErrorCode.NONE
         await coordinator.close()
         await broker.close()
 

@@ -46,6 +46,7 @@ class ConsumerReplay:
                     group = groups[key.group_id] = ConsumerGroup(key.group_id, now_ms)
                 if key.record_type == rec.GROUP_METADATA:
                     group.group_epoch = value.epoch
+                    group.restored_metadata_hash = value.metadata_hash
                 else:
                     group.assignment_epoch = value.assignment_epoch
             else:

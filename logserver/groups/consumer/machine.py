@@ -412,8 +412,11 @@ class ConsumerGroups(DecisionMaker):
             n = catalog.partition_count(topic)
             if n:
                 counts[topic] = n
+        restored, group.restored_metadata_hash = group.restored_metadata_hash, None
         if counts != group.topic_partitions:
             group.topic_partitions = counts
+            if restored is not None and restored == rec.metadata_hash(counts, catalog.topic_id):
+                return  # loaded from the log: the topics are those its epoch was set with
             if not bumped:
                 self._bump(group, "the subscribed topics' partitions changed")
 
@@ -548,8 +551,9 @@ class ConsumerGroups(DecisionMaker):
             return out
 
         out = {
-            rec.key(rec.GROUP_METADATA, gid): rec.encode_value(
-                rec.GroupMetadataValue(epoch=group.group_epoch)),
+            rec.key(rec.GROUP_METADATA, gid): rec.encode_value(rec.GroupMetadataValue(
+                epoch=group.group_epoch,
+                metadata_hash=rec.metadata_hash(group.topic_partitions, catalog.topic_id))),
             rec.key(rec.TARGET_METADATA, gid): rec.encode_value(
                 rec.TargetMetadataValue(assignment_epoch=group.assignment_epoch)),
         }
@@ -599,6 +603,20 @@ class ConsumerGroups(DecisionMaker):
             self._arm_member_timers(group, member)
         return self._done()
 
+    def unload(self, group_ids: Iterable[str]) -> list[Decision]:
+        """Give up these groups: their ``__consumer_offsets`` partition is led elsewhere
+        now (Kafka's onUnloaded). Their member timers are cancelled; the new coordinator
+        restores them, epochs and assignments included, from the replicated log."""
+        self._out = []
+        for group_id in group_ids:
+            group = self.groups.pop(group_id, None)
+            if group is None:
+                continue
+            for member in group.members.values():
+                self._cancel(member.session_timer)
+                self._cancel(member.revocation_timer)
+        return self._done()
+
     # -- offsets and the other group APIs --------------------------------------------------
 
     def is_consumer_group(self, group_id: str) -> bool:
@@ -620,6 +638,8 @@ class ConsumerGroups(DecisionMaker):
         if version is not None and version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.epoch:
+            log.debug("group %s: commit of %s at epoch %d refused: member epoch %d",
+                      group_id, member_id, member_epoch, member.epoch)
             return ErrorCode.STALE_MEMBER_EPOCH
         return None
 

@@ -117,6 +117,9 @@ class ConsumerGroup:
         self.assignor: str | None = None  # the one used for the current target
         # partition counts of the subscribed topics the target was computed with
         self.topic_partitions: dict[str, int] = {}
+        # restored from the log: the MetadataHash of those counts (they are not stored),
+        # until the first heartbeat compares the topics of now with it
+        self.restored_metadata_hash: int | None = None
         # what ``__consumer_offsets`` holds for this group: key -> value
         self.persisted: dict[bytes, bytes] = {}
         # (topic names, regexes) the members subscribe to; None: to be recomputed

@@ -4,7 +4,8 @@ Kafka's coordinator persists a consumer group as several compacted records, and 
 we, with the same key types and value schemas (values are declared once, as data, with
 the codec's ``F(...)``; each value is an int16 version, 0, then a flexible body)::
 
-    3  ConsumerGroupMetadataKey(group)                   -> Epoch (the group epoch)
+    3  ConsumerGroupMetadataKey(group)                   -> Epoch (the group epoch),
+                                                            MetadataHash (tagged, 4.1+)
     5  ConsumerGroupMemberMetadataKey(group, member)     -> instance, rack, client, host,
                                                             subscriptions, timeout, assignor
     6  ConsumerGroupTargetAssignmentMetadataKey(group)   -> AssignmentEpoch
@@ -15,11 +16,20 @@ the codec's ``F(...)``; each value is an int16 version, 0, then a flexible body)
 Keys are Kafka's non-flexible layout (int16 type, int16-length strings). A removed
 member gets tombstones for its keys 5, 7 and 8; a deleted group for 3 and 6 as well.
 Partitions are written by topic id, as Kafka does.
+
+``MetadataHash`` (Kafka 4.1's KIP-1101, where it replaced the subscription metadata
+record of type 4) sums up the subscribed topics (id, name, partition count) the group's
+epoch was set with, so that a coordinator that loads the group (a restart, or a new
+coordinator after a failover) can tell whether they changed meanwhile instead of bumping
+the epoch on the first heartbeat. Ours is a BLAKE2b digest, not Kafka's Murmur3 one: only
+this broker compares it, and 0 (absent) never matches.
 """
 
 from __future__ import annotations
 
+import hashlib
 import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +62,12 @@ _TOPIC_PARTITIONS = common_struct(
     F("Partitions", "[]int32", "0+"),
 )
 
-GroupMetadataValue: Any = _value("ConsumerGroupMetadataValue", F("Epoch", "int32", "0+"))
+GroupMetadataValue: Any = _value(
+    "ConsumerGroupMetadataValue",
+    F("Epoch", "int32", "0+"),
+    # Kafka 4.1 (KIP-1101): the subscribed topics' metadata when the group epoch was set
+    F("MetadataHash", "int64", "0+", default=0, tag=0, tagged="0+"),
+)
 MemberMetadataValue: Any = _value(
     "ConsumerGroupMemberMetadataValue",
     F("InstanceId", "string", "0+", nullable="0+", default=None),
@@ -86,6 +101,19 @@ VALUE_TYPES: dict[int, type[Message]] = {
     TARGET_MEMBER: TargetMemberValue,
     CURRENT_MEMBER: CurrentMemberValue,
 }
+
+
+def metadata_hash(partition_counts: Mapping[str, int],
+                  topic_id: Callable[[str], bytes | None]) -> int:
+    """The ``MetadataHash`` of subscribed topics (name -> partition count); 0 for none."""
+    if not partition_counts:
+        return 0
+    digest = hashlib.blake2b(digest_size=8)
+    for name in sorted(partition_counts):
+        data = name.encode()
+        digest.update(_I16.pack(len(data)) + data + (topic_id(name) or bytes(16))
+                      + struct.pack(">i", partition_counts[name]))
+    return int.from_bytes(digest.digest(), "big", signed=True) or 1
 
 
 class RecordFormatError(ValueError):
