@@ -53,6 +53,13 @@ export PATH="$PWD/.venv/bin:$PATH"   # the console scripts (logserver, mqtt-brid
 "$PY" -c 'import kafka, aiokafka, confluent_kafka, pytest, pytest_timeout, xdist, aetcd' \
     || die "test dependencies not importable after pip install"
 
+# Byte-compile the tree once: every server, bridge, CLI call and worker process the tests
+# start imports ~600 modules, and where PYTHONDONTWRITEBYTECODE is set (as on CI) each of
+# them compiled this tree's modules from source again (about 0.3 s of CPU per server start,
+# a few thousand processes per run; docs/testing.md). Python still reads the .pyc files
+# and recompiles any whose source changed since.
+"$PY" -m compileall -q -j 0 kafkaproto logserver mqtt_bridge spark_examples tests >/dev/null
+
 log "ruff check ."
 "$PY" -m ruff check .
 

@@ -16,11 +16,12 @@ from typing import Any
 
 from logserver.cli_parser import SubcommandUsageParser
 
-from . import acl, configs, consume, group, produce, topic
-from . import cluster as cluster_cmd
 from .client import DEFAULT_BOOTSTRAP, Cluster
 from .errors import CliError
 
+# The command modules are imported by build_parser, not here: the broker imports
+# .consumer_protocol (DescribeGroups), which runs this file first, and every server's
+# start-up paid for the whole command-line tool.
 BOOTSTRAP_ENV = "LOGSERVER_BOOTSTRAP_SERVER"
 
 EPILOG = ("Exit codes: 0 done, 1 the server refused or failed the operation, 2 bad usage, "
@@ -50,6 +51,9 @@ class _Parser(SubcommandUsageParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import acl, configs, consume, group, produce, topic
+    from . import cluster as cluster_cmd
+
     parser = _Parser(prog="logserver",
                      description="Admin commands: talk to a running server (or any Kafka cluster).")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -18,7 +18,8 @@ def main(bootstrap: str, source: str, sink: str, group: str, txn_id: str) -> Non
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "isolation.level": "read_committed",
                          # a killed predecessor leaves the group after this, not after 45 s
-                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+                         # (the test's server allows sessions this short)
+                         "session.timeout.ms": 3000, "heartbeat.interval.ms": 300})
     consumer.subscribe([source])
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
                          "linger.ms": 2})

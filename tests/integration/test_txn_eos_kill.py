@@ -1,7 +1,10 @@
 """Exactly-once consume-transform-produce survives its own kill -9, repeatedly: a
 confluent-kafka worker (tests/helpers/eos_worker.py) is killed at random moments and
 restarted with the same transactional.id; in the end the output topic holds each input
-record's result exactly once (read_committed)."""
+record's result exactly once (read_committed). Each worker is killed once it has written a
+random number of records (mid-transaction or between transactions), not after a fixed
+sleep: a worker starts, waits out its killed predecessor's session and gets to work in a
+time no sleep can know on a loaded machine."""
 
 from __future__ import annotations
 
@@ -11,13 +14,18 @@ import sys
 import time
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
+from helpers.waiting import wait_until
 from test_txn_confluent import _consume_all, _create
 
 WORKER = Path(__file__).parents[1] / "helpers" / "eos_worker.py"
 KILLS = 5
 PER_ROUND = 80  # new input before each worker start, so every worker has work to die in
 INPUTS = PER_ROUND * (KILLS + 1)
+# The worker's consumer session (tests/helpers/eos_worker.py): a killed worker's group
+# membership ends after it, so the next worker's join waits that long. Kafka's floor
+# (group.min.session.timeout.ms, 6 s) is lowered for this server.
+SETTINGS = {"group.min.session.timeout.ms": 1000}
 
 
 def _wait_for_results(server, sink: str) -> list[bytes]:
@@ -28,9 +36,18 @@ def _wait_for_results(server, sink: str) -> list[bytes]:
     return out
 
 
-def test_eos_loop_killed_repeatedly_outputs_each_input_once(server, topic_name):
+def _written(watermarks: Consumer, sink: str) -> int:
+    """The sink's high watermarks added up: records and transaction markers written so far,
+    committed or not (a worker's output shows here before its transaction ends)."""
+    return sum(watermarks.get_watermark_offsets(TopicPartition(sink, p), timeout=10)[1]
+               for p in range(2))
+
+
+def test_eos_loop_killed_repeatedly_outputs_each_input_once(server_factory, topic_name):
+    server = server_factory(settings=SETTINGS)
     source, sink = f"{topic_name}-in", f"{topic_name}-out"
     _create(server, source, sink, partitions=2)
+    watermarks = Consumer({"bootstrap.servers": server.bootstrap, "group.id": f"w-{topic_name}"})
     plain = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 5})
     inputs = [str(i).encode() for i in range(INPUTS)]
 
@@ -47,7 +64,13 @@ def test_eos_loop_killed_repeatedly_outputs_each_input_once(server, topic_name):
             feed(round_)
             worker = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             processes.append(worker)
-            time.sleep(rng.uniform(5.0, 9.0))  # a random point in its work: not a wait for a condition
+            # A random point in its work: some of this round's 80 inputs written (each
+            # transaction takes at most 10, so the kill lands mid-work; 3 or more, as the
+            # abort markers of its predecessor's open transaction count too).
+            target = _written(watermarks, sink) + rng.randint(3, PER_ROUND // 2)
+            wait_until(lambda t=target, w=worker: _written(watermarks, sink) >= t or w.poll() is not None,
+                       90, f"worker {round_} to write its first records")
+            assert worker.poll() is None, f"worker {round_} exited ({worker.returncode})"
             worker.kill()  # SIGKILL, mid-transaction or between transactions
             worker.wait(10)
         assert _consume_all(server, sink, "read_uncommitted", quiet_s=1.0), "no worker got to work"
@@ -59,6 +82,7 @@ def test_eos_loop_killed_repeatedly_outputs_each_input_once(server, topic_name):
         worker.kill()
         worker.wait(10)
     finally:
+        watermarks.close()
         for process in processes:
             if process.poll() is None:
                 process.kill()
