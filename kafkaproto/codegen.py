@@ -22,6 +22,7 @@ import struct as _struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, Self
 
+from .code_cache import compiled
 from .errors import DecodeError, EncodeError, UnsupportedVersionError
 from .schema import (
     FIXED_FORMATS,
@@ -245,7 +246,7 @@ def _make_class(
         lines.append(f'    return "{name}()"')
     src = "\n".join(lines) + "\n"
     filename = f"<kafkaproto class {name}>"
-    exec(compile(src, filename, "exec"), ns)  # noqa: S102 - generated from declarations
+    exec(compiled(src, filename), ns)  # noqa: S102 - generated from declarations
     cls_ns: dict[str, Any] = {
         "__slots__": tuple(f.attr for f in fields),
         "__init__": ns["__init__"],
@@ -859,7 +860,7 @@ def _compile(cls: type[Message], version: int, kind: str) -> Callable[..., Any]:
     filename = f"<kafkaproto {cls.__name__} v{version} {kind}>"
     # Register the source so tracebacks through generated code show real lines.
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    exec(compile(src, filename, "exec"), gen.ns)  # noqa: S102 - generated from declarations
+    exec(compiled(src, filename), gen.ns)  # noqa: S102 - generated from declarations
     cls._sources[(version, kind)] = src
     logger.debug("compiled %s v%d %s (%d lines)", cls.__name__, version, kind, len(body))
     fn: Callable[..., Any] = gen.ns[kind]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from . import code_cache
 from .messages import ALL_APIS
 from .spec import ApiSpec
 
@@ -19,7 +20,8 @@ def precompile(versions: Mapping[int, tuple[int, int]] | None = None) -> int:
     Codecs are otherwise generated lazily, which costs the first request of
     each (API, version) about a millisecond. ``versions`` maps api key to the
     (min, max) range to prepare (e.g. what the server advertises); default:
-    every declared version of every API.
+    every declared version of every API. What had to be compiled is kept on disk
+    for the next process (:mod:`kafkaproto.code_cache`).
     """
     count = 0
     for key, spec in API_SPECS.items():
@@ -33,4 +35,5 @@ def precompile(versions: Mapping[int, tuple[int, int]] | None = None) -> int:
                 cls.encoder(version)
                 cls.decoder(version)
                 count += 2
+    code_cache.save()
     return count
