@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from commonlib.bridge_exit import EXIT_CANNOT_LISTEN, EXIT_USAGE
 from logserver.childproc import ChildProcess
 from logserver.restart_backoff import (
     FIRST_BACKOFF_SECONDS,
@@ -28,7 +29,6 @@ from logserver.restart_backoff import (
     RestartBackoff,
     describe_exit,
 )
-from mqtt_bridge.cli import EXIT_CANNOT_LISTEN, EXIT_USAGE
 
 log = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+from commonlib import logs
 from logserver.childproc import (
     HOST,
     ChildProcess,
@@ -32,7 +33,6 @@ from logserver.childproc import (
 from logserver.cluster.errors import etcd_client_missing
 from logserver.cluster.local_joined import StartInterrupted, seen_from, wait_until_joined
 from logserver.cluster.local_supervisor import Supervisor
-from mqtt_bridge import logs
 
 log = logging.getLogger(__name__)
 
