@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from commonlib.bridge_exit import EXIT_CANNOT_LISTEN, EXIT_USAGE
-from logserver.childproc import ChildProcess
+from commonlib.childproc import ChildProcess
 from logserver.restart_backoff import (
     FIRST_BACKOFF_SECONDS,
     MAX_BACKOFF_SECONDS,

@@ -7,7 +7,7 @@ directory; etcd is Debian's ``etcd`` binary with its data there too, unless
 "cluster up" is said once every broker has joined; a broker that dies later is reported
 and restarted with backoff while the others serve on (local_supervisor.py). Runs in the
 foreground until SIGTERM or Ctrl-C, then stops the brokers (each leaves the cluster
-cleanly) and etcd last, each by its pid (logserver.childproc).
+cleanly) and etcd last, each by its pid (commonlib.childproc).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from commonlib import logs
-from logserver.childproc import (
+from commonlib.childproc import (
     HOST,
     ChildProcess,
     ChildStartError,
