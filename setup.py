@@ -27,7 +27,6 @@ MYPYC_MODULES = [
     "mqtt_bridge/codec/topics.py",
     "mqtt_bridge/codec/decoder.py",
     "mqtt_bridge/codec/encoder.py",
-    "mqtt_bridge/murmur2.py",
     "mqtt_bridge/subscriptions.py",
 ]
 #: the build's shared library: mqtt_bridge/_compiled__mypyc, inside the package

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from logserver.childproc import ChildProcess
+from commonlib.childproc import ChildProcess
 
 from .progress import Progress
 from .targets import LogserverTarget

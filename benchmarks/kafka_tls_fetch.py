@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from logserver.childproc import HOST, can_connect, free_port, python_path_env
+from commonlib.childproc import HOST, can_connect, free_port, python_path_env
 
 TOPIC = "tls-bench"
 RECORD = 64 * 1024

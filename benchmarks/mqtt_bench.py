@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from logserver.childproc import HOST, ListeningChild, python_path_env
+from commonlib.childproc import HOST, ListeningChild, python_path_env
 from mqtt_bridge.compiled import PURE_ENV
 from mqtt_bridge.kafka_client import KafkaClient
 from mqtt_bridge.kafka_producer import Producer

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from logserver.childproc import REPO_ROOT, python_path_env
+from commonlib.childproc import REPO_ROOT, python_path_env
 
 log = logging.getLogger(__name__)
 

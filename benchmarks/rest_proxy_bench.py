@@ -33,7 +33,7 @@ from helpers.mqtt_client import MqttClient
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from logserver.childproc import free_port
+from commonlib.childproc import free_port
 
 from .mqtt_multi import start_bridges
 from .stats import Spread

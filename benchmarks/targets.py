@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from logserver.childproc import ChildStartError, ListeningChild, can_connect, free_port
+from commonlib.childproc import ChildStartError, ListeningChild, can_connect, free_port
 
 from .peers import PeerUnavailable, ensure_noida, ensure_tansu
 
@@ -131,7 +131,7 @@ class ExternalTarget(Target):
 class ProcessTarget(Target):
     """A server run as a child process on a free 127.0.0.1 port, its output to a log file.
 
-    The process itself is a :class:`logserver.childproc.ListeningChild` (the project's one
+    The process itself is a :class:`commonlib.childproc.ListeningChild` (the project's one
     process manager): started in its own session, stopped by its pid.
     """
 

@@ -21,14 +21,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from logserver.childproc import ChildProcess
+from commonlib.bridge_exit import EXIT_CANNOT_LISTEN, EXIT_USAGE
+from commonlib.childproc import ChildProcess
 from logserver.restart_backoff import (
     FIRST_BACKOFF_SECONDS,
     MAX_BACKOFF_SECONDS,
     RestartBackoff,
     describe_exit,
 )
-from mqtt_bridge.cli import EXIT_CANNOT_LISTEN, EXIT_USAGE
 
 log = logging.getLogger(__name__)
 

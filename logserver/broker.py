@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from commonlib.source_limits import LoginBackoff
 from logserver.config import Config
 from logserver.groups import GroupCoordinator
 from logserver.groups.consumer.machine import TopicCatalog
@@ -17,7 +18,6 @@ from logserver.partition_routing import LocalRouting, PartitionRouting
 from logserver.request_context import listener_name
 from logserver.security import authorizer_from_settings
 from logserver.security.credentials import CredentialStore
-from logserver.security.source_limits import LoginBackoff
 from logserver.security.store import ACL_FILE, AclStore
 from logserver.storage.api import Storage
 from logserver.transactions import TransactionCoordinator

@@ -13,12 +13,12 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from commonlib import logs
 from logserver.cluster.errors import etcd_client_missing
 from logserver.config import SETTINGS, ConfigError, env_name, load_config
 from logserver.kafka_settings import ALIASES, IGNORED
 from logserver.log.errors import CorruptLogError, DataDirError, LogDirLockedError
 from logserver.security.store import AclFileError
-from mqtt_bridge import logs
 
 log = logging.getLogger(__name__)
 

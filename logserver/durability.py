@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-from logserver.latency import LatencyHistogram
+from logserver.latency import latency_histogram
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class Durability:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = 0.0
         self.fsync_rounds = 0
-        self.flush_latency = LatencyHistogram()  # per flush round (admin /metrics)
+        self.flush_latency = latency_histogram()  # per flush round (admin /metrics)
 
     @property
     def mode(self) -> str:

@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from commonlib.tls_accept import HandshakeFailures
 from kafkaproto import FileRegion, RequestHeader, encode_response
 from logserver.close_connection import CloseConnection
 from logserver.framing import ServerFraming, Slot
@@ -36,7 +37,6 @@ from logserver.latency import RequestMetrics
 from logserver.request_budget import RequestBudget
 from logserver.security.session import RAW_TOKEN, ConnectionSecurity
 from logserver.security.tls import subject_dn
-from logserver.security.tls_accept import HandshakeFailures
 
 if TYPE_CHECKING:
     from logserver.dispatch import Dispatcher
@@ -131,7 +131,7 @@ class ConnectionStats:
         self.request_metrics = RequestMetrics()  # per API: count and latency (admin /metrics)
         self.limiter: ConnectionLimiter | None = None  # set by the server (logserver.limits)
         self.budget = RequestBudget(None)  # queued.max.request.bytes; set by the server
-        self.tls_failures = HandshakeFailures()  # failed TLS handshakes (security.tls_accept)
+        self.tls_failures = HandshakeFailures()  # failed TLS handshakes (commonlib.tls_accept)
 
     @property
     def in_flight(self) -> int:

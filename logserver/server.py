@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from commonlib.tls_accept import tls_accepting
 from kafkaproto import precompile
 from logserver.admin.http import AdminServer
 from logserver.admin.state import AdminState
@@ -25,7 +26,6 @@ from logserver.network import ConnectionStats, connection_factory
 from logserver.request_budget import RequestBudget
 from logserver.rest.app import RestProxyServer
 from logserver.security.listeners import ListenerSecurity, https_context, listener_security
-from logserver.security.tls_accept import tls_accepting
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from logserver.admin.host_check import HostCheck
-
-from .latency import LatencyHistogram
+from commonlib.host_check import HostCheck
+from commonlib.latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +84,7 @@ class BridgeCollector(Collector):
 def build_app(snapshot: Snapshot, devices: Devices = list,
               puback: LatencyHistogram | None = None, host: str = "127.0.0.1") -> web.Application:
     """The bridge's admin API; like the server's, it answers only to its own host names
-    (logserver/admin/host_check.py: no DNS rebinding)."""
+    (commonlib/host_check.py: no DNS rebinding)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BridgeCollector(snapshot, puback))
 

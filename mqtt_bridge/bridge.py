@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from commonlib.source_limits import ConnectionRate, LoginBackoff
+from commonlib.tls_accept import HandshakeFailures, tls_accepting
 from kafkaproto.records import Record
-from logserver.security.source_limits import ConnectionRate, LoginBackoff  # stdlib-only
-from logserver.security.tls_accept import HandshakeFailures, tls_accepting  # stdlib-only helper
 
 from .acl import AclFile, Authorizer, Identity, IdentityBinding
 from .auth import Credentials
@@ -35,7 +35,7 @@ from .connection import Connection, FlushQueue
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .kafka_fetcher import LATEST, Fetcher
 from .kafka_producer import Producer, headers_size
-from .latency import LatencyHistogram
+from .latency import puback_histogram
 from .mapping import ROUTE_CACHE_SIZE, Mapping, UplinkTopics, valid_kafka_topic
 from .record_headers import property_headers, record_properties, user_property_header
 from .retained_log import RetainedLog
@@ -165,7 +165,7 @@ class Bridge:
         self.retained = RetainedStore(config.max_retained_messages, config.max_retained_bytes)
         self.stats = Stats()
         #: PUBLISH (QoS 1/2) received -> its PUBACK/PUBREC written (the log write between)
-        self.puback_latency = LatencyHistogram()
+        self.puback_latency = puback_histogram()
         self.uplink_topics: set[str] = set()
         #: MQTT topic -> (client id, the uplink record's headers for the two)
         #: MQTT topic -> (client id, its two record headers, their size for the producer)

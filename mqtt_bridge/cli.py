@@ -16,7 +16,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from . import logs
+from commonlib import logs
+from commonlib.bridge_exit import EXIT_CANNOT_LISTEN
+
 from .auth import hash_password
 from .config import BridgeConfig
 from .mapping import DEFAULT_DOWNLINK, DEFAULT_UPLINK, Mapping, RuleError
@@ -25,9 +27,6 @@ if TYPE_CHECKING:
     from .bridge import Bridge
 
 log = logging.getLogger(__name__)
-
-EXIT_USAGE = 2  # argparse's own code for bad arguments
-EXIT_CANNOT_LISTEN = 3  # the MQTT port cannot be bound: a supervisor must not retry
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -30,10 +30,10 @@ from typing import Any
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.client import RetryPolicy
 from kafkaproto.messages import InitProducerIdRequest, ProduceRequest
+from kafkaproto.murmur2 import partition_for
 from kafkaproto.records import build_batch
 
 from .kafka_client import BrokerConnection, KafkaClient, KafkaError, TopicPartition
-from .murmur2 import partition_for
 
 log = logging.getLogger(__name__)
 

@@ -37,12 +37,12 @@ from kafkaproto.messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
+from kafkaproto.murmur2 import partition_for
 from kafkaproto.records import Record
 
 from .compacted import ensure_compacted_topic, read_records
 from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .kafka_producer import Producer
-from .murmur2 import partition_for
 from .session_owners import Marker, SessionOwners, Verdict
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ session and protocol code serves both: binary messages become ``data_received`` 
 (MQTT packets need not align with WebSocket messages, the packet reader reassembles),
 and each batch the connection writes goes out as one binary message. aiohttp does the
 HTTP upgrade, framing, masking and ping/pong. TLS (``--wss-listen``) runs its handshake
-through ``logserver.security.tls_accept`` like the MQTT TLS listener, so failed
+through ``commonlib.tls_accept`` like the MQTT TLS listener, so failed
 handshakes are logged (rate-limited) and counted in ``mqtt_tls_handshake_failures_total``
 too (aiohttp's own TLS site drops them silently).
 
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from logserver.security.tls_accept import HandshakeFailures, tls_accepting  # stdlib-only helper
+from commonlib.tls_accept import HandshakeFailures, tls_accepting
 
 from .connection import Connection
 from .ws_origin import OriginCheck

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-from logserver.admin.host_check import HostCheck, host_name
+from commonlib.host_check import HostCheck, host_name
 
 
 def _origin(text: str) -> str:

@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from types import FrameType
 
-from logserver.childproc import ListeningChild
+from commonlib.childproc import ListeningChild
 from spark_examples import common, procs, simulate
 from spark_examples.session import (
     ENV_JARS,

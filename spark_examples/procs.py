@@ -1,4 +1,4 @@
-"""The demo's child processes (logserver, mqtt-bridge), managed by :mod:`logserver.childproc`.
+"""The demo's child processes (logserver, mqtt-bridge), managed by :mod:`commonlib.childproc`.
 
 Every child listens on 127.0.0.1 only, on a port that was free a moment before, in its
 own session (so a terminal Ctrl-C reaches the demo, which then stops the children in
@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from commonlib.childproc import HOST, ListeningChild, free_port
 from logserver.bridge_process import bridge_command
-from logserver.childproc import HOST, ListeningChild, free_port
 
 __all__ = ["HOST", "bridge_available", "logserver", "mqtt_bridge"]
 

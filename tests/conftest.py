@@ -20,7 +20,7 @@ import shutil
 import pytest
 from helpers.serverproc import ServerProcess
 
-from logserver import childproc
+from commonlib import childproc
 
 _SERVERS_KEY = pytest.StashKey[list]()
 _counter = itertools.count()

@@ -66,7 +66,7 @@ export PATH="$PWD/.venv/bin:$PATH"   # the console scripts (logserver, mqtt-brid
 log "ruff check ."
 "$PY" -m ruff check .
 
-log "mypy (kafkaproto, logserver, mqtt_bridge)"
+log "mypy (kafkaproto, commonlib, logserver, mqtt_bridge)"
 "$PY" -m mypy
 
 # Parallel: the tests mostly wait on servers, clients and the network, so more workers

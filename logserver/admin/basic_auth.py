@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from logserver.admin.host_check import Handler
+from commonlib.host_check import Handler
 from logserver.admin.state import AdminState
 from logserver.security import http_basic
 

@@ -13,9 +13,9 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from commonlib.host_check import Handler, HostCheck
 from logserver.admin import console, dashboard, metrics, views
 from logserver.admin.basic_auth import BasicAuth
-from logserver.admin.host_check import Handler, HostCheck
 from logserver.admin.rates import RecentRates
 from logserver.admin.state import AdminState
 from logserver.admin.visibility import Visibility

@@ -30,9 +30,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from commonlib.latency import LatencyHistogram
 from kafkaproto import ApiKey
 from logserver.admin import metrics_cluster, views
-from logserver.latency import BUCKETS, LatencyHistogram
 
 if TYPE_CHECKING:
     from logserver.admin.state import AdminState
@@ -94,7 +94,7 @@ class BrokerCollector(Collector):
 def _ms_buckets(histogram: LatencyHistogram) -> list[tuple[str, float]]:
     """The histogram's cumulative buckets with their bounds in milliseconds (Kafka's
     ``...TimeMs`` timers are in ms)."""
-    bounds = [repr(round(b * 1000, 6)) for b in BUCKETS] + ["+Inf"]
+    bounds = [repr(round(b * 1000, 6)) for b in histogram.bounds] + ["+Inf"]
     return [(bound, count) for bound, (_, count) in
             zip(bounds, histogram.cumulative(), strict=True)]
 

@@ -19,8 +19,8 @@ from kafkaproto import ApiKey
 from kafkaproto.batch import Compression
 from kafkaproto.client import RetryPolicy
 from kafkaproto.messages import ProduceRequest
+from kafkaproto.murmur2 import partition_for
 from kafkaproto.records import Header, build_batch
-from mqtt_bridge.murmur2 import partition_for
 
 from .client import Cluster
 from .errors import CliError, kafka_error

@@ -7,7 +7,7 @@ directory; etcd is Debian's ``etcd`` binary with its data there too, unless
 "cluster up" is said once every broker has joined; a broker that dies later is reported
 and restarted with backoff while the others serve on (local_supervisor.py). Runs in the
 foreground until SIGTERM or Ctrl-C, then stops the brokers (each leaves the cluster
-cleanly) and etcd last, each by its pid (logserver.childproc).
+cleanly) and etcd last, each by its pid (commonlib.childproc).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import threading
 import time
 from pathlib import Path
 
-from logserver.childproc import (
+from commonlib import logs
+from commonlib.childproc import (
     HOST,
     ChildProcess,
     ChildStartError,
@@ -32,7 +33,6 @@ from logserver.childproc import (
 from logserver.cluster.errors import etcd_client_missing
 from logserver.cluster.local_joined import StartInterrupted, seen_from, wait_until_joined
 from logserver.cluster.local_supervisor import Supervisor
-from mqtt_bridge import logs
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from commonlib.childproc import ChildProcess, ChildStartError
 from logserver.admin_cli.client import Cluster
 from logserver.admin_cli.errors import CliError
-from logserver.childproc import ChildProcess, ChildStartError
 from logserver.cluster.local_supervisor import start_error_line
 
 POLL_S = 0.2

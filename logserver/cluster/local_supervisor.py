@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from logserver.childproc import ChildProcess
+from commonlib.childproc import ChildProcess
 from logserver.restart_backoff import RestartBackoff, describe_exit
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from commonlib.host_check import HostCheck
 from kafkaproto import ErrorCode
-from logserver.admin.host_check import HostCheck
 from logserver.config import Listener
 from logserver.groups import INTERNAL_TOPICS
 from logserver.http_sites import serve

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ErrorCode
+from kafkaproto.murmur2 import partition_for
 from kafkaproto.records import Header, build_batch
 from logserver.rest import forward, kafka_calls
 from logserver.rest.errors import (
@@ -27,7 +28,6 @@ from logserver.rest.errors import (
 )
 from logserver.rest.formats import encode, parse_headers
 from logserver.topic_config import TopicConfig
-from mqtt_bridge.murmur2 import partition_for
 
 if TYPE_CHECKING:
     from logserver.broker import Broker

@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from commonlib.latency import LatencyHistogram
 from kafkaproto import FileRegion
 from logserver.broker_overrides import BrokerOverrides
-from logserver.latency import LatencyHistogram
 from logserver.log.errors import InvalidTopicError, TopicExistsError, UnknownTopicOrPartitionError
 from logserver.topic_config import InvalidConfigError, TopicConfig
 

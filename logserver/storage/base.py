@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from commonlib.latency import LatencyHistogram
 from kafkaproto import ErrorCode
 from logserver.broker_overrides import BrokerOverrides
-from logserver.latency import LatencyHistogram
 from logserver.partition import Partition
 from logserver.storage.api import (
     EARLIEST,

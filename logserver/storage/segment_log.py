@@ -17,13 +17,13 @@ import shutil
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
+from commonlib.latency import LatencyHistogram
 from kafkaproto.batch import Compression, parse_header
 from logserver.broker_overrides import BrokerOverrides
 from logserver.cleaner_schedule import run_cleaner
 from logserver.cluster_meta import load_or_create_cluster_id, read_cluster_id
 from logserver.config import Config
 from logserver.durability import Durability
-from logserver.latency import LatencyHistogram
 from logserver.log.errors import UnknownTopicOrPartitionError
 from logserver.log.log import Log
 from logserver.log.manager import LogManager, TopicInfo

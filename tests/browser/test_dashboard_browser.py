@@ -25,7 +25,7 @@ from helpers.serverproc import ServerProcess
 from helpers.waiting import wait_until
 from playwright.sync_api import Page, sync_playwright
 
-from logserver.childproc import HOST, can_connect, free_port
+from commonlib.childproc import HOST, can_connect, free_port
 
 pytestmark = pytest.mark.timeout(180)
 

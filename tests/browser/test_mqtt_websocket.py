@@ -28,7 +28,7 @@ from kafka import KafkaProducer
 from playwright.sync_api import sync_playwright
 from test_mqtt_bridge import read_topic
 
-from logserver.childproc import HOST, can_connect, free_port
+from commonlib.childproc import HOST, can_connect, free_port
 
 pytestmark = pytest.mark.timeout(120)
 

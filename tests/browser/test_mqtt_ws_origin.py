@@ -22,7 +22,7 @@ from helpers.mqtt_procs import BridgeProcess
 from helpers.waiting import wait_until
 from playwright.sync_api import sync_playwright
 
-from logserver.childproc import HOST, can_connect, free_port
+from commonlib.childproc import HOST, can_connect, free_port
 
 pytestmark = pytest.mark.timeout(120)
 FOREIGN = "attacker.test"  # resolved to 127.0.0.1 by the browser only (--host-resolver-rules)

@@ -28,7 +28,7 @@ from test_mqtt_takeover import SESSION_TAKEN_OVER
 from test_mqtt_takeover import Device as TakeoverDevice
 from test_mqtt_takeover import start_bridge as takeover_bridge
 
-from mqtt_bridge.murmur2 import partition_for
+from kafkaproto.murmur2 import partition_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -19,7 +19,7 @@ from helpers.clusterprocs import own_metadata, stored_cluster_id
 from helpers.serverproc import HOST, can_connect
 from helpers.waiting import wait_until
 
-from logserver.childproc import ChildProcess, free_port_run, python_path_env
+from commonlib.childproc import ChildProcess, free_port_run, python_path_env
 
 pytestmark = pytest.mark.slow
 

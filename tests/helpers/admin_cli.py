@@ -7,7 +7,7 @@ import subprocess
 import sys
 from typing import Any
 
-from logserver.childproc import REPO_ROOT, python_path_env
+from commonlib.childproc import REPO_ROOT, python_path_env
 
 
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 ``EtcdProcess`` runs Debian's ``/usr/bin/etcd`` (tests/run.sh installs etcd-server) on
 free ports with its own data directory; ``Cluster`` starts N ``logserver`` processes
-joined through it. Every process is stopped by its own pid (logserver.childproc).
+joined through it. Every process is stopped by its own pid (commonlib.childproc).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
+from commonlib.childproc import HOST, ListeningChild, free_port
 from helpers.kafkaclient import BlockingClient
 from helpers.serverproc import ServerProcess
 from helpers.waiting import wait_until
 from kafkaproto import ApiKey
 from kafkaproto.messages import MetadataRequest
-from logserver.childproc import HOST, ListeningChild, free_port
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 JOIN_TIMEOUT_S = 60.0  # a broker listens once it has joined the cluster

@@ -1,6 +1,6 @@
 """mqtt-bridge and mosquitto as child processes on 127.0.0.1, for tests and benchmarks.
 
-Managed by :mod:`logserver.childproc`: each is stopped by its pid (SIGTERM, then SIGKILL),
+Managed by :mod:`commonlib.childproc`: each is stopped by its pid (SIGTERM, then SIGKILL),
 by an ``atexit`` hook, and by the kernel if the parent dies (``PR_SET_PDEATHSIG``).
 """
 
@@ -11,8 +11,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from commonlib.childproc import HOST, ListeningChild
 from logserver.bridge_process import bridge_command
-from logserver.childproc import HOST, ListeningChild
 
 __all__ = ["HOST", "BridgeProcess", "MosquittoProcess", "SharedPortBridge"]
 

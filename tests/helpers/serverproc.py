@@ -1,6 +1,6 @@
 """Run the real ``logserver`` as a subprocess for integration tests.
 
-Only ever on 127.0.0.1. The process is managed by :mod:`logserver.childproc` (the one
+Only ever on 127.0.0.1. The process is managed by :mod:`commonlib.childproc` (the one
 process manager): stopped by its pid by the pytest fixtures' finalizers, by an
 ``atexit`` hook, and (Linux) by the kernel when the test runner dies.
 """
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from logserver.childproc import (
+from commonlib.childproc import (
     HOST,
     REPO_ROOT,
     ChildStartError,

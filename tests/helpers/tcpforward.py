@@ -17,7 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
-from logserver.childproc import HOST, ListeningChild
+from commonlib.childproc import HOST, ListeningChild
 
 
 class TcpForwarder(ListeningChild):

@@ -53,7 +53,7 @@ def test_admin_allowed_hosts_adds_names(server_factory):
 def test_the_bridges_admin_api_refuses_a_foreign_host_name(server, tmp_path, request):
     from helpers.mqtt_procs import BridgeProcess
 
-    from logserver.childproc import HOST, free_port
+    from commonlib.childproc import HOST, free_port
 
     admin = free_port()
     bridge = BridgeProcess(server.bootstrap, tmp_path / "bridge.log", "--admin-listen",

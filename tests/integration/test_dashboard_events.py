@@ -13,7 +13,7 @@ import pytest
 from helpers.mqtt_procs import HOST, BridgeProcess
 from test_dashboard_cluster import events
 
-from logserver.childproc import free_port
+from commonlib.childproc import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -70,7 +70,7 @@ def test_devices_stay_visible_over_a_bridge_restart(server_factory) -> None:
     import signal
     import time
 
-    from logserver.childproc import can_connect
+    from commonlib.childproc import can_connect
 
     mqtt_port = free_port()
     server = server_factory(extra_args=["--mqtt-bridge", f"{HOST}:{mqtt_port}"])

@@ -16,7 +16,7 @@ import pytest
 from helpers.clienthelpers import create_topic, kp_producer
 from helpers.waiting import wait_until
 
-from logserver.childproc import ChildProcess
+from commonlib.childproc import ChildProcess
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 

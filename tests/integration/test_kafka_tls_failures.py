@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 from helpers.kafkasec import Pki, start_secure_server, tls_settings
 
-from logserver.security.tls_accept import LOG_LINES, HandshakeFailures
+from commonlib.tls_accept import LOG_LINES, HandshakeFailures
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -109,7 +109,7 @@ def test_log_lines_per_window_and_the_summary_of_what_was_not_logged(caplog):
     now = [0.0]
     failures = HandshakeFailures(lines=2, window_s=60.0, clock=lambda: now[0])
     error = OSError("boom")
-    with caplog.at_level("WARNING", logger="logserver.security.tls_accept"):
+    with caplog.at_level("WARNING", logger="commonlib.tls_accept"):
         for _ in range(5):
             failures.record("SSL", "127.0.0.1:1", error)
         now[0] = 61.0

@@ -12,7 +12,7 @@ import pytest
 from helpers.mqtt_procs import BridgeProcess
 from helpers.serverproc import HOST, free_port
 
-from logserver.childproc import can_connect
+from commonlib.childproc import can_connect
 
 pytestmark = [pytest.mark.timeout(120)]
 

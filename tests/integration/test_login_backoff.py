@@ -17,7 +17,7 @@ from helpers.serverproc import HOST, free_port
 from helpers.waiting import wait_until
 from test_kafka_sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, add_user
 
-from logserver.security.source_limits import ConnectionRate, LoginBackoff
+from commonlib.source_limits import ConnectionRate, LoginBackoff
 
 pytestmark = pytest.mark.timeout(120)
 OTHER = "127.0.0.2"  # a second loopback address: another client

@@ -17,7 +17,7 @@ import pytest
 from helpers.serverproc import HOST, REPO_ROOT, ServerProcess, free_port
 from helpers.waiting import wait_until
 
-from logserver.childproc import can_connect
+from commonlib.childproc import can_connect
 
 pytestmark = [pytest.mark.timeout(180)]
 

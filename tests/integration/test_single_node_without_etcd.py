@@ -11,7 +11,7 @@ import sys
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
-from logserver.childproc import python_path_env
+from commonlib.childproc import python_path_env
 
 # Python stops at sys.modules[...] = None: `import aetcd` raises ImportError, as where
 # the package is not installed.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
+from kafkaproto.murmur2 import murmur2, partition_for
 from mqtt_bridge.codec import (
     MQTT_5,
     Ack,
@@ -26,7 +27,6 @@ from mqtt_bridge.codec import (
 )
 from mqtt_bridge.codec.topics import TopicError, filters_overlap
 from mqtt_bridge.mapping import DEFAULT_DOWNLINK, DEFAULT_UPLINK, Mapping, RuleError, UplinkRule
-from mqtt_bridge.murmur2 import murmur2, partition_for
 from mqtt_bridge.subscriptions import SubscriptionIndex
 
 

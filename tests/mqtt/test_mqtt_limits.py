@@ -21,7 +21,7 @@ from helpers.mqtt_procs import BridgeProcess
 from kafka import KafkaProducer
 from test_mqtt_security import wait_for_counters
 
-from logserver.childproc import HOST
+from commonlib.childproc import HOST
 from mqtt_bridge.codec import Connect, PacketReader, PacketType, Pingreq, Publish, Reason, encode
 
 pytestmark = pytest.mark.timeout(120)

@@ -289,7 +289,7 @@ def test_logserver_supervised_bridge_kill9_mid_qos2_keeps_session_and_one_record
 
     from helpers.serverproc import free_port
 
-    from logserver.childproc import can_connect
+    from commonlib.childproc import can_connect
 
     port = free_port()
     server = server_factory(extra_args=["--mqtt-bridge", f"{HOST}:{port}"])

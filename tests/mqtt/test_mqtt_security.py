@@ -29,7 +29,7 @@ from helpers.tlscerts import CertAuthority, Pem
 from kafka import KafkaConsumer, KafkaProducer
 from test_mqtt_bridge import read_topic
 
-from logserver.childproc import HOST, free_port
+from commonlib.childproc import HOST, free_port
 from mqtt_bridge.codec import Will
 
 pytestmark = pytest.mark.timeout(180)

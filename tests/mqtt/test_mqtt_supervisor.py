@@ -16,7 +16,7 @@ from helpers.clienthelpers import kp_read
 from helpers.mqtt_client import MqttClient
 from helpers.serverproc import HOST, ServerProcess, free_port
 
-from logserver.childproc import can_connect
+from commonlib.childproc import can_connect
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 

@@ -15,7 +15,7 @@ from helpers.mqtt_procs import BridgeProcess
 from helpers.tlscerts import CertAuthority
 from prometheus_client.parser import text_string_to_metric_families
 
-from logserver.childproc import HOST, free_port
+from commonlib.childproc import HOST, free_port
 
 pytestmark = pytest.mark.timeout(120)
 

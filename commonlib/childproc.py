@@ -1,7 +1,8 @@
 """Child processes on 127.0.0.1: started in their own session, tied to our life, stopped by pid.
 
-The one process manager of the project: the ``--mqtt-bridge`` supervisor, the Spark demo,
-the tests and the benchmarks all start their children through it. A child is stopped by
+The one process manager of the project: the ``--mqtt-bridge`` supervisor, ``logserver
+cluster up`` (brokers, etcd), the Spark demo, the tests and the benchmarks all start their
+children through it (programs use it, so it is installed, not test tooling). A child is stopped by
 its own pid (its stop signal, then SIGKILL after a grace period), by an ``atexit`` hook,
 and on Linux by the kernel when the thread that started it dies (``PR_SET_PDEATHSIG``),
 so nothing is left behind. Ports come from :func:`free_port`.
@@ -28,6 +29,8 @@ from typing import IO
 log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
+#: The tree holding our packages (a checkout, or site-packages when installed): children
+#: get it first on PYTHONPATH, so they run the same code as we do.
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 _LIVE: set[ChildProcess] = set()

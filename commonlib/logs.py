@@ -4,8 +4,8 @@ lines (one object per record, ``extra`` fields included) for log collectors.
 
 The bridge child writes to the same stderr as the server, so both must speak the same
 format for one collector to read the stream: ``logserver --log-format`` is handed to
-the child, and both call :func:`setup` from here. This module lives in ``mqtt_bridge``
-because the bridge runs without the server; the server already depends on the bridge.
+the child, and both call :func:`setup` from here (``commonlib``: neither program
+imports the other).
 """
 
 from __future__ import annotations

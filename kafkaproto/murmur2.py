@@ -1,7 +1,9 @@
 """Kafka's default partitioner: murmur2 of the key bytes, exactly as the Java client.
 
 ``partition_for(key, n)`` equals Java's ``Utils.toPositive(Utils.murmur2(key)) % n``,
-so records the bridge writes land where a Java/kafka-python producer would put them.
+so records the MQTT bridge, the REST Proxy and ``logserver produce`` write land where a
+Java/kafka-python producer would put them. Protocol, not either program's: it lives here
+so that ``logserver`` and ``mqtt_bridge`` share it without importing each other.
 """
 
 from __future__ import annotations
