@@ -29,9 +29,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from helpers.clusterprocs import Cluster
-from helpers.serverproc import HOST, ServerProcess, free_port
+from helpers.sasl_cluster import MECHANISM, add_sasl_listeners
+from helpers.serverproc import HOST
 from helpers.waiting import wait_until
-from test_cluster_security import MECHANISM, add_user
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -42,21 +42,7 @@ TOPIC, GROUP, N, COMMITTED = "watched", "watchers", 20, 5
 @pytest.fixture
 def secured(tmp_path, etcd):
     nodes = Cluster(tmp_path, etcd, 3, **{"default.replication.factor": 3})
-    sasl_ports: dict[int, int] = {}
-    for node, plain in list(nodes.brokers.items()):
-        assert plain.data_dir is not None
-        for user, password in USERS.items():
-            add_user(plain.data_dir, user, password)
-        port, sasl = free_port(), free_port()
-        sasl_ports[node] = sasl
-        nodes.brokers[node] = ServerProcess(plain.data_dir, port=port, settings={
-            **plain.settings,
-            "listeners": f"PLAINTEXT://{HOST}:{port},SASL_PLAINTEXT://{HOST}:{sasl}",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": MECHANISM,
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": "User:admin",
-            "admin.require.auth": "true"})
+    sasl_ports = add_sasl_listeners(nodes, "User:admin", USERS, **{"admin.require.auth": "true"})
     nodes.sasl_ports = sasl_ports  # type: ignore[attr-defined]
     try:
         yield nodes.start()

@@ -129,14 +129,7 @@ def _metadata_topic_id(port: int) -> bytes:
 def _described_topic_ids(port: int) -> set[bytes]:
     """Every topic id in the coordinator's ConsumerGroupDescribe of the group (members'
     current and target assignments)."""
-    client = BlockingClient(port)
-    try:
-        response = client.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, ConsumerGroupDescribeRequest(
-            group_ids=[GROUP], include_authorized_operations=False))
-    finally:
-        client.close()
-    [group] = response.groups
-    assert group.error_code == ErrorCode.NONE, group
+    group = _described(port, GROUP)
     ids = set()
     for member in group.members:
         for assignment in (member.assignment, member.target_assignment):

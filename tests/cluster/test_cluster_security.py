@@ -12,7 +12,6 @@ broker's SASL address (the listener the client came in on), not the inter-broker
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import (
@@ -26,7 +25,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 from helpers.clusterprocs import Cluster
 from helpers.kafkaclient import BlockingClient
-from helpers.serverproc import HOST, ServerProcess, free_port, run_cli
+from helpers.sasl_cluster import MECHANISM, add_sasl_listeners
+from helpers.serverproc import HOST
 from helpers.waiting import wait_until
 
 from kafkaproto import ApiKey, ErrorCode
@@ -37,35 +37,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 USERS = {"alice": "alice-secret", "mallory": "mallory-secret"}
 TOPIC = "secured"
-MECHANISM = "SCRAM-SHA-256"
-
-
-def add_user(data_dir: Path, user: str, password: str) -> None:
-    secret = data_dir.parent / f"{data_dir.name}-{user}.pw"
-    secret.write_text(password + "\n")
-    proc = run_cli(["scram", "add", "--data-dir", str(data_dir), "--user", user,
-                    "--mechanism", MECHANISM, "--password-file", str(secret)])
-    assert proc.returncode == 0, proc.stderr
-
-
 @pytest.fixture
 def secured(tmp_path, etcd):
     nodes = Cluster(tmp_path, etcd, 3, **{"min.insync.replicas": 2,
                                           "default.replication.factor": 3})
-    sasl_ports: dict[int, int] = {}
-    for node, plain in list(nodes.brokers.items()):
-        assert plain.data_dir is not None
-        for user, password in USERS.items():
-            add_user(plain.data_dir, user, password)
-        port, sasl = free_port(), free_port()
-        sasl_ports[node] = sasl
-        nodes.brokers[node] = ServerProcess(plain.data_dir, port=port, settings={
-            **plain.settings,
-            "listeners": f"PLAINTEXT://{HOST}:{port},SASL_PLAINTEXT://{HOST}:{sasl}",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": MECHANISM,
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": "User:ANONYMOUS"})
+    sasl_ports = add_sasl_listeners(nodes, "User:ANONYMOUS", USERS)
     nodes.sasl_ports = sasl_ports  # type: ignore[attr-defined]
     try:
         yield nodes.start()

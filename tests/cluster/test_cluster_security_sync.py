@@ -27,29 +27,18 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from helpers.clusterprocs import Cluster
-from helpers.serverproc import HOST, ServerProcess, free_port
+from helpers.sasl_cluster import MECHANISM, add_sasl_listeners
+from helpers.serverproc import HOST
 from helpers.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-MECHANISM = "SCRAM-SHA-256"
 
 
 @pytest.fixture
 def secured(tmp_path, etcd):
     nodes = Cluster(tmp_path, etcd, 3, **{"default.replication.factor": 3})
-    sasl_ports: dict[int, int] = {}
-    for node, plain in list(nodes.brokers.items()):
-        assert plain.data_dir is not None
-        port, sasl = free_port(), free_port()
-        sasl_ports[node] = sasl
-        nodes.brokers[node] = ServerProcess(plain.data_dir, port=port, settings={
-            **plain.settings,
-            "listeners": f"PLAINTEXT://{HOST}:{port},SASL_PLAINTEXT://{HOST}:{sasl}",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": MECHANISM,
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": "User:ANONYMOUS"})
+    sasl_ports = add_sasl_listeners(nodes, "User:ANONYMOUS")
     nodes.sasl_ports = sasl_ports  # type: ignore[attr-defined]
     try:
         yield nodes.start()
