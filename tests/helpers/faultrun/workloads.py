@@ -225,7 +225,10 @@ class TxnProducer(Worker):
                     return self._record(number, sent_offset, ABORTED)
                 except KafkaException as again:
                     self.error(f"abort: {again.args[0].name()}")
-            # fatal (or abort impossible): the outcome is the coordinator's to decide
+            # fatal, stuck (retried past STUCK_AFTER_S) or abort impossible: the outcome
+            # is the coordinator's to decide; a new producer fences this one
+            if err.retriable() and not err.txn_requires_abort():
+                self.error(f"{step}: stuck ({err.name()} for {STUCK_AFTER_S:.0f} s): new producer")
             self._record(number, sent_offset, UNKNOWN)
             return None
 
@@ -242,16 +245,30 @@ class _Stopped(Exception):
     pass
 
 
-def _retrying(call: Any, worker: Worker, attempts: int = 30) -> None:
+#: How long one transactional call is retried before its producer counts as stuck.
+#: With librdkafka 2.16, once the TxnOffsetCommit a send_offsets_to_transaction had
+#: queued for the group coordinator failed with _DESTROY_BROKER (that broker, cut off
+#: past its session, had left the brokers Metadata lists, as Kafka leaves out a fenced
+#: broker), every further call timed out for 300 s (30 tries of 10 s) while no broker
+#: held any request of it and none received its TxnOffsetCommit. A new producer with
+#: the same transactional id fences the stuck one and the coordinator aborts its open
+#: transaction (InitProducerId); counted among the worker's errors as "stuck".
+STUCK_AFTER_S = 30.0
+
+
+def _retrying(call: Any, worker: Worker, within_s: float = STUCK_AFTER_S) -> None:
     """``call()`` again while it fails with a retriable error (a timeout, a coordinator
-    moving), as the client's documentation says to; other errors go to the caller."""
-    for attempt in range(attempts):
+    moving), as the client's documentation says to; other errors go to the caller, and
+    so does a retriable one once ``within_s`` has passed: the producer is then deemed
+    stuck (the caller replaces it, which fences it)."""
+    deadline = time.monotonic() + within_s
+    while True:
         try:
             call()
             return
         except KafkaException as exc:
             err = exc.args[0]
-            if not err.retriable() or err.txn_requires_abort() or attempt == attempts - 1:
+            if not err.retriable() or err.txn_requires_abort() or time.monotonic() >= deadline:
                 raise
             worker.error(f"retry: {err.name()}")
 
