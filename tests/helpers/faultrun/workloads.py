@@ -225,10 +225,16 @@ class TxnProducer(Worker):
                     return self._record(number, sent_offset, ABORTED)
                 except KafkaException as again:
                     self.error(f"abort: {again.args[0].name()}")
+                except _Stuck as again:
+                    self.error(f"abort: stuck ({again}): new producer")
             # fatal, stuck (retried past STUCK_AFTER_S) or abort impossible: the outcome
             # is the coordinator's to decide; a new producer fences this one
             if err.retriable() and not err.txn_requires_abort():
                 self.error(f"{step}: stuck ({err.name()} for {STUCK_AFTER_S:.0f} s): new producer")
+            self._record(number, sent_offset, UNKNOWN)
+            return None
+        except _Stuck as exc:
+            self.error(f"{step}: stuck ({exc}): new producer")
             self._record(number, sent_offset, UNKNOWN)
             return None
 
@@ -245,15 +251,40 @@ class _Stopped(Exception):
     pass
 
 
-#: How long one transactional call is retried before its producer counts as stuck.
-#: With librdkafka 2.16, once the TxnOffsetCommit a send_offsets_to_transaction had
-#: queued for the group coordinator failed with _DESTROY_BROKER (that broker, cut off
-#: past its session, had left the brokers Metadata lists, as Kafka leaves out a fenced
-#: broker), every further call timed out for 300 s (30 tries of 10 s) while no broker
-#: held any request of it and none received its TxnOffsetCommit. A new producer with
-#: the same transactional id fences the stuck one and the coordinator aborts its open
-#: transaction (InitProducerId); counted among the worker's errors as "stuck".
+#: How long one transactional call is retried, and how long one call may block, before
+#: its producer counts as stuck. With librdkafka 2.16, after brokers had left the
+#: brokers Metadata lists (a session lost past its timeout: a network partition, etcd
+#: killed) a send_offsets_to_transaction(timeout 10 s) was seen blocked for minutes, and
+#: once timing out on every call for 300 s, after its AddOffsetsToTxn was answered and
+#: while no broker held any request of it or received its TxnOffsetCommit (the brokers'
+#: request metrics). A new producer with the same transactional id fences the stuck one
+#: and the coordinator aborts its open transaction (InitProducerId); counted among the
+#: worker's errors as "stuck". The stuck call is left to its thread.
 STUCK_AFTER_S = 30.0
+
+
+class _Stuck(Exception):
+    pass
+
+
+def _bounded(call: Any, within_s: float) -> None:
+    """``call()`` in a thread of its own; _Stuck if it has not returned in ``within_s``."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, name="faultrun-txn-call", daemon=True)
+    thread.start()
+    thread.join(within_s)
+    if not outcome:
+        raise _Stuck(f"a transactional call blocked for {within_s:.0f} s")
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 def _retrying(call: Any, worker: Worker, within_s: float = STUCK_AFTER_S) -> None:
@@ -264,7 +295,7 @@ def _retrying(call: Any, worker: Worker, within_s: float = STUCK_AFTER_S) -> Non
     deadline = time.monotonic() + within_s
     while True:
         try:
-            call()
+            _bounded(call, within_s)
             return
         except KafkaException as exc:
             err = exc.args[0]
