@@ -1,7 +1,7 @@
 """One fault run end to end: cluster up, workloads on, the nemesis's steps one after the
 other, workloads off, the topics read in full, the checker's verdict.
 
-Shared by tests/cluster/test_faultrun.py (a few faults, in CI) and ``python -m benchmarks.fault_run``
+Shared by a short form (out of the suite for now, docs/testing.md) and ``python -m benchmarks.fault_run``
 (minutes of them). Every process started here is stopped here, by its pid, also when the
 run fails; namespaces (``netns=True``, needs root) carry this process's pid in their
 names, so parallel runs do not collide.
