@@ -188,7 +188,12 @@ def test_a_new_broker_takes_over_replicas_under_acks_all_producers(four) -> None
             leader = cluster.partition(topic, 0).leader
             client = BlockingClient(cluster.brokers[leader].port)
             try:
-                listed = client.call(ApiKey.LIST_OFFSETS, 4, list_offsets_request(topic, 0))
+                # OFFSET_NOT_AVAILABLE (retriable, KIP-207) while the new leader's high
+                # watermark has not reached the start of its epoch
+                listed = wait_until(lambda t=topic, c=client: (a := c.call(
+                    ApiKey.LIST_OFFSETS, 4, list_offsets_request(t, 0))).topics[0].partitions[0]
+                    .error_code != ErrorCode.OFFSET_NOT_AVAILABLE and a, 30,
+                    f"{topic}'s new leader to answer ListOffsets")
             finally:
                 client.close()
             assert listed.topics[0].partitions[0].leader_epoch >= 1
