@@ -19,6 +19,16 @@ if TYPE_CHECKING:
     from logserver.cluster.node import ClusterNode
 
 ACKS_ALL = -1
+#: The answer to an acks=all batch appended here whose wait for the ISR ended because
+#: this broker stopped leading (resigned, its session lost, shut down). Clients read
+#: NOT_LEADER_OR_FOLLOWER as "not persisted" (librdkafka's MsgNotPersisted), yet the batch
+#: may be on the new leader: a transactional librdkafka producer then purged it on abort
+#: and reused its sequence, the new leader took the next batch for a duplicate of it and
+#: acknowledged it at the old one's offset, and a committed transaction lost its records.
+#: REQUEST_TIMED_OUT says "possibly persisted" (retried, the sequence kept), as for a
+#: write the ISR did not confirm in time. NOT_LEADER_OR_FOLLOWER is for a batch refused
+#: before any append (``leader_error``).
+STOPPED_LEADING = ErrorCode.REQUEST_TIMED_OUT
 
 
 def node_of(broker: Broker) -> ClusterNode:
@@ -74,16 +84,19 @@ class ClusterRouting:
             return None
         leader = node.leaders.get(where)
         if leader is None:  # resigned between the append and now
-            return _resolved(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return _resolved(STOPPED_LEADING)
         return self._replicated(where, leader.wait_for(end_offset))
 
     async def _replicated(self, where: tuple[str, int], waiting: asyncio.Future[int]) -> int:
         """Kafka's rule once the high watermark passed the batch: an ISR that shrank
-        below min.insync.replicas meanwhile makes it NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
+        below min.insync.replicas meanwhile makes it NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+        A wait ended by this broker no longer leading is STOPPED_LEADING."""
         try:
             error = await waiting
         finally:
             waiting.cancel()  # a timed-out produce leaves no waiter behind
+        if error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            return STOPPED_LEADING
         if error != ErrorCode.NONE:
             return error
         node = self._node

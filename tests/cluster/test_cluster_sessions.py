@@ -25,7 +25,7 @@ from helpers.clusterprocs import Cluster, EtcdProcess
 from helpers.kafkaclient import BlockingClient
 from helpers.tcpforward import TcpForwarder
 from helpers.waiting import wait_until
-from test_cluster import create, fetch_request, produce_request
+from test_cluster import create, fetch_request, produce_request, produce_to_leader
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (
@@ -178,6 +178,41 @@ def test_a_broker_cut_off_from_etcd_stops_leading_and_coordinating(isolatable):
     coordinator = wait_until(lambda: _coordinator(cluster, other, group, 0), 30, "a coordinator")
     assert _retried(lambda: _committed(coordinator, cluster, group, "cut")[0]) == ErrorCode.NONE
     assert _committed(coordinator, cluster, group, "cut") == (ErrorCode.NONE, 9)
+
+
+def test_an_acks_all_write_its_leader_stops_leading_over_is_answered_possibly_persisted(isolatable):
+    """The leader appended the batch and waits for its followers (paused) when it is cut
+    off from etcd and stops leading. The batch may well survive on the next leader, so
+    the answer must not be NOT_LEADER_OR_FOLLOWER, which clients take for "not
+    persisted" (librdkafka then reuses the batch's sequence after an abort, and the next
+    leader takes the next batch for a duplicate of it: a committed transaction without
+    its records). REQUEST_TIMED_OUT, "possibly persisted", as for an ISR too slow."""
+    cluster, forwarder = isolatable
+    create(cluster, "stepdown", partitions=3, rf=3)
+    led = next(i for i, p in cluster.metadata().topics["stepdown"].partitions.items()
+               if p.leader == VICTIM)
+    client = BlockingClient(cluster.brokers[VICTIM].port, timeout=60)
+    try:
+        assert produce_to_leader(client, produce_request("stepdown", led, [b"before"])) == \
+            ErrorCode.NONE
+        for node in NODES - {VICTIM}:  # nothing is replicated from now on
+            cluster.pause(node)
+        forwarder.pause()  # and the leader's session ends a session timeout from now
+        # The request's own timeout is far away: the answer comes from the step-down.
+        answer = client.call(ApiKey.PRODUCE, 7, produce_request(
+            "stepdown", led, [b"appended, never replicated"], timeout_ms=3_600_000))
+        partition = answer.responses[0].partition_responses[0]
+        # Not leading any more: a new batch is refused before any append.
+        refused = client.call(ApiKey.PRODUCE, 7, produce_request("stepdown", led, [b"after"]))
+    finally:
+        client.close()
+        forwarder.resume()
+        for node in NODES - {VICTIM}:
+            cluster.resume(node)
+    assert partition.error_code == ErrorCode.REQUEST_TIMED_OUT
+    assert refused.responses[0].partition_responses[0].error_code == \
+        ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert "session is lost" in cluster.brokers[VICTIM].output()
 
 
 class MetadataPoller:

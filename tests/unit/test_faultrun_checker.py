@@ -128,3 +128,12 @@ def test_stale_read_of_the_log_end():
     h = good()
     h.end_reads.append(EndRead(0, 2, 2.2))  # offset 2 acknowledged at 2.0: end must be > 2
     assert props(h) == {"stale-read"}
+
+
+def test_acknowledged_without_an_offset_is_found_by_value():
+    h = good()
+    h.acks.append(Ack(0, None, plain_value("a", 3), 3.0))
+    assert check(h) == []
+    h.log[0] = [r for r in h.log[0] if r[1] != plain_value("a", 3)]
+    assert props(h) == {"lost"}
+    assert "offset unknown" in str(check(h)[0])

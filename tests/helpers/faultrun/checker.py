@@ -1,7 +1,8 @@
 """The checker: five properties over a fault run's history (``history.History``).
 
 1. ``lost`` / ``duplicate``: every acknowledged record is in the final log at the offset
-   it was acknowledged with; no value is stored twice (acknowledged or not).
+   it was acknowledged with (one acknowledged without an offset, in its partition); no
+   value is stored twice (acknowledged or not).
 2. ``order``: per partition, each producer's records are in the order it sent them.
 3. ``aborted-visible`` / ``partial-transaction``: read_committed shows no record of an
    aborted transaction, and every transaction all or nothing (a committed one all);
@@ -44,7 +45,13 @@ def check(history: History) -> list[Violation]:
 def _lost_and_duplicates(h: History) -> list[Violation]:
     out = []
     at = {(p, o): v for p, records in h.log.items() for o, v in records}
+    values = {(p, v) for p, records in h.log.items() for _, v in records}
     for ack in h.acks:
+        if ack.offset is None:  # acknowledged without one (history.Ack)
+            if (ack.partition, ack.value) not in values:
+                out.append(Violation("lost", f"{ack.value!r} acknowledged in partition "
+                                     f"{ack.partition} (offset unknown), not in its log"))
+            continue
         found = at.get((ack.partition, ack.offset))
         if found != ack.value:
             out.append(Violation("lost", f"{ack.value!r} acknowledged at {ack.partition}@"
@@ -146,7 +153,8 @@ def _stale_reads(h: History) -> list[Violation]:
     acked: dict[int, tuple[list[float], list[int]]] = {}
     by_partition: dict[int, list[tuple[float, int]]] = defaultdict(list)
     for a in h.acks:
-        by_partition[a.partition].append((a.at, a.offset))
+        if a.offset is not None:
+            by_partition[a.partition].append((a.at, a.offset))
     for partition, pairs in by_partition.items():
         pairs.sort()
         times, running, best = [], [], -1

@@ -225,7 +225,16 @@ class TxnProducer(Worker):
                     return self._record(number, sent_offset, ABORTED)
                 except KafkaException as again:
                     self.error(f"abort: {again.args[0].name()}")
-            # fatal (or abort impossible): the outcome is the coordinator's to decide
+                except _Stuck as again:
+                    self.error(f"abort: stuck ({again}): new producer")
+            # fatal, stuck (retried past STUCK_AFTER_S) or abort impossible: the outcome
+            # is the coordinator's to decide; a new producer fences this one
+            if err.retriable() and not err.txn_requires_abort():
+                self.error(f"{step}: stuck ({err.name()} for {STUCK_AFTER_S:.0f} s): new producer")
+            self._record(number, sent_offset, UNKNOWN)
+            return None
+        except _Stuck as exc:
+            self.error(f"{step}: stuck ({exc}): new producer")
             self._record(number, sent_offset, UNKNOWN)
             return None
 
@@ -242,16 +251,55 @@ class _Stopped(Exception):
     pass
 
 
-def _retrying(call: Any, worker: Worker, attempts: int = 30) -> None:
-    """``call()`` again while it fails with a retriable error (a timeout, a coordinator
-    moving), as the client's documentation says to; other errors go to the caller."""
-    for attempt in range(attempts):
+#: How long one transactional call is retried, and how long one call may block, before
+#: its producer counts as stuck. With librdkafka 2.16, after brokers had left the
+#: brokers Metadata lists (a session lost past its timeout: a network partition, etcd
+#: killed) a send_offsets_to_transaction(timeout 10 s) was seen blocked for minutes, and
+#: once timing out on every call for 300 s, after its AddOffsetsToTxn was answered and
+#: while no broker held any request of it or received its TxnOffsetCommit (the brokers'
+#: request metrics). A new producer with the same transactional id fences the stuck one
+#: and the coordinator aborts its open transaction (InitProducerId); counted among the
+#: worker's errors as "stuck". The stuck call is left to its thread.
+STUCK_AFTER_S = 30.0
+
+
+class _Stuck(Exception):
+    pass
+
+
+def _bounded(call: Any, within_s: float) -> None:
+    """``call()`` in a thread of its own; _Stuck if it has not returned in ``within_s``."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
         try:
             call()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, name="faultrun-txn-call", daemon=True)
+    thread.start()
+    thread.join(within_s)
+    if not outcome:
+        raise _Stuck(f"a transactional call blocked for {within_s:.0f} s")
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
+def _retrying(call: Any, worker: Worker, within_s: float = STUCK_AFTER_S) -> None:
+    """``call()`` again while it fails with a retriable error (a timeout, a coordinator
+    moving), as the client's documentation says to; other errors go to the caller, and
+    so does a retriable one once ``within_s`` has passed: the producer is then deemed
+    stuck (the caller replaces it, which fences it)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            _bounded(call, within_s)
             return
         except KafkaException as exc:
             err = exc.args[0]
-            if not err.retriable() or err.txn_requires_abort() or attempt == attempts - 1:
+            if not err.retriable() or err.txn_requires_abort() or time.monotonic() >= deadline:
                 raise
             worker.error(f"retry: {err.name()}")
 
