@@ -177,6 +177,17 @@ class ProducerStateManager:
         first_seq = header.base_sequence
         last_seq = (first_seq + header.last_offset_delta) & _INT32_MAX
         dup = entry.find_duplicate(epoch, first_seq, last_seq)
+        if dup is not None and header.is_transactional and not self._in_open_txn(pid, dup):
+            # The cached batch's transaction has ended here (its marker is written): a
+            # client resolves every batch of a transaction before ending it, so this is
+            # no retry of it but a new transaction's batch reusing its sequence (the
+            # client took the cached batch for never written). Acknowledging it as a
+            # duplicate would commit that transaction without its records; checked as
+            # a new batch its sequence is out of order, and the transaction aborts.
+            logger.warning("%s: producer %d epoch %d batch %d..%d of a new transaction "
+                           "repeats a batch of its ended transaction at offset %d",
+                           self.directory, pid, epoch, first_seq, last_seq, dup.base_offset)
+            dup = None
         if dup is not None:
             return Decision(
                 Verdict.DUPLICATE,
@@ -206,6 +217,12 @@ class ProducerStateManager:
             detail=f"producer {pid} epoch {epoch}: expected sequence "
             f"{(entry.last_seq + 1) & _INT32_MAX}, got {first_seq}",
         )
+
+    def _in_open_txn(self, producer_id: int, batch: BatchMetadata) -> bool:
+        """Is ``batch`` (a transactional one of ``producer_id``) part of the producer's
+        transaction still open on this partition?"""
+        first = self.ongoing.get(producer_id)
+        return first is not None and batch.base_offset >= first
 
     def update(self, header: BatchHeader, base_offset: int, now_ms: int = -1,
                coordinator_epoch: int = -1) -> None:

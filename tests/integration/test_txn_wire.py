@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from helpers.kafkaclient import BlockingClient
+from helpers.waiting import wait_until
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (
@@ -184,6 +185,41 @@ def test_epoch_bump_fences_the_old_producer(conn):
     assert _end(conn, pid, epoch, True) == ErrorCode.PRODUCER_FENCED
     assert _end(conn, pid, epoch, True, version=1) == ErrorCode.INVALID_PRODUCER_EPOCH
     assert _end(conn, pid2, epoch2, True) == ErrorCode.INVALID_TXN_STATE  # nothing open
+
+
+def _produce_at(conn, pid: int, epoch: int, partition: int, sequence: int) -> tuple[int, int]:
+    batch = build_batch([(b"k", f"seq {sequence}".encode(), (), T0)], producer_id=pid,
+                        producer_epoch=epoch, base_sequence=sequence, is_transactional=True)
+    r = conn.call(ApiKey.PRODUCE, 9, ProduceRequest(
+        transactional_id="tx", acks=-1, timeout_ms=5000, topic_data=[
+            ProduceRequest.TopicProduceData(name=TOPIC, partition_data=[
+                ProduceRequest.PartitionProduceData(index=partition, records=batch)])]))
+    part = r.responses[0].partition_responses[0]
+    return part.error_code, part.base_offset
+
+
+def test_a_new_transaction_reusing_an_aborted_batchs_sequence_is_out_of_order(conn):
+    """Issue 21 (fault run, a leader SIGSTOPped): librdkafka took an appended batch for
+    never written, and after the abort sent the next transaction's batch with the same
+    sequence at the same epoch. Taken for a duplicate of the aborted batch it was
+    acknowledged at that batch's offset and written nowhere, and the next transaction
+    committed without its records on that partition. A batch of an ended transaction has
+    no retry after its marker (clients resolve every batch before EndTxn), so the new
+    batch is checked as new: its sequence is out of order (an abortable error, the
+    client aborts and bumps its epoch). Within the open transaction a retry is still
+    answered as the duplicate it is."""
+    error, pid, epoch = _init(conn)
+    assert error == ErrorCode.NONE
+    assert _add(conn, pid, epoch, 0) == ErrorCode.NONE
+    assert _produce_at(conn, pid, epoch, 0, 0) == (ErrorCode.NONE, 0)
+    assert _produce_at(conn, pid, epoch, 0, 0) == (ErrorCode.NONE, 0)  # a retry: duplicate
+    assert _end(conn, pid, epoch, False) == ErrorCode.NONE
+    # The next transaction may add the partition once the abort is complete (its marker
+    # written); until then the coordinator answers CONCURRENT_TRANSACTIONS.
+    wait_until(lambda: _add(conn, pid, epoch, 0) == ErrorCode.NONE, 10, "the abort completes")
+    assert _produce_at(conn, pid, epoch, 0, 0) == (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1)
+    assert _produce_at(conn, pid, epoch, 0, 1) == (ErrorCode.NONE, 2)  # after the marker at 1
+    assert _end(conn, pid, epoch, True) == ErrorCode.NONE
 
 
 def test_transaction_timeout_above_the_maximum_is_refused(conn):
