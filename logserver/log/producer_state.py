@@ -16,6 +16,11 @@ batch opens one for its producer id at its base offset, a marker closes it. They
 the last stable offset, and they are in the snapshot, so after a clean stop neither
 needs the log read again.
 
+A transactional batch matching a cached batch whose transaction has ended here (its
+marker written) is no duplicate: clients resolve every batch of a transaction before
+ending it, so it is a new transaction's batch reusing a sequence, checked as new (out of
+order). Acknowledged as a duplicate, that transaction would commit without its records.
+
 Each producer also keeps the coordinator epoch of its last marker (Kafka's
 ``ProducerStateEntry.coordinatorEpoch``, read from the marker's control record): the
 partition leader refuses a marker from an older transaction coordinator epoch

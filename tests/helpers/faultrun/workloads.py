@@ -17,6 +17,7 @@ different record (an unacknowledged record may or may not be in the log).
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -160,7 +161,8 @@ class TxnProducer(Worker):
     def _new(self) -> Producer:
         return Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.txn_id,
                          "transaction.timeout.ms": 10000, "message.timeout.ms": 10000,
-                         "linger.ms": 5, "topic.metadata.refresh.interval.ms": 1000})
+                         "linger.ms": 5, "topic.metadata.refresh.interval.ms": 1000,
+                         **_debug_conf()})
 
     def _producer(self) -> Producer:
         """A producer with its transactional id initialised (fencing any earlier one)."""
@@ -245,6 +247,24 @@ class TxnProducer(Worker):
             self.history.commits.append(CommitAck(self.group, self.source.partition, sent_offset, now))
             self.progress += 1
         return outcome
+
+
+def _debug_conf() -> dict[str, Any]:
+    """With FAULTRUN_TXN_DEBUG=FILE, the transactional producer's librdkafka debug log
+    (eos, msg, protocol, broker: every batch's sequence, each Produce answer and whether
+    librdkafka took it for persisted, and the ADVBASE lines of an abort's purge) goes to
+    FILE, to read a transaction violation against what the client was told."""
+    path = os.environ.get("FAULTRUN_TXN_DEBUG")
+    if not path:
+        return {}
+    dbg = logging.getLogger("faultrun.txn.rdkafka")
+    if not dbg.handlers:
+        handler = logging.FileHandler(path)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        dbg.addHandler(handler)
+        dbg.setLevel(logging.DEBUG)
+        dbg.propagate = False
+    return {"debug": "eos,msg,protocol,broker", "logger": dbg}
 
 
 class _Stopped(Exception):
