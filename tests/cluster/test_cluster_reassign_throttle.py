@@ -113,8 +113,11 @@ def test_the_planner_balances_leaders_and_replicas_and_spreads_racks() -> None:
 
 @pytest.fixture(scope="module")
 def three(tmp_path_factory):
+    # A minute's session: the progress test pauses a broker across two CLI calls, and with
+    # the helper's 3 s a loaded machine let its registration lapse ("unknown broker").
     with running_cluster(tmp_path_factory.mktemp("throttle"), 3,
-                         **{"replica.lag.time.max.ms": 5000}) as cluster:
+                         **{"replica.lag.time.max.ms": 5000,
+                            "broker.session.timeout.ms": 60000}) as cluster:
         yield cluster
 
 

@@ -124,13 +124,21 @@ def test_scram_users_and_acls_made_on_one_broker_hold_on_every_broker(secured):
         ResourceType.TOPIC, "shared", ResourcePatternType.LITERAL, "User:carol", "*",
         AclOperation.ANY, AclPermissionType.ANY)])
     assert len(next(iter(deleted.values())).result(30)) == 1
-    wait_until(lambda: _quietly(everywhere, {"shared": refused}, [1, 2, 3]), 30,
-               "the deleted ACL gone on every broker")
+    # Each look logs in to three brokers (list_topics may take 15 s each on a loaded
+    # machine): the wait allows a few looks, and a failure says what the last one saw.
+    seen: list[str] = []
+    try:
+        wait_until(lambda: _quietly(everywhere, {"shared": refused}, [1, 2, 3], seen=seen), 90,
+                   "the deleted ACL gone on every broker")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last look: {seen[-1:]}") from None
 
 
-def _quietly(check, *args) -> bool:  # type: ignore[no-untyped-def]
+def _quietly(check, *args, seen: list[str] | None = None) -> bool:  # type: ignore[no-untyped-def]
     try:
         check(*args)
-    except (AssertionError, KafkaException):
+    except (AssertionError, KafkaException) as exc:
+        if seen is not None:
+            seen.append(repr(exc))
         return False
     return True

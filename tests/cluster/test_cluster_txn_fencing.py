@@ -108,7 +108,9 @@ def test_a_new_coordinator_stamps_a_higher_epoch_and_the_old_one_is_fenced(clust
     try:
         wait_until(lambda: _coordinator_or_none(cluster, txn_id) not in (None, old), 30,
                    "a new transaction coordinator")
-        new, new_epoch = _state_leader(cluster, leader, index)
+        # as the data partition's leader sees it: its view may trail the one answered above
+        new, new_epoch = wait_until(lambda: (s := _state_leader(cluster, leader, index))[0]
+                                    != old and s, 30, f"broker {leader} to see the new coordinator")
         assert new != old and new_epoch > old_epoch
         second = [b"second-%d" % i for i in range(10)]
         _commit(_producer(cluster, txn_id), topic, data, second)  # fences the first producer

@@ -59,7 +59,11 @@ def sasl(request, tmp_path_factory, pki):
         "listeners": f"SASL_SSL://{HOST}:{ports.sasl_ssl},SASL_PLAINTEXT://{HOST}:"
                      f"{ports.sasl_plain},PLAINTEXT://{HOST}:{ports.plain}",
         "ssl.keystore.location": pki.keystore,
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"})
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+        # This module's tests share the server and several fail logins from 127.0.0.1 on
+        # purpose; the doubling backoff (test_login_backoff.py) would hold a later test's
+        # handshake past its read timeout, depending on the order xdist runs them in.
+        "connection.failed.authentication.delay.max.ms": "400"})
     request.addfinalizer(srv.stop)
     srv.start()
     srv.ports = ports  # type: ignore[attr-defined]

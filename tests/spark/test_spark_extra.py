@@ -13,7 +13,9 @@ import tomllib
 from helpers.serverproc import REPO_ROOT
 from packaging.requirements import Requirement
 
-OUR_PACKAGES = {"kafkaproto", "logserver", "mqtt_bridge", "spark_examples"}
+# The packages this project installs (pyproject's package list), not third-party imports.
+OUR_PACKAGES = {name.rstrip("*") for name in tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+                ["tool"]["setuptools"]["packages"]["find"]["include"]}
 
 
 def _extras() -> dict[str, list[str]]:
