@@ -55,6 +55,11 @@ def values(spark: SparkSession, table: str) -> list[str]:
     return sorted(r.v for r in spark.sql(f"SELECT CAST(value AS STRING) AS v FROM {table}").collect())
 
 
+def parquet_values(spark: SparkSession, path) -> list[str]:
+    """The values a Parquet sink committed (the memory sink cannot restart from a checkpoint)."""
+    return sorted(r.v for r in spark.read.parquet(str(path)).selectExpr("CAST(value AS STRING) AS v").collect())
+
+
 def test_subscribe_pattern_and_min_partitions(spark, module_server, topic_name) -> None:
     bs = module_server.bootstrap
     for suffix in ("a", "b", "other"):
@@ -131,8 +136,10 @@ def test_both_sinks_restart_from_their_checkpoints(spark, module_server, topic_n
 
 
 def _transaction(bs: str, tid: str, topic: str, prefix: str, end: str | None) -> KafkaProducer:
-    """A transaction of 3 records, then committed, aborted or (end None) left open."""
-    p = KafkaProducer(bootstrap_servers=bs, transactional_id=tid, linger_ms=5)
+    """A transaction of 3 records, then committed, aborted or (end None) left open. The
+    coordinator aborts a transaction open longer than its timeout (as Kafka does): 10
+    minutes, not kafka-python's default of 60 s, which a loaded machine's Spark reads pass."""
+    p = KafkaProducer(bootstrap_servers=bs, transactional_id=tid, linger_ms=5, transaction_timeout_ms=600_000)
     p.init_transactions()
     p.begin_transaction()
     for i in range(3):
@@ -160,11 +167,13 @@ def test_read_committed_over_committed_aborted_and_open_transactions(spark, modu
         assert sorted(r.value.decode() for r in df.collect()) == committed  # up to the LSO
         uncommitted = batch(spark, bs, subscribe=topic_name, startingOffsets="earliest", endingOffsets="latest")
         assert len(uncommitted.collect()) == 10  # everything but the markers, aborted ones too
-        run_available_now(stream(spark, bs, **opts), "read_committed", tmp_path / "ckpt")
-        assert values(spark, "read_committed") == committed
+        out = tmp_path / "out"
+        src = stream(spark, bs, **opts).selectExpr("value")
+        run_available_now(src, "read_committed", tmp_path / "ckpt", fmt="parquet", path=str(out))
+        assert parquet_values(spark, out) == committed
         open_txn.commit_transaction()  # the LSO moves past the open transaction and the record after it
-        run_available_now(stream(spark, bs, **opts), "read_committed", tmp_path / "ckpt")
-        assert values(spark, "read_committed") == sorted(["after-open", *[f"open-{i}" for i in range(3)]])
+        run_available_now(src, "read_committed", tmp_path / "ckpt", fmt="parquet", path=str(out))
+        assert parquet_values(spark, out) == sorted([*committed, "after-open", *[f"open-{i}" for i in range(3)]])
     finally:
         for p in [*done, open_txn]:
             p.close(timeout=10)
@@ -176,9 +185,10 @@ def test_fail_on_data_loss_after_delete_records(spark, module_server, topic_name
     bs = module_server.bootstrap
     create_topic(bs, topic_name, 1)
     produce(bs, topic_name, [(None, f"r{i}".encode(), None) for i in range(5)])
-    ckpt = tmp_path / "ckpt"
-    run_available_now(stream(spark, bs, subscribe=topic_name), "before_loss", ckpt)
-    assert values(spark, "before_loss") == [f"r{i}" for i in range(5)]
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    run_available_now(stream(spark, bs, subscribe=topic_name).selectExpr("value"), "before_loss", ckpt,
+                      fmt="parquet", path=str(out))
+    assert parquet_values(spark, out) == [f"r{i}" for i in range(5)]
     produce(bs, topic_name, [(None, f"r{i}".encode(), None) for i in range(5, 10)])
     admin = kp_admin(bs)
     try:
@@ -186,11 +196,13 @@ def test_fail_on_data_loss_after_delete_records(spark, module_server, topic_name
     finally:
         admin.close()
 
-    query = (stream(spark, bs, subscribe=topic_name, failOnDataLoss="true").writeStream.format("memory")
-             .queryName("fail_on_loss").option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+    query = (stream(spark, bs, subscribe=topic_name, failOnDataLoss="true").selectExpr("value").writeStream
+             .format("parquet").option("path", str(out)).option("checkpointLocation", str(ckpt))
+             .trigger(availableNow=True).start())
     with pytest.raises(StreamingQueryException, match="failOnDataLoss"):
         query.awaitTermination(180)  # raises the query's failure; returns False on a timeout
     assert query.exception() is not None
 
-    run_available_now(stream(spark, bs, subscribe=topic_name, failOnDataLoss="false"), "after_loss", ckpt)
-    assert values(spark, "after_loss") == ["r8", "r9"]
+    run_available_now(stream(spark, bs, subscribe=topic_name, failOnDataLoss="false").selectExpr("value"),
+                      "after_loss", ckpt, fmt="parquet", path=str(out))
+    assert parquet_values(spark, out) == [f"r{i}" for i in (0, 1, 2, 3, 4, 8, 9)]
