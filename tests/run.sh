@@ -87,24 +87,17 @@ if (($#)); then
 fi
 # The whole suite: in parallel, then the few tests marked `alone` with nothing beside
 # them (they check millisecond guarantees, e.g. a 200 ms retention pass, that a machine
-# loaded by the other workers cannot keep; docs/testing.md).
-log "pytest ${workers[*]} --durations=30 -m 'not alone'"
+# loaded by the other workers cannot keep; docs/testing.md). Beside the parallel part runs
+# the second Spark tier, under pyspark 4.3 (tests/pyspark_tier.sh; docs/spark.md), on ports
+# of its own; its failure fails the run.
+source tests/pyspark_tier.sh
+pyspark_tier_install
+pyspark_tier_ports
+pyspark_tier_start
+log "pytest ${workers[*]} --durations=30 -m 'not alone' (ports $XDIST_PORTS)"
 status=0
-"$PY" -m pytest "${workers[@]}" --durations=30 -m "not alone" || status=$?
+CHILDPROC_PORTS="$XDIST_PORTS" "$PY" -m pytest "${workers[@]}" --durations=30 -m "not alone" || status=$?
+pyspark_tier_wait || status=$((status ? status : $?))
 log "pytest -p no:xdist --durations=10 -m alone"
 "$PY" -m pytest -p no:xdist --durations=10 -m alone || status=$((status ? status : $?))
-# The second Spark tier: Spark's Kafka connector tests again under pyspark 4.3 (Scala
-# 2.13), with the connector jars of ../shared/jars/spark-4.3 (tests/helpers/spark_support.py picks
-# the folder of the pyspark it runs). pyspark 4.3 sits in .pyspark-4.3, first on
-# PYTHONPATH. A pyspark that is not 4.3 stops the run; missing jars fail the tests under
-# CI=true (docs/spark.md).
-bash contrib/venv.sh pyspark-4.3
-# SPARK_KAFKA_JARS names the 3.5 tier's jars; SPARK_KAFKA_JARS_4_3 those of this one.
-tier=(env PYTHONPATH="$PWD/.pyspark-4.3${PYTHONPATH:+:$PYTHONPATH}"
-      SPARK_KAFKA_JARS="${SPARK_KAFKA_JARS_4_3:-}" "$PY")
-"${tier[@]}" -c 'import pyspark, sys; sys.exit(not pyspark.__version__.startswith("4.3."))' \
-    || die "pyspark 4.3 not importable from .pyspark-4.3"
-log "pytest (pyspark 4.3) tests/spark/test_spark_kafka_connector.py"
-"${tier[@]}" -m pytest -p no:xdist --durations=5 tests/spark/test_spark_kafka_connector.py \
-    || status=$((status ? status : $?))
 exit "$status"
