@@ -263,6 +263,25 @@ def test_answers_while_loading(tmp_path):
 
     asyncio.run(scenario())
 
+async def _partitioned(tmp_path) -> tuple:  # type: ignore[no-untyped-def]
+    """A broker whose group coordinator runs as a cluster broker's does: it serves only
+    the ``__consumer_offsets`` partitions (4 here) it is told to load."""
+    broker = await open_broker(tmp_path / "data", **{"offsets.topic.num.partitions": 4})
+    assert await broker.groups.ensure_offsets_topic() is None
+    await broker.groups.close()
+    coordinator = broker.groups = GroupCoordinator(broker)
+    coordinator.start_partitioned()
+    return broker, coordinator
+
+
+async def _load(coordinator: GroupCoordinator, partition: int) -> None:
+    coordinator.load_partition(partition)
+    for _ in range(200):
+        if coordinator.owned is not None and partition in coordinator.owned:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"partition {partition} not loaded")
+
 
 def test_cluster_mode_serves_only_the_partitions_it_loads(tmp_path):
     """What a cluster broker's coordinator does as leaderships of ``__consumer_offsets``
@@ -271,11 +290,7 @@ def test_cluster_mode_serves_only_the_partitions_it_loads(tmp_path):
     dropped (their parked requests answered NOT_COORDINATOR)."""
 
     async def scenario() -> None:
-        broker = await open_broker(tmp_path / "data", **{"offsets.topic.num.partitions": 4})
-        assert await broker.groups.ensure_offsets_topic() is None
-        await broker.groups.close()
-        coordinator = broker.groups = GroupCoordinator(broker)
-        coordinator.start_partitioned()
+        broker, coordinator = await _partitioned(tmp_path)
         mine, other = "group-a", next(g for g in (f"group-{i}" for i in range(100))
                                       if kafka_partition_for(g, 4) != kafka_partition_for("group-a", 4))
         where = kafka_partition_for(mine, 4)
@@ -283,15 +298,7 @@ def test_cluster_mode_serves_only_the_partitions_it_loads(tmp_path):
         tp = ("t", 0)
         assert (await commit(coordinator, mine, {tp: 5}, now))[tp] == ErrorCode.NOT_COORDINATOR
 
-        async def load(partition: int) -> None:
-            coordinator.load_partition(partition)
-            for _ in range(200):
-                if coordinator.owned is not None and partition in coordinator.owned:
-                    return
-                await asyncio.sleep(0.01)
-            raise AssertionError(f"partition {partition} not loaded")
-
-        await load(where)
+        await _load(coordinator, where)
         assert (await commit(coordinator, mine, {tp: 5}, now))[tp] == ErrorCode.NONE
         assert (await commit(coordinator, other, {tp: 1}, now))[tp] == ErrorCode.NOT_COORDINATOR
         member = (await join_and_sync(coordinator, mine, ("t",))).member_id
@@ -302,7 +309,7 @@ def test_cluster_mode_serves_only_the_partitions_it_loads(tmp_path):
         assert coordinator.heartbeat(group_id=mine, member_id=member, group_instance_id=None,
                                      generation_id=1) == ErrorCode.NOT_COORDINATOR
 
-        await load(where)  # led here again: everything back from the log
+        await _load(coordinator, where)  # led here again: everything back from the log
         assert fetched(coordinator, mine)[tp][0] == 5
         error, group = coordinator.describe_group(mine)
         assert error == ErrorCode.NONE and group is not None and list(group.members) == [member]
@@ -319,26 +326,15 @@ def test_cluster_mode_loads_and_unloads_consumer_protocol_groups(tmp_path):
     that epoch are accepted (Kafka's coordinator replays the group's records on load)."""
 
     async def scenario() -> None:
-        broker = await open_broker(tmp_path / "data", **{"offsets.topic.num.partitions": 4})
-        assert await broker.groups.ensure_offsets_topic() is None
-        await broker.groups.close()
-        coordinator = broker.groups = GroupCoordinator(broker)
-        coordinator.start_partitioned()
+        broker, coordinator = await _partitioned(tmp_path)
         group, where = "kip848-group", kafka_partition_for("kip848-group", 4)
 
-        async def load() -> None:
-            coordinator.load_partition(where)
-            for _ in range(200):
-                if coordinator.owned is not None and where in coordinator.owned:
-                    return
-                await asyncio.sleep(0.01)
-            raise AssertionError(f"partition {where} not loaded")
 
         def heartbeat(epoch: int) -> HeartbeatRequest:
             return HeartbeatRequest(group, "m1", epoch, rebalance_timeout_ms=30_000,
                                     subscribed_names=["t"], owned={})
 
-        await load()
+        await _load(coordinator, where)
         joined = await coordinator.consumer_group_heartbeat(heartbeat(0))
         assert (joined.error, joined.member_epoch) == (ErrorCode.NONE, 1)
         assert (await commit(coordinator, group, {("t", 0): 5}, coordinator.now_ms(),
@@ -350,7 +346,7 @@ def test_cluster_mode_loads_and_unloads_consumer_protocol_groups(tmp_path):
         assert (await coordinator.consumer_group_heartbeat(heartbeat(1))).error == \
             ErrorCode.NOT_COORDINATOR
 
-        await load()  # led here again: the group back from the log, epochs included
+        await _load(coordinator, where)  # led here again: the group back from the log, epochs included
         restored = coordinator.consumer.describe(group)
         assert restored is not None and restored.group_epoch == 1
         assert [(m.member_id, m.epoch) for m in restored.members.values()] == [("m1", 1)]
