@@ -21,8 +21,15 @@ from commonlib.childproc import (
     python_path_env,
 )
 
-__all__ = ["HOST", "REPO_ROOT", "ServerProcess", "ServerStartError", "can_connect", "free_port",
-           "run_cli"]
+__all__ = ["HOST", "REPO_ROOT", "TEST_DEFAULTS", "ServerProcess", "ServerStartError",
+           "can_connect", "free_port", "run_cli"]
+
+
+# What Kafka's own test brokers set (TestUtils.createBrokerConfig): a fresh group's first
+# rebalance completes at once instead of waiting 3 s for more members. A test that sets
+# one of these itself (settings, env, config file) keeps its value; base_flags=False
+# servers (tests of env/config-file settings) get none of them.
+TEST_DEFAULTS: dict[str, object] = {"group.initial.rebalance.delay.ms": 0}
 
 
 class ServerStartError(ChildStartError):
@@ -118,10 +125,25 @@ class ServerProcess(ListeningChild):
             cmd += ["--listeners", f"PLAINTEXT://{self.host}:{self.port}"]
             if "admin.listeners" not in self.settings:
                 cmd += ["--admin.listeners", f"http://{HOST}:{self.admin_port}"]
+            cmd += self._test_defaults()
         for name, value in self.settings.items():
             cmd += [f"--{name}", _setting_str(value)]
         cmd += self.extra_args
         return cmd
+
+    def _test_defaults(self) -> list[str]:
+        """Flags for ``TEST_DEFAULTS`` the test did not set itself (in settings, flags,
+        environment or its config file)."""
+        file_text = (self.config_file.read_text()
+                     if self.config_file is not None and self.config_file.exists() else "")
+        flags: list[str] = []
+        for name, value in TEST_DEFAULTS.items():
+            env_name = "LOGSERVER_" + name.upper().replace(".", "_")
+            if (name in self.settings or env_name in self.extra_env or name in file_text
+                    or any(arg.startswith(f"--{name}") for arg in self.extra_args)):
+                continue
+            flags += [f"--{name}", _setting_str(value)]
+        return flags
 
     def env(self) -> dict[str, str]:
         return _server_env(self.extra_env)
