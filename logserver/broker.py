@@ -21,7 +21,7 @@ from logserver.request_context import listener_name
 from logserver.security import authorizer_from_settings
 from logserver.security.credentials import CredentialStore
 from logserver.security.store import ACL_FILE, AclStore
-from logserver.storage.api import Storage
+from logserver.storage.api import Storage, StorageEngine
 from logserver.transactions import TransactionCoordinator
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ __all__ = ["Broker", "PolicyViolationError"]
 class Broker:
     leader_epoch = LEADER_EPOCH
 
-    def __init__(self, config: Config, storage: Storage | None = None) -> None:
+    def __init__(self, config: Config, storage: StorageEngine | None = None) -> None:
         self.config = config
         self.node_id: int = config["node.id"]
         self.data_dir = config.data_dir
@@ -43,7 +43,10 @@ class Broker:
             from logserver.storage.segment_log import SegmentLogStorage
 
             storage = SegmentLogStorage(config)
+        # Handlers, groups and transactions see the client-facing interface; cluster
+        # replication drives the same engine's replica-log side too (storage/api.py).
         self.storage: Storage = storage
+        self.engine: StorageEngine = storage
         # Topic names, partition counts and ids as groups and offset commits see them:
         # this broker's logs here, the cluster's (etcd) in cluster mode.
         self.topics: TopicCatalog = storage

@@ -15,9 +15,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
 from helpers.kafkaclient import BlockingClient
 from helpers.waiting import wait_until
+
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (
     AlterPartitionReassignmentsRequest,
