@@ -31,7 +31,7 @@ from kafkaproto.messages import (
 )
 from kafkaproto.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(180)
 
 Topic = CreateTopicsRequest.CreatableTopic
 Wanted = MetadataRequest.MetadataRequestTopic
