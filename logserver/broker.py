@@ -10,16 +10,18 @@ from typing import TYPE_CHECKING
 
 from commonlib.source_limits import LoginBackoff
 from logserver.config import Config
+from logserver.control.api import ControlPlane
+from logserver.control.local import LocalControlPlane
 from logserver.groups import GroupCoordinator
 from logserver.groups.consumer.machine import TopicCatalog
-from logserver.limits import topic_limit_error
+from logserver.limits import PolicyViolationError, topic_limit_error
 from logserver.partition import LEADER_EPOCH
 from logserver.partition_routing import LocalRouting, PartitionRouting
 from logserver.request_context import listener_name
 from logserver.security import authorizer_from_settings
 from logserver.security.credentials import CredentialStore
 from logserver.security.store import ACL_FILE, AclStore
-from logserver.storage.api import Storage
+from logserver.storage.api import Storage, StorageEngine
 from logserver.transactions import TransactionCoordinator
 
 if TYPE_CHECKING:
@@ -27,15 +29,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-class PolicyViolationError(Exception):
-    """A creation would break max.topics / max.partitions: POLICY_VIOLATION."""
+__all__ = ["Broker", "PolicyViolationError"]
 
 
 class Broker:
     leader_epoch = LEADER_EPOCH
 
-    def __init__(self, config: Config, storage: Storage | None = None) -> None:
+    def __init__(self, config: Config, storage: StorageEngine | None = None) -> None:
         self.config = config
         self.node_id: int = config["node.id"]
         self.data_dir = config.data_dir
@@ -43,7 +43,10 @@ class Broker:
             from logserver.storage.segment_log import SegmentLogStorage
 
             storage = SegmentLogStorage(config)
+        # Handlers, groups and transactions see the client-facing interface; cluster
+        # replication drives the same engine's replica-log side too (storage/api.py).
         self.storage: Storage = storage
+        self.engine: StorageEngine = storage
         # Topic names, partition counts and ids as groups and offset commits see them:
         # this broker's logs here, the cluster's (etcd) in cluster mode.
         self.topics: TopicCatalog = storage
@@ -64,8 +67,10 @@ class Broker:
         self._cluster_id: str | None = None  # cluster mode: etcd's (cluster/identity.py)
         # What the data-path handlers ask about leadership and replication.
         self.routing: PartitionRouting = LocalRouting(self.storage)
+        # What the metadata and admin handlers ask of the cluster (logserver/control).
+        self.control: ControlPlane = LocalControlPlane(self)
         if config["cluster.etcd.endpoints"]:
-            from logserver.cluster.catalog import ClusterTopics
+            from logserver.cluster.control import EtcdControlPlane
             from logserver.cluster.node import ClusterNode
             from logserver.cluster.routing import ClusterRouting
             from logserver.cluster.txn_markers import MarkerSender
@@ -77,7 +82,9 @@ class Broker:
                 self.acl_store = EtcdAclStore(self.acl_store.authorizer, self.cluster.security,
                                               self.acl_store)
             self.routing = ClusterRouting(self.cluster)
-            self.topics = self.groups.catalog = ClusterTopics(self.cluster)
+            self.control = EtcdControlPlane(self, self.cluster)
+            # the cluster's topic names and ids (etcd), as Metadata and Fetch v13+ name them
+            self.topics = self.groups.catalog = self.control
             self.transactions.marker_sender = MarkerSender(self.cluster)
 
     # -- lifecycle ------------------------------------------------------------------------

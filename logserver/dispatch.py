@@ -58,8 +58,6 @@ class Dispatcher:
             if refused is not None:  # Kafka: IllegalSaslStateException, the connection closes
                 return None, refused
         handler = HANDLERS.get(header.api_key)
-        if handler is None and self.broker.cluster is not None:
-            handler = cluster_extra_handlers().get(header.api_key)
         if handler is None:
             return None, (f"unsupported API key {header.api_key} "
                           f"(client {header.client_id!r}, correlation id {header.correlation_id})")
@@ -78,10 +76,7 @@ class Dispatcher:
         principal.set(ANONYMOUS if security is None else security.principal)
         listener_name.set("" if security is None else security.listener_name)
         current_security.set(security)
-        handle = handler.handle
-        if self.broker.cluster is not None:  # cluster mode serves some APIs its own way
-            handle = cluster_handlers().get(header.api_key, handle)
-        result: Any | Awaitable[Any] | None = handle(self.broker, header, body)
+        result: Any | Awaitable[Any] | None = handler.handle(self.broker, header, body)
         if result is None:
             return None
         return header, result
@@ -107,18 +102,6 @@ class Dispatcher:
         if step.error_code != ErrorCode.NONE:
             return None, f"SASL authentication failed: {step.error_message}"
         return RAW_TOKEN, step.token
-
-
-def cluster_handlers() -> dict[int, Any]:
-    from logserver.cluster.handlers import HANDLERS as CLUSTER_HANDLERS
-
-    return CLUSTER_HANDLERS
-
-
-def cluster_extra_handlers() -> dict[int, Any]:
-    from logserver.cluster.handlers import EXTRA_HANDLERS
-
-    return EXTRA_HANDLERS
 
 
 def _api_versions_downgrade(header: RequestHeader) -> Outcome:

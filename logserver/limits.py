@@ -104,6 +104,10 @@ async def reap_idle_connections(connections: Iterable[_Connection], idle_ms: int
                     connection.close()
 
 
+class PolicyViolationError(Exception):
+    """A creation would break max.topics / max.partitions: POLICY_VIOLATION."""
+
+
 def topic_limit_error(config: Mapping[str, Any], topics: int, partitions: int,
                       new_partitions: int) -> str | None:
     """Why creating a topic with ``new_partitions`` would break max.topics / max.partitions."""

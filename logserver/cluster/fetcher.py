@@ -30,7 +30,7 @@ from logserver.cluster.wire import call
 
 if TYPE_CHECKING:
     from logserver.cluster.throttle import ReplicationThrottle
-    from logserver.storage.api import Storage
+    from logserver.storage.api import StorageEngine
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class Followed:
 
 
 class ReplicaFetcher:
-    def __init__(self, storage: Storage, node_id: int, address: tuple[str, int],
+    def __init__(self, storage: StorageEngine, node_id: int, address: tuple[str, int],
                  throttle: ReplicationThrottle | None = None) -> None:
         self.storage = storage
         self.throttle = throttle

@@ -52,7 +52,7 @@ from logserver.transactions.store import TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
-    from logserver.storage.api import Storage
+    from logserver.storage.api import StorageEngine
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +123,8 @@ class ClusterNode:
         self.stopping = False  # controlled shutdown under way: follow nothing any more
 
     @property
-    def storage(self) -> Storage:
-        return self.broker.storage
+    def storage(self) -> StorageEngine:
+        return self.broker.engine
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -14,39 +14,21 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from logserver.broker_overrides import Overlay
 from logserver.cluster.errors import MetadataUnavailableError, etcd_failures
 from logserver.cluster.model import TopicRecord
 from logserver.storage.api import UnknownTopicOrPartitionError
 from logserver.topic_config import (
     InvalidConfigError,
-    TopicConfig,
     kept_overrides,
     validate_overrides,
 )
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
     from logserver.cluster.node import ClusterNode
 
-__all__ = ["alter_topic_configs", "apply_topic_configs", "topic_view"]
+__all__ = ["alter_topic_configs", "apply_topic_configs"]
 
 log = logging.getLogger(__name__)
-
-
-def topic_view(broker: Broker, name: str) -> tuple[TopicConfig, Mapping[str, str]] | None:
-    """The topic's resolved config and overrides: the cluster's in cluster mode, else the
-    local storage's; None when there is no such topic."""
-    storage = broker.storage
-    if broker.cluster is None:
-        config, overrides = storage.topic_config(name), storage.topic_overrides(name)
-        return None if config is None or overrides is None else (config, overrides)
-    record = broker.cluster.model.topics.get(name)
-    if record is None:
-        return None
-    overrides = kept_overrides(record.configs)
-    defaults = Overlay(broker.config, storage.broker_overrides().effective())
-    return TopicConfig.from_settings(defaults, overrides), overrides
 
 
 async def alter_topic_configs(node: ClusterNode, name: str, overrides: Mapping[str, str]) -> None:

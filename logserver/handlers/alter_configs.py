@@ -30,7 +30,6 @@ from logserver.broker_overrides import (
     validate_broker_overrides,
 )
 from logserver.cluster.errors import MetadataUnavailableError
-from logserver.cluster.topic_configs import alter_topic_configs, topic_view
 from logserver.config_changes import ConfigChangeError, incremental, replacement
 from logserver.security import checks
 from logserver.storage.api import InvalidConfigError, UnknownTopicOrPartitionError
@@ -103,8 +102,7 @@ async def _apply(broker: Broker, resource_type: int, name: str, keys: list[str],
         return ErrorCode.INVALID_REQUEST, "broker logger levels cannot be changed at run time here"
     if resource_type != TOPIC:
         return ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported"
-    storage = broker.storage
-    view = topic_view(broker, name)  # the cluster's in cluster mode
+    view = broker.control.topic_view(name)  # the cluster's in cluster mode
     if view is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
     config, current = view
@@ -119,10 +117,7 @@ async def _apply(broker: Broker, resource_type: int, name: str, keys: list[str],
     if validate_only:
         return ErrorCode.NONE, None
     try:
-        if broker.cluster is not None:  # cluster-wide, in etcd; every broker applies it
-            await alter_topic_configs(broker.cluster, name, overrides)
-        else:
-            await storage.alter_topic_config(name, overrides)
+        await broker.control.alter_topic_configs(name, overrides)  # cluster-wide in a cluster
     except UnknownTopicOrPartitionError as exc:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc)
     except InvalidConfigError as exc:
@@ -143,8 +138,9 @@ async def _apply_broker(broker: Broker, name: str, change: Change,
     storage = broker.storage
     current = storage.broker_overrides()
     level = current.cluster_default if name == "" else current.this_broker
-    if name == "" and broker.cluster is not None and broker.cluster.broker_defaults.wanted is not None:
-        level = broker.cluster.broker_defaults.wanted  # the cluster's, maybe newer than ours
+    wanted = broker.control.wanted_broker_defaults() if name == "" else None
+    if wanted is not None:
+        level = wanted  # the cluster's, maybe newer than ours
     overlay = Overlay(broker.config, current.effective())
     effective = {key: format_setting(value) for key in DYNAMIC_BROKER_SETTINGS
                  if (value := setting_value(overlay, key)) is not None}
@@ -163,9 +159,8 @@ async def _apply_broker(broker: Broker, name: str, change: Change,
     else:
         updated = BrokerOverrides(current.cluster_default, new_level)
     try:
-        if name == "" and broker.cluster is not None:  # cluster-wide, in etcd
-            await broker.cluster.broker_defaults.alter(new_level)
-        else:
+        # the cluster-wide default, in etcd in a cluster; else this broker's own
+        if name != "" or not await broker.control.alter_broker_defaults(new_level):
             await storage.alter_broker_overrides(updated)
     except MetadataUnavailableError as exc:  # cluster mode: etcd did not take it
         return ErrorCode.REQUEST_TIMED_OUT, str(exc)

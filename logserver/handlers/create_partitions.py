@@ -1,21 +1,25 @@
 """CreatePartitions: grow a topic; existing partitions and their data stay as they are.
 
-One node, so every new partition's replica list is this node. The new partitions are
-created on the storage worker and appear in Metadata when they exist completely.
+The same checks in both modes (ACLs, Kafka's count checks, the replica assignments
+against the topic's replication factor and the registered brokers, max.partitions);
+``broker.control`` grows the topic (on the storage worker on a single node, by an etcd
+transaction in a cluster, spread as at creation) and the answer comes once this
+broker's catalog has the new partitions.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import CreatePartitionsRequest, CreatePartitionsResponse
+from logserver.control.api import ControlError
 from logserver.groups import INTERNAL_TOPICS
 from logserver.handlers.create_topics import MAX_PARTITIONS_PER_TOPIC
 from logserver.security import checks
-from logserver.storage.api import InvalidTopicError, UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
@@ -65,38 +69,46 @@ def growth_error(topic: CreatePartitionsRequest.CreatePartitionsTopic, current: 
     return None
 
 
+def _assignment_error(topic: CreatePartitionsRequest.CreatePartitionsTopic,
+                      replication_factor: int, brokers: Collection[int]) -> str | None:
+    for a in topic.assignments or []:
+        if len(a.broker_ids) != replication_factor:
+            return (f"Inconsistent replication factor between partitions: {replication_factor} "
+                    f"and {len(a.broker_ids)}.")
+        if len(set(a.broker_ids)) != len(a.broker_ids):
+            return f"Duplicate brokers not allowed in replica assignment: {a.broker_ids}."
+        unknown = [b for b in a.broker_ids if b not in brokers]
+        if unknown:
+            return f"Unknown broker(s) in replica assignment: {unknown}."
+    return None
+
+
 async def _grow(broker: Broker, topic: CreatePartitionsRequest.CreatePartitionsTopic,
                 validate_only: bool) -> Result:
     name, count = topic.name, topic.count
-    storage = broker.storage
+    control = broker.control
     refused = checks.denied(broker, checks.CREATE_PARTITIONS, name)
     if refused:
         return _error(name, refused, f"not authorized to alter topic {name!r}")
-    current = storage.partition_count(name)
+    current = control.partition_count(name)
     if current is None:
         return _error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     wrong = growth_error(topic, current)
     if wrong is not None:
         return wrong
-    if topic.assignments is not None and any(a.broker_ids != [broker.node_id]
-                                             for a in topic.assignments):
-        return _error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                      f"this cluster has one broker, node {broker.node_id}")
-    held = sum(storage.partition_count(n) or 0 for n in storage.topic_names())
-    if held + count - current > broker.config["max.partitions"]:
-        return _error(name, ErrorCode.POLICY_VIOLATION,
-                      f"the broker holds {held} partitions; {count - current} more would exceed "
-                      f"max.partitions {broker.config['max.partitions']}")
+    bad = _assignment_error(topic, control.replication_factor(name), control.broker_ids())
+    if bad is not None:
+        return _error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, bad)
+    limit = control.partition_limit_error(count - current)
+    if limit is not None:
+        return _error(name, ErrorCode.POLICY_VIOLATION, limit)
     if validate_only:
         return Result(name=name, error_code=ErrorCode.NONE, error_message=None)
+    assignment = ([tuple(a.broker_ids) for a in topic.assignments]
+                  if topic.assignments is not None else None)
     try:
-        await storage.add_partitions(name, count)
-    except UnknownTopicOrPartitionError as exc:  # deleted meanwhile
-        return _error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc))
-    except InvalidTopicError as exc:  # a concurrent request grew it first
-        return _error(name, ErrorCode.INVALID_PARTITIONS, str(exc))
-    except OSError as exc:
-        log.error("adding partitions to %s failed: %s", name, exc)
-        return _error(name, ErrorCode.KAFKA_STORAGE_ERROR, f"adding partitions failed: {exc}")
+        await control.add_partitions(name, count, assignment)
+    except ControlError as exc:
+        return _error(name, exc.error, str(exc))
     log.info("topic %s grown from %d to %d partitions", name, current, count)
     return Result(name=name, error_code=ErrorCode.NONE, error_message=None)

@@ -1,7 +1,10 @@
-"""CreateTopics: one node, so replication factor 1 and assignments only to this node.
-
-The creation itself runs on the storage worker; the answer comes when the topic exists
-completely (or the creation failed and left nothing behind).
+"""CreateTopics, in both modes: ACLs, names, counts, replica assignments (as Kafka's
+controller checks them, against the brokers the control plane has registered), configs
+and max.topics / max.partitions are checked here; ``broker.control`` creates the topic
+(on the storage worker on a single node, by an etcd transaction in a cluster) and the
+answer comes when this broker's catalog has it (or the creation failed and left nothing
+behind). Without a replication factor a topic gets the control plane's default: 1 on a
+single node, ``default.replication.factor`` in a cluster.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import CreateTopicsRequest, CreateTopicsResponse
-from logserver.broker import PolicyViolationError
 from logserver.broker_overrides import Overlay
+from logserver.control.api import ControlError
+from logserver.control.assignments import AssignmentError, manual_assignment
 from logserver.security import checks
-from logserver.storage.api import InvalidConfigError, InvalidTopicError, TopicExistsError
+from logserver.storage.api import InvalidConfigError
 from logserver.topic_config import (
     TopicConfig,
     alterable,
@@ -34,6 +38,7 @@ log = logging.getLogger(__name__)
 
 Result = CreateTopicsResponse.CreatableTopicResult
 MAX_PARTITIONS_PER_TOPIC = 100_000
+ZERO_UUID = bytes(16)
 
 
 async def handle(broker: Broker, header: RequestHeader, request: CreateTopicsRequest) -> CreateTopicsResponse:
@@ -44,7 +49,7 @@ async def handle(broker: Broker, header: RequestHeader, request: CreateTopicsReq
     results = await asyncio.gather(*(
         _refused(topic.name, ErrorCode.INVALID_REQUEST, "topic named more than once")
         if seen[topic.name] != 1
-        else _create(broker, topic, request.validate_only,
+        else _create(broker, topic, request.validate_only, request.timeout_ms,
                      checks.allowed(broker, checks.CREATE_TOPICS_CONFIGS, topic.name))
         if on_cluster or checks.allowed(broker, checks.CREATE_TOPICS_TOPIC, topic.name)
         else _refused(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -63,53 +68,58 @@ async def _refused(name: str, code: int, message: str) -> Result:
 
 
 async def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, validate_only: bool,
-                  show_configs: bool) -> Result:
+                  timeout_ms: int, show_configs: bool) -> Result:
     name = topic.name
+    control = broker.control
     invalid = topic_name_error(name)
     if invalid is not None:
         return _error(name, ErrorCode.INVALID_TOPIC_EXCEPTION, invalid)
-    if broker.storage.partition_count(name) is not None:
+    if control.partition_count(name) is not None:
         return _error(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-    if topic.assignments:
-        if topic.num_partitions != -1 or topic.replication_factor != -1:
-            return _error(name, ErrorCode.INVALID_REQUEST,
-                          "give either assignments or partitions and replication factor")
-        if any(broker_ids != [broker.node_id] for broker_ids in (a.broker_ids for a in topic.assignments)):
-            return _error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                          f"this cluster has one broker, node {broker.node_id}")
-        partitions = len(topic.assignments)
+    assignment: list[tuple[int, ...]] | None = None
+    if topic.assignments:  # as Kafka: counts -1, the replicas given per partition
+        try:
+            assignment = manual_assignment(
+                ((a.partition_index, list(a.broker_ids)) for a in topic.assignments),
+                topic.num_partitions, topic.replication_factor, control.broker_ids())
+        except AssignmentError as exc:
+            return _error(name, exc.error, str(exc))
+        partitions, replication_factor = len(assignment), len(assignment[0])
     else:
         partitions = broker.config["num.partitions"] if topic.num_partitions == -1 else topic.num_partitions
-        if topic.replication_factor not in (-1, 1):
-            return _error(name, ErrorCode.INVALID_REPLICATION_FACTOR,
-                          f"replication factor {topic.replication_factor} is larger than the 1 broker")
+        replication_factor = (control.default_replication_factor()
+                              if topic.replication_factor == -1 else topic.replication_factor)
     if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
         return _error(name, ErrorCode.INVALID_PARTITIONS,
                       f"number of partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}")
+    brokers = len(control.broker_ids())
+    if assignment is None and not 1 <= replication_factor <= brokers:
+        return _error(name, ErrorCode.INVALID_REPLICATION_FACTOR,
+                      f"replication factor {replication_factor} is larger than the {brokers} "
+                      f"live broker{'s' if brokers != 1 else ''}"
+                      if replication_factor > 0 else
+                      f"replication factor {replication_factor} must be at least 1")
     try:
         overrides = validate_overrides({config.name: config.value for config in topic.configs})
     except InvalidConfigError as exc:
         return _error(name, ErrorCode.INVALID_CONFIG, str(exc))
-    limit = broker.topic_limit_error(partitions)  # max.topics / max.partitions
+    limit = control.topic_limit_error(partitions)  # max.topics / max.partitions
     if limit is not None:
         return _error(name, ErrorCode.POLICY_VIOLATION, limit)
-    topic_id = bytes(16)
-    if not validate_only:
-        try:
-            topic_id = await broker.create_topic(name, partitions, overrides)
-        except TopicExistsError as exc:  # lost a race with a concurrent creation
-            return _error(name, ErrorCode.TOPIC_ALREADY_EXISTS, str(exc))
-        except PolicyViolationError as exc:
-            return _error(name, ErrorCode.POLICY_VIOLATION, str(exc))
-        except InvalidTopicError as exc:
-            return _error(name, ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc))
-        except InvalidConfigError as exc:
-            return _error(name, ErrorCode.INVALID_CONFIG, str(exc))
-        except OSError as exc:
-            log.error("creating topic %s failed: %s", name, exc)
-            return _error(name, ErrorCode.KAFKA_STORAGE_ERROR, f"creating the topic failed: {exc}")
-    return created_result(broker, name, topic_id, partitions, 1, overrides, show_configs,
-                          broker.storage.topic_config(name) if not validate_only else None)
+    if validate_only:
+        return created_result(broker, name, ZERO_UUID, partitions, replication_factor,
+                              overrides, show_configs)
+    try:
+        topic_id = await control.create_topic(name, partitions, replication_factor, overrides,
+                                              assignment, timeout_ms)
+    except ControlError as exc:
+        return _error(name, exc.error, str(exc))
+    # The configs as DescribeConfigs will answer them, or as asked for when this broker's
+    # catalog does not have the topic yet.
+    view = control.topic_view(name)
+    config, kept = view if view is not None else (None, overrides)
+    return created_result(broker, name, topic_id, partitions, replication_factor, kept,
+                          show_configs, config)
 
 
 def created_result(broker: Broker, name: str, topic_id: bytes, partitions: int,

@@ -46,13 +46,7 @@ def handle(broker: Broker, header: RequestHeader,
 
 
 def _members(broker: Broker) -> tuple[str, int, list[DescribeClusterResponse.DescribeClusterBroker]]:
-    node = broker.cluster
-    if node is None:  # single node: this broker is the cluster and its controller
-        host, port = broker.advertised_address
-        return broker.cluster_id, broker.node_id, [
-            Broker_(broker_id=broker.node_id, host=host, port=port, rack=None)]
-    model = node.model
+    control = broker.control
     brokers = [Broker_(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-               for b in sorted(model.brokers.values(), key=lambda b: b.node_id)]
-    controller = model.controller_id if model.controller_id is not None else node.node_id
-    return model.cluster_id or broker.cluster_id, controller, brokers
+               for b in control.members()]
+    return control.cluster_id(), control.controller_id(), brokers

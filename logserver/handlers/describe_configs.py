@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from logserver.broker_overrides import DYNAMIC_BROKER_SETTINGS
-from logserver.cluster.topic_configs import topic_view
 from logserver.config import SETTINGS
 from logserver.security import checks
 from logserver.topic_config import (
@@ -66,7 +65,7 @@ def _entry(name: str, value: str | None, source: int, config_type: int,
 
 
 def _topic(broker: Broker, name: str, keys: set[str] | None, with_synonyms: bool) -> Result:
-    view = topic_view(broker, name)  # the cluster's in cluster mode
+    view = broker.control.topic_view(name)  # the cluster's in cluster mode
     if view is None:
         return Result(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                       error_message=f"topic {name!r} does not exist", resource_type=TOPIC,

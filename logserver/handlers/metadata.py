@@ -1,8 +1,12 @@
-"""Metadata: this node as the one broker, controller and leader of every partition.
+"""Metadata: the brokers, the controller and each topic's partitions as the control plane
+(``broker.control``: this node alone, or the cluster in etcd) knows them, in both modes.
 
 Auto-creating topics (``auto.create.topics.enable``, the request allowing it) makes the
-answer wait for the creation, which runs on the storage worker; a topic that another
-request is creating right now is LEADER_NOT_AVAILABLE (clients retry), as in Kafka.
+answer wait for the creation; a topic that another request is creating right now is
+LEADER_NOT_AVAILABLE (clients retry), as in Kafka. A partition whose leader is not among
+the brokers listed has no leader (LEADER_NOT_AVAILABLE, leader -1), as Kafka's metadata
+cache: clients look the node id up in the broker list. A broker still joining a cluster
+answers once it knows the cluster's state (bounded).
 
 With ACLs, as Kafka: "all topics" lists only the topics the principal may DESCRIBE; a
 named topic it may not describe is TOPIC_AUTHORIZATION_FAILED whether it exists or not;
@@ -20,11 +24,9 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import MetadataRequest, MetadataResponse
 from kafkaproto.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
-from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
-from logserver.partition import LEADER_EPOCH
+from logserver.groups import INTERNAL_TOPICS
 from logserver.security import checks
 from logserver.security.acl import CLUSTER_NAME, ResourceType
-from logserver.storage.api import TopicExistsError
 from logserver.topic_names import topic_name_error
 
 if TYPE_CHECKING:
@@ -40,17 +42,33 @@ Wanted = list[tuple[str | None, bytes | None]]
 
 def handle(broker: Broker, header: RequestHeader, request: MetadataRequest) -> (
         MetadataResponse | Awaitable[MetadataResponse]):
+    waiting = broker.control.caught_up()
+    if waiting is not None:
+        return _once_caught_up(broker, header, request, waiting)
+    return _answer(broker, header, request)
+
+
+async def _once_caught_up(broker: Broker, header: RequestHeader, request: MetadataRequest,
+                          waiting: Awaitable[None]) -> MetadataResponse:
+    await waiting
+    answer = _answer(broker, header, request)
+    return answer if isinstance(answer, MetadataResponse) else await answer
+
+
+def _answer(broker: Broker, header: RequestHeader, request: MetadataRequest) -> (
+        MetadataResponse | Awaitable[MetadataResponse]):
     version = header.api_version
-    storage = broker.storage
+    control = broker.control
     if request.topics is None or (version == 0 and not request.topics):
-        wanted: Wanted = [(name, None) for name in storage.topic_names()
+        wanted: Wanted = [(name, None) for name in control.topic_names()
                           if checks.allowed(broker, checks.METADATA_TOPIC, name)]
     else:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     allow_create = (request.allow_auto_topic_creation if version >= 4 else True) \
         and broker.config["auto.create.topics.enable"]
     missing = [name for name, _ in wanted if name is not None
-               and storage.partition_count(name) is None and topic_name_error(name) is None
+               and control.partition_count(name) is None and topic_name_error(name) is None
+               and control.may_auto_create(name)
                and checks.allowed(broker, checks.METADATA_TOPIC, name)]
     created: dict[str, int] = {}
     if allow_create and missing and not checks.allowed(broker, checks.AUTO_CREATE_CLUSTER):
@@ -69,9 +87,9 @@ class _AuthorizedOperations:
     the current one), applied to the response when it is built."""
 
     def __init__(self, broker: Broker, request: MetadataRequest, version: int) -> None:
-        self.cluster = AUTHORIZED_OPERATIONS_OMITTED
+        self.cluster_bits = AUTHORIZED_OPERATIONS_OMITTED
         if 8 <= version <= 10 and request.include_cluster_authorized_operations:
-            self.cluster = checks.authorized_operations(broker, ResourceType.CLUSTER, CLUSTER_NAME) \
+            self.cluster_bits = checks.authorized_operations(broker, ResourceType.CLUSTER, CLUSTER_NAME) \
                 if checks.allowed(broker, checks.METADATA_CLUSTER) else 0
         self.topics = version >= 8 and request.include_topic_authorized_operations
         self.version = version  # the request's: what the response may hold depends on it
@@ -97,49 +115,35 @@ async def _after_creating(broker: Broker, wanted: Wanted, missing: list[str],
     for name, _ in wanted:  # decided now: a coroutine's principal is not guaranteed later
         if name is not None:
             operations.may_describe(name)
-    outcomes = await asyncio.gather(*(_auto_create(broker, name) for name in names))
+    outcomes = await asyncio.gather(*(broker.control.auto_create_topic(name) for name in names))
     return _response(broker, wanted, {**created, **dict(zip(names, outcomes, strict=True))},
                      operations)
 
 
-async def _auto_create(broker: Broker, name: str) -> int:
-    """The error code for a topic that had to be created (NONE when it now exists)."""
-    if name == OFFSETS_TOPIC:  # created with its own settings, as Kafka does
-        error = await broker.groups.ensure_offsets_topic()
-        return ErrorCode.LEADER_NOT_AVAILABLE if error is not None else ErrorCode.NONE
-    partitions = broker.config["num.partitions"]
-    if broker.topic_limit_error(partitions) is not None:
-        return ErrorCode.POLICY_VIOLATION
-    try:
-        await broker.create_topic(name, partitions, {})
-    except TopicExistsError:  # another request is creating it right now
-        return ErrorCode.NONE if broker.storage.partition_count(name) is not None \
-            else ErrorCode.LEADER_NOT_AVAILABLE
-    except Exception as exc:  # disk full, the limits, ...: the client may retry
-        log.error("auto-creating topic %s failed: %s", name, exc)
-        return ErrorCode.LEADER_NOT_AVAILABLE
-    return ErrorCode.NONE
-
-
 def _response(broker: Broker, wanted: Wanted, created: dict[str, int],
               operations: _AuthorizedOperations) -> MetadataResponse:
-    host, port = broker.advertised_address
+    control = broker.control
+    brokers = control.brokers()
+    live = {b.node_id for b in brokers}
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[MetadataResponse.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        topics=[_describe(broker, name, topic_id, created, operations) for name, topic_id in wanted],
-        cluster_authorized_operations=operations.cluster,
+        brokers=[MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host,
+                                                         port=b.port, rack=b.rack)
+                 for b in brokers],
+        cluster_id=control.cluster_id(),
+        controller_id=control.controller_id(),
+        topics=[_describe(broker, name, topic_id, created, operations, live)
+                for name, topic_id in wanted],
+        cluster_authorized_operations=operations.cluster_bits,
     )
 
 
 def _describe(broker: Broker, name: str | None, topic_id: bytes | None,
-              created: dict[str, int], operations: _AuthorizedOperations) -> Topic:
-    storage = broker.storage
+              created: dict[str, int], operations: _AuthorizedOperations,
+              live: set[int]) -> Topic:
     by_id = name is None
     if name is None:
-        name = storage.topic_for_id(topic_id) if topic_id and topic_id != ZERO_UUID else None
+        name = broker.control.topic_for_id(topic_id) if topic_id and topic_id != ZERO_UUID else None
         if name is None:
             if operations.version < 12:  # names are not nullable in v10-11 responses: Kafka refuses these
                 return Topic(error_code=ErrorCode.INVALID_REQUEST, name="",
@@ -149,28 +153,28 @@ def _describe(broker: Broker, name: str | None, topic_id: bytes | None,
     if not operations.may_describe(name):  # existence not revealed; ids are not secret
         return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None if by_id else name,
                      topic_id=topic_id if by_id and topic_id else ZERO_UUID, partitions=[])
-    topic = _describe_allowed(broker, name, created)
+    topic = _describe_allowed(broker, name, created, live)
     topic.topic_authorized_operations = operations.topic(name)
     return topic
 
 
-def _describe_allowed(broker: Broker, name: str, created: dict[str, int]) -> Topic:
-    storage = broker.storage
-    count = storage.partition_count(name)
-    if count is None:
+def _describe_allowed(broker: Broker, name: str, created: dict[str, int],
+                      live: set[int]) -> Topic:
+    control = broker.control
+    if control.partition_count(name) is None:
         if topic_name_error(name) is not None:
             return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, partitions=[])
         error = created.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return Topic(error_code=error if error != ErrorCode.NONE else ErrorCode.LEADER_NOT_AVAILABLE,
                      name=name, partitions=[])
-    node = broker.node_id
     return Topic(
-        error_code=ErrorCode.NONE, name=name, topic_id=storage.topic_id(name) or ZERO_UUID,
+        error_code=ErrorCode.NONE, name=name, topic_id=control.topic_id(name) or ZERO_UUID,
         is_internal=name in INTERNAL_TOPICS,
         partitions=[
-            Partition(error_code=ErrorCode.NONE, partition_index=index, leader_id=node,
-                      leader_epoch=LEADER_EPOCH, replica_nodes=[node], isr_nodes=[node],
-                      offline_replicas=[])
-            for index in range(count)
+            Partition(error_code=ErrorCode.NONE if p.leader in live else ErrorCode.LEADER_NOT_AVAILABLE,
+                      partition_index=p.index, leader_id=p.leader if p.leader in live else -1,
+                      leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
+                      offline_replicas=p.offline)
+            for p in control.partitions(name)
         ],
     )

@@ -1,13 +1,15 @@
-"""AlterPartitionReassignments (45) and ListPartitionReassignments (46) on one node.
+"""AlterPartitionReassignments (45) and ListPartitionReassignments (46), in both modes.
 
-One node holds every replica, so the only valid target is this node itself: the move is
-done at once and nothing is ever under way. Cluster mode moves replicas for real
-(logserver/cluster/reassignments_admin.py); the checks and answers are shared here.
+ACLs and the answers are here; ``broker.control`` starts (or cancels) each move. On one
+node, which holds every replica, the only valid target is this node itself: the move is
+done at once and nothing is ever under way. A cluster moves replicas for real
+(logserver/cluster/control.py, reassignment.py); the request is answered once the move
+started, as Kafka does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
@@ -27,18 +29,6 @@ TopicResult = AlterResponse.ReassignableTopicResponse
 PartitionResult = AlterResponse.ReassignablePartitionResponse
 RequestPartition = AlterPartitionReassignmentsRequest.ReassignablePartition
 Outcome = tuple[int, str | None]
-
-
-def replicas_error(replicas: list[int], brokers: Collection[int]) -> str | None:
-    """Kafka's checks of a target replica list (null, a cancel, is not checked here)."""
-    if not replicas:
-        return "The replica list cannot be empty."
-    if len(set(replicas)) != len(replicas):
-        return f"The replica list {replicas} contains duplicates."
-    unknown = [b for b in replicas if b not in brokers]
-    if unknown:
-        return f"The replica list {replicas} names unknown broker(s) {unknown}."
-    return None
 
 
 def alter_response(request: AlterPartitionReassignmentsRequest,
@@ -83,25 +73,17 @@ def list_response(ongoing: Iterable[tuple[str, int, list[int], list[int], list[i
         topics=[Topic(name=n, partitions=ps) for n, ps in sorted(by_topic.items())])
 
 
-def handle_alter(broker: Broker, header: RequestHeader,
-                 request: AlterPartitionReassignmentsRequest) -> AlterResponse:
+async def handle_alter(broker: Broker, header: RequestHeader,
+                       request: AlterPartitionReassignmentsRequest) -> AlterResponse:
     refused = checks.denied(broker, checks.ALTER_PARTITION_REASSIGNMENTS)
     if refused:
         return alter_refused(request, refused)
-    node_id: int = broker.config["node.id"]
-
-    def decide(name: str, p: RequestPartition) -> Outcome:
-        count = broker.storage.partition_count(name)
-        if count is None or not 0 <= p.partition_index < count:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
-        if p.replicas is None:
-            return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No reassignment is in progress."
-        bad = replicas_error(list(p.replicas), [node_id])
-        if bad is not None:
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, bad
-        return ErrorCode.NONE, None  # already where it should be
-
-    return alter_response(request, decide)
+    outcomes: dict[tuple[str, int], Outcome] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            outcomes[(topic.name, p.partition_index)] = await broker.control.reassign(
+                topic.name, p.partition_index, None if p.replicas is None else list(p.replicas))
+    return alter_response(request, lambda name, p: outcomes[(name, p.partition_index)])
 
 
 def handle_list(broker: Broker, header: RequestHeader,
@@ -109,4 +91,6 @@ def handle_list(broker: Broker, header: RequestHeader,
     refused = checks.denied(broker, checks.LIST_PARTITION_REASSIGNMENTS)
     if refused:
         return list_refused(refused)
-    return list_response([])
+    wanted = None if request.topics is None else [
+        (t.name, i) for t in request.topics for i in t.partition_indexes]
+    return list_response(broker.control.ongoing_reassignments(wanted))

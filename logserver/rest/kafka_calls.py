@@ -27,7 +27,6 @@ from kafkaproto.messages import (
     SyncGroupResponse,
 )
 from logserver import request_context
-from logserver.dispatch import cluster_handlers
 from logserver.handlers import HANDLERS
 from logserver.rest import to_node
 from logserver.security import checks
@@ -62,12 +61,8 @@ def act_as(principal: str, peer: str) -> None:
 
 
 async def _call(broker: Broker, key: ApiKey, body: Any, client_id: str = CLIENT_ID) -> Any:
-    handler = HANDLERS[key]
-    handle = handler.handle
-    if broker.cluster is not None:
-        handle = cluster_handlers().get(key, handle)
     header = RequestHeader(key, _VERSIONS[key], 0, client_id)
-    result = handle(broker, header, body)
+    result = HANDLERS[key].handle(broker, header, body)
     if inspect.isawaitable(result):
         result = await result
     return result

@@ -1,4 +1,5 @@
-"""Storage engines behind one interface (``Storage``): the segment log and an in-memory one."""
+"""Storage engines (``StorageEngine``: the client-facing ``Storage`` and the replica-only
+``ReplicaLog``): the segment log and an in-memory one."""
 
 from logserver.storage.api import (
     EARLIEST,
@@ -9,7 +10,9 @@ from logserver.storage.api import (
     InvalidTopicError,
     ListedOffset,
     ReadResult,
+    ReplicaLog,
     Storage,
+    StorageEngine,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -23,7 +26,9 @@ __all__ = [
     "InvalidTopicError",
     "ListedOffset",
     "ReadResult",
+    "ReplicaLog",
     "Storage",
+    "StorageEngine",
     "TopicExistsError",
     "UnknownTopicOrPartitionError",
 ]

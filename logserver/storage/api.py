@@ -1,8 +1,11 @@
 """The boundary between request handlers / group coordinator and a storage engine.
 
-Handlers and the coordinator see topics and partitions only through ``Storage``; an
-engine (the segment log in ``segment_log``, the in-memory one in ``memory``) implements
-it. Reads of topic state and the hot path (append, read, list offsets) are plain calls
+Handlers and the coordinator see topics and partitions only through ``Storage``, the
+client-facing interface; what only a follower replica does to a log (append its
+leader's batches at their offsets, truncate, restart, take the replicated high
+watermark and leader epoch) is ``ReplicaLog``, which only cluster replication
+(logserver/cluster) reaches, through ``Broker.engine``. An engine (the segment log in
+``segment_log``, the in-memory one in ``memory``) implements both: ``StorageEngine``. Reads of topic state and the hot path (append, read, list offsets) are plain calls
 on the event-loop thread; anything that touches the disk in bulk (creating or deleting a
 topic, adding partitions, flushing, deleting records, reserving producer ids) is a
 coroutine whose slow part runs on the storage worker thread. A topic becomes visible to
@@ -38,7 +41,9 @@ __all__ = [
     "PartitionStats",
     "ReadResult",
     "Records",
+    "ReplicaLog",
     "Storage",
+    "StorageEngine",
     "TopicExistsError",
     "UnknownTopicOrPartitionError",
 ]
@@ -115,7 +120,8 @@ class PartitionStats(NamedTuple):
 
 
 class Storage(Protocol):
-    """What handlers and the group coordinator may ask of a storage engine."""
+    """What handlers and the group coordinator may ask of a storage engine (the
+    client-facing interface)."""
 
     # -- lifecycle (the broker, the composition root, calls these) ------------------------
 
@@ -264,38 +270,9 @@ class Storage(Protocol):
         """Return when one of ``partitions`` gets an append, or after ``timeout_s``."""
         ...
 
-    # -- replication (cluster mode, logserver/cluster) ---------------------------------------
-
-    #: Called after each successful append with (topic, partition): an awaitable that the
-    #: append's ``wait`` then also covers (the cluster sets it for internal topics, whose
-    #: writers acknowledge only replicated records); None on a single node.
-    replication_hook: Callable[[str, int], Awaitable[None] | None] | None
-
-    def log_end_offset(self, topic: str, partition: int) -> int | None: ...
-
-    def set_high_watermark(self, topic: str, partition: int, offset: int | None) -> None:
-        """The replicated high watermark (None: the log end offset, as on a single node);
-        reads by consumers stop there."""
-        ...
-
-    def set_leader_epoch(self, topic: str, partition: int, epoch: int) -> None:
-        """The leader epoch stamped on the batches appended from now on."""
-        ...
-
-    def append_replica(self, topic: str, partition: int, records: memoryview) -> int:
-        """A follower appends batches fetched from its leader, keeping their offsets;
-        returns the new log end offset. Raises KeyError for an unknown partition and
-        ValueError when the batches do not continue the log."""
-        ...
-
-    async def truncate_to(self, topic: str, partition: int, offset: int) -> int:
-        """Drop the batch holding ``offset`` and everything after it; the new log end."""
-        ...
-
-    async def restart_at(self, topic: str, partition: int, offset: int) -> int:
-        """Empty the partition's log and continue it at ``offset`` (Kafka's
-        truncateFullyAndStartAt: a follower whose log ends below its leader's log start
-        offset, after DeleteRecords or retention there); returns the new log end."""
+    def log_end_offset(self, topic: str, partition: int) -> int | None:
+        """The offset the next append gets (above the high watermark while a cluster's
+        followers catch up)."""
         ...
 
     # -- maintenance of one partition (the offsets store's compaction) ---------------------
@@ -322,3 +299,44 @@ class Storage(Protocol):
     async def allocate_producer_id(self) -> int:
         """A producer id never handed out before, also across restarts."""
         ...
+
+
+class ReplicaLog(Protocol):
+    """What cluster replication (logserver/cluster) does to the log of a replica, beyond
+    what clients may ask: a follower appends its leader's batches at their offsets and
+    truncates or restarts its log to match the leader's; a leader takes the replicated
+    high watermark and the leader epoch it stamps."""
+
+    #: Called after each successful append with (topic, partition): an awaitable that the
+    #: append's ``wait`` then also covers (the cluster sets it for internal topics, whose
+    #: writers acknowledge only replicated records); None on a single node.
+    replication_hook: Callable[[str, int], Awaitable[None] | None] | None
+
+    def set_high_watermark(self, topic: str, partition: int, offset: int | None) -> None:
+        """The replicated high watermark (None: the log end offset, as on a single node);
+        reads by consumers stop there."""
+        ...
+
+    def set_leader_epoch(self, topic: str, partition: int, epoch: int) -> None:
+        """The leader epoch stamped on the batches appended from now on."""
+        ...
+
+    def append_replica(self, topic: str, partition: int, records: memoryview) -> int:
+        """A follower appends batches fetched from its leader, keeping their offsets;
+        returns the new log end offset. Raises KeyError for an unknown partition and
+        ValueError when the batches do not continue the log."""
+        ...
+
+    async def truncate_to(self, topic: str, partition: int, offset: int) -> int:
+        """Drop the batch holding ``offset`` and everything after it; the new log end."""
+        ...
+
+    async def restart_at(self, topic: str, partition: int, offset: int) -> int:
+        """Empty the partition's log and continue it at ``offset`` (Kafka's
+        truncateFullyAndStartAt: a follower whose log ends below its leader's log start
+        offset, after DeleteRecords or retention there); returns the new log end."""
+        ...
+
+
+class StorageEngine(Storage, ReplicaLog, Protocol):
+    """A storage engine: the client-facing interface and the replica-log one."""

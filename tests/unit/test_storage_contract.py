@@ -25,7 +25,9 @@ from logserver.storage import (
     MAX_TIMESTAMP,
     InvalidConfigError,
     InvalidTopicError,
+    ReplicaLog,
     Storage,
+    StorageEngine,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -44,10 +46,10 @@ ENGINES = ["segment", "memory"]
 
 
 @asynccontextmanager
-async def opened(engine: str, data: Path, **settings: object) -> AsyncIterator[Storage]:
+async def opened(engine: str, data: Path, **settings: object) -> AsyncIterator[StorageEngine]:
     config = load_config({"log.dirs": str(data), **{k: str(v) for k, v in settings.items()}},
                          environ={})
-    storage: Storage = SegmentLogStorage(config) if engine == "segment" else MemoryStorage(config)
+    storage: StorageEngine = SegmentLogStorage(config) if engine == "segment" else MemoryStorage(config)
     storage.open()
     await storage.start()
     try:
@@ -56,7 +58,7 @@ async def opened(engine: str, data: Path, **settings: object) -> AsyncIterator[S
         await storage.close()
 
 
-def run(engine: str, tmp_path: Path, scenario: Callable[[Storage], Awaitable[None]],
+def run(engine: str, tmp_path: Path, scenario: Callable[[StorageEngine], Awaitable[None]],
         **settings: object) -> None:
     async def main() -> None:
         async with opened(engine, tmp_path / "data", **settings) as storage:
@@ -87,9 +89,30 @@ def records_of(storage: Storage, topic: str, partition: int = 0,
             offset = header.next_offset
 
 
+def _members(protocol: type) -> set[str]:
+    return {name for name in (*vars(protocol), *getattr(protocol, "__annotations__", {}))
+            if not name.startswith("_")}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_engines_have_both_interfaces_and_clients_see_no_replica_only_method(
+        engine: str, tmp_path: Path) -> None:
+    """``Storage`` is what handlers see (``Broker.storage``): nothing of ``ReplicaLog``,
+    which only cluster replication drives (``Broker.engine``); an engine has both."""
+    replica_only = _members(ReplicaLog)
+    assert {"append_replica", "truncate_to", "restart_at", "set_high_watermark",
+            "set_leader_epoch", "replication_hook"} <= replica_only
+    assert replica_only.isdisjoint(_members(Storage))
+    assert {"append", "read", "create_topic", "log_end_offset"} <= _members(Storage)
+    config = load_config({"log.dirs": str(tmp_path)}, environ={})
+    storage = SegmentLogStorage(config) if engine == "segment" else MemoryStorage(config)
+    missing = [name for name in _members(Storage) | replica_only if not hasattr(storage, name)]
+    assert missing == []
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_topics_are_created_listed_and_deleted(engine: str, tmp_path: Path) -> None:
-    async def scenario(storage: Storage) -> None:
+    async def scenario(storage: StorageEngine) -> None:
         topic_id = await storage.create_topic("t", 3, {"retention.ms": "1000"})
         assert len(topic_id) == 16 and topic_id != bytes(16)
         assert storage.topic_names() == ["t"]
@@ -115,7 +138,7 @@ def test_topics_are_created_listed_and_deleted(engine: str, tmp_path: Path) -> N
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_bad_creations_are_refused_and_leave_nothing(engine: str, tmp_path: Path) -> None:
-    async def scenario(storage: Storage) -> None:
+    async def scenario(storage: StorageEngine) -> None:
         for bad in ("", "..", "a/b", "x" * 250):
             with pytest.raises(InvalidTopicError):
                 await storage.create_topic(bad, 1, {})
@@ -135,7 +158,7 @@ def test_bad_creations_are_refused_and_leave_nothing(engine: str, tmp_path: Path
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_concurrent_creations_of_one_name_have_one_winner(engine: str, tmp_path: Path) -> None:
-    async def scenario(storage: Storage) -> None:
+    async def scenario(storage: StorageEngine) -> None:
         outcomes = await asyncio.gather(*(storage.create_topic("race", 4, {}) for _ in range(3)),
                                         return_exceptions=True)
         winners = [o for o in outcomes if isinstance(o, bytes)]
@@ -152,7 +175,7 @@ def test_concurrent_creations_of_one_name_have_one_winner(engine: str, tmp_path:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_append_read_and_list_offsets(engine: str, tmp_path: Path) -> None:
-    async def scenario(storage: Storage) -> None:
+    async def scenario(storage: StorageEngine) -> None:
         await storage.create_topic("t", 2, {})
         first = storage.append("t", 0, batch(b"a", b"b", timestamp=1_000), 9)
         assert (first.error, first.base_offset, first.log_start_offset) == (ErrorCode.NONE, 0, 0)
@@ -192,7 +215,7 @@ def test_append_read_and_list_offsets(engine: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_append_validation_and_idempotence(engine: str, tmp_path: Path) -> None:
-    async def scenario(storage: Storage) -> None:
+    async def scenario(storage: StorageEngine) -> None:
         await storage.create_topic("small", 1, {"max.message.bytes": "200"})
         assert storage.append("small", 0, batch(b"x" * 300), 9).error == ErrorCode.MESSAGE_TOO_LARGE
         assert storage.append("small", 0, None, 9).error == ErrorCode.CORRUPT_MESSAGE
@@ -220,7 +243,7 @@ def test_append_validation_and_idempotence(engine: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_roll_and_delete_records_below(engine: str, tmp_path: Path) -> None:
-    async def scenario(storage: Storage) -> None:
+    async def scenario(storage: StorageEngine) -> None:
         await storage.create_topic("c", 1, {})
         for i in range(5):
             storage.append("c", 0, batch(b"old-%d" % i), 9)
@@ -241,7 +264,7 @@ def test_roll_and_delete_records_below(engine: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_wait_for_append(engine: str, tmp_path: Path) -> None:
-    async def scenario(storage: Storage) -> None:
+    async def scenario(storage: StorageEngine) -> None:
         await storage.create_topic("w", 2, {})
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -262,7 +285,7 @@ def test_wait_for_append(engine: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_delete_records_moves_the_log_start_offset(engine: str, tmp_path: Path) -> None:
-    async def scenario(storage: Storage) -> None:
+    async def scenario(storage: StorageEngine) -> None:
         await storage.create_topic("d", 2, {})
         for i in range(4):
             storage.append("d", 0, batch(b"a-%d" % i, b"b-%d" % i), 9)  # offsets 2i, 2i+1
@@ -296,7 +319,7 @@ def test_delete_records_moves_the_log_start_offset(engine: str, tmp_path: Path) 
 def test_restart_at_empties_the_log_and_continues_at_the_offset(engine: str, tmp_path: Path) -> None:
     """Kafka's truncateFullyAndStartAt: a follower whose log ends below its leader's log
     start drops everything and appends the leader's batches from there."""
-    async def scenario(storage: Storage) -> None:
+    async def scenario(storage: StorageEngine) -> None:
         await storage.create_topic("r", 2, {})
         for i in range(3):
             storage.append("r", 0, batch(b"old-%d" % i, producer_id=7, producer_epoch=0,
@@ -331,7 +354,7 @@ def test_replicated_markers_and_truncation_keep_the_last_stable_offset(engine: s
         data[0:8] = offset.to_bytes(8, "big")
         return memoryview(data)
 
-    async def scenario(storage: Storage) -> None:
+    async def scenario(storage: StorageEngine) -> None:
         await storage.create_topic("t", 1, {})
         storage.append_replica("t", 0, replica_batch(0, b"open"))
         assert storage.last_stable_offset("t", 0) == 0  # an open transaction from offset 0
@@ -351,7 +374,7 @@ def test_replicated_markers_and_truncation_keep_the_last_stable_offset(engine: s
 def test_a_replicated_marker_fences_older_coordinators(engine: str, tmp_path: Path) -> None:
     """A follower learns each producer's coordinator epoch from the markers it replicates,
     so once it leads it refuses markers from an older coordinator (a zombie one)."""
-    async def scenario(storage: Storage) -> None:
+    async def scenario(storage: StorageEngine) -> None:
         await storage.create_topic("t", 1, {})
         marker = bytearray(build_marker(5, 0, commit=True, coordinator_epoch=4, timestamp_ms=1_000))
         storage.append_replica("t", 0, memoryview(marker))
@@ -392,7 +415,7 @@ def test_restart_at_survives_a_restart(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_alter_topic_config_applies_at_once(engine: str, tmp_path: Path) -> None:
-    async def scenario(storage: Storage) -> None:
+    async def scenario(storage: StorageEngine) -> None:
         await storage.create_topic("a", 2, {"retention.ms": "1000"})
         await storage.alter_topic_config("a", {"max.message.bytes": "100",
                                                "message.timestamp.type": "LogAppendTime"})
@@ -417,7 +440,7 @@ def test_alter_topic_config_applies_at_once(engine: str, tmp_path: Path) -> None
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_dynamic_broker_configs_change_inherited_settings(engine: str, tmp_path: Path) -> None:
-    async def scenario(storage: Storage) -> None:
+    async def scenario(storage: StorageEngine) -> None:
         await storage.create_topic("inherits", 2, {})
         await storage.create_topic("own", 1, {"retention.ms": "5000"})
         await storage.alter_broker_overrides(BrokerOverrides(
@@ -445,7 +468,7 @@ def test_dynamic_broker_configs_change_inherited_settings(engine: str, tmp_path:
 def test_failed_creation_leaves_nothing_behind(tmp_path: Path) -> None:
     data = tmp_path / "data"
 
-    async def scenario(storage: Storage) -> None:
+    async def scenario(storage: StorageEngine) -> None:
         await storage.create_topic("first", 1, {})
         (data / "broken-2").write_text("a file where partition 2's directory must go")
         with pytest.raises(OSError):
