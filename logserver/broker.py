@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from commonlib.source_limits import LoginBackoff
+from logserver.cluster.peer_links import PeerConnections
 from logserver.config import Config
 from logserver.groups import GroupCoordinator
 from logserver.groups.consumer.machine import TopicCatalog
@@ -61,6 +62,8 @@ class Broker:
         self.sasl_failures: Counter[str] = Counter()  # per listener, for /metrics
         self.transactions = TransactionCoordinator(self)  # KIP-98 (logserver/transactions)
         self.cluster: ClusterNode | None = None  # cluster mode only (logserver/cluster)
+        # Connections to the other brokers, for requests this one sends them itself.
+        self.peers = PeerConnections()
         self._cluster_id: str | None = None  # cluster mode: etcd's (cluster/identity.py)
         # What the data-path handlers ask about leadership and replication.
         self.routing: PartitionRouting = LocalRouting(self.storage)
@@ -102,6 +105,7 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.close()
         await self.groups.close()
+        await self.peers.close()
         await self.storage.close()
 
     @property
