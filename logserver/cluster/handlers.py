@@ -9,12 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from kafkaproto import ApiKey
-from logserver.cluster import partitions_admin, reassignments_admin, services, topics
+from logserver.cluster import envelope, partitions_admin, reassignments_admin, services, topics
+from logserver.handlers import Handler
 
-# Not advertised in ApiVersions: APIs brokers would use only among themselves. None today:
-# OffsetForLeaderEpoch, which followers ask, is served to clients too (KIP-320), in both
-# modes (logserver/handlers/offset_for_leader_epoch.py).
-EXTRA_HANDLERS: dict[int, Any] = {}
+# Not advertised in ApiVersions: APIs brokers use only among themselves. Envelope: a REST
+# Proxy's produce forwarded to the leader as its caller (envelope.py). OffsetForLeaderEpoch,
+# which followers ask, is served to clients too (KIP-320), in both modes
+# (logserver/handlers/offset_for_leader_epoch.py).
+EXTRA_HANDLERS: dict[int, Any] = {
+    ApiKey.ENVELOPE: Handler("Envelope", 0, 0, envelope.handle),
+}
 
 HANDLERS: dict[int, Any] = {
     ApiKey.METADATA: topics.metadata,

@@ -46,7 +46,7 @@ class PeerUnreachable(Exception):
     """A broker could not be asked (down, restarting, too slow, or shutting down)."""
 
 
-@dataclass
+@dataclass(eq=False)  # kept in a set by identity
 class _Connection:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter

@@ -33,7 +33,7 @@ async def send(broker: Broker, node: int, api_key: int, version: int, body: Mess
     info = cluster.model.brokers.get(node) if cluster is not None else None
     if info is None:
         raise NodeUnreachable(f"node {node} is not a live broker")
-    links = broker.peers.links(f"rest-proxy-{broker.node_id}")
+    links = broker.peers.links(client_id_of(broker))
     try:
         [answer] = await links.ask((info.host, info.port), [(api_key, version, body)],
                                    timeout_s, client_id)
@@ -41,6 +41,11 @@ async def send(broker: Broker, node: int, api_key: int, version: int, body: Mess
         log.warning("REST proxy to node %d: api %d: %s", node, api_key, exc)
         raise
     return answer
+
+
+def client_id_of(broker: Broker) -> str:
+    """The REST Proxy's client id on other brokers."""
+    return f"rest-proxy-{broker.node_id}"
 
 
 def remote_leader(broker: Broker, topic: str, partition: int) -> int | None:
