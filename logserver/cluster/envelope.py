@@ -91,7 +91,7 @@ def handle(broker: Broker, header: RequestHeader, request: EnvelopeRequest) -> A
         return EnvelopeResponse(error_code=ErrorCode.PRINCIPAL_DESERIALIZATION_FAILURE)
     from logserver.handlers import HANDLERS
 
-    data = memoryview(bytes(request.request_data))
+    data = memoryview(bytearray(request.request_data))  # appends stamp offsets in place
     try:
         inner, offset = decode_request_header(data)
         spec = HANDLERS.get(inner.api_key)
