@@ -64,6 +64,8 @@ class Broker:
         self.cluster: ClusterNode | None = None  # cluster mode only (logserver/cluster)
         # Connections to the other brokers, for requests this one sends them itself.
         self.peers = PeerConnections()
+        # This broker's admin HTTP listener (host, port), registered in cluster mode.
+        self.admin_address: tuple[str, int] | None = None
         self._cluster_id: str | None = None  # cluster mode: etcd's (cluster/identity.py)
         # What the data-path handlers ask about leadership and replication.
         self.routing: PartitionRouting = LocalRouting(self.storage)
