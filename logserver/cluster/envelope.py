@@ -21,17 +21,7 @@ import ipaddress
 import logging
 from typing import TYPE_CHECKING, Any
 
-from kafkaproto import (
-    ApiKey,
-    ErrorCode,
-    ProtocolError,
-    RequestHeader,
-    decode_request,
-    decode_request_header,
-    decode_response,
-    encode_request,
-    encode_response,
-)
+from kafkaproto import ApiKey, ErrorCode, ProtocolError, RequestHeader, frames
 from kafkaproto.codegen import Message
 from kafkaproto.messages import EnvelopeRequest, EnvelopeResponse
 from logserver import request_context
@@ -56,7 +46,7 @@ class EnvelopeRefused(Exception):
 
 def wrap(api_key: int, version: int, body: Message, client_id: str | None) -> EnvelopeRequest:
     """The request as the current request's principal and client address send it."""
-    frame = encode_request(api_key, version, 0, client_id, body)
+    frame = frames.encode_request(api_key, version, 0, client_id, body)
     host = request_context.client_host.get().lstrip("/")
     try:
         address = ipaddress.ip_address(host).packed
@@ -73,7 +63,7 @@ def unwrap(api_key: int, version: int, answer: Message) -> Message:
         raise EnvelopeRefused(ErrorCode.UNKNOWN_SERVER_ERROR)
     if answer.error_code != ErrorCode.NONE or answer.response_data is None:
         raise EnvelopeRefused(answer.error_code or ErrorCode.UNKNOWN_SERVER_ERROR)
-    return decode_response(api_key, version, answer.response_data)[1]
+    return frames.decode_response(api_key, version, answer.response_data)[1]
 
 
 def handle(broker: Broker, header: RequestHeader, request: EnvelopeRequest) -> Any:
@@ -93,13 +83,13 @@ def handle(broker: Broker, header: RequestHeader, request: EnvelopeRequest) -> A
 
     data = memoryview(bytearray(request.request_data))  # appends stamp offsets in place
     try:
-        inner, offset = decode_request_header(data)
+        inner, offset = frames.decode_request_header(data)
         spec = HANDLERS.get(inner.api_key)
         if inner.api_key not in FORWARDABLE or spec is None:
             return EnvelopeResponse(error_code=ErrorCode.INVALID_REQUEST)
         if not spec.min_version <= inner.api_version <= spec.max_version:
             return EnvelopeResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
-        body = decode_request(inner, data, offset)
+        body = frames.decode_request(inner, data, offset)
     except ProtocolError as exc:
         log.warning("Envelope with an undecodable request: %s", exc)
         return EnvelopeResponse(error_code=ErrorCode.INVALID_REQUEST)
@@ -112,7 +102,7 @@ def handle(broker: Broker, header: RequestHeader, request: EnvelopeRequest) -> A
         response = await result if inspect.isawaitable(result) else result
         if not isinstance(response, Message):  # acks=0 or a connection to close
             return EnvelopeResponse(error_code=ErrorCode.INVALID_REQUEST)
-        chunks = encode_response(inner.api_key, inner.api_version, inner.correlation_id,
+        chunks = frames.encode_response(inner.api_key, inner.api_version, inner.correlation_id,
                                  response)
         frame = b"".join(bytes(c) for c in chunks if isinstance(c, bytes))
         return EnvelopeResponse(response_data=frame[4:])

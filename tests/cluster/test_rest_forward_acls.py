@@ -13,20 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import confluent_kafka.admin as ka
 import pytest
 import requests
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    NewTopic,
-    OffsetSpec,
-    ResourcePatternType,
-    ResourceType,
-)
 from helpers.clusterprocs import Cluster
 from helpers.kafkaclient import BlockingClient
 from helpers.sasl_cluster import MECHANISM, add_sasl_listeners
@@ -59,17 +49,17 @@ def secured(tmp_path, etcd):
         nodes.stop()
 
 
-def admin_client(cluster: Cluster) -> AdminClient:
+def admin_client(cluster: Cluster) -> ka.AdminClient:
     ports = cluster.sasl_ports  # type: ignore[attr-defined]
-    return AdminClient({"bootstrap.servers": ",".join(f"{HOST}:{p}" for p in ports.values()),
+    return ka.AdminClient({"bootstrap.servers": ",".join(f"{HOST}:{p}" for p in ports.values()),
                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": MECHANISM,
                         "sasl.username": "admin", "sasl.password": USERS["admin"]})
 
 
-def allow(admin: AdminClient, principal: str, kind: Any, name: str, operation: Any) -> None:
-    [future] = admin.create_acls([AclBinding(kind, name, ResourcePatternType.LITERAL,
+def allow(admin: ka.AdminClient, principal: str, kind: Any, name: str, operation: Any) -> None:
+    [future] = admin.create_acls([ka.AclBinding(kind, name, ka.ResourcePatternType.LITERAL,
                                              principal, "*", operation,
-                                             AclPermissionType.ALLOW)]).values()
+                                             ka.AclPermissionType.ALLOW)]).values()
     future.result(timeout=30)
 
 
@@ -98,21 +88,21 @@ def test_forwarded_produce_is_authorised_as_the_rest_caller(secured: Cluster) ->
     assert refused.response_data is None
 
     admin = admin_client(cluster)
-    allow(admin, "User:ANONYMOUS", ResourceType.BROKER, "kafka-cluster",
-          AclOperation.CLUSTER_ACTION)  # replication, and what an Envelope needs
-    allow(admin, "User:writer", ResourceType.TOPIC, TOPIC, AclOperation.WRITE)
-    allow(admin, "User:reader", ResourceType.TOPIC, TOPIC, AclOperation.DESCRIBE)
-    admin.create_topics([NewTopic(TOPIC, 1, 3)])[TOPIC].result(timeout=30)
+    allow(admin, "User:ANONYMOUS", ka.ResourceType.BROKER, "kafka-cluster",
+          ka.AclOperation.CLUSTER_ACTION)  # replication, and what an Envelope needs
+    allow(admin, "User:writer", ka.ResourceType.TOPIC, TOPIC, ka.AclOperation.WRITE)
+    allow(admin, "User:reader", ka.ResourceType.TOPIC, TOPIC, ka.AclOperation.DESCRIBE)
+    admin.create_topics([ka.NewTopic(TOPIC, 1, 3)])[TOPIC].result(timeout=30)
     wait_until(lambda: (p := cluster.partition(TOPIC, 0)) is not None and len(p.isrs) == 3,
                60, "3 in-sync replicas")
     leader = cluster.partition(TOPIC, 0).leader
     via = next(node for node in sorted(rest) if node != leader)
     # The inter-broker principal has no WRITE (nor any other ACL but CLUSTER_ACTION).
-    bindings = admin.describe_acls(AclBindingFilter(
-        ResourceType.ANY, None, ResourcePatternType.ANY, "User:ANONYMOUS", None,
-        AclOperation.ANY, AclPermissionType.ANY)).result(timeout=30)
+    bindings = admin.describe_acls(ka.AclBindingFilter(
+        ka.ResourceType.ANY, None, ka.ResourcePatternType.ANY, "User:ANONYMOUS", None,
+        ka.AclOperation.ANY, ka.AclPermissionType.ANY)).result(timeout=30)
     assert [(b.restype, b.operation) for b in bindings] == [
-        (ResourceType.BROKER, AclOperation.CLUSTER_ACTION)]
+        (ka.ResourceType.BROKER, ka.AclOperation.CLUSTER_ACTION)]
 
     def written() -> dict[str, Any] | None:
         response = produce(rest[via], "writer", ["AQ==", "Ag==", "Aw=="])
@@ -125,7 +115,7 @@ def test_forwarded_produce_is_authorised_as_the_rest_caller(secured: Cluster) ->
     assert [o["offset"] for o in offsets] == [first, first + 1, first + 2]
 
     # The leader holds them: its high watermark (ListOffsets goes to the leader) covers them.
-    [future] = admin.list_offsets({TopicPartition(TOPIC, 0): OffsetSpec.latest()}).values()
+    [future] = admin.list_offsets({TopicPartition(TOPIC, 0): ka.OffsetSpec.latest()}).values()
     assert future.result(timeout=30).offset >= first + 3
 
     refused_write = produce(rest[via], "reader", ["BA=="])
