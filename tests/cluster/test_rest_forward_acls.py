@@ -105,8 +105,14 @@ def test_forwarded_produce_is_authorised_as_the_rest_caller(secured: Cluster) ->
         (ka.ResourceType.BROKER, ka.AclOperation.CLUSTER_ACTION)]
 
     def written() -> dict[str, Any] | None:
+        """The answer once every record has an offset (until the ACLs and the new
+        partition's leader have reached broker ``via``: 403, or NOT_LEADER_OR_FOLLOWER
+        per record, which a Kafka producer retries too)."""
         response = produce(rest[via], "writer", ["AQ==", "Ag==", "Aw=="])
-        return response.json() if response.status_code == 200 else None
+        if response.status_code != 200:
+            return None
+        answer: dict[str, Any] = response.json()
+        return answer if all(o["error_code"] is None for o in answer["offsets"]) else None
     answer = wait_until(written, 60, f"writer's produce through broker {via} "
                                      f"(leader {leader})")
     offsets = answer["offsets"]
