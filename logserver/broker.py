@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from commonlib.source_limits import LoginBackoff
+from logserver.cluster.peer_links import PeerConnections
 from logserver.config import Config
 from logserver.control.api import ControlPlane
 from logserver.control.local import LocalControlPlane
@@ -64,6 +65,10 @@ class Broker:
         self.sasl_failures: Counter[str] = Counter()  # per listener, for /metrics
         self.transactions = TransactionCoordinator(self)  # KIP-98 (logserver/transactions)
         self.cluster: ClusterNode | None = None  # cluster mode only (logserver/cluster)
+        # Connections to the other brokers, for requests this one sends them itself.
+        self.peers = PeerConnections()
+        # This broker's admin HTTP listener (host, port), registered in cluster mode.
+        self.admin_address: tuple[str, int] | None = None
         self._cluster_id: str | None = None  # cluster mode: etcd's (cluster/identity.py)
         # What the data-path handlers ask about leadership and replication.
         self.routing: PartitionRouting = LocalRouting(self.storage)
@@ -109,6 +114,7 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.close()
         await self.groups.close()
+        await self.peers.close()
         await self.storage.close()
 
     @property

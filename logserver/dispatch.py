@@ -20,7 +20,7 @@ from kafkaproto import (
     decode_request_header,
 )
 from kafkaproto.messages import ApiVersionsResponse
-from logserver.handlers import HANDLERS
+from logserver.handlers import HANDLERS, UNADVERTISED_HANDLERS
 from logserver.request_context import listener_name, principal, set_peer
 from logserver.security.sasl import PasswordCheck
 from logserver.security.session import ANONYMOUS, RAW_TOKEN, current_security
@@ -57,7 +57,7 @@ class Dispatcher:
             refused = security.refuses(header.api_key)
             if refused is not None:  # Kafka: IllegalSaslStateException, the connection closes
                 return None, refused
-        handler = HANDLERS.get(header.api_key)
+        handler = HANDLERS.get(header.api_key) or UNADVERTISED_HANDLERS.get(header.api_key)
         if handler is None:
             return None, (f"unsupported API key {header.api_key} "
                           f"(client {header.client_id!r}, correlation id {header.correlation_id})")

@@ -97,6 +97,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
             servers.append(server)
             ports.append(server.sockets[0].getsockname()[1])
         broker.config = config.with_bound_ports(ports)
+        broker.admin_address = admin.addresses[0] if admin.addresses else None
         await broker.start()
         # Before the Kafka listeners serve: whoever sees the broker accept (clients,
         # supervisors, tests) finds the REST Proxy bound too.

@@ -61,6 +61,7 @@ from .consumer_groups import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
+from .envelope import ENVELOPE, EnvelopeRequest, EnvelopeResponse
 from .fetch import (
     FETCH,
     LIST_OFFSETS,
@@ -218,6 +219,7 @@ ALL_APIS: tuple[ApiSpec, ...] = tuple(
             DESCRIBE_TRANSACTIONS,
             LIST_TRANSACTIONS,
             DESCRIBE_CLUSTER,
+            ENVELOPE,
             WRITE_TXN_MARKERS,
             CONSUMER_GROUP_HEARTBEAT,
             CONSUMER_GROUP_DESCRIBE,
@@ -234,6 +236,8 @@ __all__ = [
     "DeleteRecordsResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
+    "EnvelopeRequest",
+    "EnvelopeResponse",
     "DescribeLogDirsRequest",
     "DescribeLogDirsResponse",
     "IncrementalAlterConfigsRequest",

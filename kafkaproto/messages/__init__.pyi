@@ -19,6 +19,7 @@ API_VERSIONS: ApiSpec
 DESCRIBE_CLUSTER: ApiSpec
 CONSUMER_GROUP_DESCRIBE: ApiSpec
 CONSUMER_GROUP_HEARTBEAT: ApiSpec
+ENVELOPE: ApiSpec
 FETCH: ApiSpec
 LIST_OFFSETS: ApiSpec
 OFFSET_FOR_LEADER_EPOCH: ApiSpec
@@ -1164,6 +1165,17 @@ class AlterUserScramCredentialsResponse(Message):
     throttle_time_ms: int
     results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult]
     def __init__(self, *, throttle_time_ms: int = ..., results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = ...) -> None: ...
+
+class EnvelopeRequest(Message):
+    request_data: bytes
+    request_principal: bytes | None
+    client_host_address: bytes
+    def __init__(self, *, request_data: bytes = ..., request_principal: bytes | None = ..., client_host_address: bytes = ...) -> None: ...
+
+class EnvelopeResponse(Message):
+    response_data: bytes | None
+    error_code: int
+    def __init__(self, *, response_data: bytes | None = ..., error_code: int = ...) -> None: ...
 
 class DescribeClusterRequest(Message):
     include_cluster_authorized_operations: bool

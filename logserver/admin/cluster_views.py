@@ -104,7 +104,7 @@ def layout(broker: Broker) -> list[dict[str, Any]]:
     return rows
 
 
-async def _leader_offsets(address: peers.Address, wanted: list[Where]
+async def _leader_offsets(broker: Broker, address: peers.Address, wanted: list[Where]
                           ) -> dict[Where, tuple[int, int]]:
     """(log start offset, high watermark) of the partitions this leader holds."""
     def request(timestamp: int) -> peers.Request:
@@ -117,7 +117,7 @@ async def _leader_offsets(address: peers.Address, wanted: list[Where]
                     ListOffsetsRequest.ListOffsetsPartition(
                         partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
                     for p in indexes]) for name, indexes in topics.items()]))
-    earliest, latest = await peers.ask(address, [request(EARLIEST), request(LATEST)])
+    earliest, latest = await peers.ask(broker, address, [request(EARLIEST), request(LATEST)])
     starts = _offsets(earliest)
     return {where: (starts[where], hw) for where, hw in _offsets(latest).items()
             if where in starts}
@@ -144,7 +144,7 @@ async def partition_offsets(broker: Broker, partitions: Iterable[dict[str, Any]]
     for row in partitions:
         if row["leader"] in addresses:
             by_leader.setdefault(row["leader"], []).append((row["topic"], row["partition"]))
-    answers = await asyncio.gather(*(_leader_offsets(addresses[leader], wanted)
+    answers = await asyncio.gather(*(_leader_offsets(broker, addresses[leader], wanted)
                                      for leader, wanted in by_leader.items()),
                                    return_exceptions=True)
     out = {}
@@ -156,14 +156,14 @@ async def partition_offsets(broker: Broker, partitions: Iterable[dict[str, Any]]
     return out
 
 
-async def _coordinated(node: int, address: peers.Address) -> list[dict[str, Any]]:
+async def _coordinated(broker: Broker, node: int, address: peers.Address) -> list[dict[str, Any]]:
     """The groups one broker coordinates, with members, state and committed offsets."""
-    [listed] = await peers.ask(address, [(ApiKey.LIST_GROUPS, 4, ListGroupsRequest())])
+    [listed] = await peers.ask(broker, address, [(ApiKey.LIST_GROUPS, 4, ListGroupsRequest())])
     assert isinstance(listed, ListGroupsResponse)
     ids = sorted(g.group_id for g in listed.groups)
     if not ids:
         return []
-    described, fetched = await peers.ask(address, [
+    described, fetched = await peers.ask(broker, address, [
         (ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=ids)),
         (ApiKey.OFFSET_FETCH, 8, OffsetFetchRequest(groups=[
             OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g, topics=None)
@@ -190,7 +190,7 @@ async def group_lags(broker: Broker) -> list[dict[str, Any]]:
     if broker.cluster is None:
         return [{**g, "coordinator": broker.node_id} for g in views.group_lags(broker)]
     addresses = peers.live_addresses(broker)
-    answers = await asyncio.gather(*(_coordinated(node, address)
+    answers = await asyncio.gather(*(_coordinated(broker, node, address)
                                      for node, address in sorted(addresses.items())),
                                    return_exceptions=True)
     found: dict[str, dict[str, Any]] = {}

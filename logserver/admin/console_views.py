@@ -48,7 +48,7 @@ async def configs(broker: Broker, resource_type: int, name: str,
     else:
         address = addresses[broker.node_id]
     try:
-        [answer] = await peers.ask(address, [(
+        [answer] = await peers.ask(broker, address, [(
             ApiKey.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_VERSION, DescribeConfigsRequest(
                 resources=[DescribeConfigsRequest.DescribeConfigsResource(
                     resource_type=resource_type, resource_name=name,

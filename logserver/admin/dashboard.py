@@ -5,7 +5,8 @@ In cluster mode the sample is the cluster's, as the console's views are
 (``cluster_views``, asking the other brokers over the Kafka protocol): every group with
 its lag whichever broker coordinates it, every partition with its leader's high
 watermark, every broker alive or down, and each topic's messages per second summed over
-its leaders. Sizes and bytes per second stay this broker's (its replicas' counters).
+its leaders, and each broker's and topic's bytes in and out per second as every broker
+reports its own (admin/throughput.py). Sizes stay this broker's (its replicas').
 That part asks every broker over the network, so it is gathered only while a page is
 open; samples taken with no page open (kept for a page opened later) are this broker's.
 
@@ -31,6 +32,7 @@ import aiohttp
 from aiohttp import web
 
 from logserver.admin import cluster_views, views
+from logserver.admin.throughput import ClusterThroughput, topic_totals
 
 if TYPE_CHECKING:
     from logserver.admin.state import AdminState
@@ -82,8 +84,11 @@ class DashboardFeed:
     subscribed event streams (one bounded queue each: a stalled page loses samples,
     it never holds the broker's memory)."""
 
-    def __init__(self, state: AdminState, interval: float = SAMPLE_INTERVAL_SECONDS) -> None:
+    def __init__(self, state: AdminState, throughput: ClusterThroughput,
+                 interval: float = SAMPLE_INTERVAL_SECONDS) -> None:
         self.state = state
+        self.throughput = throughput
+        self.authorization: str | None = None  # a page's, passed on to the peers
         self.interval = interval
         self.bridge: BridgeLink | None = None  # once state.bridge_admin_url is known
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY)
@@ -156,8 +161,10 @@ class DashboardFeed:
     async def _cluster_wide(self, broker: Broker, sample: dict[str, Any]) -> None:
         """Replace the local groups, partitions, brokers and message rates by the
         cluster's (a broker that does not answer leaves its part out, never the sample)."""
-        groups, listed = await asyncio.gather(cluster_views.group_lags(broker),
-                                              cluster_views.topics(broker, self._rates))
+        groups, listed, rates = await asyncio.gather(
+            cluster_views.group_lags(broker), cluster_views.topics(broker, self._rates),
+            self.throughput.brokers(broker, self.authorization))
+        totals = topic_totals(rates)
         sample["groups"] = [{k: g[k] for k in ("group_id", "state", "members", "lag",
                                                "coordinator")} for g in groups]
         local = {t["name"]: t for t in sample["topics"]}
@@ -165,13 +172,14 @@ class DashboardFeed:
         topics, partitions = [], []
         for t in listed["topics"]:
             here = local.get(t["name"], {})
+            moved = totals.get(t["name"], {})
             topics.append({"name": t["name"], "internal": t["internal"],
                            "partitions": len(t["partitions"]),
                            "size_bytes": here.get("size_bytes", 0),
                            "messages": t["messages"],
                            "messages_in_per_second": t["messages_in_per_second"],
-                           "bytes_in_per_second": here.get("bytes_in_per_second", 0.0),
-                           "bytes_out_per_second": here.get("bytes_out_per_second", 0.0),
+                           "bytes_in_per_second": moved.get("bytes_in_per_second", 0.0),
+                           "bytes_out_per_second": moved.get("bytes_out_per_second", 0.0),
                            "under_replicated_partitions": t["under_replicated_partitions"],
                            "offline_partitions": t["offline_partitions"]})
             for p in t["partitions"]:
@@ -185,8 +193,13 @@ class DashboardFeed:
                     "high_watermark": p["high_watermark"]})
         sample["topics"], sample["partitions"] = topics, partitions
         cluster = sample["cluster"]
-        cluster["brokers"] = [{k: b[k] for k in ("node_id", "host", "port", "state")}
-                              for b in self._roster.brokers(broker)]
+        moving = {r["node_id"]: r for r in rates}
+        cluster["brokers"] = [
+            {**{k: b[k] for k in ("node_id", "host", "port", "state")},
+             "reachable": moving.get(b["node_id"], {}).get("reachable", False),
+             "bytes_in_per_second": moving.get(b["node_id"], {}).get("bytes_in_per_second"),
+             "bytes_out_per_second": moving.get(b["node_id"], {}).get("bytes_out_per_second")}
+            for b in self._roster.brokers(broker)]
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         """``text/event-stream``: the history, then one ``data:`` line per sample."""
@@ -195,6 +208,7 @@ class DashboardFeed:
         await response.prepare(request)
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize=HISTORY)
         self.subscribers.add(queue)
+        self.authorization = request.headers.get("Authorization", self.authorization)
         try:
             await response.write(b"retry: 1000\nevent: history\ndata: "
                                  + json.dumps(list(self.history)).encode() + b"\n\n")

@@ -14,7 +14,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from commonlib.host_check import Handler, HostCheck
-from logserver.admin import console, dashboard, metrics, views
+from logserver.admin import console, dashboard, metrics, throughput, views
 from logserver.admin.basic_auth import BasicAuth
 from logserver.admin.rates import RecentRates
 from logserver.admin.state import AdminState
@@ -29,9 +29,12 @@ log = logging.getLogger(__name__)
 def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.Application:
     registry = metrics.registry(state)
     recent = RecentRates(lambda: views.request_counts(state))
+    rates = throughput.ClusterThroughput(throughput.OwnRates(state))
+    registry.register(throughput.ThroughputCollector(rates))
     app = web.Application(middlewares=[host_check.middleware, auth.middleware])
-    app.on_startup.append(recent.start)
-    app.on_cleanup.append(recent.close)
+    for sampler in (recent, rates):
+        app.on_startup.append(sampler.start)
+        app.on_cleanup.append(sampler.close)
 
     def with_broker(view: Callable[[Broker, web.Request], Any]) -> Handler:
         async def handle(request: web.Request) -> web.StreamResponse:
@@ -72,7 +75,24 @@ def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.
 
         return web.json_response(DOCUMENT)
 
-    async def scrape(_: web.Request) -> web.Response:
+    async def own_throughput(_: web.Request) -> web.Response:
+        return web.json_response(rates.own.rates())
+
+    async def cluster_throughput(request: web.Request) -> web.Response:
+        broker = state.broker
+        if broker is None:
+            return web.json_response({"error": "recovering the data directory"}, status=503)
+        shown = Visibility(broker, request)
+        rows = [{**row, "topics": {t: r for t, r in row.get("topics", {}).items()
+                                   if shown.topic(t)}}
+                for row in await rates.brokers(broker, request.headers.get("Authorization"))]
+        return web.json_response({"window_seconds": throughput.WINDOW_S, "brokers": rows,
+                                  "topics": throughput.topic_totals(rows)})
+
+    async def scrape(request: web.Request) -> web.Response:
+        broker = state.broker
+        if broker is not None and broker.cluster is not None and not state.stopping:
+            await rates.brokers(broker, request.headers.get("Authorization"))
         response = web.Response(body=generate_latest(registry))
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
@@ -87,7 +107,9 @@ def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.
     app.router.add_get("/v1/status/ready", ready)
     app.router.add_get("/openapi.json", openapi)
     app.router.add_get("/metrics", scrape)
-    dashboard.add_routes(app, dashboard.DashboardFeed(state))
+    app.router.add_get("/v1/broker/throughput", own_throughput)
+    app.router.add_get("/v1/cluster/throughput", cluster_throughput)
+    dashboard.add_routes(app, dashboard.DashboardFeed(state, rates))
     console.add_routes(app, state)  # /v1/cluster, /v1/groups (cluster-wide), /console
     return app
 

@@ -56,6 +56,21 @@ CONSOLE_SCHEMAS: dict[str, Any] = {
         "resourceType": _STR, "resourceName": _STR, "patternType": _STR, "principal": _STR,
         "host": _STR, "operation": _STR, "permissionType": _STR})}}),
 }
+_RATES = _obj({"bytes_in_per_second": _NUM, "bytes_out_per_second": _NUM})
+_BY_TOPIC = {"type": "object", "additionalProperties": _RATES}
+_OWN_RATES = {"window_seconds": _INT, "topics": _BY_TOPIC, "bytes_in_per_second": _NUM,
+              "bytes_out_per_second": _NUM}
+THROUGHPUT_SCHEMAS: dict[str, Any] = {
+    "OwnThroughput": _obj(_OWN_RATES),
+    # a broker that did not answer has ``error`` and no rates (but an empty ``topics``)
+    "BrokerThroughput": {"type": "object", "required": ["node_id", "state", "reachable"],
+                         "additionalProperties": False, "properties": {
+                             "node_id": _INT, "state": {"type": "string",
+                                                        "enum": ["alive", "down"]},
+                             "reachable": _BOOL, "error": _STR, **_OWN_RATES}},
+    "ClusterThroughput": _obj({"window_seconds": _INT, "topics": _BY_TOPIC, "brokers": {
+        "type": "array", "items": _ref("BrokerThroughput")}}),
+}
 _NAME = {"name": "name", "in": "path", "required": True, "schema": _STR}
 
 
@@ -150,6 +165,7 @@ SCHEMAS: dict[str, Any] = {
     "Requests": _obj({"total": _INT, "protocol_errors": _INT,
                       "apis": {"type": "object", "additionalProperties": _ref("ApiRequests")}}),
     **CONSOLE_SCHEMAS,
+    **THROUGHPUT_SCHEMAS,
     "Status": _obj({"ready": _BOOL, "recovering": _BOOL, "stopping": _BOOL,
                     "uptime_seconds": _NUM}),
 }
@@ -183,6 +199,13 @@ PATHS: dict[str, Any] = {
     "/v1/groups": _get("Every consumer group of the cluster with its lag per partition, "
                        "whichever broker coordinates it", _json(_ref("Groups"), "Groups")),
     **CONSOLE_PATHS,
+    "/v1/cluster/throughput": _get(
+        "Bytes in/out per second of every broker, total and per topic, as each reports "
+        "its own; a broker that does not answer is listed as unreachable",
+        _json(_ref("ClusterThroughput"), "ClusterThroughput")),
+    "/v1/broker/throughput": _get(
+        "This broker's own bytes in/out per second, total and per topic (last 10 s)",
+        _json(_ref("OwnThroughput"), "OwnThroughput"), needs_broker=False),
     "/v1/connections": _get("Open client connections", _json(_ref("Connections"), "Connections"),
                             needs_broker=False),
     "/v1/requests": _get("Requests per API: totals, waiting now, recent rates",

@@ -129,14 +129,14 @@ def _list_offsets(page: Page, timestamp: int) -> peers.Request:
                 timestamp=timestamp)])]))
 
 
-async def _start(address: peers.Address, page: Page) -> int:
+async def _start(broker: Broker, address: peers.Address, page: Page) -> int:
     """The offset to read from: the one asked within the log (below its start: the
     start; past its end: the end), else the first at or after the timestamp (the end
     when no record is that recent), else the log start."""
     asked = ([_list_offsets(page, page.timestamp)]
              if page.offset is None and page.timestamp is not None else [])
-    answers = await peers.ask(address, [_list_offsets(page, EARLIEST),
-                                        _list_offsets(page, LATEST), *asked])
+    answers = await peers.ask(broker, address, [_list_offsets(page, EARLIEST),
+                                                _list_offsets(page, LATEST), *asked])
     found = []
     for answer in answers:
         assert isinstance(answer, ListOffsetsResponse)
@@ -158,8 +158,8 @@ async def browse(broker: Broker, page: Page) -> dict[str, Any]:
     """One page of records from the partition's leader."""
     address = _leader_address(broker, page.topic, page.partition)
     try:
-        start = await _start(address, page)
-        [answer] = await peers.ask(address, [(ApiKey.FETCH, FETCH_VERSION, FetchRequest(
+        start = await _start(broker, address, page)
+        [answer] = await peers.ask(broker, address, [(ApiKey.FETCH, FETCH_VERSION, FetchRequest(
             replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=FETCH_MAX_BYTES,
             isolation_level=0, session_id=0, session_epoch=-1,
             topics=[FetchRequest.FetchTopic(topic=page.topic, partitions=[

@@ -34,6 +34,8 @@ class BrokerInfo:
     port: int
     rack: str | None = None
     listeners: tuple[tuple[str, str, int], ...] = ()
+    #: its admin HTTP listener, where the others read its byte rates (admin/throughput.py)
+    admin: tuple[str, int] | None = None
 
     def address(self, listener: str) -> tuple[str, int]:
         """The broker's address on the named listener (else the inter-broker one)."""
@@ -43,13 +45,16 @@ class BrokerInfo:
     def encode(self) -> bytes:
         return json.dumps({"node_id": self.node_id, "host": self.host, "port": self.port,
                            "rack": self.rack,
-                           "listeners": [list(listener) for listener in self.listeners]}).encode()
+                           "listeners": [list(listener) for listener in self.listeners],
+                           "admin": None if self.admin is None else list(self.admin)}).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> BrokerInfo:
         d = json.loads(raw)
         listeners = tuple((str(n), str(h), int(p)) for n, h, p in d.get("listeners", ()))
-        return cls(int(d["node_id"]), str(d["host"]), int(d["port"]), d.get("rack"), listeners)
+        admin = d.get("admin")
+        return cls(int(d["node_id"]), str(d["host"]), int(d["port"]), d.get("rack"), listeners,
+                   None if admin is None else (str(admin[0]), int(admin[1])))
 
 
 @dataclass(frozen=True)

@@ -288,8 +288,11 @@ class ClusterNode:
         advertised = self.broker.config.advertised
         wanted = self.broker.config["inter.broker.listener.name"]
         inter = next((li for li in advertised if li.name == wanted), advertised[0])
+        admin = self.broker.admin_address
+        if admin is not None and admin[0] in ("0.0.0.0", "::", ""):  # bound to every address
+            admin = (inter.host, admin[1])
         return BrokerInfo(self.node_id, inter.host, inter.port, self.broker.config["broker.rack"],
-                          tuple((li.name, li.host, li.port) for li in advertised))
+                          tuple((li.name, li.host, li.port) for li in advertised), admin)
 
     def metadata_brokers(self) -> dict[int, BrokerInfo]:
         """The brokers a Metadata answer names (known_brokers.py): never without this

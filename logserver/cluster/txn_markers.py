@@ -1,7 +1,8 @@
 """The transaction coordinator's markers in cluster mode: WriteTxnMarkers to each
 partition's leader, as Kafka's TransactionMarkerChannelManager sends them.
 
-The leader answers once the in-sync replicas have the marker (the single-node
+The markers go over this broker's connections to its peers (cluster/peer_links.py). The
+leader answers once the in-sync replicas have the marker (the single-node
 WriteTxnMarkers handler asks ``broker.routing``); a leader that moved or is unreachable
 is asked again, the new one once the etcd watch shows it, for a bounded time. What still
 fails raises ``StoreError``: the transaction stays prepared and the coordinator's sweep
@@ -16,9 +17,8 @@ import time
 from typing import TYPE_CHECKING
 
 from kafkaproto import ApiKey, ErrorCode
-from kafkaproto.client import ClientConnection
 from kafkaproto.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-from logserver.cluster.wire import call
+from logserver.cluster.peer_links import PeerUnreachable
 from logserver.transactions.machine import Markers
 from logserver.transactions.store import StoreError
 
@@ -80,20 +80,13 @@ class MarkerSender:
             transaction_result=markers.commit, coordinator_epoch=coordinator_epoch,
             topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=name, partition_indexes=indexes)
                     for name, indexes in topics.items()])])
+        links = self._node.broker.peers.links(f"txn-coordinator-{self._node.node_id}")
         try:
-            reader, writer = await asyncio.open_connection(info.host, info.port)
-        except OSError as exc:
+            [body] = await links.ask((info.host, info.port), [(
+                ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, request)], None)
+        except PeerUnreachable as exc:
             log.warning("markers to node %d (%s:%d): %s", leader, info.host, info.port, exc)
             return set()
-        try:
-            conn = ClientConnection(f"txn-coordinator-{self._node.node_id}")
-            body = await call(conn, reader, writer, ApiKey.WRITE_TXN_MARKERS,
-                              WRITE_TXN_MARKERS_VERSION, request)
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            log.warning("markers to node %d: %s", leader, exc)
-            return set()
-        finally:
-            writer.close()
         if not isinstance(body, WriteTxnMarkersResponse):
             raise StoreError(f"undecodable WriteTxnMarkers response from node {leader}")
         done: set[tuple[str, int]] = set()

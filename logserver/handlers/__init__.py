@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkaproto import ApiKey
+from logserver.cluster import envelope
 from logserver.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
@@ -128,4 +129,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_PRODUCERS: Handler("DescribeProducers", 0, 0, describe_producers.handle),
     ApiKey.DESCRIBE_TRANSACTIONS: Handler("DescribeTransactions", 0, 0, describe_transactions.handle),
     ApiKey.LIST_TRANSACTIONS: Handler("ListTransactions", 0, 1, list_transactions.handle),
+}
+
+# Not advertised in ApiVersions: APIs brokers use only among themselves. Envelope: a REST
+# Proxy's produce forwarded to the leader as its caller (logserver/cluster/envelope.py).
+# OffsetForLeaderEpoch, which followers ask, is served to clients too (KIP-320).
+UNADVERTISED_HANDLERS: dict[int, Handler] = {
+    ApiKey.ENVELOPE: Handler("Envelope", 0, 0, envelope.handle),
 }

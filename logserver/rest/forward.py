@@ -1,23 +1,31 @@
 """Cluster mode: the part of a REST produce whose partitions another broker leads goes
-to that leader as a Kafka Produce over its inter-broker listener.
+to that leader as a Kafka Produce over its inter-broker listener, in an Envelope that
+names the REST caller (cluster/envelope.py): the leader authorises it as the caller, as
+Confluent's REST Proxy produces as its caller, and the broker's own principal needs no
+WRITE.
 
 The request was already run through this broker's Produce handler (so the principal's
 ACLs, the validation and the quotas were applied here); only the partitions that answered
 NOT_LEADER_OR_FOLLOWER are sent on, with the same batches, acks=all. What cannot be
-forwarded (no leader, unreachable) keeps its per-record error, as a Kafka producer sees it.
+forwarded (no leader, unreachable, the Envelope refused) keeps its per-record error, as a
+Kafka producer sees it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 from kafkaproto import ApiKey
 from kafkaproto.messages import ProduceRequest, ProduceResponse
+from logserver.cluster import envelope
 from logserver.rest import to_node
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
+
+log = logging.getLogger(__name__)
 
 PRODUCE_VERSION = 9
 PartitionResponse = ProduceResponse.PartitionProduceResponse
@@ -48,10 +56,15 @@ async def _send(broker: Broker, leader: int, topic: str, batches: dict[int, byte
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.PartitionProduceData(index=p, records=batch)
             for p, batch in batches.items()])])
+    wrapped = envelope.wrap(ApiKey.PRODUCE, PRODUCE_VERSION, request, to_node.client_id_of(broker))
     try:
-        body = await to_node.send(broker, leader, ApiKey.PRODUCE, PRODUCE_VERSION, request,
-                                  timeout_ms / 1000 + 5)
+        answer = await to_node.send(broker, leader, ApiKey.ENVELOPE, envelope.ENVELOPE_VERSION,
+                                    wrapped, timeout_ms / 1000 + 5)
+        body = envelope.unwrap(ApiKey.PRODUCE, PRODUCE_VERSION, answer)
     except to_node.NodeUnreachable:
+        return {}
+    except envelope.EnvelopeRefused as exc:
+        log.warning("produce to %s forwarded to node %d refused: %s", topic, leader, exc)
         return {}
     if not isinstance(body, ProduceResponse):
         return {}

@@ -2,30 +2,28 @@
 that broker's inter-broker listener with the project's sans-I/O client (the REST Proxy is
 a client of the whole cluster, as Confluent's is).
 
-One connection per request: the proxy's calls to other brokers are few (a produce's
-forwarded partitions, a consumer instance's group calls and reads), and a fresh
-connection never carries another call's state. The far broker authorises the request
-as whoever its inter-broker listener makes of this connection.
+The connections are this broker's to its peers (cluster/peer_links.py), under the REST
+Proxy's client id: kept and reused, one request at a time each, none carrying another
+call's state. The far broker authorises the request as whoever its inter-broker listener
+makes of this connection, except a forwarded produce, which is authorised as the REST
+caller (rest/forward.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from kafkaproto.client import ClientConnection
 from kafkaproto.codegen import Message
-from logserver.cluster.wire import call
+from logserver.cluster.peer_links import PeerUnreachable
 
 if TYPE_CHECKING:
     from logserver.broker import Broker
 
 log = logging.getLogger(__name__)
 
-
-class NodeUnreachable(Exception):
-    """The broker could not be asked (unknown, down, timed out, undecodable answer)."""
+#: The broker could not be asked (unknown, down, timed out, undecodable answer).
+NodeUnreachable = PeerUnreachable
 
 
 async def send(broker: Broker, node: int, api_key: int, version: int, body: Message,
@@ -35,24 +33,19 @@ async def send(broker: Broker, node: int, api_key: int, version: int, body: Mess
     info = cluster.model.brokers.get(node) if cluster is not None else None
     if info is None:
         raise NodeUnreachable(f"node {node} is not a live broker")
+    links = broker.peers.links(client_id_of(broker))
     try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(info.host, info.port), timeout_s)
-    except (OSError, TimeoutError) as exc:
-        log.warning("REST proxy to node %d (%s:%d): %s", node, info.host, info.port, exc)
-        raise NodeUnreachable(f"node {node}: {exc}") from exc
-    try:
-        conn = ClientConnection(client_id or f"rest-proxy-{broker.node_id}")
-        answer = await asyncio.wait_for(call(conn, reader, writer, api_key, version, body),
-                                        timeout_s)
-    except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
+        [answer] = await links.ask((info.host, info.port), [(api_key, version, body)],
+                                   timeout_s, client_id)
+    except PeerUnreachable as exc:
         log.warning("REST proxy to node %d: api %d: %s", node, api_key, exc)
-        raise NodeUnreachable(f"node {node}: {exc}") from exc
-    finally:
-        writer.close()
-    if answer is None:
-        raise NodeUnreachable(f"node {node}: no response to api {api_key}")
+        raise
     return answer
+
+
+def client_id_of(broker: Broker) -> str:
+    """The REST Proxy's client id on other brokers."""
+    return f"rest-proxy-{broker.node_id}"
 
 
 def remote_leader(broker: Broker, topic: str, partition: int) -> int | None:

@@ -36,7 +36,7 @@ from logserver.security.acl import (
 if TYPE_CHECKING:
     from logserver.broker import Broker
 
-__all__ = ["Rule", "allowed", "allowed_any", "authorized_operations", "denied"]
+__all__ = ["Rule", "allowed", "allowed_any", "authorized_operations", "denied", "from_broker"]
 
 _T, _G, _C, _X = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
                   ResourceType.TRANSACTIONAL_ID)
@@ -142,6 +142,18 @@ def _as_broker(broker: Broker, rule: Rule) -> bool:
             or (rule.resource_type, rule.operation) not in _BROKER_READS \
             or request_context.listener_name.get() != _inter_broker_listener(broker):
         return False
+    principal, host = _who()
+    return authorizer.authorize(principal, host, _Op.CLUSTER_ACTION, _C, CLUSTER_NAME)
+
+
+def from_broker(broker: Broker) -> bool:
+    """Is the current request a broker's: on the inter-broker listener, from a principal
+    allowed CLUSTER_ACTION on the cluster (what an Envelope needs, cluster/envelope.py)?"""
+    if request_context.listener_name.get() != _inter_broker_listener(broker):
+        return False
+    authorizer = broker.authorizer
+    if authorizer is None:
+        return True
     principal, host = _who()
     return authorizer.authorize(principal, host, _Op.CLUSTER_ACTION, _C, CLUSTER_NAME)
 

@@ -83,6 +83,7 @@ def test_declared_ranges() -> None:
         60: (0, 1),  # DescribeCluster
         68: (0, 1), 69: (0, 1),  # KIP-848 consumer groups
         45: (0, 0), 46: (0, 0),  # partition reassignment
+        58: (0, 0),  # Envelope (KIP-590): a REST produce forwarded as its caller
     }  # fmt: skip
     assert set(API_SPECS) == set(expected)
     for key, (lo, hi) in expected.items():

@@ -180,8 +180,10 @@ def test_framed_with_headers(spec: ApiSpec, cls: type[Message], kcls: Any, versi
 
 # APIs kafka-python (3.0.12) does not implement: checked on the wire with a real client
 # instead (ConsumerGroupHeartbeat/Describe: librdkafka's KIP-848 consumer in
-# tests/integration/test_groups_consumer_protocol.py).
-NOT_IN_KAFKA_PYTHON = {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
+# tests/integration/test_groups_consumer_protocol.py; Envelope, which only brokers send:
+# tests/cluster/test_rest_forward_acls.py).
+NOT_IN_KAFKA_PYTHON = {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE,
+                       ApiKey.ENVELOPE}
 
 
 def test_cross_check_coverage() -> None:

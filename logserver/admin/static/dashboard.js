@@ -116,10 +116,14 @@ function render() {
   if (cluster) {
     document.getElementById("cluster-id").textContent =
       `${cluster.mode} · cluster ${cluster.cluster_id}`;
+    // bytes per second as each broker reports its own (cluster mode; "unreachable": no answer)
+    const moved = (b, key) => b.reachable === false ? "unreachable" : human(b[key], "B");
     fillTable("brokers", cluster.brokers.map(b => [
-      {"data-node": b.node_id, "data-state": b.state || "alive"},
+      {"data-node": b.node_id, "data-state": b.state || "alive",
+       "data-reachable": b.reachable === false ? "false" : "true"},
       [b.node_id, `${b.host}:${b.port}`,
-       b.state === "down" ? "down" : b.node_id === cluster.controller_id ? "controller" : "broker"]]));
+       b.state === "down" ? "down" : b.node_id === cluster.controller_id ? "controller" : "broker",
+       moved(b, "bytes_in_per_second"), moved(b, "bytes_out_per_second")]]));
   }
   renderDevices(now.devices);
 }
