@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from commonlib.host_check import Handler, HostCheck
-from logserver.admin import console, dashboard, metrics, views
+from logserver.admin import console, dashboard, views
 from logserver.admin.basic_auth import BasicAuth
 from logserver.admin.rates import RecentRates
 from logserver.admin.state import AdminState
@@ -23,11 +22,15 @@ from logserver.broker import Broker
 from logserver.config import Listener
 from logserver.http_sites import serve
 
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
 log = logging.getLogger(__name__)
 
 
 def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.Application:
-    registry = metrics.registry(state)
+    # prometheus_client (~2 MB) is imported and the registry built on the first scrape.
+    registries: list[CollectorRegistry] = []
     recent = RecentRates(lambda: views.request_counts(state))
     app = web.Application(middlewares=[host_check.middleware, auth.middleware])
     app.on_startup.append(recent.start)
@@ -73,7 +76,13 @@ def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.
         return web.json_response(DOCUMENT)
 
     async def scrape(_: web.Request) -> web.Response:
-        response = web.Response(body=generate_latest(registry))
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        from logserver.admin import metrics
+
+        if not registries:
+            registries.append(metrics.registry(state))
+        response = web.Response(body=generate_latest(registries[0]))
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 
