@@ -34,6 +34,11 @@ _SIZE = struct.Struct(">i")
 MIN_FRAME = 8
 #: First size of a big frame's own buffer; it doubles as bytes arrive, up to the frame.
 BIG_INITIAL_BYTES = 64 * 1024
+#: Staging buffers given up by connections with nothing buffered, by size, for the next
+#: read of any connection: a busy connection reuses one instead of allocating and zeroing
+#: 32 KiB per read. At most this many are kept (their memory is the only idle cost).
+SPARE_STAGING = 16
+_spare: dict[int, list[bytearray]] = {}
 
 
 class Slot(Generic[Chunk]):
@@ -88,7 +93,9 @@ class ServerFraming(Generic[Chunk]):
             return memoryview(big)[self._big_filled:]
         staging = self._staging
         if staging is None:
-            self._staging = staging = bytearray(self._staging_bytes)
+            spare = _spare.get(self._staging_bytes)
+            staging = spare.pop() if spare else bytearray(self._staging_bytes)
+            self._staging = staging
         return memoryview(staging)[self._end:]
 
     def _grow_big(self) -> bytearray:
@@ -175,12 +182,12 @@ class ServerFraming(Generic[Chunk]):
                 self._big[:available] = staging[start + 4:end]
                 self._big_filled = available
                 self._start = self._end = 0
-                self._staging = None
+                self._give_up_staging()
                 return frames
             break
         if start == end:
             self._start = self._end = 0
-            self._staging = None  # nothing buffered: the next read allocates afresh
+            self._give_up_staging()  # nothing buffered: the next read takes one afresh
         elif start > 0:
             remaining = end - start
             staging[:remaining] = staging[start:end]
@@ -188,6 +195,13 @@ class ServerFraming(Generic[Chunk]):
         else:
             self._start, self._end = start, end
         return frames
+
+    def _give_up_staging(self) -> None:
+        staging, self._staging = self._staging, None
+        if staging is not None:
+            spare = _spare.setdefault(len(staging), [])
+            if len(spare) < SPARE_STAGING:
+                spare.append(staging)
 
     # ---- responses out --------------------------------------------------------------
     def respond(self, chunks: Sequence[Chunk]) -> None:

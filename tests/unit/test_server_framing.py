@@ -216,3 +216,20 @@ def test_an_idle_connection_holds_no_input_buffer() -> None:
     # the next request allocates afresh and parses as before
     assert _feed(framing, request * 2, random.Random(1)) == [b"apiversions!"] * 2
     assert framing.buffered_bytes == 0
+
+
+def test_a_staging_buffer_given_up_is_reused_by_the_next_read() -> None:
+    """A busy connection takes a spare buffer rather than allocating (and zeroing) 32 KiB
+    for every read; frames are copies, so the reuse never shows in them."""
+    first: ServerFraming[bytes] = ServerFraming(1 << 20, staging_bytes=12_345)
+    buf = first.get_buffer()
+    given_up = buf.obj
+    request = _frame(b"first request")
+    buf[:len(request)] = request
+    frames = first.buffer_updated(len(request))
+    del buf
+    second: ServerFraming[bytes] = ServerFraming(1 << 20, staging_bytes=12_345)
+    reused = second.get_buffer()
+    assert reused.obj is given_up
+    reused[:4] = b"\xff" * 4  # the first framing's frame is untouched
+    assert [bytes(f) for f in frames] == [b"first request"]
