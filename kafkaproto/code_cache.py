@@ -8,6 +8,11 @@ process. Generating the source still happens (it also builds each codec's namesp
 only the compilation is skipped. The file holds exactly the codecs the writing process
 used, so it never grows with old sources, and a cache that cannot be read or written
 is simply not used.
+
+The file is an index (key -> offset, length) followed by one marshalled ``(key, code)``
+per codec: a process reads the index, then only the codecs it uses, one read each, so a
+server that compiles codecs on first use does not hold all ~800 in memory (issue 27).
+A codec read back must name its key, so a file replaced meanwhile is never misread.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import hashlib
 import logging
 import marshal
 import os
+import struct
 import sys
 from pathlib import Path
 from types import CodeType
@@ -26,7 +32,12 @@ logger = logging.getLogger(__name__)
 
 _PATH = Path(__file__).parent / "__pycache__" / f"codecs.{sys.implementation.cache_tag}.marshal"
 
-_loaded: dict[str, CodeType] | None = None
+#: Start of the file: magic and the index's length.
+_HEADER = struct.Struct(">4sI")
+_MAGIC = b"KPC2"
+
+#: The cache file's index, read once: key -> (offset, length) of its ``(key, code)``.
+_loaded: dict[str, tuple[int, int]] | None = None
 _used: dict[str, CodeType] = {}
 _compiled_here = False
 
@@ -35,7 +46,7 @@ def compiled(src: str, filename: str) -> CodeType:
     """``compile(src, filename, "exec")``, from the cache when this source is in it."""
     global _compiled_here
     key = hashlib.blake2b(f"{filename}\0{src}".encode(), digest_size=16).hexdigest()
-    code = _cache().get(key)
+    code = _code(key)
     if code is None:
         code = compile(src, filename, "exec")
         _compiled_here = True
@@ -52,7 +63,7 @@ def save(*, force: bool = False) -> bool:
     tmp = _PATH.with_name(f"{_PATH.name}.{os.getpid()}.tmp")
     try:
         _PATH.parent.mkdir(exist_ok=True)
-        tmp.write_bytes(marshal.dumps(dict(_used)))
+        tmp.write_bytes(_pack(_used))
         os.replace(tmp, _PATH)  # atomic: a reader sees the old file or the new one
     except OSError as exc:
         logger.debug("codec cache not written to %s: %s", _PATH, exc)
@@ -61,18 +72,57 @@ def save(*, force: bool = False) -> bool:
     return True
 
 
-def _cache() -> dict[str, CodeType]:
+def _pack(codes: dict[str, CodeType]) -> bytes:
+    """The file's bytes: header, index, then each ``(key, code)`` marshalled."""
+    blobs = [(key, marshal.dumps((key, code))) for key, code in codes.items()]
+    index: dict[str, tuple[int, int]] = {}
+    # Offsets count from the end of the index, whose own length depends on them.
+    pos = 0
+    for key, blob in blobs:
+        index[key] = (pos, len(blob))
+        pos += len(blob)
+    head = marshal.dumps(index)
+    return b"".join([_HEADER.pack(_MAGIC, len(head)), head, *(b for _, b in blobs)])
+
+
+def _code(key: str) -> CodeType | None:
+    """The cached code of ``key``, read from the file now, or None."""
+    where = _cache().get(key)
+    if where is None:
+        return None
+    offset, length = where
+    try:
+        with open(_PATH, "rb") as f:
+            f.seek(offset)
+            entry = marshal.loads(f.read(length))
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if isinstance(entry, tuple) and len(entry) == 2 and entry[0] == key \
+            and isinstance(entry[1], CodeType):
+        return entry[1]
+    return None  # the file was replaced since its index was read
+
+
+def _cache() -> dict[str, tuple[int, int]]:
     global _loaded
     if _loaded is None:
         _loaded = _read()
     return _loaded
 
 
-def _read() -> dict[str, CodeType]:
+def _read() -> dict[str, tuple[int, int]]:
+    """The index, with offsets made absolute; empty when the file is missing or not ours."""
     try:
-        data = marshal.loads(_PATH.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
+        with open(_PATH, "rb") as f:
+            magic, size = _HEADER.unpack(f.read(_HEADER.size))
+            if magic != _MAGIC:
+                return {}
+            data = marshal.loads(f.read(size))
+    except (OSError, EOFError, ValueError, TypeError, struct.error):
         return {}
     if not isinstance(data, dict):
         return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, CodeType)}
+    base = _HEADER.size + size
+    return {k: (base + v[0], v[1]) for k, v in data.items()
+            if isinstance(k, str) and isinstance(v, tuple) and len(v) == 2
+            and all(isinstance(n, int) for n in v)}

@@ -22,10 +22,18 @@ from __future__ import annotations
 import struct
 import threading
 import zlib
+from typing import TYPE_CHECKING
 
-import cramjam
-import lz4.frame  # no type stubs: covered by ignore_missing_imports (pyproject)
-import zstandard
+from kafkaproto.lazy_import import LazyModule
+
+if TYPE_CHECKING:
+    import cramjam
+    import lz4.frame  # no type stubs: covered by ignore_missing_imports (pyproject)
+    import zstandard
+else:  # imported on first use: a server whose clients never compress holds none (~3 MB)
+    cramjam = LazyModule("cramjam", globals())
+    lz4 = LazyModule("lz4", globals(), "lz4.frame")
+    zstandard = LazyModule("zstandard", globals())
 
 from kafkaproto.batch import Buffer, Compression, CorruptBatchError
 

@@ -1,6 +1,8 @@
 """The server side of one Kafka connection, sans-I/O: request frames in, responses out in order.
 
-Input: 4-byte size framing into a reusable staging buffer; a frame too large for it gets
+Input: 4-byte size framing into a staging buffer that exists only while bytes are
+buffered: it is allocated when the socket has bytes to read and dropped once every frame
+in it is taken, so an idle connection holds no input buffer. A frame too large for it gets
 a buffer of its own that the socket fills directly. That buffer grows with the bytes
 that arrive (doubling, from ``BIG_INITIAL_BYTES``), never to the announced size at once:
 a size prefix costs nothing until its body comes. A size outside
@@ -19,7 +21,6 @@ slot. The asyncio glue is ``logserver.network``.
 from __future__ import annotations
 
 import struct
-from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -33,6 +34,11 @@ _SIZE = struct.Struct(">i")
 MIN_FRAME = 8
 #: First size of a big frame's own buffer; it doubles as bytes arrive, up to the frame.
 BIG_INITIAL_BYTES = 64 * 1024
+#: Staging buffers given up by connections with nothing buffered, by size, for the next
+#: read of any connection: a busy connection reuses one instead of allocating and zeroing
+#: 32 KiB per read. At most this many are kept (their memory is the only idle cost).
+SPARE_STAGING = 16
+_spare: dict[int, list[bytearray]] = {}
 
 
 class Slot(Generic[Chunk]):
@@ -48,6 +54,10 @@ class Slot(Generic[Chunk]):
 class ServerFraming(Generic[Chunk]):
     """Framing and in-order responses for one connection; see the module docstring."""
 
+    __slots__ = ("max_request_bytes", "_budget", "blocked", "_head_reserved", "_staging_bytes",
+                 "_staging", "_start", "_end", "_big", "_big_filled", "_big_size", "failed",
+                 "_slots", "_ready", "ready_bytes")
+
     def __init__(self, max_request_bytes: int, staging_bytes: int = 32 * 1024,
                  budget: RequestBudget | None = None) -> None:
         self.max_request_bytes = max_request_bytes
@@ -55,8 +65,9 @@ class ServerFraming(Generic[Chunk]):
         #: The budget refused the next frame: read nothing more until :meth:`unblock`.
         self.blocked = False
         self._head_reserved = False  # the frame at the staging start has its reservation
-        self._staging = bytearray(staging_bytes)
-        self._staging_view = memoryview(self._staging)
+        self._staging_bytes = staging_bytes
+        #: Allocated by :meth:`get_buffer`, dropped when empty (an idle connection has none).
+        self._staging: bytearray | None = None
         self._start = 0
         self._end = 0
         self._big: bytearray | None = None
@@ -64,7 +75,9 @@ class ServerFraming(Generic[Chunk]):
         self._big_size = 0  # the announced size of the frame ``_big`` is filling
         #: Why the input is unusable (a size prefix out of range): close the connection.
         self.failed: str | None = None
-        self._slots: deque[Slot[Chunk]] = deque()
+        # Lists, not deques: an empty deque costs ~600 bytes per idle connection; these
+        # hold a handful of entries (at most queued.max.requests).
+        self._slots: list[Slot[Chunk]] = []
         self._ready: list[Chunk] = []
         #: Bytes of the responses in :meth:`take_output`'s next answer (record regions
         #: count their length), for the caller's back-pressure.
@@ -78,7 +91,12 @@ class ServerFraming(Generic[Chunk]):
             if self._big_filled == len(big):
                 big = self._grow_big()
             return memoryview(big)[self._big_filled:]
-        return self._staging_view[self._end:]
+        staging = self._staging
+        if staging is None:
+            spare = _spare.get(self._staging_bytes)
+            staging = spare.pop() if spare else bytearray(self._staging_bytes)
+            self._staging = staging
+        return memoryview(staging)[self._end:]
 
     def _grow_big(self) -> bytearray:
         """Double the big frame's buffer (never beyond its announced size)."""
@@ -96,7 +114,8 @@ class ServerFraming(Generic[Chunk]):
     @property
     def buffered_bytes(self) -> int:
         """Bytes of memory this connection's input holds now (staging and big frame)."""
-        return len(self._staging) + (len(self._big) if self._big is not None else 0)
+        staged = len(self._staging) if self._staging is not None else 0
+        return staged + (len(self._big) if self._big is not None else 0)
 
     def buffer_updated(self, nbytes: int) -> list[bytearray]:
         """``nbytes`` were written into the last buffer; returns the frames now complete.
@@ -134,11 +153,14 @@ class ServerFraming(Generic[Chunk]):
     def _parse_staged(self) -> list[bytearray]:
         staging = self._staging
         frames: list[bytearray] = []
+        if staging is None:
+            return frames
         start, end = self._start, self._end
         while end - start >= 4:
             (size,) = _SIZE.unpack_from(staging, start)
             if size < MIN_FRAME or size > self.max_request_bytes:
                 self._start = self._end = 0
+                self._staging = None
                 self.failed = (f"frame size {size} outside {MIN_FRAME}..{self.max_request_bytes} "
                                "(socket.request.max.bytes)")
                 return frames
@@ -160,10 +182,12 @@ class ServerFraming(Generic[Chunk]):
                 self._big[:available] = staging[start + 4:end]
                 self._big_filled = available
                 self._start = self._end = 0
+                self._give_up_staging()
                 return frames
             break
         if start == end:
             self._start = self._end = 0
+            self._give_up_staging()  # nothing buffered: the next read takes one afresh
         elif start > 0:
             remaining = end - start
             staging[:remaining] = staging[start:end]
@@ -171,6 +195,13 @@ class ServerFraming(Generic[Chunk]):
         else:
             self._start, self._end = start, end
         return frames
+
+    def _give_up_staging(self) -> None:
+        staging, self._staging = self._staging, None
+        if staging is not None:
+            spare = _spare.setdefault(len(staging), [])
+            if len(spare) < SPARE_STAGING:
+                spare.append(staging)
 
     # ---- responses out --------------------------------------------------------------
     def respond(self, chunks: Sequence[Chunk]) -> None:
@@ -193,11 +224,15 @@ class ServerFraming(Generic[Chunk]):
         """``slot``'s response is ready (``None``: it gets no response after all)."""
         slot.done, slot.chunks = True, chunks
         slots = self._slots
-        while slots and slots[0].done:
-            head = slots.popleft()
+        done = 0
+        while done < len(slots) and slots[done].done:
+            head = slots[done]
+            done += 1
             if head.chunks:
                 self._ready.extend(head.chunks)
                 self.ready_bytes += _size(head.chunks)
+        if done:
+            del slots[:done]
 
     def take_output(self) -> list[Chunk]:
         """Everything that may be sent now, in order; the caller sends all of it."""
@@ -229,7 +264,7 @@ class ServerFraming(Generic[Chunk]):
         if self._budget is not None:
             if self._big is not None:
                 self._budget.release(self._big_size)
-            elif self._head_reserved:
+            elif self._head_reserved and self._staging is not None:
                 self._budget.release(_SIZE.unpack_from(self._staging, self._start)[0])
         self._big = None
         self._head_reserved = False

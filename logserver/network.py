@@ -25,7 +25,6 @@ import functools
 import logging
 import os
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -146,7 +145,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
     """asyncio glue around :class:`ServerFraming`: reads, dispatch, writes, sendfile.
 
     Responses that become ready in the same loop turn leave in one socket write.
+    Compact on purpose (``__slots__``, lists rather than deques, no input buffer while
+    idle): a server holds thousands of these for clients that mostly wait.
     """
+
+    __slots__ = ("_dispatcher", "_stats", "_max_queued", "_max_request_bytes", "_framing",
+                 "_listener", "security", "_tls", "_drained", "_auth_failed", "_pending",
+                 "_drain_scheduled", "_writable", "_futures", "_flush_scheduled", "_out",
+                 "_writer", "_transport", "_reading_paused", "_writing_paused", "_closed",
+                 "peer", "_admitted_ip", "last_active")
 
     def __init__(self, dispatcher: Dispatcher, stats: ConnectionStats,
                  listener: ListenerSecurity | None = None) -> None:
@@ -161,12 +168,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._tls = False  # sendfile cannot go through TLS: record bytes are read and written
         self._drained: asyncio.Future[None] | None = None
         self._auth_failed = False  # answered, reads nothing more, closes soon
-        self._pending: deque[bytearray] = deque()  # read, not dispatched yet (back-pressure)
+        self._pending: list[bytearray] = []  # read, not dispatched yet (back-pressure)
         self._drain_scheduled = False
         self._writable: asyncio.Future[None] | None = None
-        self._futures: set[asyncio.Future[Any]] = set()
+        self._futures: set[asyncio.Future[Any]] | None = None  # a set while any is pending
         self._flush_scheduled = False
-        self._out: deque[bytes | FileRegion] = deque()  # behind a sendfile in progress
+        self._out: list[bytes | FileRegion] = []  # behind a sendfile in progress
         self._writer: asyncio.Task[None] | None = None
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
@@ -209,13 +216,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._stats.limiter.release(self._admitted_ip)
         self._stats.open_connections -= 1
         self._stats.connections.discard(self)
-        for future in list(self._futures):
+        futures, self._futures = self._futures, None
+        for future in futures or ():
             future.cancel()  # their done callbacks release their request bytes
-        self._futures.clear()
         budget = self._stats.budget
         budget.forget(self)
-        while self._pending:
-            budget.release(len(self._pending.popleft()))
+        pending, self._pending = self._pending, []
+        for frame in pending:
+            budget.release(len(frame))
         _release_all(self._framing.held_output())
         self._framing.close()
         self._drop_out()
@@ -267,7 +275,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._drain_scheduled = False
         pending = self._pending
         while pending and not self._closed and not self._backlogged():
-            self._handle_frame(pending.popleft())
+            self._handle_frame(pending.pop(0))
 
     def _budget_freed(self) -> None:
         """queued.max.request.bytes has room again: take the frame that was refused."""
@@ -335,6 +343,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if isinstance(result, Awaitable):
             future = asyncio.ensure_future(result)
+            if self._futures is None:
+                self._futures = set()
             self._futures.add(future)
             self._stats.request_metrics.wait_started(header.api_key)
             future.add_done_callback(functools.partial(
@@ -355,7 +365,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _on_response_ready(self, slot: Slot[bytes | FileRegion], header: RequestHeader,
                            size: int, started: float, future: asyncio.Future[Any]) -> None:
         self._stats.budget.release(size)
-        self._futures.discard(future)
+        if self._futures is not None:
+            self._futures.discard(future)
+            if not self._futures:
+                self._futures = None
         self._stats.request_metrics.wait_ended(header.api_key)
         self._stats.request_metrics.observe(header.api_key, time.perf_counter() - started)
         if future.cancelled():
@@ -464,7 +477,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _drop_out(self) -> None:
         """Forget every queued chunk, releasing the record slices among them."""
-        out, self._out = self._out, deque()
+        out, self._out = self._out, []
         _release_all(out)
 
     async def _write_out(self) -> None:
@@ -473,7 +486,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         loop = asyncio.get_running_loop()
         try:
             while self._out and not self._closed:
-                chunk = self._out.popleft()
+                chunk = self._out.pop(0)
                 self._update_reading()
                 if isinstance(chunk, FileRegion):
                     region = cast(RecordSlice, chunk)

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Sequence
 
 from commonlib.tls_accept import tls_accepting
-from kafkaproto import precompile
 from logserver.admin.http import AdminServer
 from logserver.admin.state import AdminState
 from logserver.bridge_process import BridgeSupervisor
@@ -20,7 +19,6 @@ from logserver.broker import Broker
 from logserver.config import Config, ConfigError
 from logserver.descriptor_budget import FDS_PER_PARTITION, partitions_allowed, raise_nofile_limit
 from logserver.dispatch import Dispatcher
-from logserver.handlers import HANDLERS
 from logserver.limits import ConnectionLimiter, reap_idle_connections
 from logserver.network import ConnectionStats, connection_factory
 from logserver.request_budget import RequestBudget
@@ -49,7 +47,9 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
                         config["admin.require.auth"])
     await admin.start()  # /v1/status/ready says false while the data directory recovers
     try:
-        precompile_served_versions()
+        # No codec is compiled ahead: each (API, version) is generated on its first request
+        # (from kafkaproto's code cache when warm), so an idle server holds only the few
+        # it used, not ~800 (about 9 MB; issue 27).
         broker = Broker(config)
         # Recovery off the loop, so the admin listener answers meanwhile.
         await loop.run_in_executor(None, broker.open)
@@ -192,11 +192,6 @@ def bridge_admin_socket(admin_state: AdminState) -> socket.socket:
 
 class BridgeFailed(RuntimeError):
     """The ``--mqtt-bridge`` child cannot run (the reason is logged): exit non-zero."""
-
-
-def precompile_served_versions() -> None:
-    """Compile every codec we serve now, so no client's first request pays for it."""
-    precompile({key: (h.min_version, h.max_version) for key, h in HANDLERS.items()})
 
 
 async def _wait_for_in_flight(stats: ConnectionStats) -> None:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from commonlib.host_check import Handler, HostCheck
-from logserver.admin import console, dashboard, metrics, throughput, views
+from logserver.admin import console, dashboard, throughput, views
 from logserver.admin.basic_auth import BasicAuth
 from logserver.admin.rates import RecentRates
 from logserver.admin.state import AdminState
@@ -23,14 +22,17 @@ from logserver.broker import Broker
 from logserver.config import Listener
 from logserver.http_sites import serve
 
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
 log = logging.getLogger(__name__)
 
 
 def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.Application:
-    registry = metrics.registry(state)
+    # prometheus_client (~2 MB) is imported and the registry built on the first scrape.
+    registries: list[CollectorRegistry] = []
     recent = RecentRates(lambda: views.request_counts(state))
     rates = throughput.ClusterThroughput(throughput.OwnRates(state))
-    registry.register(throughput.ThroughputCollector(rates))
     app = web.Application(middlewares=[host_check.middleware, auth.middleware])
     for sampler in (recent, rates):
         app.on_startup.append(sampler.start)
@@ -93,7 +95,14 @@ def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.
         broker = state.broker
         if broker is not None and broker.cluster is not None and not state.stopping:
             await rates.brokers(broker, request.headers.get("Authorization"))
-        response = web.Response(body=generate_latest(registry))
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        from logserver.admin import metrics
+
+        if not registries:
+            registries.append(metrics.registry(state))
+            registries[0].register(throughput.ThroughputCollector(rates))
+        response = web.Response(body=generate_latest(registries[0]))
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 

@@ -26,11 +26,12 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
-from prometheus_client.core import GaugeMetricFamily, Metric
 
 from logserver.admin.rates import RecentRates
 
 if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
     from logserver.admin.state import AdminState
     from logserver.broker import Broker
 
@@ -171,6 +172,8 @@ class ThroughputCollector:
         self.throughput = throughput
 
     def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import GaugeMetricFamily  # loaded with /metrics
+
         rows = self.throughput.last
         reachable = GaugeMetricFamily("logserver_cluster_broker_reachable", "1 when the "
                                       "broker's admin listener gave its byte rates, else 0.",

@@ -196,3 +196,40 @@ def test_ready_bytes_count_what_take_output_returns() -> None:
     assert framing.ready_bytes == 8
     framing.take_output()
     assert framing.ready_bytes == 0
+
+
+def test_an_idle_connection_holds_no_input_buffer() -> None:
+    """Issue 27: the staging buffer exists only while bytes are buffered. A new framing,
+    and one whose requests were all taken, hold none; a half-read frame keeps it."""
+    framing: ServerFraming[bytes] = ServerFraming(1 << 20, staging_bytes=32 * 1024)
+    assert framing.buffered_bytes == 0
+    request = _frame(b"apiversions!")
+    buf = framing.get_buffer()
+    assert len(buf) == 32 * 1024
+    buf[:len(request) - 3] = request[:-3]
+    assert framing.buffer_updated(len(request) - 3) == []
+    assert framing.buffered_bytes == 32 * 1024  # a partial frame waits in it
+    buf = framing.get_buffer()
+    buf[:3] = request[-3:]
+    assert [bytes(f) for f in framing.buffer_updated(3)] == [b"apiversions!"]
+    assert framing.buffered_bytes == 0
+    # the next request allocates afresh and parses as before
+    assert _feed(framing, request * 2, random.Random(1)) == [b"apiversions!"] * 2
+    assert framing.buffered_bytes == 0
+
+
+def test_a_staging_buffer_given_up_is_reused_by_the_next_read() -> None:
+    """A busy connection takes a spare buffer rather than allocating (and zeroing) 32 KiB
+    for every read; frames are copies, so the reuse never shows in them."""
+    first: ServerFraming[bytes] = ServerFraming(1 << 20, staging_bytes=12_345)
+    buf = first.get_buffer()
+    given_up = buf.obj
+    request = _frame(b"first request")
+    buf[:len(request)] = request
+    frames = first.buffer_updated(len(request))
+    del buf
+    second: ServerFraming[bytes] = ServerFraming(1 << 20, staging_bytes=12_345)
+    reused = second.get_buffer()
+    assert reused.obj is given_up
+    reused[:4] = b"\xff" * 4  # the first framing's frame is untouched
+    assert [bytes(f) for f in frames] == [b"first request"]
