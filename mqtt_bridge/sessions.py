@@ -61,7 +61,7 @@ class SessionManager:
         wills: Wills, downlink: Resumption, retention: Retention, index: SubscriptionIndex,
         fetcher: Fetcher, track: Callable[[asyncio.Task[Any]], None],
     ) -> None:
-        self.config = config
+        self._config = config
         self._stats = stats
         self._access = access
         self._persistence = persistence
@@ -99,13 +99,13 @@ class SessionManager:
                 if conn.closing:
                     continue
                 if conn.state != "connected":
-                    if now - conn.connected_at > self.config.connect_timeout_s:
+                    if now - conn.connected_at > self._config.connect_timeout_s:
                         conn.protocol_error(Reason.MAXIMUM_CONNECT_TIME, "no CONNECT in time")
                 elif conn.keep_alive and now - conn.last_rx > conn.keep_alive * 1.5:
                     conn.protocol_error(Reason.KEEP_ALIVE_TIMEOUT, "keep alive timeout")
 
     def admit(self, conn: Connection) -> str | None:
-        cfg = self.config
+        cfg = self._config
         if self.stopping:
             return "shutting down"
         if len(self.connections) >= cfg.max_connections:
@@ -120,7 +120,7 @@ class SessionManager:
 
     async def connect(self, conn: Connection, p: Connect) -> tuple[Reason, dict[str, Any], bool]:
         """Authenticate, pick/restore the session; returns (reason, CONNACK properties, present)."""
-        cfg = self.config
+        cfg = self._config
         v5 = p.protocol_level == MQTT_5
         props: dict[str, Any] = {}
         if p.properties.get("authentication_method"):
