@@ -167,7 +167,8 @@ def config_from_args(args: argparse.Namespace) -> BridgeConfig:
 
 
 async def _serve(cfg: BridgeConfig, admin_fd: int | None = None) -> None:
-    from .bridge import Bridge, CannotListen
+    from .bridge import Bridge
+    from .listeners import CannotListen
 
     bridge = Bridge(cfg)
     loop = asyncio.get_running_loop()
@@ -234,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         run = uvloop.run
     except ImportError:
         run = asyncio.run
-    from .bridge import CannotListen
+    from .listeners import CannotListen
 
     try:
         run(_serve(cfg, args.admin_fd))

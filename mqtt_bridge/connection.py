@@ -12,7 +12,11 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from commonlib.latency import LatencyHistogram
 
 from .codec import (
     MQTT_5,
@@ -40,11 +44,13 @@ from .codec import (
     validate_topic,
 )
 from .codec.encoder import PINGRESP
+from .config import BridgeConfig
+from .kafka_producer import Producer
 from .session import EMPTY_DICT, NO_QUEUE, PID_BYTES, OutMessage, Session, pid_bytes
+from .stats import Stats
 
 if TYPE_CHECKING:
     from .acl import Identity
-    from .bridge import Bridge
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +82,72 @@ class FlushQueue:
             conn._flush()  # noqa: SLF001 - the connection's own deferred flush
 
 
+class SessionsApi(Protocol):
+    """The session component as a connection uses it (``sessions.SessionManager``)."""
+
+    def admit(self, conn: Connection) -> str | None: ...
+
+    async def connect(self, conn: Connection, p: Connect) -> tuple[Reason, dict[str, Any], bool]: ...
+
+    def after_connack(self, conn: Connection, present: bool) -> None: ...
+
+    def detach(self, conn: Connection, *, abnormal: bool) -> None: ...
+
+    def set_expiry(self, session: Session, expiry: int) -> None: ...
+
+    def room_for(self, session: Session, topic_filter: str) -> bool: ...
+
+    def subscribe(self, session: Session, topic_filter: str, opts: SubOptions, sub_id: int = 0) -> None: ...
+
+    def after_subscribe(self, session: Session, granted: list[tuple[str, SubOptions, bool]]) -> None: ...
+
+    def unsubscribe(self, session: Session, topic_filter: str) -> bool: ...
+
+    def release_after_save(self, conn: Connection, session: Session, pid: int) -> None: ...
+
+
+class AccessApi(Protocol):
+    """Authorization as a connection asks it (``access.Access``)."""
+
+    def may_publish(self, conn: Connection, topic: str) -> bool: ...
+
+    def may_subscribe(self, conn: Connection, topic_filter: str) -> bool: ...
+
+
+class UplinkApi(Protocol):
+    """The uplink as a connection uses it (``uplink.Uplink``)."""
+
+    @property
+    def producer(self) -> Producer: ...
+
+    def publish(
+        self, conn: Connection | None, topic: str, payload: bytes, qos: int, retain: bool,
+        props: dict[str, Any], client_id: str | None = None, qos2_nonce: str | None = None,
+    ) -> asyncio.Future[int] | Reason: ...
+
+    def publish_qos2(
+        self, conn: Connection, session: Session, pid: int, topic: str, payload: bytes, retain: bool,
+        props: dict[str, Any],
+    ) -> asyncio.Future[Any] | Reason: ...
+
+    def released(self, session: Session, pid: int) -> bool: ...
+
+
+@dataclass
+class ConnectionContext:
+    """Everything a connection uses of the rest of the bridge, one object shared by all
+    connections (the listeners make connections with it)."""
+
+    config: BridgeConfig
+    stats: Stats
+    flushes: FlushQueue
+    puback_latency: LatencyHistogram
+    track: Callable[[asyncio.Task[Any]], None]
+    sessions: SessionsApi
+    access: AccessApi
+    uplink: UplinkApi
+
+
 class Connection(asyncio.Protocol):
     """The protocol object of one MQTT client connection."""
 
@@ -97,12 +169,12 @@ class Connection(asyncio.Protocol):
     #: bytes received while the CONNECT is processed (bounded: max_bytes_before_connack)
     _early_bytes = 0
 
-    def __init__(self, bridge: Bridge, *, tls: bool = False) -> None:
-        self.bridge = bridge
+    def __init__(self, ctx: ConnectionContext, *, tls: bool = False) -> None:
+        self.ctx = ctx
         self.tls = tls
         self.identity: Identity | None = None
         self.publish_verdicts: dict[str, bool] = EMPTY_DICT
-        cfg = bridge.config
+        cfg = ctx.config
         self.reader = PacketReader(cfg.max_packet_size)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -139,7 +211,7 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.peer_host = str(peer[0]) if peer else "?"
-        reason = self.bridge.admit(self)
+        reason = self.ctx.sessions.admit(self)
         if reason is not None:
             log.warning("refusing connection from %s: %s", self.peer, reason)
             self.closing = True
@@ -150,10 +222,10 @@ class Connection(asyncio.Protocol):
             return
         self.last_rx = time.monotonic()
         self.bytes_in += len(data)
-        self.bridge.stats.bytes_in += len(data)
+        self.ctx.stats.bytes_in += len(data)
         if self.state == "connecting":
             self._early_bytes += len(data)
-            limit = self.bridge.config.max_bytes_before_connack
+            limit = self.ctx.config.max_bytes_before_connack
             if self._early_bytes > limit:
                 self._early_overflow(f"more than {limit} bytes before CONNACK")
                 return
@@ -163,7 +235,7 @@ class Connection(asyncio.Protocol):
                 if self.closing:
                     return
                 if self.state == "connecting":
-                    limit = self.bridge.config.max_packets_before_connack
+                    limit = self.ctx.config.max_packets_before_connack
                     if len(self._early) >= limit:
                         self._early_overflow(f"more than {limit} packets before CONNACK")
                         return
@@ -187,7 +259,7 @@ class Connection(asyncio.Protocol):
             self.transport.pause_reading()
         if self._early and isinstance(self._early[-1], MqttError):
             return
-        self.bridge.stats.early_overflows += 1
+        self.ctx.stats.early_overflows += 1
         self._early.append(MqttError(Reason.QUOTA_EXCEEDED, why))
 
     def peer_certificate(self) -> dict[str, Any] | None:
@@ -209,7 +281,7 @@ class Connection(asyncio.Protocol):
             if fut is not None:
                 fut.remove_done_callback(self._on_logged)
         self._acks.clear()
-        self.bridge.detach(self, abnormal=not self.clean_disconnect and was == "connected")
+        self.ctx.sessions.detach(self, abnormal=not self.clean_disconnect and was == "connected")
 
     def pause_writing(self) -> None:
         self.paused_writing = True
@@ -231,7 +303,7 @@ class Connection(asyncio.Protocol):
         self._out_bytes += len(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self.bridge.flushes.add(self)
+            self.ctx.flushes.add(self)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -242,7 +314,7 @@ class Connection(asyncio.Protocol):
             out.clear()
             return
         self.bytes_out += n
-        self.bridge.stats.bytes_out += n
+        self.ctx.stats.bytes_out += n
         self.transport.writelines(out)
         # the same list again (the transport keeps none of it): a new one per flush was
         # 10,000 objects per notice for the garbage collector to find alive
@@ -282,10 +354,10 @@ class Connection(asyncio.Protocol):
             size = len(head)
         self._out_bytes += size
         self.msgs_out += 1
-        self.bridge.stats.msgs_out += 1
+        self.ctx.stats.msgs_out += 1
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self.bridge.flushes.add(self)
+            self.ctx.flushes.add(self)
 
     def send_pubrel(self, pid: int) -> None:
         self.write(puback(pid, PacketType.PUBREL))
@@ -307,7 +379,7 @@ class Connection(asyncio.Protocol):
             self.peer, self.client_id, message, int(reason),
             extra={"event": "protocol_error", "client_id": self.client_id, "reason": int(reason)},
         )
-        self.bridge.stats.protocol_errors += 1
+        self.ctx.stats.protocol_errors += 1
         if self.state in ("new", "connecting") and reason == Reason.UNSUPPORTED_PROTOCOL_VERSION:
             # CONNACK return code 1 (3.1.1 form: a client with an unknown level reads that)
             self._out.append(b"\x20\x02\x00\x01")
@@ -327,7 +399,7 @@ class Connection(asyncio.Protocol):
             if self.session is not None:
                 self.session.on_puback(p.packet_id)
         elif t == PacketType.PUBREL:
-            known = self.session is not None and self.bridge.released(self.session, p.packet_id)
+            known = self.session is not None and self.ctx.uplink.released(self.session, p.packet_id)
             # v5: PUBCOMP 0x92 for a packet id we hold nothing for (MQTT 5 3.7.2.1)
             self.write(puback(p.packet_id, PacketType.PUBCOMP,
                               Reason.SUCCESS if known else Reason.PACKET_IDENTIFIER_NOT_FOUND, self.version))
@@ -337,7 +409,7 @@ class Connection(asyncio.Protocol):
                 s.on_pubrec(p.packet_id)
                 # the PUBREL waits until the session says so in the log: after a crash
                 # the bridge re-sends this PUBREL, never the PUBLISH (exactly once)
-                self.bridge.release_after_save(self, s, p.packet_id)
+                self.ctx.sessions.release_after_save(self, s, p.packet_id)
             elif s is not None and p.reason < 0x80 and s.on_pubrec(p.packet_id):
                 self.send_pubrel(p.packet_id)
             elif self.session is not None and p.reason >= 0x80:
@@ -388,20 +460,20 @@ class Connection(asyncio.Protocol):
                 return
         self.state = "connecting"
         task = asyncio.get_running_loop().create_task(self._connect(p))
-        self.bridge.track(task)
+        self.ctx.track(task)
 
     def _bad_will_topic(self, topic: str) -> str | None:
         try:
             validate_topic(topic)
         except TopicError as exc:
             return f"will topic: {exc}"
-        if topic.count("/") >= self.bridge.config.max_topic_levels:
-            return f"will topic has more than {self.bridge.config.max_topic_levels} levels"
+        if topic.count("/") >= self.ctx.config.max_topic_levels:
+            return f"will topic has more than {self.ctx.config.max_topic_levels} levels"
         return None
 
     async def _connect(self, p: Connect) -> None:
         try:
-            reason, props, present = await self.bridge.connect(self, p)
+            reason, props, present = await self.ctx.sessions.connect(self, p)
         except Exception:  # noqa: BLE001 - never leave a client hanging without CONNACK
             log.exception("CONNECT from %s failed", self.peer)
             reason, props, present = Reason.SERVER_UNAVAILABLE, {}, False
@@ -417,7 +489,7 @@ class Connection(asyncio.Protocol):
                 self.transport.close()
             return
         self.state = "connected"
-        self.bridge.after_connack(self, present)
+        self.ctx.sessions.after_connack(self, present)
         early, self._early = self._early, []
         try:
             for q in early:
@@ -431,7 +503,7 @@ class Connection(asyncio.Protocol):
 
     def _on_publish(self, p: Publish) -> None:
         self.msgs_in += 1
-        self.bridge.stats.msgs_in += 1
+        self.ctx.stats.msgs_in += 1
         topic = p.topic
         props = p.properties
         if self.version == MQTT_5 and props:
@@ -441,7 +513,7 @@ class Connection(asyncio.Protocol):
                 _check_response_topic(props["response_topic"])
             alias = props.get("topic_alias")
             if alias is not None:
-                if alias > self.bridge.config.topic_alias_maximum:
+                if alias > self.ctx.config.topic_alias_maximum:
                     raise MqttError(Reason.TOPIC_ALIAS_INVALID, f"topic alias {alias} out of range")
                 if topic:
                     if self.topic_aliases is EMPTY_DICT:
@@ -459,24 +531,24 @@ class Connection(asyncio.Protocol):
                 validate_topic(topic)
             except TopicError as exc:
                 raise MqttError(Reason.TOPIC_NAME_INVALID, str(exc)) from None
-            if topic.count("/") >= self.bridge.config.max_topic_levels:
-                self.bridge.stats.topic_levels_refused += 1
+            if topic.count("/") >= self.ctx.config.max_topic_levels:
+                self.ctx.stats.topic_levels_refused += 1
                 raise MqttError(Reason.TOPIC_NAME_INVALID,
-                                f"topic name has more than {self.bridge.config.max_topic_levels} levels")
-            allowed = self.bridge.may_publish(self, topic)
+                                f"topic name has more than {self.ctx.config.max_topic_levels} levels")
+            allowed = self.ctx.access.may_publish(self, topic)
         qos = p.qos
         session = self.session
         assert session is not None
         if (qos and self.version == MQTT_5
-                and len(self._acks) + len(session.qos2_in) >= self.bridge.config.receive_maximum
+                and len(self._acks) + len(session.qos2_in) >= self.ctx.config.receive_maximum
                 and self._over_receive_maximum(qos, p.packet_id)):
             raise MqttError(Reason.RECEIVE_MAXIMUM_EXCEEDED, "too many unacknowledged PUBLISHes")
         if not allowed:
             result: Any = Reason.NOT_AUTHORIZED
         elif qos == 2:
-            result = self.bridge.publish_qos2(self, session, p.packet_id, topic, p.payload, p.retain, props)
+            result = self.ctx.uplink.publish_qos2(self, session, p.packet_id, topic, p.payload, p.retain, props)
         else:
-            result = self.bridge.publish(self, topic, p.payload, qos, p.retain, props)
+            result = self.ctx.uplink.publish(self, topic, p.payload, qos, p.retain, props)
         if isinstance(result, asyncio.Future):
             if qos == 0:
                 return
@@ -487,7 +559,7 @@ class Connection(asyncio.Protocol):
             if not acks or acks[-1][2] is not result:
                 result.add_done_callback(self._on_logged)
             acks.append([p.packet_id, qos, result, None, time.perf_counter()])
-            producer = self.bridge.producer
+            producer = self.ctx.uplink.producer
             if (producer.buffered >= producer.buffer_bytes and not self._reading_paused
                     and self.transport is not None):  # producer.full, without the call
                 self._reading_paused = True
@@ -511,7 +583,7 @@ class Connection(asyncio.Protocol):
         if qos == 2 and pid in session.qos2_in:
             return False
         pending = sum(1 for entry in self._acks if entry[1] == 1) + len(session.qos2_in)
-        return pending >= self.bridge.config.receive_maximum
+        return pending >= self.ctx.config.receive_maximum
 
     def _resume_reading(self) -> None:
         self._reading_paused = False
@@ -532,7 +604,7 @@ class Connection(asyncio.Protocol):
         out = self._out
         n = 0
         now = time.perf_counter()
-        observe = self.bridge.puback_latency.observe
+        observe = self.ctx.puback_latency.observe
         while acks:
             entry = acks[0]
             fut = entry[2]
@@ -547,7 +619,7 @@ class Connection(asyncio.Protocol):
             self._out_bytes += 4 * n
             if not self._flush_scheduled:
                 self._flush_scheduled = True
-                self.bridge.flushes.add(self)
+                self.ctx.flushes.add(self)
         while acks:
             entry = acks[0]
             fut = entry[2]
@@ -579,7 +651,7 @@ class Connection(asyncio.Protocol):
             if qos == 2 and reason >= 0x80 and self.session is not None and self.session.qos2_in:
                 self.session.qos2_in.pop(pid, None)  # refused: the exchange ends here
             kind = PacketType.PUBACK if qos == 1 else PacketType.PUBREC
-            self.bridge.puback_latency.observe(time.perf_counter() - entry[4])
+            self.ctx.puback_latency.observe(time.perf_counter() - entry[4])
             if reason >= 0x80 and self.version == MQTT_5:
                 props = {"reason_string": _why(reason)} if self.problem_information else {}
                 self.write(encode(Ack(kind, pid, reason, props), MQTT_5))
@@ -600,32 +672,32 @@ class Connection(asyncio.Protocol):
             except TopicError:
                 reasons.append(Reason.TOPIC_FILTER_INVALID if self.version == MQTT_5 else 0x80)
                 continue
-            if topic_filter.count("/") >= self.bridge.config.max_topic_levels:
-                self.bridge.stats.topic_levels_refused += 1
+            if topic_filter.count("/") >= self.ctx.config.max_topic_levels:
+                self.ctx.stats.topic_levels_refused += 1
                 log.warning("client %s: filter with more than %d levels refused", self.client_id,
-                            self.bridge.config.max_topic_levels,
+                            self.ctx.config.max_topic_levels,
                             extra={"event": "topic_levels_refused", "client_id": self.client_id})
                 reasons.append(Reason.TOPIC_FILTER_INVALID if self.version == MQTT_5 else 0x80)
                 continue
             if topic_filter.startswith("$share/") and opts.no_local and self.version == MQTT_5:
                 raise ProtocolViolation("no local on a shared subscription")
-            if not self.bridge.may_subscribe(self, topic_filter):
+            if not self.ctx.access.may_subscribe(self, topic_filter):
                 self._denied("subscribe", topic_filter)
                 reasons.append(Reason.NOT_AUTHORIZED if self.version == MQTT_5 else 0x80)
                 continue
             if (
                 topic_filter not in session.subs
-                and len(session.subs) >= self.bridge.config.max_subscriptions
+                and len(session.subs) >= self.ctx.config.max_subscriptions
             ):
                 reasons.append(Reason.QUOTA_EXCEEDED if self.version == MQTT_5 else 0x80)
                 continue
-            if not self.bridge.room_for(session, topic_filter):
+            if not self.ctx.sessions.room_for(session, topic_filter):
                 log.warning("client %s: subscription %r refused, the session would exceed "
                             "max_session_bytes", self.client_id, topic_filter[:100])
                 reasons.append(Reason.QUOTA_EXCEEDED if self.version == MQTT_5 else 0x80)
                 continue
             existed = topic_filter in session.subs
-            self.bridge.subscribe(session, topic_filter, opts, sub_id)
+            self.ctx.sessions.subscribe(session, topic_filter, opts, sub_id)
             reasons.append(opts.qos)
             granted_new.append((topic_filter, opts, existed))
         props: dict[str, Any] = {}
@@ -633,10 +705,10 @@ class Connection(asyncio.Protocol):
         if refused and self.version == MQTT_5 and self.problem_information:
             props["reason_string"] = "; ".join(_why(r) for r in refused)
         self.write(encode(Suback(p.packet_id, reasons, props), self.version))
-        self.bridge.after_subscribe(session, granted_new)
+        self.ctx.sessions.after_subscribe(session, granted_new)
 
     def _denied(self, what: str, topic: str) -> None:
-        stats = self.bridge.stats
+        stats = self.ctx.stats
         if what == "publish":
             stats.denied_publish += 1
         else:
@@ -662,7 +734,7 @@ class Connection(asyncio.Protocol):
                     raise ProtocolViolation(f"UNSUBSCRIBE: {exc}") from None
                 reasons.append(Reason.TOPIC_FILTER_INVALID)
                 continue
-            found = self.bridge.unsubscribe(session, topic_filter)
+            found = self.ctx.sessions.unsubscribe(session, topic_filter)
             reasons.append(Reason.SUCCESS if found else Reason.NO_SUBSCRIPTION_EXISTED)
         props: dict[str, Any] = {}
         if Reason.TOPIC_FILTER_INVALID in reasons and self.problem_information:
@@ -675,7 +747,7 @@ class Connection(asyncio.Protocol):
             if expiry is not None and self.session is not None:
                 if self.session.expiry_interval == 0 and expiry:
                     raise ProtocolViolation("session expiry set on DISCONNECT after 0 on CONNECT")
-                self.bridge.set_expiry(self.session, expiry)
+                self.ctx.sessions.set_expiry(self.session, expiry)
         if p.reason != Reason.DISCONNECT_WITH_WILL:
             self.will = None
         self.clean_disconnect = p.reason != Reason.DISCONNECT_WITH_WILL

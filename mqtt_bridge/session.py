@@ -18,13 +18,10 @@ import struct
 import time
 from collections import deque
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .codec import MQTT_5, SubOptions, publish_parts, topic_matches
 from .kafka_client import TopicPartition
-
-if TYPE_CHECKING:
-    from .connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +139,23 @@ class Qos2In:
         self.future: Any = None
 
 
+class Outlet(Protocol):
+    """What a session needs of its connection (``connection.Connection``): room in the
+    window and on the socket, and the two packets it sends."""
+
+    closing: bool
+    send_quota: int
+
+    @property
+    def backed_up(self) -> bool: ...
+
+    def fits(self, msg: OutMessage, qos: int) -> bool: ...
+
+    def send_publish(self, msg: OutMessage, qos: int, retain: bool, pid: int, dup: bool = False) -> None: ...
+
+    def send_pubrel(self, pid: int) -> None: ...
+
+
 class Session:
     """State that outlives a connection when the session is persistent."""
 
@@ -153,7 +167,7 @@ class Session:
         #: v5 subscription identifiers by filter (only filters that have one)
         self.sub_ids: dict[str, int] = EMPTY_DICT
         self.expired = 0  # messages dropped because their message expiry passed
-        self.conn: Connection | None = None
+        self.conn: Outlet | None = None
         #: waiting messages; NO_QUEUE (shared, empty) until something has to wait
         self.queue: deque[Delivery] = NO_QUEUE
         self.inflight: dict[int, Delivery] = {}

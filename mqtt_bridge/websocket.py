@@ -23,17 +23,15 @@ import logging
 import ssl
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from commonlib.tls_accept import HandshakeFailures, tls_accepting
 
+from .config import BridgeConfig
 from .connection import Connection
 from .ws_origin import OriginCheck
-
-if TYPE_CHECKING:
-    from .bridge import Bridge
 
 log = logging.getLogger(__name__)
 
@@ -159,17 +157,21 @@ class WebSocketListener:
     #: The listener name in failed-handshake log lines and counts.
     TLS_LISTENER = "MQTT-WSS"
 
-    def __init__(self, bridge: Bridge, *, ssl_context: ssl.SSLContext | None = None,
+    def __init__(self, config: BridgeConfig, new_connection: Callable[[bool], Connection],
+                 refused: Callable[[], None], *, ssl_context: ssl.SSLContext | None = None,
                  tls_failures: HandshakeFailures | None = None,
                  handshake_timeout_s: float | None = None) -> None:
-        self.bridge = bridge
+        self._config = config
+        #: a new connection (its argument: over TLS?), and the count of refused upgrades
+        self._new_connection = new_connection
+        self._refused = refused
         self.ssl_context = ssl_context
         self.port = 0
         self._tls_failures = tls_failures or HandshakeFailures()
         self._handshake_timeout_s = handshake_timeout_s
         self._tls_server: asyncio.AbstractServer | None = None
         self._close_handshakes: Callable[[], None] | None = None
-        cfg = bridge.config
+        cfg = config
         self.origins = OriginCheck(cfg.ws_allowed_origins,
                                    [h for h in (cfg.host, cfg.ws_host, cfg.wss_host) if h])
         app = web.Application()
@@ -199,6 +201,9 @@ class WebSocketListener:
             factory, host, port, backlog=4096, reuse_address=True)
         self.port = self._tls_server.sockets[0].getsockname()[1]
 
+    def close(self) -> None:
+        """Nothing yet: the upgraded connections end with aiohttp's runner (``stop``)."""
+
     async def stop(self) -> None:
         if self._tls_server is not None:
             self._tls_server.close()
@@ -209,22 +214,22 @@ class WebSocketListener:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         offered = offered_subprotocols(request.headers.get("Sec-WebSocket-Protocol", ""))
         if SUBPROTOCOL not in offered:
-            self.bridge.stats.refused += 1
+            self._refused()
             log.warning("refusing WebSocket from %s: subprotocol %r, not %r",
                         request.remote, offered, SUBPROTOCOL,
                         extra={"event": "ws_refused", "reason": "subprotocol"})
             return web.Response(status=400, text=f"WebSocket subprotocol '{SUBPROTOCOL}' required\n")
         origin = request.headers.get("Origin")
         if not self.origins.permits(origin, request.headers.get("Host")):
-            self.bridge.stats.refused += 1
+            self._refused()
             log.warning("refusing WebSocket from %s: page origin %r not allowed (--ws-allowed-origin)",
                         request.remote, origin, extra={"event": "ws_refused", "reason": "origin"})
             return web.Response(status=403, text="origin not allowed (--ws-allowed-origin)\n")
-        cfg = self.bridge.config
+        cfg = self._config
         ws = web.WebSocketResponse(protocols=(SUBPROTOCOL,), compress=False, autoping=True,
                                    max_msg_size=cfg.max_packet_size + 65536)
         await ws.prepare(request)
-        conn = Connection(self.bridge, tls=self.ssl_context is not None)
+        conn = self._new_connection(self.ssl_context is not None)
         transport = WebSocketTransport(ws, request, conn)
         conn.connection_made(transport)
         writer = asyncio.get_running_loop().create_task(transport.write_loop())
