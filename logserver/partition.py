@@ -38,8 +38,6 @@ from logserver.log.producer_state import Decision, Verdict
 from logserver.log.transaction_index import AbortedTxnEntry
 from logserver.recompress import Recompression
 from logserver.storage.api import AppendResult, Records
-
-logger = logging.getLogger(__name__)
 from logserver.topic_config import TopicConfig
 from logserver.validation_offload import ValidationOffload
 
@@ -369,7 +367,7 @@ class Partition:
         error = _VERDICT_ERRORS[decision.verdict]
         # Rare, and what a client does next (librdkafka bumps its epoch on a sequence
         # gap) is read against it after a fault run's violation: logged, with the detail.
-        logger.info("%s-%d: %s: %s", self.topic, self.index, error.name, decision.detail)
+        log.info("%s-%d: %s: %s", self.topic, self.index, error.name, decision.detail)
         return AppendResult(error, message=decision.detail or error.name)
 
     # -- fetch --------------------------------------------------------------------------
