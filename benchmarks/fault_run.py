@@ -1,6 +1,7 @@
 """Long fault runs: ``python -m benchmarks.fault_run [--duration 300] [--seed N]``.
 
-The fault run (tests/helpers/faultrun) for minutes instead of five faults:
+The run of tests/cluster/test_faultrun.py (tests/helpers/faultrun) for minutes instead of
+one fault of each kind:
 three brokers and etcd, each in a network namespace (root; ``--no-netns``: all on
 127.0.0.1, without network partitions), under idempotent acks=all producers, a
 transactional producer sending offsets to a group coordinated by another broker and a

@@ -365,6 +365,9 @@ class Partition:
                                 decision.timestamp if self.log_append_time else -1,
                                 self.log.log_start_offset)
         error = _VERDICT_ERRORS[decision.verdict]
+        # Rare, and what a client does next (librdkafka bumps its epoch on a sequence
+        # gap) is read against it after a fault run's violation: logged, with the detail.
+        log.info("%s-%d: %s: %s", self.topic, self.index, error.name, decision.detail)
         return AppendResult(error, message=decision.detail or error.name)
 
     # -- fetch --------------------------------------------------------------------------

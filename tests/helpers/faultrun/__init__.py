@@ -7,6 +7,6 @@
 - ``workloads``: idempotent acks=all producers, a transactional producer sending offsets
   to a group coordinated elsewhere, a continuously committing consumer, readers.
 - ``nemesis``: carries out a planned fault on the running cluster and waits it out.
-- ``run``: one run end to end, shared by a short form (out of the suite for now, docs/testing.md) and
-  ``python -m benchmarks.fault_run`` (long).
+- ``run``: one run end to end, shared by tests/cluster/test_faultrun.py (short: one fault
+  of each kind) and ``python -m benchmarks.fault_run`` (long).
 """

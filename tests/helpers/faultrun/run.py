@@ -1,8 +1,8 @@
 """One fault run end to end: cluster up, workloads on, the nemesis's steps one after the
 other, workloads off, the topics read in full, the checker's verdict.
 
-Shared by a short form (out of the suite for now, docs/testing.md) and ``python -m benchmarks.fault_run``
-(minutes of them). Every process started here is stopped here, by its pid, also when the
+Shared by tests/cluster/test_faultrun.py (one fault of each kind, in the suite) and
+``python -m benchmarks.fault_run`` (minutes of them). Every process started here is stopped here, by its pid, also when the
 run fails; namespaces (``netns=True``, needs root) carry this process's pid in their
 names, so parallel runs do not collide.
 """
@@ -49,6 +49,9 @@ class Report:
     violations: list[Violation] = field(default_factory=list)
     history: History = field(default_factory=History)
     client_errors: dict[str, Counter[str]] = field(default_factory=dict)
+    #: per step: seconds from the cluster whole again until every workload progressed
+    progress_s: list[float] = field(default_factory=list)
+    started: float = 0.0  # time.monotonic() at the run's start
     elapsed_s: float = 0.0
     setup_s: float = 0.0  # cluster, topics and workloads up
     check_s: float = 0.0  # workloads stopped, final reads
@@ -84,6 +87,25 @@ class Report:
                      + ", ".join(f"{p}={n}" for p, n in verdict.items()))
         lines += [f"  {v}" for v in self.violations[:20]]
         return "\n".join(lines)
+
+    def timeline(self) -> str:
+        """One line per fault: when it began (s into the run), on whom, how long the
+        cluster took to be whole again and then the workloads to progress."""
+        lines = []
+        for i, d in enumerate(self.steps):
+            progress = f"{self.progress_s[i]:.1f}" if i < len(self.progress_s) else "-"
+            lines.append(f"  {d.began - self.started:6.1f} s  {d.step} on {d.target}: "
+                         f"{d.ended - d.began:.1f} s to whole, workloads {progress} s after")
+        return "\n".join(lines)
+
+
+class RunFailed(AssertionError):
+    """The run stopped before its checker (a workload stalled or crashed): the report so
+    far (steps, history, client errors) goes with it, to read the failure against."""
+
+    def __init__(self, message: str, report: Report) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 @contextlib.contextmanager
@@ -162,9 +184,15 @@ def _committed_or_none(consumer: Consumer) -> list | None:
 def _progress(workers: list[Worker], timeout: float = 120) -> None:
     """Every worker made progress (an acknowledgement, a commit, a read) since now."""
     before = {w.name: w.progress for w in workers}
-    wait_until(lambda: all(w.progress > before[w.name] for w in workers) or
-               any(w.crashed for w in workers), timeout,
-               "every workload to make progress")
+    errors = {w.name: Counter(w.errors) for w in workers}
+    try:
+        wait_until(lambda: all(w.progress > before[w.name] for w in workers) or
+                   any(w.crashed for w in workers), timeout,
+                   "every workload to make progress")
+    except AssertionError as exc:  # which one stalled, and what it was told meanwhile
+        stalled = {w.name: dict((w.errors - errors[w.name]).most_common(5))
+                   for w in workers if w.progress <= before[w.name]}
+        raise AssertionError(f"{exc}; no progress (errors since): {stalled}") from None
     crashed = [(w.name, w.crashed) for w in workers if w.crashed]
     if crashed:
         raise AssertionError(f"workload crashed: {crashed}")
@@ -179,7 +207,7 @@ def run(root: Path, seed: int, *, faults: int | None = None, duration_s: float |
         raise ValueError(f"{sorted(NEEDS_NETNS & set(chosen))} need netns=True (root)")
     steps: list[Step] = plan(seed, faults if faults is not None else 10_000, chosen)
     report = Report(seed)
-    started = time.monotonic()
+    started = report.started = time.monotonic()
     with _cluster(root, netns) as (cluster, etcd, lab):
         txn_id, txn_group = _setup(cluster)
         history = report.history
@@ -211,13 +239,16 @@ def run(root: Path, seed: int, *, faults: int | None = None, duration_s: float |
                 if on_step is not None:
                     on_step(done)
                 _progress(workers)
+                report.progress_s.append(time.monotonic() - done.ended)
+        except AssertionError as exc:
+            raise RunFailed(f"{exc}\n{report.timeline()}", report) from exc
         finally:
             for worker in workers:
                 worker.stop()
             report.client_errors = {w.name: w.errors for w in workers}
         crashed = [(w.name, w.crashed) for w in workers if w.crashed]
         if crashed:
-            raise AssertionError(f"workload crashed: {crashed}")
+            raise RunFailed(f"workload crashed: {crashed}", report)
         finishing = time.monotonic()
         nemesis.wait_whole()
         history.log = read_all(cluster.bootstrap, PLAIN, PARTITIONS, "read_uncommitted")

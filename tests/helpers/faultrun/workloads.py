@@ -101,7 +101,8 @@ class PlainProducer(Worker):
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
                              "enable.idempotence": True, "linger.ms": 5,
                              "message.timeout.ms": 180000,
-                             "topic.metadata.refresh.interval.ms": 1000})
+                             "topic.metadata.refresh.interval.ms": 1000,
+                             **_debug_conf("FAULTRUN_PLAIN_DEBUG", self.name)})
 
         def delivered(err: Any, msg: Any) -> None:
             if err is None:
@@ -162,7 +163,7 @@ class TxnProducer(Worker):
         return Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.txn_id,
                          "transaction.timeout.ms": 10000, "message.timeout.ms": 10000,
                          "linger.ms": 5, "topic.metadata.refresh.interval.ms": 1000,
-                         **_debug_conf()})
+                         **_debug_conf("FAULTRUN_TXN_DEBUG", "txn")})
 
     def _producer(self) -> Producer:
         """A producer with its transactional id initialised (fencing any earlier one)."""
@@ -249,15 +250,17 @@ class TxnProducer(Worker):
         return outcome
 
 
-def _debug_conf() -> dict[str, Any]:
-    """With FAULTRUN_TXN_DEBUG=FILE, the transactional producer's librdkafka debug log
-    (eos, msg, protocol, broker: every batch's sequence, each Produce answer and whether
-    librdkafka took it for persisted, and the ADVBASE lines of an abort's purge) goes to
-    FILE, to read a transaction violation against what the client was told."""
-    path = os.environ.get("FAULTRUN_TXN_DEBUG")
+def _debug_conf(variable: str, name: str) -> dict[str, Any]:
+    """With FAULTRUN_TXN_DEBUG=FILE (the transactional producer) or
+    FAULTRUN_PLAIN_DEBUG=FILE (the confluent-kafka idempotent producer), that producer's
+    librdkafka debug log (eos, msg, protocol, broker: every batch's sequence, each
+    Produce answer and whether librdkafka took it for persisted, epoch bumps, and the
+    ADVBASE lines of an abort's purge) goes to FILE, to read a violation against what
+    the client was told."""
+    path = os.environ.get(variable)
     if not path:
         return {}
-    dbg = logging.getLogger("faultrun.txn.rdkafka")
+    dbg = logging.getLogger(f"faultrun.{name}.rdkafka")
     if not dbg.handlers:
         handler = logging.FileHandler(path)
         handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
