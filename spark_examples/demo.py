@@ -5,8 +5,9 @@
        paho-mqtt is installed; otherwise the simulator writes straight to the log
     3. simulate N devices publishing JSON telemetry (event times spread over minutes)
     4. run device_telemetry and anomaly_alerts:
-       - streaming (``readStream.format("kafka")``, trigger availableNow) when Spark's
-         Kafka connector is available (local jars, or downloadable);
+       - streaming (``readStream.format("kafka")``, trigger availableNow, the three
+         queries at once) when Spark's Kafka connector is available (local jars, or
+         downloadable);
        - otherwise the same transformations in batch mode on the records fetched from
          the log with kafka-python (and the alert commands written with kafka-python),
          said so on the console
