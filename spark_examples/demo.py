@@ -59,6 +59,12 @@ topic read devices/+/commands
 """
 
 
+#: The demo's few hundred records: two shuffle partitions (each is a task and, in the
+#: streaming aggregations, a state store per micro-batch) and no web UI (the session ends
+#: as soon as the queries have read the log): less work for the JVM on a small machine.
+DEMO_CONF = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+
+
 class CommandListener:
     """An MQTT client subscribed to ``devices/+/commands``: counts what the bridge delivers."""
 
@@ -265,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             connector.mode = "none"
         if connector is not None and connector.mode in ("jars", "packages"):
             try:
-                spark = build_session("demo", master=args.master, connector=connector)
+                spark = build_session("demo", master=args.master, connector=connector, conf=DEMO_CONF)
                 mode = "stream" if has_kafka_source(spark) else "batch"
             except ConnectorError as exc:
                 log.warning("%s", exc)
@@ -273,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             print("error: --mode stream needs Spark's Kafka connector (see --help)", file=sys.stderr)
             return 2
         if spark is None:
-            spark = build_session("demo", master=args.master)
+            spark = build_session("demo", master=args.master, conf=DEMO_CONF)
         if mode == "stream":
             print(f"Spark {spark.version}: streaming with readStream.format('kafka') ({connector.source})")
             n_commands = run_streaming(spark, bootstrap, work, args.show)
