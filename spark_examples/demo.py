@@ -5,8 +5,9 @@
        paho-mqtt is installed; otherwise the simulator writes straight to the log
     3. simulate N devices publishing JSON telemetry (event times spread over minutes)
     4. run device_telemetry and anomaly_alerts:
-       - streaming (``readStream.format("kafka")``, trigger availableNow) when Spark's
-         Kafka connector is available (local jars, or downloadable);
+       - streaming (``readStream.format("kafka")``, trigger availableNow, the three
+         queries at once) when Spark's Kafka connector is available (local jars, or
+         downloadable);
        - otherwise the same transformations in batch mode on the records fetched from
          the log with kafka-python (and the alert commands written with kafka-python),
          said so on the console
@@ -56,6 +57,12 @@ topic read ota
 # the demo's command listener
 topic read devices/+/commands
 """
+
+
+#: The demo's few hundred records: two shuffle partitions (each is a task and, in the
+#: streaming aggregations, a state store per micro-batch) and no web UI (the session ends
+#: as soon as the queries have read the log): less work for the JVM on a small machine.
+DEMO_CONF = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
 
 
 class CommandListener:
@@ -155,7 +162,14 @@ def _read_all(bootstrap: str, topic: str) -> list:
 
 
 def run_streaming(spark, bootstrap: str, work: Path, show: int) -> int:
-    """The real pipelines against the log: Kafka source, Parquet + Kafka sinks."""
+    """The real pipelines against the log: Kafka source, Parquet + Kafka sinks.
+
+    The three queries (telemetry to Parquet, telemetry to Kafka, alerts to Kafka) read
+    the same topic independently, so they run at the same time: one wait, and Spark
+    overlaps one query's planning and checkpoint writes with another's tasks. Each
+    takes two micro-batches (availableNow): the data, then the batch in which the
+    watermark has moved and closes the windows.
+    """
     from spark_examples import anomaly_alerts, device_telemetry
 
     out = work / "telemetry-aggregates"
@@ -163,17 +177,17 @@ def run_streaming(spark, bootstrap: str, work: Path, show: int) -> int:
         "--bootstrap-servers", bootstrap, "--output-dir", str(out),
         "--checkpoint-dir", str(work / "checkpoints" / "device_telemetry"), "--available-now",
     ])
-    if common.run_queries(spark, device_telemetry.start_queries(spark, targs)) != 0:
-        raise RuntimeError("device_telemetry failed (see the log above)")
-    stats = spark.read.parquet(str(out)).orderBy("device_id", "window_start")
-    print(f"\nPer-device aggregates of the windows the watermark closed ({stats.count()} rows, Parquet in {out}):")
-    stats.show(show, truncate=False)
     aargs = anomaly_alerts.build_parser().parse_args([
         "--bootstrap-servers", bootstrap, "--starting-offsets", "earliest",
         "--checkpoint-dir", str(work / "checkpoints" / "anomaly_alerts"), "--available-now",
     ])
-    if common.run_queries(spark, [anomaly_alerts.start_query(spark, aargs)]) != 0:
-        raise RuntimeError("anomaly_alerts failed (see the log above)")
+    queries = device_telemetry.start_queries(spark, targs)
+    queries.append(anomaly_alerts.start_query(spark, aargs))
+    if common.run_queries(spark, queries) != 0:
+        raise RuntimeError("a streaming query failed (see the log above)")
+    stats = spark.read.parquet(str(out)).orderBy("device_id", "window_start")
+    print(f"\nPer-device aggregates of the windows the watermark closed ({stats.count()} rows, Parquet in {out}):")
+    stats.show(show, truncate=False)
     commands = _read_all(bootstrap, "commands")
     aggregates = _read_all(bootstrap, "telemetry-aggregates")
     print(f"topic telemetry-aggregates: {len(aggregates)} records; topic commands: {len(commands)} alert commands")
@@ -257,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             connector.mode = "none"
         if connector is not None and connector.mode in ("jars", "packages"):
             try:
-                spark = build_session("demo", master=args.master, connector=connector)
+                spark = build_session("demo", master=args.master, connector=connector, conf=DEMO_CONF)
                 mode = "stream" if has_kafka_source(spark) else "batch"
             except ConnectorError as exc:
                 log.warning("%s", exc)
@@ -265,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             print("error: --mode stream needs Spark's Kafka connector (see --help)", file=sys.stderr)
             return 2
         if spark is None:
-            spark = build_session("demo", master=args.master)
+            spark = build_session("demo", master=args.master, conf=DEMO_CONF)
         if mode == "stream":
             print(f"Spark {spark.version}: streaming with readStream.format('kafka') ({connector.source})")
             n_commands = run_streaming(spark, bootstrap, work, args.show)

@@ -1,5 +1,5 @@
-# The second Spark tier of tests/run.sh (sourced; bash): Spark's Kafka connector tests
-# again under pyspark 4.3 (Scala 2.13), with the connector jars of
+# The second Spark tier of tests/run.sh (sourced; bash): Spark's Kafka connector tests, the
+# streaming demo and the leader-kill cluster tests again under pyspark 4.3 (Scala 2.13), with the connector jars of
 # ../shared/jars/spark-4.3 (tests/helpers/spark_support.py picks the folder of the pyspark it
 # runs; SPARK_KAFKA_JARS_4_3 overrides it). pyspark 4.3 sits in .pyspark-4.3, first on
 # PYTHONPATH. It runs in the background, beside the parallel (xdist) part and never beside
@@ -10,11 +10,15 @@
 #   pyspark_tier_wait              # waits, prints the log; non-zero when the tier failed
 # The caller defines PY (the python with the test extra), log and die.
 
-# The tier's tests: the connector tests (the coverage table of docs/spark.md says what runs
-# where). The streaming demo through the connector is not here yet: it takes minutes.
+# The tier's tests (the coverage table of docs/spark.md says what runs where): the connector
+# tests, the demo (streaming through the connector), and the cluster tests that kill a
+# partition leader under a running query (one of them with a processing-time trigger).
 PYSPARK_TIER_TESTS=(
     tests/spark/test_spark_kafka_connector.py
     tests/spark/test_spark_kafka_connector_options.py
+    tests/spark/test_spark_demo.py
+    tests/spark/test_cluster_spark.py
+    tests/spark/test_cluster_spark_exactly_once.py
 )
 
 pyspark_tier_install() {
