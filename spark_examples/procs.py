@@ -18,11 +18,15 @@ __all__ = ["HOST", "bridge_available", "logserver", "mqtt_bridge"]
 
 
 def logserver(data_dir: Path, log_path: Path, *, partitions: int = 3, port: int | None = None) -> ListeningChild:
-    """A logserver child on a free port (not started yet)."""
+    """A logserver child on a free port (not started yet). Its admin API takes a free port
+    too and its REST Proxy is off, so a demo never holds 9644 or 8082 that a running
+    logserver (or another demo, or a test) wants."""
     port = port or free_port()
     cmd = [
         sys.executable, "-m", "logserver",
         "--listeners", f"PLAINTEXT://{HOST}:{port}",
+        "--admin.listeners", f"http://{HOST}:{free_port()}",
+        "--rest.proxy.listeners", "",
         "--log.dirs", str(data_dir),
         "--num.partitions", str(partitions),
     ]
