@@ -13,6 +13,7 @@ import threading
 
 import paho.mqtt.client as paho
 import pytest
+from helpers.cluster_clients import create
 from helpers.clusterprocs import Cluster
 from helpers.mqtt_procs import HOST, BridgeProcess
 from helpers.waiting import wait_until
@@ -20,7 +21,6 @@ from kafka import KafkaProducer
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
-from test_cluster import create
 from test_mqtt_retained import RETAINED, Subscriber, mosquitto_pub, retained_in_log
 from test_mqtt_retained import start_bridge as start_retained_bridge
 from test_mqtt_sessions import SESSIONS, stored_session
