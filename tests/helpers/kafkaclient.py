@@ -2,6 +2,8 @@
 
 The core matches every response to the oldest request still waiting, so a response to a
 request that should have had none (acks=0), or one out of order, fails the test.
+Below it: Produce, ListOffsets and Fetch requests of one partition for it, and a produce
+retried while a new leader still answers NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
