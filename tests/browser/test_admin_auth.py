@@ -8,8 +8,8 @@ import asyncio
 
 import aiohttp
 import pytest
+from helpers.kafkasec import add_user
 from playwright.sync_api import sync_playwright
-from test_kafka_sasl import add_user
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,19 +11,23 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers.acls import (
+    acl_admin,
+    acl_server,  # noqa: F401 - the fixture
+    kp_acl,
+)
+from helpers.admin_http import get_as
+from helpers.browser import CHROMIUM, artifacts_dir
 from helpers.clienthelpers import kp_produce
 from helpers.waiting import wait_until
 from kafka.admin import ACLOperation, ResourceType
 from playwright.sync_api import sync_playwright
-from test_admin_acl_views import _get, acl_server  # noqa: F401 (the fixture)
-from test_dashboard_browser import CHROMIUM, artifacts_dir
-from test_security_acls import admin, kp_acl
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def grant(server, *acls) -> None:
-    with admin(server) as client:
+    with acl_admin(server) as client:
         result = client.create_acls(list(acls))
         assert not result["failed"], result
 
@@ -32,28 +36,28 @@ def test_console_views_need_the_kafka_rights(acl_server) -> None:  # noqa: F811
     url = acl_server.admin_url
     kp_produce(acl_server.bootstrap, "visible",
                [{"key": b"k", "value": json.dumps({"ok": True}).encode(), "partition": 0}])
-    status, body = _get(url + "/v1/cluster/topics", "viewer")
+    status, body = get_as(url + "/v1/cluster/topics", "viewer")
     assert status == 200 and [t["name"] for t in body["topics"]] == ["visible"], body
-    assert _get(url + "/v1/cluster/topics", "stranger")[1] == {"topics": []}
+    assert get_as(url + "/v1/cluster/topics", "stranger")[1] == {"topics": []}
     records = "/v1/topics/visible/records?partition=0&offset=0"
-    assert _get(url + records, "viewer")[0] == 403  # DESCRIBE only
-    assert _get(url + "/v1/topics/visible/configs", "viewer")[0] == 403
-    assert _get(url + "/v1/acls", "viewer")[0] == 403
-    assert _get(url + "/v1/brokers/1/configs", "viewer")[0] == 403
+    assert get_as(url + records, "viewer")[0] == 403  # DESCRIBE only
+    assert get_as(url + "/v1/topics/visible/configs", "viewer")[0] == 403
+    assert get_as(url + "/v1/acls", "viewer")[0] == 403
+    assert get_as(url + "/v1/brokers/1/configs", "viewer")[0] == 403
 
     grant(acl_server,
           kp_acl("visible", ACLOperation.READ, principal="User:viewer"),
           kp_acl("visible", ACLOperation.DESCRIBE_CONFIGS, principal="User:viewer"),
           kp_acl("kafka-cluster", ACLOperation.DESCRIBE, resource_type=ResourceType.CLUSTER,
                  principal="User:viewer"))
-    status, page = wait_until(lambda: (r := _get(url + records, "viewer"))[0] == 200 and r,
+    status, page = wait_until(lambda: (r := get_as(url + records, "viewer"))[0] == 200 and r,
                               30, "READ granted")
     [record] = page["records"]
     assert record["key"]["data"] == "k" and json.loads(record["value"]["data"]) == {"ok": True}
-    assert _get(url + "/v1/topics/hidden/records?partition=0", "viewer")[0] == 403
-    status, configs = _get(url + "/v1/topics/visible/configs", "viewer")
+    assert get_as(url + "/v1/topics/hidden/records?partition=0", "viewer")[0] == 403
+    status, configs = get_as(url + "/v1/topics/visible/configs", "viewer")
     assert status == 200 and "cleanup.policy" in {c["name"] for c in configs["configs"]}
-    status, acls = _get(url + "/v1/acls", "viewer")
+    status, acls = get_as(url + "/v1/acls", "viewer")
     assert status == 200 and acls["authorizer"] is True
     assert {"resourceType": "TOPIC", "resourceName": "visible", "patternType": "LITERAL",
             "principal": "User:viewer", "host": "*", "operation": "READ",

@@ -15,12 +15,12 @@ import urllib.request
 
 import pytest
 from confluent_kafka.admin import NewTopic
+from helpers.browser import CHROMIUM, artifacts_dir
 from helpers.clienthelpers import kp_produce
 from helpers.clusterprocs import Cluster
+from helpers.group_offsets import commit, group_on
 from helpers.waiting import wait_until
 from playwright.sync_api import Page, sync_playwright
-from test_admin_cluster_views import commit, group_on
-from test_dashboard_browser import CHROMIUM, artifacts_dir
 
 pytestmark = pytest.mark.timeout(240)
 

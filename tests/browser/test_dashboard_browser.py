@@ -11,15 +11,14 @@ else ``tests/artifacts/dashboard.png`` (gitignored); the test prints the path.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
+from helpers.browser import CHROMIUM, artifacts_dir
 from helpers.clienthelpers import create_topic, kp_close, kp_producer
 from helpers.serverproc import ServerProcess
 from helpers.waiting import wait_until
@@ -33,13 +32,6 @@ TOPIC = "dash-readings"
 GROUP = "dash-readers"
 RATE = 80  # records per second the producer aims at (it measures what it achieved)
 SECONDS = 9.0
-CHROMIUM = "/usr/bin/chromium"
-
-
-def artifacts_dir() -> Path:
-    where = Path(os.environ.get("ARTIFACTS_DIR") or Path(__file__).parents[1] / "artifacts")
-    where.mkdir(parents=True, exist_ok=True)
-    return where
 
 
 class PacedProducer(threading.Thread):

@@ -22,11 +22,11 @@ from pathlib import Path
 import aiohttp
 import paho.mqtt.client as paho
 import pytest
+from helpers.mqtt_kafka import read_topic
 from helpers.mqtt_procs import BridgeProcess
 from helpers.tlscerts import CertAuthority
 from kafka import KafkaProducer
 from playwright.sync_api import sync_playwright
-from test_mqtt_bridge import read_topic
 
 from commonlib.childproc import HOST, can_connect, free_port
 

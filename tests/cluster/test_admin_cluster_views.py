@@ -16,21 +16,16 @@ import urllib.request
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import NewTopic
 from helpers.clienthelpers import kp_produce
 from helpers.clusterprocs import Cluster
-from helpers.kafkaclient import BlockingClient
+from helpers.group_offsets import COMMITTED, commit, group_on
 from helpers.waiting import wait_until
-
-from kafkaproto import ApiKey
-from kafkaproto.messages import FindCoordinatorRequest
 
 pytestmark = pytest.mark.timeout(180)
 
 TOPIC = "cluster-lag"
 N = 30
-COMMITTED = 12
 
 
 def get(url: str) -> tuple[int, Any]:
@@ -41,38 +36,6 @@ def get(url: str) -> tuple[int, Any]:
         return exc.code, json.loads(exc.read())
 
 
-def coordinator(port: int, group: str) -> int:
-    client = BlockingClient(port, timeout=20)
-    try:
-        answer = client.call(ApiKey.FIND_COORDINATOR, 3,
-                             FindCoordinatorRequest(key=group, key_type=0))
-    finally:
-        client.close()
-    return answer.node_id if answer.error_code == 0 else -1
-
-
-def group_on(cluster: Cluster, node: int) -> str:
-    """A group id whose coordinator is ``node`` (the coordinator is its offsets
-    partition's leader: try our own names until one lands there)."""
-    port = cluster.brokers[1].port
-    for i in range(200):
-        group = f"viewed-{i}"
-        found = wait_until(lambda g=group: coordinator(port, g) + 1, 30, "a coordinator") - 1
-        if found == node:
-            return group
-    raise AssertionError(f"no group coordinated by broker {node}")
-
-
-def commit(admin: Any, group: str, topic: str = TOPIC, offset: int = COMMITTED) -> bool:
-    """Commit ``offset`` of partition 0; False while the coordinator answers
-    NOT_COORDINATOR (its offsets partition still being taken over after its creation)."""
-    done = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
-        group, [TopicPartition(topic, 0, offset)])])
-    [future] = done.values()
-    [result] = future.result(timeout=30).topic_partitions
-    return result.error is None
-
-
 def test_broker_1_sees_broker_2s_group_lag_records_and_a_down_broker(cluster: Cluster) -> None:
     admin = cluster.admin()
     for future in admin.create_topics([NewTopic(TOPIC, 1, 3)]).values():
@@ -81,7 +44,7 @@ def test_broker_1_sees_broker_2s_group_lag_records_and_a_down_broker(cluster: Cl
         {"key": f"k{i}".encode(), "value": json.dumps({"n": i}).encode(),
          "headers": [("h", b"\x00\xff")], "partition": 0} for i in range(N)])
     group = group_on(cluster, 2)
-    wait_until(lambda: commit(admin, group), 60, f"{group}'s offset committed")
+    wait_until(lambda: commit(admin, group, TOPIC), 60, f"{group}'s offset committed")
 
     one = cluster.brokers[1].admin_url
 

@@ -5,76 +5,37 @@ the raw protocol checks). Everything on 127.0.0.1, stopped by pid."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from helpers.cluster_clients import (
+    ContinuousProducer,
+    consume_all,
+    create,
+    log_bytes,
+    wait_for_progress,
+)
 from helpers.clusterprocs import Cluster
-from helpers.kafkaclient import BlockingClient
+from helpers.kafkaclient import (
+    BlockingClient,
+    fetch_request,
+    list_offsets_request,
+    produce_request,
+    produce_to_leader,
+)
 from helpers.rawwire import record_batch
 from helpers.waiting import wait_until
-from kafka import KafkaProducer
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.batch import iter_batches
 from kafkaproto.messages import (
-    FetchRequest,
     InitProducerIdRequest,
-    ListOffsetsRequest,
-    ProduceRequest,
 )
 from logserver.groups.store import kafka_partition_for
 
 pytestmark = pytest.mark.slow
-
-
-def create(cluster: Cluster, topic: str, partitions: int = 3, rf: int = 3) -> None:
-    admin = cluster.admin()  # kept alive until its futures are done
-    futures = admin.create_topics([NewTopic(topic, partitions, rf)])
-    futures[topic].result(timeout=20)
-    wait_until(lambda: all((p := cluster.partition(topic, i)) is not None and len(p.isrs) == rf
-                           for i in range(partitions)), 20, f"{topic} to have its replicas in sync")
-
-
-def produce_request(topic: str, partition: int, values: list[bytes], acks: int = -1,
-                    timeout_ms: int = 10000) -> ProduceRequest:
-    return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
-        ProduceRequest.TopicProduceData(name=topic, partition_data=[
-            ProduceRequest.PartitionProduceData(
-                index=partition, records=record_batch([(None, v) for v in values]))])])
-
-
-def produce_to_leader(client: BlockingClient, request: ProduceRequest) -> int:
-    """The error code of a produce, retried while the new leader is still opening its log
-    (NOT_LEADER_OR_FOLLOWER is retriable; clients retry it the same way)."""
-    deadline = time.monotonic() + 20
-    while True:
-        response = client.call(ApiKey.PRODUCE, 7, request)
-        error = response.responses[0].partition_responses[0].error_code
-        if error != ErrorCode.NOT_LEADER_OR_FOLLOWER or time.monotonic() > deadline:
-            return int(error)
-        time.sleep(0.1)
-
-
-def list_offsets_request(topic: str, partition: int, timestamp: int = -1) -> ListOffsetsRequest:
-    return ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
-        ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
-            ListOffsetsRequest.ListOffsetsPartition(partition_index=partition,
-                                                    current_leader_epoch=-1,
-                                                    timestamp=timestamp)])])
-
-
-def fetch_request(topic: str, partition: int, offset: int, epoch: int = -1) -> FetchRequest:
-    return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
-                        isolation_level=0, session_id=0, session_epoch=-1, topics=[
-                            FetchRequest.FetchTopic(topic=topic, partitions=[
-                                FetchRequest.FetchPartition(
-                                    partition=partition, current_leader_epoch=epoch,
-                                    fetch_offset=offset, last_fetched_epoch=-1,
-                                    log_start_offset=-1, partition_max_bytes=1 << 20)])],
-                        forgotten_topics_data=[], rack_id="")
 
 
 def test_brokers_register_and_one_controller_is_elected(cluster):
@@ -134,22 +95,6 @@ def test_non_leader_and_stale_epoch_are_refused(cluster):
         assert (latest.error_code, latest.offset, latest.leader_epoch) == (ErrorCode.NONE, 2, 0)
     finally:
         client.close()
-
-
-def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 30) -> list[tuple[int, bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic()}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        out: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + timeout
-        while len(out) < expected and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                out.append((message.offset(), message.value()))
-        return out
-    finally:
-        consumer.close()
 
 
 def test_acks_all_waits_for_the_isr_and_consumers_see_only_committed(cluster):
@@ -267,61 +212,6 @@ def test_paused_leader_acknowledges_nothing_and_rejoins_as_follower(cluster):
     assert epochs[0] == 0 and epochs[-1] >= 1 and epochs == sorted(epochs), epochs
 
 
-class ContinuousProducer:
-    """A producer thread writing numbered records until stopped; what was acknowledged."""
-
-    def __init__(self, kind: str, bootstrap: str, topic: str) -> None:
-        self.kind, self.bootstrap, self.topic = kind, bootstrap, topic
-        self.acked: list[bytes] = []
-        self.ack_times: list[float] = []  # time.monotonic() of each acknowledgement
-        self.failed: list[str] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=f"producer-{kind}", daemon=True)
-
-    def _delivered(self, err, message) -> None:
-        if err is None:
-            self.acked.append(message.value())
-            self.ack_times.append(time.monotonic())
-        else:
-            self.failed.append(str(err))
-
-    def _run(self) -> None:
-        if self.kind == "confluent-kafka":
-            producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
-                                 "enable.idempotence": True, "linger.ms": 5,
-                                 "message.timeout.ms": 120000})
-            i = 0
-            while not self.stop.is_set():
-                producer.produce(self.topic, value=f"{i:07d}".encode(), partition=0,
-                                 on_delivery=self._delivered)
-                producer.poll(0.005)
-                i += 1
-            assert producer.flush(120) == 0
-        else:
-            kp = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all",
-                               enable_idempotence=True, linger_ms=5, retries=2**31 - 1,
-                               delivery_timeout_ms=120000, request_timeout_ms=10000)
-            i = 0
-            while not self.stop.is_set():
-                value = f"{i:07d}".encode()
-                future = kp.send(self.topic, value=value, partition=0)
-                future.add_callback(lambda _, v=value: (self.acked.append(v),
-                                                        self.ack_times.append(time.monotonic())))
-                future.add_errback(lambda exc: self.failed.append(repr(exc)))
-                time.sleep(0.005)
-                i += 1
-            kp.flush(120)
-            kp.close(10)
-
-    def __enter__(self) -> ContinuousProducer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(150)
-
-
 def test_repeated_leader_kills_lose_and_duplicate_nothing(cluster):
     topics = {"confluent-kafka": "kills-ck", "kafka-python": "kills-kp"}
     for topic in topics.values():
@@ -331,14 +221,14 @@ def test_repeated_leader_kills_lose_and_duplicate_nothing(cluster):
     with producers[0], producers[1]:
         for cycle in range(cycles):
             topic = list(topics.values())[cycle % 2]
-            _wait_for_progress(producers)
+            wait_for_progress(producers)
             leader = cluster.partition(topic, 0).leader
             cluster.brokers[leader].kill9()
             _wait_for_new_leader(cluster, topic, leader)
             cluster.brokers[leader].start()
             wait_until(lambda: all(len(cluster.partition(t, 0).isrs) == 3 for t in topics.values()),
                        60, "the restarted broker back in every ISR")
-        _wait_for_progress(producers)
+        wait_for_progress(producers)
     for producer in producers:
         assert not producer.failed, (producer.kind, producer.failed[:5])
         records = consume_all(cluster.bootstrap, producer.topic, len(producer.acked), timeout=60)
@@ -349,18 +239,8 @@ def test_repeated_leader_kills_lose_and_duplicate_nothing(cluster):
         assert values == sorted(values), f"{producer.kind}: order"
     # Quiesced and all in sync: every replica holds the same bytes.
     for topic in topics.values():
-        wait_until(lambda t=topic: len({_log_bytes(b, t) for b in cluster.brokers.values()}) == 1,
+        wait_until(lambda t=topic: len({log_bytes(b, t) for b in cluster.brokers.values()}) == 1,
                    30, f"identical replicas of {topic}")
-
-
-def _log_bytes(broker, topic: str) -> bytes:
-    return b"".join(f.read_bytes() for f in broker.segment_files(topic, 0))
-
-
-def _wait_for_progress(producers: list[ContinuousProducer]) -> None:
-    before = [len(p.acked) for p in producers]
-    wait_until(lambda: all(len(p.acked) > n + 20 for p, n in zip(producers, before, strict=True)),
-               60, "every producer to have more records acknowledged")
 
 
 def _wait_for_new_leader(cluster: Cluster, topic: str, old: int, index: int = 0) -> None:
@@ -476,13 +356,13 @@ def test_rolling_restart_under_producers_loses_nothing(cluster):
     producers = [ContinuousProducer(kind, cluster.bootstrap, topic) for kind, topic in topics.items()]
     with producers[0], producers[1]:
         for node, broker in cluster.brokers.items():
-            _wait_for_progress(producers)
+            wait_for_progress(producers)
             assert broker.stop() == 0
             cluster.wait_for_brokers(set(cluster.brokers) - {node})
             broker.start()
             wait_until(lambda: all(len(cluster.partition(t, 0).isrs) == 3 for t in topics.values()),
                        60, f"broker {node} back in every ISR")
-        _wait_for_progress(producers)
+        wait_for_progress(producers)
     for producer in producers:  # the unavailability each saw (controlled shutdown), shown
         times = producer.ack_times
         print(f"{producer.kind}: longest pause between acknowledgements over the rolling "

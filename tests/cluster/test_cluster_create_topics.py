@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
+from helpers.cluster_clients import consume_partitions, produce_partitions
 from helpers.clusterprocs import running_cluster
 from helpers.javaclient import run_java
 from helpers.kafkaclient import BlockingClient
 from helpers.waiting import wait_until
-from test_cluster_partitions import consume_partitions, produce
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import CreateTopicsRequest
@@ -44,7 +44,7 @@ def test_manual_assignment_places_replicas_and_leaders(cluster) -> None:
                    and sorted(p.isrs) == sorted(wanted[i]) for i, p in enumerate(parts))
 
     wait_until(placed, 30, f"replicas {wanted}, each led by its first replica, all in sync")
-    produce(cluster.bootstrap, "placed", [(i, f"v{i}".encode()) for i in range(3)] * 2)
+    produce_partitions(cluster.bootstrap, "placed", [(i, f"v{i}".encode()) for i in range(3)] * 2)
     assert sorted(consume_partitions(cluster.bootstrap, "placed", 3, 6)) == sorted(
         [f"v{i}".encode() for i in range(3)] * 2)
     # Each replica holds its partitions' data, no other broker a record of them.

@@ -11,9 +11,9 @@ import urllib.request
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from helpers.admin_cli import ok, ok_json
+from helpers.admin_http import scrape, value
 from helpers.clusterprocs import running_cluster
 from helpers.waiting import wait_until
-from test_admin_api import scrape, value
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

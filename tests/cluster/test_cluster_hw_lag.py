@@ -19,10 +19,15 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka.admin import NewTopic
+from helpers.cluster_clients import log_bytes
 from helpers.clusterprocs import Cluster
-from helpers.kafkaclient import BlockingClient
+from helpers.kafkaclient import (
+    BlockingClient,
+    list_offsets_request,
+    produce_request,
+    produce_to_leader,
+)
 from helpers.waiting import wait_until
-from test_cluster import _log_bytes, list_offsets_request, produce_request, produce_to_leader
 
 from kafkaproto import ApiKey, ErrorCode
 
@@ -64,7 +69,7 @@ def test_new_leader_with_a_lagging_high_watermark_refuses_latest_offset(cluster)
             # Appended by broker 1 and copied by broker 2; broker 3, still in the ISR,
             # does not fetch it, so the high watermark stays at 1.
             leader.send(ApiKey.PRODUCE, 7, produce_request("lag", 0, [b"unacknowledged"]))
-            wait_until(lambda: b"unacknowledged" in _log_bytes(cluster.brokers[2], "lag"), 30,
+            wait_until(lambda: b"unacknowledged" in log_bytes(cluster.brokers[2], "lag"), 30,
                        "broker 2 to copy the record")
             cluster.brokers[1].kill9()
             wait_until(lambda: (p := cluster.partition("lag", 0)) is not None and p.leader == 2,

@@ -8,11 +8,11 @@ import asyncio
 import time
 
 import pytest
+from helpers.cluster_clients import consume_all, create
 from helpers.clusterprocs import running_cluster
 from helpers.mqtt_client import MqttClient, connect_many
 from helpers.mqtt_procs import HOST, BridgeProcess
 from helpers.waiting import wait_until
-from test_cluster import consume_all, create
 
 pytestmark = pytest.mark.slow
 

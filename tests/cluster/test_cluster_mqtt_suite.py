@@ -13,20 +13,17 @@ import threading
 
 import paho.mqtt.client as paho
 import pytest
+from helpers.cluster_clients import create
 from helpers.clusterprocs import Cluster
-from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.mqtt_procs import HOST, BridgeProcess, mosquitto_pub
+from helpers.mqtt_retained import RETAINED, Subscriber, retained_in_log, start_acl_bridge
+from helpers.mqtt_sessions import SESSION_TAKEN_OVER, SESSIONS, start_named_bridge, stored_session
+from helpers.mqtt_sessions import Device as TakeoverDevice
 from helpers.waiting import wait_until
 from kafka import KafkaProducer
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
-from test_cluster import create
-from test_mqtt_retained import RETAINED, Subscriber, mosquitto_pub, retained_in_log
-from test_mqtt_retained import start_bridge as start_retained_bridge
-from test_mqtt_sessions import SESSIONS, stored_session
-from test_mqtt_takeover import SESSION_TAKEN_OVER
-from test_mqtt_takeover import Device as TakeoverDevice
-from test_mqtt_takeover import start_bridge as takeover_bridge
 
 from kafkaproto.murmur2 import partition_for
 
@@ -184,7 +181,7 @@ def test_retained_messages_survive_a_broker_kill(request, tmp_path, cluster) -> 
     while the bridge runs, the bridge writes the next one to the new leader, and a bridge
     started afterwards (the dead broker first in its bootstrap list) hands both to a new
     subscriber."""
-    first = start_retained_bridge(request, tmp_path, cluster.bootstrap, "bridge-a")
+    first = start_acl_bridge(request, tmp_path, cluster.bootstrap, "bridge-a")
     mosquitto_pub(first.port, "-t", "chat/r1", "-m", "one", "-r", "-q", "1")
     wait_until(lambda: b"chat/r1" in retained_in_log(cluster.bootstrap), 30,
                "the retained message in the compacted topic")
@@ -198,7 +195,7 @@ def test_retained_messages_survive_a_broker_kill(request, tmp_path, cluster) -> 
     # configured with every broker, the dead one first: it bootstraps from the others
     dead = cluster.brokers[killed].bootstrap
     bootstrap = ",".join([dead, *(b for b in every.split(",") if b != dead)])
-    second = start_retained_bridge(request, tmp_path, bootstrap, "bridge-b")
+    second = start_acl_bridge(request, tmp_path, bootstrap, "bridge-b")
     got = Subscriber(second.port, request).until_marker(second.port)
     assert sorted((m.topic, m.payload) for m in got) == [("chat/r1", b"one"), ("chat/r2", b"two")]
     assert all(m.retain for m in got)
@@ -247,8 +244,8 @@ def test_takeover_across_bridges_after_the_session_leader_was_killed(
     """The claim of a moving device goes through the session topic: with its leader
     killed while the device sits on bridge a, bridge b still takes the session over."""
     create(cluster, "commands", partitions=1, rf=3)
-    a = takeover_bridge(request, tmp_path, cluster.bootstrap, "a")
-    b = takeover_bridge(request, tmp_path, cluster.bootstrap, "b")
+    a = start_named_bridge(request, tmp_path, cluster.bootstrap, "a")
+    b = start_named_bridge(request, tmp_path, cluster.bootstrap, "b")
     first = TakeoverDevice(request, "mover", a.port)
     assert first.connect() == (False, 0)
     first.subscribe_commands()

@@ -15,20 +15,17 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from helpers.clusterprocs import Cluster, EtcdProcess
-from helpers.kafkaclient import BlockingClient
-from helpers.netns import NetLab, netlab, reachable
-from helpers.waiting import wait_until
-from test_cluster import (
+from helpers.cluster_clients import (
     ContinuousProducer,
-    _log_bytes,
-    _wait_for_progress,
     consume_all,
     create,
-    fetch_request,
-    produce_request,
-    produce_to_leader,
+    log_bytes,
+    wait_for_progress,
 )
+from helpers.clusterprocs import Cluster, EtcdProcess
+from helpers.kafkaclient import BlockingClient, fetch_request, produce_request, produce_to_leader
+from helpers.netns import NetLab, netlab, reachable
+from helpers.waiting import wait_until
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import MetadataRequest
@@ -110,7 +107,7 @@ def _check_acknowledged(cluster: Cluster, producer: ContinuousProducer, others: 
 
 def _identical_replicas(cluster: Cluster, topic: str) -> None:
     wait_until(lambda: len(cluster.partition(topic, 0).isrs) == 3, 60, f"every replica of {topic} in sync")
-    wait_until(lambda: len({_log_bytes(b, topic) for b in cluster.brokers.values()}) == 1,
+    wait_until(lambda: len({log_bytes(b, topic) for b in cluster.brokers.values()}) == 1,
                30, f"byte-identical replicas of {topic}")
 
 
@@ -124,7 +121,7 @@ def test_leader_cut_off_acknowledges_nothing_and_rejoins_after_truncating(cluste
     try:
         assert produce_to_leader(local, produce_request("cut", 0, [b"-first"])) == ErrorCode.NONE
         with ContinuousProducer("confluent-kafka", cluster.bootstrap, "cut") as producer:
-            _wait_for_progress([producer])
+            wait_for_progress([producer])
             with cut_off(lab, cluster, old):
                 assert not reachable(broker.host, broker.port)
                 # Appended by the cut-off leader alone; the ISR cannot shrink (etcd is out
@@ -134,11 +131,11 @@ def test_leader_cut_off_acknowledges_nothing_and_rejoins_after_truncating(cluste
                 new = wait_until(lambda: (p := cluster.partition("cut", 0)) is not None
                                  and p.leader not in (-1, old) and p, 30, "a new leader")
                 assert old not in new.isrs
-                _wait_for_progress([producer])  # the producer goes on with the new leader
+                wait_for_progress([producer])  # the producer goes on with the new leader
                 answer = local.recv().responses[0].partition_responses[0]
                 assert answer.error_code != ErrorCode.NONE, "a cut-off leader acknowledged acks=all"
                 # It did append it: the divergent tail it must drop when it rejoins.
-                assert b"9999999-stranded" in _log_bytes(broker, "cut")
+                assert b"9999999-stranded" in log_bytes(broker, "cut")
             # Healed: it learns of the new leader, truncates its tail, catches up, rejoins
             # (asked on the new leader, and on the old one itself: no stale view left).
             cluster.wait_for_brokers(set(NODES))
@@ -147,12 +144,12 @@ def test_leader_cut_off_acknowledges_nothing_and_rejoins_after_truncating(cluste
                            f"broker {node} to show the old leader back in the ISR")
             assert view_of(cluster, old, "cut")[:2] == view_of(cluster, new.leader, "cut")[:2]
             assert view_of(cluster, old, "cut")[0] != old
-            _wait_for_progress([producer])
+            wait_for_progress([producer])
     finally:
         local.close()
     values = _check_acknowledged(cluster, producer, others=1)
     assert values[0] == b"-first" and b"9999999-stranded" not in values
-    assert b"9999999-stranded" not in _log_bytes(broker, "cut")  # truncated away
+    assert b"9999999-stranded" not in log_bytes(broker, "cut")  # truncated away
     _identical_replicas(cluster, "cut")
 
 
@@ -161,7 +158,7 @@ def test_etcd_cut_off_from_everyone_leaders_step_down_and_come_back(cluster, lab
     leader = cluster.partition("etcd-cut", 0).leader
     broker = cluster.brokers[leader]
     with ContinuousProducer("confluent-kafka", cluster.bootstrap, "etcd-cut") as producer:
-        _wait_for_progress([producer])
+        wait_for_progress([producer])
         lab.cut("etcd")
         cut_at = time.monotonic()
         try:
@@ -187,7 +184,7 @@ def test_etcd_cut_off_from_everyone_leaders_step_down_and_come_back(cluster, lab
         cluster.wait_for_brokers(set(NODES))
         wait_until(lambda: (p := cluster.partition("etcd-cut", 0)) is not None
                    and p.leader in NODES and len(p.isrs) == 3, 60, "a leader with a full ISR")
-        _wait_for_progress([producer])
+        wait_for_progress([producer])
     _check_acknowledged(cluster, producer)
     _identical_replicas(cluster, "etcd-cut")
 
@@ -197,15 +194,15 @@ def test_follower_cut_off_leaves_the_isr_and_returns_after_healing(cluster, lab)
     state = cluster.partition("minority", 0)
     follower = next(n for n in NODES if n != state.leader)
     with ContinuousProducer("confluent-kafka", cluster.bootstrap, "minority") as producer:
-        _wait_for_progress([producer])
+        wait_for_progress([producer])
         with cut_off(lab, cluster, follower):
             wait_until(lambda: sorted(cluster.partition("minority", 0).isrs) ==
                        sorted(n for n in NODES if n != follower), 30, "the ISR to shrink")
-            _wait_for_progress([producer])  # 2 in sync = min.insync.replicas: writes go on
+            wait_for_progress([producer])  # 2 in sync = min.insync.replicas: writes go on
             assert cluster.partition("minority", 0).leader == state.leader
         cluster.wait_for_brokers(set(NODES))
         wait_until(lambda: len(cluster.partition("minority", 0).isrs) == 3, 60, "the ISR to grow back")
-        _wait_for_progress([producer])
+        wait_for_progress([producer])
     _check_acknowledged(cluster, producer)
     _identical_replicas(cluster, "minority")
 

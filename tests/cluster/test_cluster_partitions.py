@@ -5,14 +5,12 @@ Real etcd and brokers, confluent-kafka's AdminClient, producer and consumer.
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewPartitions
+from helpers.cluster_clients import consume_partitions, create, produce_partitions
 from helpers.clusterprocs import running_cluster
 from helpers.waiting import wait_until
-from test_cluster import create
 
 pytestmark = pytest.mark.slow
 
@@ -23,35 +21,9 @@ def cluster(tmp_path):
         yield nodes
 
 
-def produce(bootstrap: str, topic: str, values: list[tuple[int, bytes]]) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
-    errors: list[object] = []
-    for partition, value in values:
-        p.produce(topic, value, partition=partition,
-                  on_delivery=lambda err, _msg: errors.append(err) if err else None)
-    assert p.flush(30) == 0
-    assert errors == []
-
-
-def consume_partitions(bootstrap: str, topic: str, partitions: int, expected: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic()}",
-                         "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
-        out: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while len(out) < expected and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                out.append(message.value())
-        return out
-    finally:
-        consumer.close()
-
-
 def test_new_partitions_are_replicated_and_old_data_stays(cluster) -> None:
     create(cluster, "grow", partitions=2, rf=3)
-    produce(cluster.bootstrap, "grow", [(0, b"p0-a"), (1, b"p1-a")])
+    produce_partitions(cluster.bootstrap, "grow", [(0, b"p0-a"), (1, b"p1-a")])
     admin = cluster.admin()
     admin.create_partitions([NewPartitions("grow", 5)])["grow"].result(timeout=30)
 
@@ -63,7 +35,7 @@ def test_new_partitions_are_replicated_and_old_data_stays(cluster) -> None:
     wait_until(grown, 30, "five partitions, each with 3 replicas in sync")
     leaders = {cluster.partition("grow", i).leader for i in range(5)}
     assert len(leaders) > 1, "the new partitions' leaders spread over the brokers"
-    produce(cluster.bootstrap, "grow", [(i, f"p{i}-b".encode()) for i in range(5)])
+    produce_partitions(cluster.bootstrap, "grow", [(i, f"p{i}-b".encode()) for i in range(5)])
     assert sorted(consume_partitions(cluster.bootstrap, "grow", 5, 7)) == sorted(
         [b"p0-a", b"p1-a"] + [f"p{i}-b".encode() for i in range(5)])
 

@@ -14,10 +14,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 from helpers.admin_cli import logserver, ok, ok_json, one_error_line
+from helpers.cluster_clients import create
 from helpers.clusterprocs import running_cluster
 from helpers.kafkaclient import BlockingClient
 from helpers.waiting import wait_until
-from test_cluster import create
 
 from kafkaproto import ApiKey
 from kafkaproto.messages import IncrementalAlterConfigsRequest

@@ -10,20 +10,19 @@ import time
 
 import pytest
 from helpers.admin_cli import logserver, ok, ok_json, one_error_line
+from helpers.cluster_clients import (
+    ContinuousProducer,
+    consume_all,
+    consume_partitions,
+    create,
+    log_bytes,
+    produce_partitions,
+    wait_for_progress,
+)
 from helpers.clusterprocs import Cluster, EtcdProcess
-from helpers.kafkaclient import BlockingClient
+from helpers.kafkaclient import BlockingClient, list_offsets_request, produce_request
 from helpers.waiting import wait_until
 from kafka import KafkaProducer
-from test_cluster import (
-    ContinuousProducer,
-    _log_bytes,
-    _wait_for_progress,
-    consume_all,
-    create,
-    list_offsets_request,
-    produce_request,
-)
-from test_cluster_partitions import consume_partitions, produce
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (
@@ -187,7 +186,7 @@ def test_a_new_broker_takes_over_replicas_under_acks_all_producers(four) -> None
     _start(cluster, 3)
     producers = [OrderedRetriesProducer(kind, cluster.bootstrap, topic) for kind, topic in topics.items()]
     with producers[0], producers[1]:
-        _wait_for_progress(producers)
+        wait_for_progress(producers)
         _start(cluster, 4)  # adding a broker: a new node.id, then a reassignment
         assert _alter(cluster, 2, {("move-ck", 0): [3, 4], ("move-kp", 0): [4, 3]}) == {
             ("move-ck", 0): ErrorCode.NONE, ("move-kp", 0): ErrorCode.NONE}
@@ -212,7 +211,7 @@ def test_a_new_broker_takes_over_replicas_under_acks_all_producers(four) -> None
                     client.close()
                 assert refused.responses[0].partition_responses[0].error_code == \
                     ErrorCode.NOT_LEADER_OR_FOLLOWER
-        _wait_for_progress(producers)  # the new leaders take acks=all writes
+        wait_for_progress(producers)  # the new leaders take acks=all writes
     for producer in producers:
         assert not producer.failed, (producer.kind, producer.failed[:5])
         records = consume_all(cluster.bootstrap, producer.topic, len(producer.acked), timeout=60)
@@ -223,7 +222,7 @@ def test_a_new_broker_takes_over_replicas_under_acks_all_producers(four) -> None
         assert values == sorted(values), f"{producer.kind}: order"
     new = (cluster.brokers[3], cluster.brokers[4])
     for topic in topics.values():
-        wait_until(lambda t=topic: len({_log_bytes(b, t) for b in new}) == 1, 30,
+        wait_until(lambda t=topic: len({log_bytes(b, t) for b in new}) == 1, 30,
                    f"identical replicas of {topic} on brokers 3 and 4")
         for old in (1, 2):
             wait_until(lambda t=topic, n=old: not cluster.brokers[n].partition_dir(t, 0).exists(),
@@ -281,16 +280,16 @@ def test_one_partition_moves_away_and_the_others_stay(four) -> None:
     cluster = four
     _start(cluster, 1, 2)
     create(cluster, "split", partitions=2, rf=2)
-    produce(cluster.bootstrap, "split", [(i % 2, f"r{i:03d}".encode()) for i in range(200)])
+    produce_partitions(cluster.bootstrap, "split", [(i % 2, f"r{i:03d}".encode()) for i in range(200)])
     _start(cluster, 3)
     assert _alter(cluster, 1, {("split", 0): [2, 3]}) == {("split", 0): ErrorCode.NONE}
     wait_until(lambda: (p := cluster.partition("split", 0)) is not None and p.replicas == [2, 3]
                and sorted(p.isrs) == [2, 3], 60, "split-0 moved to brokers 2 and 3")
     two, three, one = cluster.brokers[2], cluster.brokers[3], cluster.brokers[1]
-    wait_until(lambda: _log_bytes(two, "split") == _log_bytes(three, "split") != b"", 30,
+    wait_until(lambda: log_bytes(two, "split") == log_bytes(three, "split") != b"", 30,
                "identical copies of split-0 on brokers 2 and 3")
     # Broker 1 still holds split-1 (untouched) and has emptied its copy of split-0.
-    wait_until(lambda: _log_bytes(one, "split") == b"", 30, "broker 1 to empty split-0")
+    wait_until(lambda: log_bytes(one, "split") == b"", 30, "broker 1 to empty split-0")
     assert sum(f.stat().st_size for f in one.segment_files("split", 1)) > 0
     records = consume_partitions(cluster.bootstrap, "split", 2, 200)
     assert sorted(records) == [f"r{i:03d}".encode() for i in range(200)]
@@ -298,11 +297,11 @@ def test_one_partition_moves_away_and_the_others_stay(four) -> None:
     assert _alter(cluster, 3, {("split", 0): [1, 2]}) == {("split", 0): ErrorCode.NONE}
     wait_until(lambda: (p := cluster.partition("split", 0)) is not None and p.replicas == [1, 2]
                and sorted(p.isrs) == [1, 2], 60, "split-0 back on brokers 1 and 2")
-    wait_until(lambda: _log_bytes(one, "split") == _log_bytes(two, "split"), 30,
+    wait_until(lambda: log_bytes(one, "split") == log_bytes(two, "split"), 30,
                "broker 1's copy of split-0 identical to broker 2's again")
     wait_until(lambda: not three.partition_dir("split", 0).exists(), 30,
                "broker 3, with no partition of split left, to delete its copy")
-    produce(cluster.bootstrap, "split", [(0, b"after")])
+    produce_partitions(cluster.bootstrap, "split", [(0, b"after")])
     assert len(consume_partitions(cluster.bootstrap, "split", 2, 201)) == 201
 
 
@@ -316,7 +315,7 @@ def test_the_leader_dies_during_a_move_and_deletes_its_copy_when_back(four) -> N
     target = sorted({1, 2, 3, 4} - set(before.replicas))
     producer = ContinuousProducer("confluent-kafka", cluster.bootstrap, "crash")
     with producer:
-        _wait_for_progress([producer])
+        wait_for_progress([producer])
         cluster.pause(target[1])  # so that the move cannot finish before the kill
         try:
             assert _alter(cluster, target[0], {("crash", 0): target}) == {("crash", 0): ErrorCode.NONE}
@@ -327,7 +326,7 @@ def test_the_leader_dies_during_a_move_and_deletes_its_copy_when_back(four) -> N
             cluster.resume(target[1])
         wait_until(lambda: (p := cluster.partition("crash", 0)) is not None and p.replicas == target
                    and sorted(p.isrs) == target, 90, f"crash-0 moved to {target} without its leader")
-        _wait_for_progress([producer])
+        wait_for_progress([producer])
         cluster.brokers[before.leader].start()  # back: its copy is no replica any more
         cluster.wait_for_brokers({1, 2, 3, 4})
     assert not producer.failed, producer.failed[:5]
@@ -340,4 +339,4 @@ def test_the_leader_dies_during_a_move_and_deletes_its_copy_when_back(four) -> N
         wait_until(lambda n=old: not cluster.brokers[n].partition_dir("crash", 0).exists(), 30,
                    f"broker {old} to delete its copy of crash-0")
     new = [cluster.brokers[n] for n in target]
-    wait_until(lambda: len({_log_bytes(b, "crash") for b in new}) == 1, 30, "identical copies")
+    wait_until(lambda: len({log_bytes(b, "crash") for b in new}) == 1, 30, "identical copies")

@@ -11,9 +11,12 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
+from helpers.sasl_cluster import (
+    MECHANISM,
+    etcd_value,
+)
 from helpers.serverproc import HOST, free_port, run_cli
 from helpers.waiting import wait_until
-from test_cluster_security_sync import MECHANISM, etcd_value, secured  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -43,7 +46,7 @@ def _logs_in(cluster, node: int, user: str, password: str) -> bool:
         consumer.close()
 
 
-def test_scram_cli_changes_the_cluster_users_in_etcd(secured, tmp_path) -> None:  # noqa: F811
+def test_scram_cli_changes_the_cluster_users_in_etcd(secured, tmp_path) -> None:
     cluster = secured
     etcd = f"{cluster.etcd.host}:{cluster.etcd.port}"
     prefix = cluster.brokers[1].settings["cluster.etcd.prefix"]

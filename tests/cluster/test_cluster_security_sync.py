@@ -7,10 +7,8 @@ No user exists in any data directory: carol only exists in etcd.
 
 from __future__ import annotations
 
-import asyncio
 import json
 
-import aetcd
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -27,23 +25,14 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from helpers.clusterprocs import Cluster
-from helpers.sasl_cluster import MECHANISM, add_sasl_listeners
+from helpers.sasl_cluster import (
+    MECHANISM,
+    etcd_value,
+)
 from helpers.serverproc import HOST
 from helpers.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-
-
-
-@pytest.fixture
-def secured(tmp_path, etcd):
-    nodes = Cluster(tmp_path, etcd, 3, **{"default.replication.factor": 3})
-    sasl_ports = add_sasl_listeners(nodes, "User:ANONYMOUS")
-    nodes.sasl_ports = sasl_ports  # type: ignore[attr-defined]
-    try:
-        yield nodes.start()
-    finally:
-        nodes.stop()
 
 
 def describe_as(cluster: Cluster, node: int, user: str, password: str, topic: str) -> int:
@@ -62,22 +51,6 @@ def describe_as(cluster: Cluster, node: int, user: str, password: str, topic: st
 
 def broker_admin(cluster: Cluster, node: int) -> AdminClient:
     return AdminClient({"bootstrap.servers": cluster.brokers[node].bootstrap})
-
-
-def etcd_value(cluster: Cluster, key: str) -> bytes:
-    """The value of ``key`` under the cluster's prefix, read with a real etcd client."""
-    prefix = cluster.brokers[1].settings["cluster.etcd.prefix"]
-
-    async def get() -> bytes:
-        client = aetcd.Client(host=cluster.etcd.host, port=cluster.etcd.port, timeout=10)
-        try:
-            found = await client.get(f"{prefix}/{key}".encode())
-            assert found is not None, f"{prefix}/{key} is not in etcd"
-            return bytes(found.value)
-        finally:
-            await client.close()
-
-    return asyncio.run(get())
 
 
 def test_scram_users_and_acls_made_on_one_broker_hold_on_every_broker(secured):

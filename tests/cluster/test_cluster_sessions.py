@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from helpers.cluster_clients import create
 from helpers.clusterprocs import Cluster, EtcdProcess
-from helpers.kafkaclient import BlockingClient
+from helpers.kafkaclient import BlockingClient, fetch_request, produce_request, produce_to_leader
 from helpers.tcpforward import TcpForwarder
 from helpers.waiting import wait_until
-from test_cluster import create, fetch_request, produce_request, produce_to_leader
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (

@@ -9,8 +9,8 @@ import time
 
 import pytest
 from confluent_kafka.admin import NewTopic
+from helpers.cluster_clients import ContinuousProducer, consume_all
 from helpers.waiting import wait_until
-from test_cluster import ContinuousProducer, consume_all
 
 from logserver.cluster.model import PartitionState
 from logserver.cluster.shutdown import without_replica

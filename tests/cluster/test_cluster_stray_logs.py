@@ -10,10 +10,9 @@ import json
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from helpers.cluster_clients import create, produce_partitions
 from helpers.clusterprocs import running_cluster
 from helpers.waiting import wait_until
-from test_cluster import create
-from test_cluster_partitions import produce
 
 from logserver.cluster.local_topics import FILE_NAME
 from logserver.log.partition_metadata import read_topic_id
@@ -54,8 +53,8 @@ def test_a_topic_deleted_while_a_broker_was_down_is_deleted_there(tmp_path) -> N
                                          "default.replication.factor": 3}) as cluster:
         create(cluster, "gone", partitions=2, rf=3)
         create(cluster, "kept", partitions=1, rf=3)
-        produce(cluster.bootstrap, "gone", [(0, b"old-0"), (1, b"old-1")])
-        produce(cluster.bootstrap, "kept", [(0, b"kept")])
+        produce_partitions(cluster.bootstrap, "gone", [(0, b"old-0"), (1, b"old-1")])
+        produce_partitions(cluster.bootstrap, "kept", [(0, b"kept")])
         b3 = cluster.brokers[3]
         wait_until(lambda: all(_bytes(b3, t, p) for t, p in [("gone", 0), ("gone", 1), ("kept", 0)]),
                    30, "broker 3 to hold gone-0, gone-1 and kept-0")
@@ -89,7 +88,7 @@ def test_a_topic_deleted_while_a_broker_was_down_is_deleted_there(tmp_path) -> N
         wait_until(lambda: all((p := cluster.partition("gone", i)) is not None and p.leader == 3
                                and len(p.isrs) == 3 for i in range(2)), 30,
                    "the new gone led by broker 3, all in sync")
-        produce(cluster.bootstrap, "gone", [(0, b"new-0"), (1, b"new-1")])
+        produce_partitions(cluster.bootstrap, "gone", [(0, b"new-0"), (1, b"new-1")])
         assert _watermarks(cluster.bootstrap, "gone", 2) == [(0, 1), (0, 1)]
         assert _values(cluster.bootstrap, "gone", 0, 1) == [b"new-0"]
         assert _values(cluster.bootstrap, "gone", 1, 1) == [b"new-1"]
@@ -107,7 +106,7 @@ def test_a_topic_created_again_while_a_broker_was_away_is_replaced_there(tmp_pat
             "again"].result(timeout=30)
         wait_until(lambda: (p := cluster.partition("again", 0)) is not None and len(p.isrs) == 3,
                    30, "again in sync on 3 brokers")
-        produce(cluster.bootstrap, "again", [(0, b"old-%d" % i) for i in range(5)])
+        produce_partitions(cluster.bootstrap, "again", [(0, b"old-%d" % i) for i in range(5)])
         b3 = cluster.brokers[3]
         wait_until(lambda: b"old-4" in _bytes(b3, "again", 0), 30, "broker 3 to have old-4")
         old_local_id = read_topic_id(b3.partition_dir("again", 0))
@@ -121,7 +120,7 @@ def test_a_topic_created_again_while_a_broker_was_away_is_replaced_there(tmp_pat
         cluster.paused.discard(3)
         wait_until(lambda: (p := cluster.partition("again", 0)) is not None and p.leader == 1
                    and sorted(p.isrs) == [1, 2], 60, "broker 3 out of the new again's ISR")
-        produce(cluster.bootstrap, "again", [(0, b"new-%d" % i) for i in range(2)])
+        produce_partitions(cluster.bootstrap, "again", [(0, b"new-%d" % i) for i in range(2)])
 
         b3.start()
         cluster.wait_for_brokers({1, 2, 3})
@@ -142,7 +141,7 @@ def test_records_written_for_another_etcd_delete_nothing(tmp_path) -> None:
     with running_cluster(tmp_path, 3, **{"min.insync.replicas": 2,
                                          "default.replication.factor": 3}) as cluster:
         create(cluster, "elsewhere", partitions=1, rf=3)
-        produce(cluster.bootstrap, "elsewhere", [(0, b"keep me")])
+        produce_partitions(cluster.bootstrap, "elsewhere", [(0, b"keep me")])
         b3 = cluster.brokers[3]
         wait_until(lambda: b"keep me" in _bytes(b3, "elsewhere", 0), 30, "broker 3's copy")
         assert b3.stop() == 0
@@ -170,7 +169,7 @@ def test_a_data_directory_from_before_the_records_is_adopted(tmp_path) -> None:
     with running_cluster(tmp_path, 3, **{"min.insync.replicas": 2,
                                          "default.replication.factor": 3}) as cluster:
         create(cluster, "older", partitions=1, rf=3)
-        produce(cluster.bootstrap, "older", [(0, b"keep me")])
+        produce_partitions(cluster.bootstrap, "older", [(0, b"keep me")])
         b3 = cluster.brokers[3]
         wait_until(lambda: b"keep me" in _bytes(b3, "older", 0), 30, "broker 3's copy")
         assert b3.stop() == 0

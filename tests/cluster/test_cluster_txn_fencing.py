@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Producer
-from helpers.clusterprocs import Cluster
-from helpers.kafkaclient import BlockingClient
-from helpers.waiting import wait_until
-from test_cluster_txn_failover import (
+from helpers.cluster_txn import (
     PARTITIONS,
     TXN_PARTITIONS,
     TXN_STATE,
-    _coordinator,
-    _coordinator_or_none,
-    _create,
-    _producer,
-    _read_committed,
+    create_txn_topic,
+    read_committed,
+    txn_coordinator,
+    txn_coordinator_or_none,
+    txn_producer,
 )
+from helpers.clusterprocs import Cluster
+from helpers.kafkaclient import BlockingClient
+from helpers.waiting import wait_until
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (
@@ -89,10 +89,10 @@ def _commit(producer: Producer, topic: str, partition: int, values: list[bytes])
 
 def test_a_new_coordinator_stamps_a_higher_epoch_and_the_old_one_is_fenced(cluster):
     topic, txn_id = "txn-fencing", "fencing"
-    _create(cluster, topic)
+    create_txn_topic(cluster, topic)
     index = kafka_partition_for(txn_id, TXN_PARTITIONS)
-    producer = _producer(cluster, txn_id)  # __transaction_state exists from here on
-    old = _coordinator(cluster, txn_id)
+    producer = txn_producer(cluster, txn_id)  # __transaction_state exists from here on
+    old = txn_coordinator(cluster, txn_id)
     # a data partition led elsewhere, so its leader stays while the coordinator is paused
     data = next(p for p in range(PARTITIONS) if cluster.partition(topic, p).leader != old)
     leader = cluster.partition(topic, data).leader
@@ -106,14 +106,14 @@ def test_a_new_coordinator_stamps_a_higher_epoch_and_the_old_one_is_fenced(clust
 
     cluster.pause(old)  # a zombie: alive, holding its state, but no longer heard from
     try:
-        wait_until(lambda: _coordinator_or_none(cluster, txn_id) not in (None, old), 30,
+        wait_until(lambda: txn_coordinator_or_none(cluster, txn_id) not in (None, old), 30,
                    "a new transaction coordinator")
         # as the data partition's leader sees it: its view may trail the one answered above
         new, new_epoch = wait_until(lambda: (s := _state_leader(cluster, leader, index))[0]
                                     != old and s, 30, f"broker {leader} to see the new coordinator")
         assert new != old and new_epoch > old_epoch
         second = [b"second-%d" % i for i in range(10)]
-        _commit(_producer(cluster, txn_id), topic, data, second)  # fences the first producer
+        _commit(txn_producer(cluster, txn_id), topic, data, second)  # fences the first producer
         ((again, (epoch, coordinator_epoch)),) = _producers(cluster, leader, topic, data).items()
         assert (again, coordinator_epoch) == (pid, new_epoch)
 
@@ -135,4 +135,4 @@ def test_a_new_coordinator_stamps_a_higher_epoch_and_the_old_one_is_fenced(clust
         assert _log_end(cluster, leader, topic, data) == end
     finally:
         cluster.resume(old)
-    assert sorted(_read_committed(cluster.bootstrap, topic)) == sorted(first + second)
+    assert sorted(read_committed(cluster.bootstrap, topic)) == sorted(first + second)

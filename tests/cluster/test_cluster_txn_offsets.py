@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from helpers.cluster_txn import watermarks_or_none
 from helpers.clusterprocs import Cluster
 from helpers.kafkaclient import BlockingClient
 from helpers.waiting import wait_until
-from test_cluster_txn_failover import _watermarks
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import FindCoordinatorRequest, OffsetFetchRequest
@@ -220,7 +220,7 @@ def test_the_transaction_coordinator_killed_after_prepare_the_offsets_are_commit
     producer = _producer(cluster, txn_id)
     index = kafka_partition_for(txn_id, INTERNAL_PARTITIONS)
     _transaction(cluster, producer, group, 17)
-    before = wait_until(lambda: _watermarks(cluster.bootstrap, TXN_STATE, [index]), 30,
+    before = wait_until(lambda: watermarks_or_none(cluster.bootstrap, TXN_STATE, [index]), 30,
                         f"the end of {TXN_STATE}-{index}")[index]
     outcome: list[BaseException | None] = []
 
@@ -235,7 +235,7 @@ def test_the_transaction_coordinator_killed_after_prepare_the_offsets_are_commit
     committer = threading.Thread(target=commit)
     try:
         committer.start()
-        wait_until(lambda: (ends := _watermarks(cluster.bootstrap, TXN_STATE, [index])) is not None
+        wait_until(lambda: (ends := watermarks_or_none(cluster.bootstrap, TXN_STATE, [index])) is not None
                    and ends[index] > before, 30, "the prepare record")
         cluster.brokers[txn_coordinator].kill9()
         wait_until(lambda: _leader(cluster, TXN_STATE, txn_id) not in (None, txn_coordinator),

@@ -8,33 +8,17 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import NewTopic
+from helpers.admin_http import events
 from helpers.clusterprocs import Cluster, running_cluster
+from helpers.group_offsets import COMMITTED, commit, group_on
 from helpers.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def events(url: str) -> Iterator[tuple[str, Any]]:
-    """(event name, parsed data) of a text/event-stream, one per blank-line-ended event."""
-    with urllib.request.urlopen(url, timeout=20) as response:
-        assert response.headers["Content-Type"].startswith("text/event-stream")
-        name, data = "message", []
-        for raw in response:
-            line = raw.decode().rstrip("\n")
-            if not line:
-                if data:
-                    yield name, json.loads("\n".join(data))
-                name, data = "message", []
-            elif line.startswith("event:"):
-                name = line[6:].strip()
-            elif line.startswith("data:"):
-                data.append(line[5:].lstrip())
 
 
 @pytest.fixture
@@ -90,7 +74,6 @@ def test_stream_shows_brokers_controller_and_leaders(cluster: Cluster) -> None:
             assert json.loads(response.read())["topic_id"] == cluster_id_hex, node
 
 
-
 def first_sample(url: str, check: Any, samples: int = 15) -> dict[str, Any] | None:
     """The first of the next ``samples`` live samples (history included) that passes
     ``check``, else None (the caller waits and asks again)."""
@@ -108,11 +91,10 @@ def test_stream_is_cluster_wide_groups_rates_and_a_down_broker(tmp_path) -> None
     messages per second of a partition only brokers 2 and 3 hold, and broker 3 once it
     stops, as down rather than dropped (the local-only feed showed none of these)."""
     from confluent_kafka import Producer
-    from test_admin_cluster_views import COMMITTED, commit, group_on
 
     with running_cluster(tmp_path, 3) as cluster:
         admin = cluster.admin()
-        topic = "cluster-lag"  # the name commit() uses
+        topic = "cluster-lag"
         for future in admin.create_topics([NewTopic(topic, 1, replica_assignment=[[2, 3]])
                                            ]).values():
             future.result(timeout=30)
@@ -122,7 +104,7 @@ def test_stream_is_cluster_wide_groups_rates_and_a_down_broker(tmp_path) -> None
         for _ in range(30):
             producer.produce(topic, value=b"x" * 100, partition=0)
         assert producer.flush(30) == 0
-        wait_until(lambda: commit(admin, group), 60, f"{group}'s offset committed")
+        wait_until(lambda: commit(admin, group, topic), 60, f"{group}'s offset committed")
 
         def lag_shown(sample: dict[str, Any]) -> bool:
             return any(g["group_id"] == group and g["lag"] == 30 - COMMITTED

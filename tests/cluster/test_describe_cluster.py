@@ -5,9 +5,9 @@ authorized operations under ACLs (DESCRIBE on the cluster, as Kafka)."""
 from __future__ import annotations
 
 import pytest
+from helpers.acl_broker import ADMIN, ALICE, BOB, allow, call, with_authorizer
 from helpers.clienthelpers import kp_admin
 from helpers.kafkaclient import BlockingClient
-from test_security_handlers import ADMIN, ALICE, BOB, allow, call, with_authorizer
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import ApiVersionsRequest, DescribeClusterRequest

@@ -6,8 +6,9 @@ Witness: the fsync-round histogram of /metrics (one count per flush round)."""
 from __future__ import annotations
 
 import pytest
+from helpers.admin_http import scrape, value
+from helpers.clienthelpers import kp_send_each
 from helpers.waiting import wait_until
-from test_admin_api import produce, scrape, value
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,11 +29,11 @@ def test_flush_messages_and_flush_ms_per_topic(server_factory):
     _create(bootstrap, "synced", {"flush.messages": "1"})
     _create(bootstrap, "timed", {"flush.ms": "200"})
     before = value(scrape(server), ROUNDS)
-    produce(bootstrap, "lazy", 5)
+    kp_send_each(bootstrap, "lazy", 5)
     assert value(scrape(server), ROUNDS) == before  # the broker default: no fsync
-    produce(bootstrap, "synced", 5)  # one at a time, each acknowledged after its fsync
+    kp_send_each(bootstrap, "synced", 5)  # one at a time, each acknowledged after its fsync
     after_synced = value(scrape(server), ROUNDS)
     assert after_synced - before == 5
-    produce(bootstrap, "timed", 1)
+    kp_send_each(bootstrap, "timed", 1)
     wait_until(lambda: value(scrape(server), ROUNDS) > after_synced, 20,
                "the fsync flush.ms=200 asks for")

@@ -408,3 +408,14 @@ def _kcat_bytes(v):
     if isinstance(v, dict) and "base64" in v:  # not used by kcat 1.7; kept defensive
         return base64.b64decode(v["base64"])
     return str(v).encode()
+
+
+def kp_send_each(bootstrap: str, topic: str, count: int, value: bytes = b"v" * 100) -> None:
+    """``count`` records of ``value`` to partition 0, each one acknowledged (acks=1)
+    before the next is sent."""
+    producer = kp_producer(bootstrap, linger_ms=0, acks=1)
+    try:
+        for _ in range(count):
+            producer.send(topic, value=value, partition=0).get(timeout=30)
+    finally:
+        kp_close(producer)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.serverproc import HOST, ServerProcess, free_port
+from helpers.serverproc import HOST, ServerProcess, free_port, run_cli
 from helpers.tlscerts import CertAuthority, Pem
 
 
@@ -63,3 +63,16 @@ def start_secure_server(server_factory, protocol: str, settings: dict[str, objec
 def tls_settings(pki: Pki, client_auth: str = "none") -> dict[str, object]:
     return {"ssl.keystore.location": pki.keystore, "ssl.truststore.location": pki.ca.pem.cert,
             "ssl.client.auth": client_auth}
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36  # API keys
+STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"  # Kafka's authorizer
+
+
+def add_user(data_dir: Path, user: str, mechanism: str, password: str) -> None:
+    """A SCRAM credential in a server's data directory, made offline with the admin CLI
+    (``logserver scram add``, as an operator) before the server starts."""
+    secret = data_dir.parent / f"{user}-{mechanism}.pw"
+    secret.write_text(password + "\n")
+    proc = run_cli(["scram", "add", "--data-dir", str(data_dir), "--user", user,
+                    "--mechanism", mechanism, "--password-file", str(secret)])
+    assert proc.returncode == 0, proc.stderr
+    assert f"added {mechanism} credential for {user}" in proc.stdout

@@ -6,15 +6,20 @@ by an ``atexit`` hook, and by the kernel if the parent dies (``PR_SET_PDEATHSIG`
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from commonlib.childproc import HOST, ListeningChild
 from logserver.bridge_process import bridge_command
 
-__all__ = ["HOST", "BridgeProcess", "MosquittoProcess", "SharedPortBridge"]
+__all__ = ["HOST", "BridgeProcess", "MosquittoProcess", "SharedPortBridge", "mosquitto_pub",
+           "stats_lines", "wait_for_counters"]
 
 
 class BridgeProcess(ListeningChild):
@@ -113,3 +118,35 @@ class MosquittoProcess(ListeningChild):
 
     def command(self) -> list[str]:
         return [self.binary, "-c", str(self.conf)]
+
+
+def mosquitto_pub(port: int, *args: str) -> None:
+    """Publish with Debian's mosquitto_pub (``args`` as on its command line)."""
+    r = subprocess.run(["mosquitto_pub", "-h", HOST, "-p", str(port), *args],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+
+
+def stats_lines(bridge: BridgeProcess) -> list[dict[str, Any]]:
+    """The bridge's periodic counters (JSON log lines, every 5 s in tests)."""
+    out = []
+    for line in bridge.output().splitlines():
+        with contextlib.suppress(ValueError):
+            rec = json.loads(line)
+            if isinstance(rec, dict) and rec.get("event") == "stats":
+                out.append(rec)
+    return out
+
+
+def wait_for_counters(bridge: BridgeProcess, at_least: dict[str, int], timeout: float = 20) -> dict[str, Any]:
+    """The bridge's newest counters once each of ``at_least`` has reached its value."""
+    deadline = time.monotonic() + timeout
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        lines = stats_lines(bridge)
+        if lines:
+            last = lines[-1]
+            if all(last.get(k, 0) >= v for k, v in at_least.items()):
+                return last
+        time.sleep(0.2)
+    raise AssertionError(f"counters {at_least} not reached; last stats: {last}")

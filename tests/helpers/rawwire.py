@@ -349,3 +349,40 @@ def api_versions_ok(port: int | None = None, conn: Conn | None = None, correlati
     finally:
         if own:
             c.close()
+
+
+# ------------------------------------------------------------ 2. bytes in flight
+def fetch_v4_repeated(topic: str, partition: int, offset: int, max_bytes: int,
+              repeat: int = 1) -> bytes:
+    """Fetch v4 body naming (topic, partition) ``repeat`` times."""
+    one = i32(partition) + i64(offset) + i32(max_bytes)
+    return (i32(-1) + i32(0) + i32(1) + i32(64 << 20) + i8(0)
+            + i32(1) + string(topic) + i32(repeat) + one * repeat)
+
+
+def produce_each(port: int, topic: str, partition: int, values: list[bytes]) -> None:
+    with Conn(port) as c:
+        for i, value in enumerate(values):
+            res = c.call(request(API_PRODUCE, 3, i + 1, produce_v3(
+                topic, partition, record_batch([(None, value)]))))
+            assert res is not None
+            assert parse_produce_v3_response(res[1])[(topic, partition)][0] == 0
+
+
+# ------------------------------------------------------------ 5. topic names and files
+def create_topic_v5(port: int, name: str, partitions: int = 1,
+                  configs: dict[str, str] | None = None) -> tuple[int, str | None]:
+    from kafkaproto import decode_response, encode_request
+    from kafkaproto.messages import CreateTopicsRequest
+
+    req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=1, assignments=[],
+        configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+                 for k, v in (configs or {}).items()])],
+        timeout_ms=30000, validate_only=False)
+    with Conn(port, timeout=60) as c:
+        assert c.send(encode_request(19, 5, 1, "bounded", req))
+        frame = c.recv_frame()
+    assert frame is not None
+    _, response = decode_response(19, 5, frame)
+    return response.topics[0].error_code, response.topics[0].error_message

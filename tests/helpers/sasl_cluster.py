@@ -4,23 +4,16 @@ Kafka's StandardAuthorizer: the set-up of every cluster security test."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
-from pathlib import Path
+
+import aetcd
 
 from helpers.clusterprocs import Cluster
-from helpers.serverproc import HOST, ServerProcess, free_port, run_cli
+from helpers.kafkasec import STANDARD, add_user
+from helpers.serverproc import HOST, ServerProcess, free_port
 
 MECHANISM = "SCRAM-SHA-256"
-AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-
-
-def add_user(data_dir: Path, user: str, password: str) -> None:
-    """A SCRAM user in a broker's data directory, through the admin CLI (as an operator)."""
-    secret = data_dir.parent / f"{data_dir.name}-{user}.pw"
-    secret.write_text(password + "\n")
-    proc = run_cli(["scram", "add", "--data-dir", str(data_dir), "--user", user,
-                    "--mechanism", MECHANISM, "--password-file", str(secret)])
-    assert proc.returncode == 0, proc.stderr
 
 
 def add_sasl_listeners(nodes: Cluster, super_users: str, users: Mapping[str, str] = {},
@@ -31,7 +24,7 @@ def add_sasl_listeners(nodes: Cluster, super_users: str, users: Mapping[str, str
     for node, plain in list(nodes.brokers.items()):
         assert plain.data_dir is not None
         for user, password in users.items():
-            add_user(plain.data_dir, user, password)
+            add_user(plain.data_dir, user, MECHANISM, password)
         port, sasl = free_port(), free_port()
         sasl_ports[node] = sasl
         nodes.brokers[node] = ServerProcess(plain.data_dir, port=port, settings={
@@ -39,7 +32,23 @@ def add_sasl_listeners(nodes: Cluster, super_users: str, users: Mapping[str, str
             "listeners": f"PLAINTEXT://{HOST}:{port},SASL_PLAINTEXT://{HOST}:{sasl}",
             "inter.broker.listener.name": "PLAINTEXT",
             "sasl.enabled.mechanisms": MECHANISM,
-            "authorizer.class.name": AUTHORIZER,
+            "authorizer.class.name": STANDARD,
             "super.users": super_users,
             **settings})
     return sasl_ports
+
+
+def etcd_value(cluster: Cluster, key: str) -> bytes:
+    """The value of ``key`` under the cluster's prefix, read with a real etcd client."""
+    prefix = cluster.brokers[1].settings["cluster.etcd.prefix"]
+
+    async def get() -> bytes:
+        client = aetcd.Client(host=cluster.etcd.host, port=cluster.etcd.port, timeout=10)
+        try:
+            found = await client.get(f"{prefix}/{key}".encode())
+            assert found is not None, f"{prefix}/{key} is not in etcd"
+            return bytes(found.value)
+        finally:
+            await client.close()
+
+    return asyncio.run(get())

@@ -6,49 +6,28 @@ the Prometheus counters must move by exactly what a kafka-python producer sent.
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 import schemathesis
-from helpers.clienthelpers import create_topic, kp_close, kp_consumer, kp_producer
+from helpers.admin_http import get, scrape, value
+from helpers.clienthelpers import (
+    create_topic,
+    kp_close,
+    kp_consumer,
+    kp_producer,
+    kp_send_each,
+)
 from helpers.faults import faulty_server
 from helpers.serverproc import ServerProcess
 from helpers.waiting import wait_until
 from hypothesis import HealthCheck, settings
-from prometheus_client.parser import text_string_to_metric_families
 
 N = 40
-VALUE = b"v" * 100
 # One record per batch (each send waits for its ack): a 61-byte v2 batch header and a
 # 109-byte record (length 2, attributes 1, timestamp delta 1, offset delta 1, null key 1,
 # value length 2, value 100, header count 1).
 BATCH_BYTES = 61 + 109
-
-
-def get(url: str) -> tuple[int, dict]:
-    """(status, JSON body); ConnectionError while nothing listens yet."""
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
-def scrape(server: ServerProcess) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(server.admin_url + "/metrics", timeout=10) as response:
-        text = response.read().decode()
-    samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
-
-
-def value(samples: dict, name: str, **labels: str) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 def commit(bootstrap: str, group: str, topic: str, offset: int) -> None:
@@ -65,15 +44,6 @@ def commit(bootstrap: str, group: str, topic: str, offset: int) -> None:
         consumer.close()
 
 
-def produce(bootstrap: str, topic: str, count: int) -> None:
-    producer = kp_producer(bootstrap, linger_ms=0, acks=1)
-    try:
-        for _ in range(count):
-            producer.send(topic, value=VALUE, partition=0).get(timeout=30)
-    finally:
-        kp_close(producer)
-
-
 @pytest.fixture(scope="module")
 def admin_server(request, tmp_path_factory) -> ServerProcess:
     """A server holding a topic with records and a group that lags behind them."""
@@ -81,7 +51,7 @@ def admin_server(request, tmp_path_factory) -> ServerProcess:
     request.addfinalizer(srv.stop)
     srv.start()
     create_topic(srv.bootstrap, "inventory", partitions=2)
-    produce(srv.bootstrap, "inventory", 10)
+    kp_send_each(srv.bootstrap, "inventory", 10)
     commit(srv.bootstrap, "auditors", "inventory", 4)
     return srv
 
@@ -139,7 +109,7 @@ def test_every_response_conforms_to_openapi(case) -> None:
 def test_metrics_move_by_exactly_what_was_produced_and_fetched(server: ServerProcess) -> None:
     create_topic(server.bootstrap, "metered", partitions=1)
     before = scrape(server)
-    produce(server.bootstrap, "metered", N)
+    kp_send_each(server.bootstrap, "metered", N)
     after = scrape(server)
 
     def delta(name: str, **labels: str) -> float:
@@ -222,7 +192,7 @@ def test_fsync_histogram_counts_every_flush_round(server_factory) -> None:
     server = server_factory(settings={"log.flush.interval.messages": 1})
     create_topic(server.bootstrap, "synced", partitions=1)
     before = scrape(server)
-    produce(server.bootstrap, "synced", 10)
+    kp_send_each(server.bootstrap, "synced", 10)
     after = scrape(server)
     name = "kafka_log_logflushstats_logflushrateandtimems"
     assert value(after, name + "_count") - value(before, name + "_count") == 10

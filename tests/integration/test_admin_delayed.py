@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import time
 
+from helpers.admin_http import get, scrape, value
 from helpers.clienthelpers import create_topic, kp_close, kp_producer
 from helpers.faults import faulty_server
 from helpers.waiting import wait_until
-from test_admin_api import get, scrape, value
 
 PURGATORY = "kafka_server_delayedoperationpurgatory_purgatorysize"
 DELAYED = "kafka_server_delayedoperationpurgatory_numdelayedoperations"

@@ -13,14 +13,9 @@ import socket
 
 import pytest
 from helpers import rawwire as rw
+from helpers.procfs import server_side_queues
+from helpers.rawwire import create_topic_v5, fetch_v4_repeated, parse_fetch_v4, produce_each
 from helpers.waiting import wait_until
-from test_bounded_resources import (
-    _create_topic,
-    _fetch_v4,
-    _parse_fetch_v4,
-    _produce,
-    server_side_queues,
-)
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -42,16 +37,16 @@ def limited(nofile: int) -> tuple[str, ...]:
 
 def _fill(port: int, topic: str, partitions: int, batches: int, size: int) -> None:
     for p in range(partitions):
-        _produce(port, topic, p, [bytes([65 + i % 26]) * size for i in range(batches)])
+        produce_each(port, topic, p, [bytes([65 + i % 26]) * size for i in range(batches)])
 
 
 def _read_all(port: int, topic: str, partitions: int, size: int) -> None:
     """Fetch offset 0 of every partition (its oldest segment) and check the bytes."""
     with rw.Conn(port) as c:
         for p in range(partitions):
-            res = c.call(rw.request(rw.API_FETCH, 4, p, _fetch_v4(topic, p, 0, size + 100)))
+            res = c.call(rw.request(rw.API_FETCH, 4, p, fetch_v4_repeated(topic, p, 0, size + 100)))
             assert res is not None
-            (_, partition, error, nbytes), = _parse_fetch_v4(res[1])
+            (_, partition, error, nbytes), = parse_fetch_v4(res[1])
             assert (partition, error) == (p, 0) and nbytes >= size, (p, error, nbytes)
 
 
@@ -65,7 +60,7 @@ def test_descriptors_per_partition_do_not_grow_with_segments(server_factory):
     baseline = open_fds(empty.pid)
     empty.stop()
     server = server_factory(settings=settings)
-    assert _create_topic(server.port, "segmented", 40)[0] == 0
+    assert create_topic_v5(server.port, "segmented", 40)[0] == 0
     _fill(server.port, "segmented", 40, 6, 1500)  # one batch per segment
     assert len(server.segment_files("segmented", 0)) == 6
     server.restart()
@@ -86,11 +81,11 @@ def test_max_partitions_follows_the_descriptor_limit_and_the_server_restarts(ser
     (was 14 descriptors each: 616 > 400) restart under the same limit and are readable."""
     settings = {"log.segment.bytes": 2048}
     server = server_factory(settings=settings, launcher=limited(400))
-    assert _create_topic(server.port, "many", 40)[0] == 0
-    code, message = _create_topic(server.port, "more", 10)
+    assert create_topic_v5(server.port, "many", 40)[0] == 0
+    code, message = create_topic_v5(server.port, "more", 10)
     assert code == POLICY_VIOLATION and "max.partitions" in (message or "") \
         and "descriptor limit 400" in (message or ""), message
-    assert _create_topic(server.port, "more", 4)[0] == 0
+    assert create_topic_v5(server.port, "more", 4)[0] == 0
     _fill(server.port, "many", 40, 4, 1500)
     _fill(server.port, "more", 4, 4, 1500)
     server.restart()
@@ -124,7 +119,7 @@ def test_a_creation_that_runs_out_of_descriptors_leaves_nothing(server_factory):
     assert not [p.name for p in server.data_dir.iterdir() if p.name.startswith("half-")]
     server.restart()
     assert not [p.name for p in server.data_dir.iterdir() if p.name.startswith("half-")]
-    assert _create_topic(server.port, "half", 30)[0] == 0
+    assert create_topic_v5(server.port, "half", 30)[0] == 0
 
 
 def _wait_accepted(server, count: int) -> None:

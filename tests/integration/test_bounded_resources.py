@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from helpers import rawwire as rw
+from helpers.procfs import server_side_queues
+from helpers.rawwire import create_topic_v5, fetch_v4_repeated, parse_fetch_v4, produce_each
 from helpers.waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(180)]
@@ -28,19 +30,6 @@ def rss_kb(pid: int) -> int:
 
 def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def server_side_queues(pid: int, port: int) -> list[tuple[int, int]]:
-    """(unread, unsent) bytes of each established connection the server accepted on
-    ``port``, from the kernel's table (/proc/<pid>/net/tcp: rx_queue, tx_queue)."""
-    queues = []
-    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        local_port = int(fields[1].split(":")[1], 16)
-        if local_port == port and fields[3] == "01":
-            tx, rx = (int(x, 16) for x in fields[4].split(":"))
-            queues.append((rx, tx))
-    return queues
 
 
 # ------------------------------------------------------------ 1. frame buffers
@@ -80,43 +69,6 @@ def test_frame_above_socket_request_max_bytes_is_closed_unread(server_factory):
         assert c.closed_by_server(timeout=10)
     rw.api_versions_ok(server.port)
     assert "socket.request.max.bytes" in server.output()
-
-
-# ------------------------------------------------------------ 2. bytes in flight
-def _fetch_v4(topic: str, partition: int, offset: int, max_bytes: int,
-              repeat: int = 1) -> bytes:
-    """Fetch v4 body naming (topic, partition) ``repeat`` times."""
-    one = rw.i32(partition) + rw.i64(offset) + rw.i32(max_bytes)
-    return (rw.i32(-1) + rw.i32(0) + rw.i32(1) + rw.i32(64 << 20) + rw.i8(0)
-            + rw.i32(1) + rw.string(topic) + rw.i32(repeat) + one * repeat)
-
-
-def _parse_fetch_v4(body: bytes) -> list[tuple[str, int, int, int]]:
-    """[(topic, partition, error_code, record bytes)] in response order."""
-    r = rw.Reader(body)
-    r.i32()  # throttle_time_ms
-    out = []
-    for _ in range(r.i32()):
-        topic = r.string()
-        for _ in range(r.i32()):
-            partition, error = r.i32(), r.i16()
-            r.i64()  # high watermark
-            r.i64()  # last stable offset
-            aborted = r.i32()
-            r.pos += max(aborted, 0) * 16
-            size = r.i32()
-            r.pos += max(size, 0)
-            out.append((topic, partition, error, max(size, 0)))
-    return out
-
-
-def _produce(port: int, topic: str, partition: int, values: list[bytes]) -> None:
-    with rw.Conn(port) as c:
-        for i, value in enumerate(values):
-            res = c.call(rw.request(rw.API_PRODUCE, 3, i + 1, rw.produce_v3(
-                topic, partition, rw.record_batch([(None, value)]))))
-            assert res is not None
-            assert rw.parse_produce_v3_response(res[1])[(topic, partition)][0] == 0
 
 
 def _send_what_fits(sock: socket.socket, data: bytes, deadline: float) -> int:
@@ -193,8 +145,8 @@ def test_client_that_never_reads_pins_at_most_one_response(server_factory, topic
     create = rw.Conn(server.port)
     create.call(rw.request(rw.API_METADATA, 4, 1, rw.metadata_v4([topic_name], True)))
     create.close()
-    _produce(server.port, topic_name, 0, [bytes([i]) * 60_000 for i in range(4)])
-    request = rw.request(rw.API_FETCH, 4, 7, _fetch_v4(topic_name, 0, 0, 60_000))
+    produce_each(server.port, topic_name, 0, [bytes([i]) * 60_000 for i in range(4)])
+    request = rw.request(rw.API_FETCH, 4, 7, fetch_v4_repeated(topic_name, 0, 0, 60_000))
     with rw.Conn(server.port) as warm:  # the fetch path's first use, outside the measure
         for _ in range(20):
             assert warm.call(request) is not None
@@ -208,9 +160,9 @@ def test_client_that_never_reads_pins_at_most_one_response(server_factory, topic
         grown_mb = (rss_kb(server.pid) - before) / 1024
         print(f"never-reading client: {sent} request bytes sent, RSS +{grown_mb:.2f} MB")
         with rw.Conn(server.port) as other:  # another client is served meanwhile
-            corr, body = other.call(rw.request(rw.API_FETCH, 4, 9, _fetch_v4(
+            corr, body = other.call(rw.request(rw.API_FETCH, 4, 9, fetch_v4_repeated(
                 topic_name, 0, 0, 60_000)))
-            assert _parse_fetch_v4(body)[0][2:] == (0, 60_072)  # one batch: 61 + 11 bytes around the value
+            assert parse_fetch_v4(body)[0][2:] == (0, 60_072)  # one batch: 61 + 11 bytes around the value
         assert grown_mb < 10, f"RSS grew {grown_mb:.0f} MB for one client that never reads"
     finally:
         hog.close()
@@ -225,7 +177,7 @@ def test_fetch_naming_a_partition_1900_times_is_answered_once(server_factory, to
     server = server_factory()
     with rw.Conn(server.port) as c:
         c.call(rw.request(rw.API_METADATA, 4, 1, rw.metadata_v4([topic_name], True)))
-    _produce(server.port, topic_name, 0, [b"a" * 57_000, b"b" * 57_000])
+    produce_each(server.port, topic_name, 0, [b"a" * 57_000, b"b" * 57_000])
     before = rss_kb(server.pid)
     one = rw.i32(0) + rw.i64(0) + rw.i32(1 << 20)
     last = rw.i32(0) + rw.i64(1) + rw.i32(1 << 20)  # the last mention asks for offset 1
@@ -238,7 +190,7 @@ def test_fetch_naming_a_partition_1900_times_is_answered_once(server_factory, to
     assert frame is not None
     corr, response = frame
     assert corr == 3 and len(response) < 100_000, f"a {len(response)}-byte response"
-    answered = _parse_fetch_v4(response)
+    answered = parse_fetch_v4(response)
     assert [(t, p, e) for t, p, e, _ in answered] == [(topic_name, 0, 0)]
     assert b"b" * 1000 in response and b"a" * 1000 not in response  # offset 1: the last one
     grown_mb = (rss_kb(server.pid) - before) / 1024
@@ -252,33 +204,14 @@ def test_fetch_max_bytes_caps_what_the_request_asks_for(server_factory, topic_na
     with rw.Conn(server.port) as c:
         c.call(rw.request(rw.API_METADATA, 4, 1, rw.metadata_v4([topic_name], True)))
     for p in range(4):
-        _produce(server.port, topic_name, p, [bytes([65 + p]) * 60_000])
+        produce_each(server.port, topic_name, p, [bytes([65 + p]) * 60_000])
     parts = b"".join(rw.i32(p) + rw.i64(0) + rw.i32(1 << 20) for p in range(4))
     body = (rw.i32(-1) + rw.i32(0) + rw.i32(1) + rw.i32(256 << 20) + rw.i8(0)
             + rw.i32(1) + rw.string(topic_name) + rw.i32(4) + parts)
     with rw.Conn(server.port) as c:
         corr, response = c.call(rw.request(rw.API_FETCH, 4, 3, body))
-    sizes = [size for _, _, _, size in _parse_fetch_v4(response)]
+    sizes = [size for _, _, _, size in parse_fetch_v4(response)]
     assert len(sizes) == 4 and sizes[0] > 60_000 and sum(sizes) < 130_000, sizes
-
-
-# ------------------------------------------------------------ 5. topic names and files
-def _create_topic(port: int, name: str, partitions: int = 1,
-                  configs: dict[str, str] | None = None) -> tuple[int, str | None]:
-    from kafkaproto import decode_response, encode_request
-    from kafkaproto.messages import CreateTopicsRequest
-
-    req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-        name=name, num_partitions=partitions, replication_factor=1, assignments=[],
-        configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
-                 for k, v in (configs or {}).items()])],
-        timeout_ms=30000, validate_only=False)
-    with rw.Conn(port, timeout=60) as c:
-        assert c.send(encode_request(19, 5, 1, "bounded", req))
-        frame = c.recv_frame()
-    assert frame is not None
-    _, response = decode_response(19, 5, frame)
-    return response.topics[0].error_code, response.topics[0].error_message
 
 
 def _delete_topic(port: int, name: str) -> int:
@@ -308,15 +241,15 @@ def test_a_249_character_topic_is_created_used_deleted_and_gone(server_factory):
     name is INVALID_TOPIC_EXCEPTION."""
     server = server_factory(settings={"log.segment.delete.delay.ms": 0})
     name = "x" * 249
-    assert _create_topic(server.port, name, 2)[0] == 0
-    _produce(server.port, name, 1, [b"kept until deleted"])
+    assert create_topic_v5(server.port, name, 2)[0] == 0
+    produce_each(server.port, name, 1, [b"kept until deleted"])
     assert server.partition_dir(name, 1).is_dir()
     assert _delete_topic(server.port, name) == 0
     assert server.data_dir is not None
     wait_until(lambda: not any(p.name.startswith("x" * 200) for p in server.data_dir.iterdir()), what="the deleted topic's directories to be removed", timeout=20.0)
     assert "File name too long" not in server.output()
-    assert _create_topic(server.port, name, 1)[0] == 0  # the name is free again
-    code, message = _create_topic(server.port, "y" * 250)
+    assert create_topic_v5(server.port, name, 1)[0] == 0  # the name is free again
+    code, message = create_topic_v5(server.port, "y" * 250)
     assert code == 17 and "249" in (message or "")  # INVALID_TOPIC_EXCEPTION
 
 
@@ -339,22 +272,22 @@ def test_timestamps_out_of_kip_937_bounds_are_invalid_timestamp(server_factory):
     it; LogAppendTime topics are not checked (the broker stamps its own time)."""
     server = server_factory()
     now = int(time.time() * 1000)
-    assert _create_topic(server.port, "created")[0] == 0
+    assert create_topic_v5(server.port, "created")[0] == 0
     assert _produce_at(server.port, "created", YEAR_9999_MS) == INVALID_TIMESTAMP
     assert _produce_at(server.port, "created", now + 30 * 60_000) == 0  # within the hour
     assert _produce_at(server.port, "created", now - 10 * 365 * 86_400_000) == 0  # no limit
-    assert _create_topic(server.port, "strict", configs={
+    assert create_topic_v5(server.port, "strict", configs={
         "message.timestamp.after.max.ms": "1000",
         "message.timestamp.before.max.ms": "60000"})[0] == 0
     assert _produce_at(server.port, "strict", now + 60_000) == INVALID_TIMESTAMP
     assert _produce_at(server.port, "strict", now - 3_600_000) == INVALID_TIMESTAMP
     assert _produce_at(server.port, "strict", int(time.time() * 1000)) == 0
-    assert _create_topic(server.port, "appended", configs={
+    assert create_topic_v5(server.port, "appended", configs={
         "message.timestamp.type": "LogAppendTime"})[0] == 0
     assert _produce_at(server.port, "appended", YEAR_9999_MS) == 0
     # the broker-wide setting
     loose = server_factory(settings={"log.message.timestamp.after.max.ms": 2**63 - 1})
-    assert _create_topic(loose.port, "created")[0] == 0
+    assert create_topic_v5(loose.port, "created")[0] == 0
     assert _produce_at(loose.port, "created", YEAR_9999_MS) == 0
 
 
@@ -365,7 +298,7 @@ def test_a_year_9999_batch_no_longer_stops_time_retention(server_factory):
     still go after retention.ms."""
     server = server_factory(settings={"log.retention.check.interval.ms": 200,
                                       "log.segment.bytes": 4096})
-    assert _create_topic(server.port, "forever", configs={
+    assert create_topic_v5(server.port, "forever", configs={
         "retention.ms": "1000", "message.timestamp.after.max.ms": str(2**63 - 1)})[0] == 0
     assert _produce_at(server.port, "forever", YEAR_9999_MS, b"z" * 100) == 0
     old = int(time.time() * 1000) - 3_600_000
@@ -389,7 +322,7 @@ def test_an_unreadable_batch_in_a_compacted_topic_stops_no_other_cleanup(server_
     settings = {"log.retention.check.interval.ms": 300, "log.cleaner.backoff.ms": 300,
                 "log.segment.bytes": 2048}
     server = server_factory(settings=settings)
-    assert _create_topic(server.port, "kept", configs={"cleanup.policy": "compact"})[0] == 0
+    assert create_topic_v5(server.port, "kept", configs={"cleanup.policy": "compact"})[0] == 0
     with rw.Conn(server.port) as c:
         for i in range(12):  # ~700-byte batches of 3 keys: several segments
             batch = rw.record_batch([(b"k%d" % (i % 3), b"%d" % i + b"v" * 200)] * 3)
@@ -407,7 +340,7 @@ def test_an_unreadable_batch_in_a_compacted_topic_stops_no_other_cleanup(server_
         f.seek(0)
         f.write(batch)
     server.start()
-    assert _create_topic(server.port, "aged", configs={"retention.ms": "1000"})[0] == 0
+    assert create_topic_v5(server.port, "aged", configs={"retention.ms": "1000"})[0] == 0
     old = int(time.time() * 1000) - 3_600_000
     for i in range(8):
         assert _produce_at(server.port, "aged", old, b"%d" % i + b"y" * 1000) == 0

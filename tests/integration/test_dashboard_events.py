@@ -10,8 +10,8 @@ import urllib.request
 
 import paho.mqtt.client as paho
 import pytest
+from helpers.admin_http import events
 from helpers.mqtt_procs import HOST, BridgeProcess
-from test_dashboard_cluster import events
 
 from commonlib.childproc import free_port
 

@@ -11,33 +11,22 @@ import asyncio
 import logging
 import struct
 import time
-from pathlib import Path
 
 import pytest
 from helpers import rawwire as rw
 from helpers.clienthelpers import kcat, kp_produce, kp_read
-from helpers.kafkasec import Pki
+from helpers.kafkasec import SASL_AUTHENTICATE, SASL_HANDSHAKE, Pki, add_user
 from helpers.serverproc import HOST, ServerProcess, free_port, run_cli
 from kafka.errors import KafkaTimeoutError
 
 pytestmark = pytest.mark.timeout(180)
 
 USERS = {"alice": "alice-secret", "bob": "bob's secret, with = and ,"}
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 
 class Ports:
     def __init__(self) -> None:
         self.sasl_ssl, self.sasl_plain, self.plain = free_port(), free_port(), free_port()
-
-
-def add_user(data_dir: Path, user: str, mechanism: str, password: str) -> None:
-    secret = data_dir.parent / f"{user}-{mechanism}.pw"
-    secret.write_text(password + "\n")
-    proc = run_cli(["scram", "add", "--data-dir", str(data_dir), "--user", user,
-                    "--mechanism", mechanism, "--password-file", str(secret)])
-    assert proc.returncode == 0, proc.stderr
-    assert f"added {mechanism} credential for {user}" in proc.stdout
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,10 @@ import urllib.request
 import paho.mqtt.client as paho
 import pytest
 from helpers import rawwire as rw
+from helpers.kafkasec import SASL_AUTHENTICATE, SASL_HANDSHAKE, add_user
 from helpers.mqtt_procs import BridgeProcess
 from helpers.serverproc import HOST, free_port
 from helpers.waiting import wait_until
-from test_kafka_sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, add_user
 
 from commonlib.source_limits import ConnectionRate, LoginBackoff
 

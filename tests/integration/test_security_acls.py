@@ -8,8 +8,7 @@ User:ANONYMOUS (tests/unit/test_security_authorizer.py covers named principals, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import kafka.errors as kerrors
@@ -22,18 +21,18 @@ from confluent_kafka.admin import AclPermissionType as CkPerm
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import ResourcePatternType as CkPattern
 from confluent_kafka.admin import ResourceType as CkType
-from helpers.clienthelpers import ck_config, create_topic, kp_admin
+from helpers.acls import ANON, acl_admin, kp_acl
+from helpers.clienthelpers import ck_config, create_topic
 from helpers.kafkaclient import BlockingClient
+from helpers.kafkasec import STANDARD
 from helpers.serverproc import ServerProcess, run_cli
 from helpers.waiting import wait_until
 from kafka import KafkaProducer
 from kafka.admin import (
-    ACL,
     ACLFilter,
     ACLOperation,
     ACLPermissionType,
     ACLResourcePatternType,
-    ResourcePattern,
     ResourcePatternFilter,
     ResourceType,
 )
@@ -44,8 +43,6 @@ from kafkaproto.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
 
 pytestmark = pytest.mark.timeout(120)
 
-ANON = "User:ANONYMOUS"
-STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ANY_FILTER = ACLFilter(principal=None, host=None, operation=ACLOperation.ANY,
                        permission_type=ACLPermissionType.ANY,
                        resource_pattern=ResourcePatternFilter(ResourceType.ANY, None,
@@ -53,25 +50,9 @@ ANY_FILTER = ACLFilter(principal=None, host=None, operation=ACLOperation.ANY,
 CK_ANY = CkFilter(CkType.ANY, None, CkPattern.ANY, None, None, CkOp.ANY, CkPerm.ANY)
 
 
-def kp_acl(name: str, operation: ACLOperation, permission: ACLPermissionType = ACLPermissionType.ALLOW,
-           resource_type: ResourceType = ResourceType.TOPIC, principal: str = ANON,
-           pattern: ACLResourcePatternType = ACLResourcePatternType.LITERAL) -> ACL:
-    return ACL(principal=principal, host="*", operation=operation, permission_type=permission,
-               resource_pattern=ResourcePattern(resource_type, name, pattern))
-
-
-@contextmanager
-def admin(srv: ServerProcess) -> Iterator[Any]:
-    client = kp_admin(srv.bootstrap)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
 def described(srv: ServerProcess) -> set[tuple[str, str, str, str, str]]:
     """Every ACL as kafka-python's admin client describes it."""
-    with admin(srv) as client:
+    with acl_admin(srv) as client:
         acls, error = client.describe_acls(ANY_FILTER)
     assert error is kerrors.NoError
     return {(a.resource_pattern.resource_type.name, a.resource_pattern.resource_name,
@@ -84,7 +65,7 @@ def authorizing(server_factory: Callable[..., ServerProcess], **settings: object
 
 def test_admin_clients_create_describe_delete_and_acls_survive_restart(server_factory) -> None:
     srv = authorizing(server_factory, **{"super.users": ANON})
-    with admin(srv) as client:
+    with acl_admin(srv) as client:
         result = client.create_acls([
             kp_acl("orders", ACLOperation.READ, principal="User:alice"),
             kp_acl("logs-", ACLOperation.WRITE, ACLPermissionType.DENY, principal="User:bob",
@@ -113,7 +94,7 @@ def test_admin_clients_create_describe_delete_and_acls_survive_restart(server_fa
     prefixed = CkFilter(CkType.TOPIC, "logs-", CkPattern.PREFIXED, None, None, CkOp.ANY, CkPerm.ANY)
     assert [b.name for b in ck.describe_acls(prefixed).result(timeout=30)] == ["logs-"]
 
-    with admin(srv) as client:
+    with acl_admin(srv) as client:
         results = client.delete_acls([ACLFilter(
             principal="User:alice", host=None, operation=ACLOperation.ANY,
             permission_type=ACLPermissionType.ANY,
@@ -130,7 +111,7 @@ def test_admin_clients_create_describe_delete_and_acls_survive_restart(server_fa
 
 
 def test_acl_apis_without_an_authorizer_answer_security_disabled(server) -> None:
-    with admin(server) as client, pytest.raises(kerrors.SecurityDisabledError):
+    with acl_admin(server) as client, pytest.raises(kerrors.SecurityDisabledError):
         client.describe_acls(ANY_FILTER)
 
 
@@ -140,7 +121,7 @@ def test_denials_reach_clients_as_their_normal_errors(server_factory, topic_name
     open_topic, secret = f"{topic_name}-open", f"{topic_name}-secret"
     create_topic(srv.bootstrap, open_topic, partitions=1)
     create_topic(srv.bootstrap, secret, partitions=1)
-    with admin(srv) as client:
+    with acl_admin(srv) as client:
         result = client.create_acls([
             kp_acl(secret, ACLOperation.ALL, ACLPermissionType.DENY),
             kp_acl("denied-group", ACLOperation.READ, ACLPermissionType.DENY, ResourceType.GROUP),
@@ -185,7 +166,7 @@ def test_denials_reach_clients_as_their_normal_errors(server_factory, topic_name
 def test_super_users_pass_every_deny(server_factory, topic_name) -> None:
     srv = authorizing(server_factory, **{"super.users": f"User:admin;{ANON}"})
     create_topic(srv.bootstrap, topic_name, partitions=1)
-    with admin(srv) as client:
+    with acl_admin(srv) as client:
         client.create_acls([kp_acl("*", ACLOperation.ALL, ACLPermissionType.DENY, principal="User:*")])
     producer = KafkaProducer(bootstrap_servers=srv.bootstrap, max_block_ms=10_000)
     try:
@@ -203,7 +184,7 @@ def test_without_super_user_only_acls_grant_access(server_factory, topic_name) -
     mine, other = f"{topic_name}-mine", f"{topic_name}-other"
     create_topic(srv.bootstrap, mine, partitions=1)
     create_topic(srv.bootstrap, other, partitions=1)
-    with admin(srv) as client:
+    with acl_admin(srv) as client:
         result = client.create_acls([kp_acl(mine, ACLOperation.WRITE),
                                      kp_acl(mine, ACLOperation.READ)])
     assert len(result["succeeded"]) == 2
@@ -243,7 +224,7 @@ def test_without_super_user_only_acls_grant_access(server_factory, topic_name) -
             producer.send(other, b"denied").get(timeout=30)
     finally:
         producer.close(timeout=10)
-    with admin(srv) as client, pytest.raises(kerrors.ClusterAuthorizationFailedError):
+    with acl_admin(srv) as client, pytest.raises(kerrors.ClusterAuthorizationFailedError):
         client.describe_acls(ANY_FILTER)
 
     ck = AdminClient(ck_config(srv.bootstrap))
@@ -278,7 +259,7 @@ def test_admin_changes_to_topics_need_their_acls(server_factory, topic_name) -> 
 
     srv = authorizing(server_factory, **{"allow.everyone.if.no.acl.found": "true"})
     create_topic(srv.bootstrap, topic_name, partitions=1)
-    with admin(srv) as client:
+    with acl_admin(srv) as client:
         result = client.create_acls([
             kp_acl(topic_name, ACLOperation.DESCRIBE),
             kp_acl(topic_name, ACLOperation.DESCRIBE_CONFIGS),
@@ -304,7 +285,7 @@ def test_admin_changes_to_topics_need_their_acls(server_factory, topic_name) -> 
         ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
     altered = ck.incremental_alter_configs([resource])[resource]
     assert failure(altered).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    with admin(srv) as client:
+    with acl_admin(srv) as client:
         [answer] = client.describe_log_dirs()
     # Before v3 the answer has no error code: Kafka answers an empty list instead.
     assert answer.get("error_code", ErrorCode.CLUSTER_AUTHORIZATION_FAILED) == \

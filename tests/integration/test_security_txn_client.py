@@ -18,12 +18,12 @@ from confluent_kafka.admin import AclPermissionType as Perm
 from confluent_kafka.admin import ResourcePatternType as Pattern
 from confluent_kafka.admin import ResourceType as Type
 from helpers.clienthelpers import ck_config, create_topic
+from helpers.kafkasec import STANDARD
 from helpers.serverproc import ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
 
 ANON = "User:ANONYMOUS"
-STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 DEADLINE_S = 30.0
 
 

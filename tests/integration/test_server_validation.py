@@ -13,7 +13,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from helpers import rawwire as rw
 from helpers.batchforge import forge, raw_record
 from helpers.bombs import zeros_bomb
-from test_server_badinput import seeded  # noqa: F401 - the shared fixture
 
 from kafkaproto.batch import Compression
 
@@ -52,7 +51,7 @@ def _produce(port: int, topic: str, batch: bytes, correlation_id: int) -> int:
                      rw.CORRUPT_MESSAGE, id="zstd-bomb-1GiB"),
     ],
 )
-def test_crc_valid_but_wrong_batches_are_refused(module_server, seeded, make, want):  # noqa: F811
+def test_crc_valid_but_wrong_batches_are_refused(module_server, seeded, make, want):
     topic, check = seeded
     assert _produce(module_server.port, topic, bytes(make()), 71) == want
     check()

@@ -5,16 +5,16 @@ after it commits."""
 from __future__ import annotations
 
 import pytest
+from helpers.txn_clients import consume_all, create_topics, txn_producer
 from kafka import TopicPartition
 from kafka import errors as Errors
 from kafka.admin import KafkaAdminClient
-from test_txn_confluent import _create, _producer
 
 
 def test_describe_and_list_transactions_and_producers(server, topic_name):
-    _create(server, topic_name, partitions=2)
+    create_topics(server, topic_name, partitions=2)
     txn_id = f"tx-{topic_name}"
-    producer = _producer(server, txn_id, **{"transaction.timeout.ms": 20000})
+    producer = txn_producer(server, txn_id, **{"transaction.timeout.ms": 20000})
     producer.begin_transaction()
     producer.produce(topic_name, value=b"v", partition=1)
     producer.flush(10)
@@ -52,18 +52,17 @@ def test_admin_abort_of_a_hanging_transaction(server, topic_name):
     left open in a partition: read_committed consumers move past it."""
     from confluent_kafka import Producer
     from kafka.admin import AbortTransactionSpec
-    from test_txn_confluent import _consume_all
 
-    _create(server, topic_name, partitions=1)
-    _producer(server, f"tx-{topic_name}")  # epoch 0; the next one gets epoch 1
-    producer = _producer(server, f"tx-{topic_name}", **{"transaction.timeout.ms": 600000})
+    create_topics(server, topic_name, partitions=1)
+    txn_producer(server, f"tx-{topic_name}")  # epoch 0; the next one gets epoch 1
+    producer = txn_producer(server, f"tx-{topic_name}", **{"transaction.timeout.ms": 600000})
     producer.begin_transaction()
     producer.produce(topic_name, value=b"hanging")
     producer.flush(10)
     plain = Producer({"bootstrap.servers": server.bootstrap})
     plain.produce(topic_name, value=b"plain")
     plain.flush(10)
-    assert _consume_all(server, topic_name, "read_committed", quiet_s=0.5) == []
+    assert consume_all(server, topic_name, "read_committed", quiet_s=0.5) == []
     tp = TopicPartition(topic_name, 0)
     admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
     try:
@@ -77,4 +76,4 @@ def test_admin_abort_of_a_hanging_transaction(server, topic_name):
         assert state.current_transaction_start_offset == -1
     finally:
         admin.close()
-    assert _consume_all(server, topic_name, "read_committed", quiet_s=0.5) == [b"plain"]
+    assert consume_all(server, topic_name, "read_committed", quiet_s=0.5) == [b"plain"]

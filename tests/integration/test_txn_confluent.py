@@ -6,66 +6,15 @@ zombie fencing, exactly-once consume-transform-produce with send_offsets_to_tran
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-
-DEADLINE_S = 30.0
-
-
-def _create(server, *topics: str, partitions: int = 2) -> None:
-    admin = AdminClient({"bootstrap.servers": server.bootstrap})
-    futures = admin.create_topics([NewTopic(t, partitions, 1) for t in topics])
-    for future in futures.values():
-        future.result(10)
-
-
-def _producer(server, txn_id: str, **extra: object) -> Producer:
-    conf = {"bootstrap.servers": server.bootstrap, "transactional.id": txn_id,
-            "linger.ms": 5, **extra}
-    producer = Producer(conf)
-    producer.init_transactions(15)
-    return producer
-
-
-def _consume_all(server, topic: str, isolation: str, expected: int | None = None,
-                 quiet_s: float = 2.0) -> list[bytes]:
-    """Read ``topic`` from the start; stop at ``expected`` values, or after ``quiet_s``
-    without a message once every partition reported its end."""
-    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": f"r-{uuid.uuid4()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "isolation.level": isolation, "enable.partition.eof": True})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + DEADLINE_S
-    last = time.monotonic()
-    eof: set[int] = set()
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None:
-                if eof and time.monotonic() - last > quiet_s and expected is None:
-                    break
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(msg.partition())
-                    continue
-                raise KafkaException(msg.error())
-            last = time.monotonic()
-            values.append(msg.value())
-            if expected is not None and len(values) >= expected:
-                break
-    finally:
-        consumer.close()
-    return values
+from helpers.txn_clients import DEADLINE_S, consume_all, create_topics, txn_producer
 
 
 def test_commit_and_abort_read_committed_vs_uncommitted(server, topic_name):
-    _create(server, topic_name)
-    producer = _producer(server, f"tx-{topic_name}")
+    create_topics(server, topic_name)
+    producer = txn_producer(server, f"tx-{topic_name}")
     producer.begin_transaction()
     for i in range(10):
         producer.produce(topic_name, key=str(i).encode(), value=f"c1-{i}".encode())
@@ -80,23 +29,23 @@ def test_commit_and_abort_read_committed_vs_uncommitted(server, topic_name):
         producer.produce(topic_name, key=str(i).encode(), value=f"c2-{i}".encode())
     producer.commit_transaction(15)
 
-    committed = _consume_all(server, topic_name, "read_committed", expected=15)
+    committed = consume_all(server, topic_name, "read_committed", expected=15)
     assert sorted(committed) == sorted([f"c1-{i}".encode() for i in range(10)]
                                        + [f"c2-{i}".encode() for i in range(5)])
     # no aborted record shows up after the committed ones either
-    again = _consume_all(server, topic_name, "read_committed")
+    again = consume_all(server, topic_name, "read_committed")
     assert not [v for v in again if v.startswith(b"a-")]
     assert len(again) == 15
-    uncommitted = _consume_all(server, topic_name, "read_uncommitted", expected=25)
+    uncommitted = consume_all(server, topic_name, "read_uncommitted", expected=25)
     assert len([v for v in uncommitted if v.startswith(b"a-")]) == 10
 
 
 def test_open_transaction_holds_back_read_committed_and_lso(server, topic_name):
-    _create(server, topic_name, partitions=1)
+    create_topics(server, topic_name, partitions=1)
     plain = Producer({"bootstrap.servers": server.bootstrap})
     plain.produce(topic_name, value=b"before")
     plain.flush(10)
-    producer = _producer(server, f"tx-{topic_name}")
+    producer = txn_producer(server, f"tx-{topic_name}")
     producer.begin_transaction()
     producer.produce(topic_name, value=b"open")
     producer.flush(10)
@@ -114,21 +63,21 @@ def test_open_transaction_holds_back_read_committed_and_lso(server, topic_name):
     # ListOffsets latest: the LSO (1, the open txn's first offset) for read_committed
     assert watermarks("read_committed") == (0, 1)
     assert watermarks("read_uncommitted") == (0, 3)
-    seen = _consume_all(server, topic_name, "read_committed")
+    seen = consume_all(server, topic_name, "read_committed")
     assert seen == [b"before"]
     producer.commit_transaction(15)
-    assert _consume_all(server, topic_name, "read_committed", expected=3) == [b"before", b"open", b"after"]
+    assert consume_all(server, topic_name, "read_committed", expected=3) == [b"before", b"open", b"after"]
     assert watermarks("read_committed") == (0, 4)  # the commit marker takes an offset
 
 
 def test_zombie_is_fenced(server, topic_name):
-    _create(server, topic_name, partitions=1)
+    create_topics(server, topic_name, partitions=1)
     txn_id = f"tx-{topic_name}"
-    zombie = _producer(server, txn_id)
+    zombie = txn_producer(server, txn_id)
     zombie.begin_transaction()
     zombie.produce(topic_name, value=b"zombie")
     zombie.flush(10)
-    successor = _producer(server, txn_id)  # bumps the epoch: the zombie's txn is aborted
+    successor = txn_producer(server, txn_id)  # bumps the epoch: the zombie's txn is aborted
     successor.begin_transaction()
     successor.produce(topic_name, value=b"successor")
     successor.commit_transaction(15)
@@ -138,12 +87,12 @@ def test_zombie_is_fenced(server, topic_name):
     error = info.value.args[0]
     assert error.fatal() or error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
                                               KafkaError.INVALID_PRODUCER_EPOCH), error
-    assert _consume_all(server, topic_name, "read_committed") == [b"successor"]
+    assert consume_all(server, topic_name, "read_committed") == [b"successor"]
 
 
 def test_exactly_once_consume_transform_produce(server, topic_name):
     source, sink, group = f"{topic_name}-in", f"{topic_name}-out", f"g-{topic_name}"
-    _create(server, source, sink)
+    create_topics(server, source, sink)
     plain = Producer({"bootstrap.servers": server.bootstrap})
     inputs = [f"{i}".encode() for i in range(200)]
     for value in inputs:
@@ -157,7 +106,7 @@ def test_exactly_once_consume_transform_produce(server, topic_name):
                              "auto.offset.reset": "earliest", "enable.auto.commit": False,
                              "isolation.level": "read_committed"})
         consumer.subscribe([source])
-        producer = _producer(server, f"eos-{topic_name}")
+        producer = txn_producer(server, f"eos-{topic_name}")
         done = 0
         deadline = time.monotonic() + DEADLINE_S
         try:
@@ -193,7 +142,7 @@ def test_exactly_once_consume_transform_produce(server, topic_name):
 
     run(stop_after=60, abort_last=True)  # its last transaction is aborted
     run(stop_after=None, abort_last=False)  # resumes from the committed offsets
-    out = _consume_all(server, sink, "read_committed", expected=len(inputs))
+    out = consume_all(server, sink, "read_committed", expected=len(inputs))
     assert sorted(out) == sorted(b"out-" + v for v in inputs)
     assert len(set(out)) == len(out)
 
@@ -205,7 +154,7 @@ def test_offsets_visible_only_when_the_transaction_commits(server, topic_name):
     from kafkaproto.messages import OffsetFetchRequest
 
     source, sink, group = f"{topic_name}-in", f"{topic_name}-out", f"g-{topic_name}"
-    _create(server, source, sink, partitions=1)
+    create_topics(server, source, sink, partitions=1)
     member = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group})
     metadata = member.consumer_group_metadata()
     conn = BlockingClient(server.port, "offsets-check", timeout=10)
@@ -217,7 +166,7 @@ def test_offsets_visible_only_when_the_transaction_commits(server, topic_name):
         partition = response.topics[0].partitions[0]
         return partition.committed_offset, partition.error_code
 
-    producer = _producer(server, f"tx-{topic_name}")
+    producer = txn_producer(server, f"tx-{topic_name}")
     try:
         producer.begin_transaction()
         producer.produce(sink, value=b"x")

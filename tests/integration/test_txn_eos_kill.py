@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from helpers.txn_clients import consume_all, create_topics
 from helpers.waiting import wait_until
-from test_txn_confluent import _consume_all, _create
 
 WORKER = Path(__file__).parents[1] / "helpers" / "eos_worker.py"
 KILLS = 5
@@ -32,7 +32,7 @@ def _wait_for_results(server, sink: str) -> list[bytes]:
     deadline = time.monotonic() + 90
     out: list[bytes] = []
     while time.monotonic() < deadline and len(out) < INPUTS:
-        out = _consume_all(server, sink, "read_committed", expected=INPUTS)
+        out = consume_all(server, sink, "read_committed", expected=INPUTS)
     return out
 
 
@@ -46,7 +46,7 @@ def _written(watermarks: Consumer, sink: str) -> int:
 def test_eos_loop_killed_repeatedly_outputs_each_input_once(server_factory, topic_name):
     server = server_factory(settings=SETTINGS)
     source, sink = f"{topic_name}-in", f"{topic_name}-out"
-    _create(server, source, sink, partitions=2)
+    create_topics(server, source, sink, partitions=2)
     watermarks = Consumer({"bootstrap.servers": server.bootstrap, "group.id": f"w-{topic_name}"})
     plain = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 5})
     inputs = [str(i).encode() for i in range(INPUTS)]
@@ -73,7 +73,7 @@ def test_eos_loop_killed_repeatedly_outputs_each_input_once(server_factory, topi
             assert worker.poll() is None, f"worker {round_} exited ({worker.returncode})"
             worker.kill()  # SIGKILL, mid-transaction or between transactions
             worker.wait(10)
-        assert _consume_all(server, sink, "read_uncommitted", quiet_s=1.0), "no worker got to work"
+        assert consume_all(server, sink, "read_uncommitted", quiet_s=1.0), "no worker got to work"
         feed(KILLS)
         worker = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         processes.append(worker)
@@ -89,6 +89,6 @@ def test_eos_loop_killed_repeatedly_outputs_each_input_once(server_factory, topi
                 process.wait(10)
     assert sorted(out) == sorted(b"out-" + v for v in inputs)
     # nothing more arrives later: no input was transformed twice
-    everything = _consume_all(server, sink, "read_committed", quiet_s=2.0)
+    everything = consume_all(server, sink, "read_committed", quiet_s=2.0)
     assert len(everything) == INPUTS
     assert len(set(everything)) == INPUTS

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from helpers.serverproc import run_cli
-from test_txn_confluent import _consume_all, _create, _producer
+from helpers.txn_clients import consume_all, create_topics, txn_producer
 
 from kafkaproto.batch import parse_header
 from kafkaproto.control import build_marker
@@ -211,8 +211,8 @@ def test_compaction_keeps_the_index_of_the_segment_it_rewrites(tmp_path):
 
 def test_kill9_then_read_committed_consumers_still_skip_aborted_records(server_factory, topic_name):
     server = server_factory(settings={"log.segment.bytes": 4096})
-    _create(server, topic_name, partitions=1)
-    producer = _producer(server, f"tx-{topic_name}")
+    create_topics(server, topic_name, partitions=1)
+    producer = txn_producer(server, f"tx-{topic_name}")
     committed: list[bytes] = []
     for round_ in range(4):
         producer.begin_transaction()
@@ -227,15 +227,15 @@ def test_kill9_then_read_committed_consumers_still_skip_aborted_records(server_f
         producer.abort_transaction(15)
         if round_ == 1:
             server.restart(clean=False)  # kill -9 mid-way: later rounds go to a recovered log
-            producer = _producer(server, f"tx-{topic_name}")
+            producer = txn_producer(server, f"tx-{topic_name}")
     plain = Producer({"bootstrap.servers": server.bootstrap})
     plain.produce(topic_name, value=b"plain")
     plain.flush(10)
     committed.append(b"plain")
-    assert sorted(_consume_all(server, topic_name, "read_committed", quiet_s=1.0)) == sorted(committed)
+    assert sorted(consume_all(server, topic_name, "read_committed", quiet_s=1.0)) == sorted(committed)
     server.restart(clean=False)  # again, after the aborts: the tail's index is rebuilt
-    assert sorted(_consume_all(server, topic_name, "read_committed", quiet_s=1.0)) == sorted(committed)
-    assert len(_consume_all(server, topic_name, "read_uncommitted", expected=161)) == 161
+    assert sorted(consume_all(server, topic_name, "read_committed", quiet_s=1.0)) == sorted(committed)
+    assert len(consume_all(server, topic_name, "read_uncommitted", expected=161)) == 161
     server.stop()
     directory = server.partition_dir(topic_name, 0)
     entries = _on_disk(directory)
@@ -243,7 +243,7 @@ def test_kill9_then_read_committed_consumers_still_skip_aborted_records(server_f
     result = run_cli(["check", str(server.data_dir)])
     assert result.returncode == 0, result.stdout + result.stderr
     server.start()
-    assert sorted(_consume_all(server, topic_name, "read_committed", quiet_s=1.0)) == sorted(committed)
+    assert sorted(consume_all(server, topic_name, "read_committed", quiet_s=1.0)) == sorted(committed)
 
 
 def test_a_data_directory_from_before_the_index_is_rebuilt_once(tmp_path, caplog):

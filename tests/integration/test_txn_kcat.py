@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-from test_txn_confluent import _create, _producer
+from helpers.txn_clients import create_topics, txn_producer
 
 
 def _kcat(kcat_bin: str, server, topic: str, isolation: str) -> list[str]:
@@ -16,8 +16,8 @@ def _kcat(kcat_bin: str, server, topic: str, isolation: str) -> list[str]:
 
 
 def test_kcat_read_committed_skips_aborted(kcat_bin, server, topic_name):
-    _create(server, topic_name, partitions=1)
-    producer = _producer(server, f"tx-{topic_name}")
+    create_topics(server, topic_name, partitions=1)
+    producer = txn_producer(server, f"tx-{topic_name}")
     for outcome in ("commit", "abort", "commit"):
         producer.begin_transaction()
         for i in range(3):

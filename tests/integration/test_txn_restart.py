@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from test_txn_confluent import _consume_all, _create, _producer
+from helpers.txn_clients import consume_all, create_topics, txn_producer
 
 SWEEP = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 200}
 
@@ -33,9 +33,9 @@ def _stable_end(server, topic: str) -> int:
 
 def test_kill9_mid_transaction_then_restart(server_factory, topic_name):
     server = server_factory(settings=SWEEP)
-    _create(server, topic_name, partitions=2)
+    create_topics(server, topic_name, partitions=2)
     txn_id = f"tx-{topic_name}"
-    first = _producer(server, txn_id)
+    first = txn_producer(server, txn_id)
     first.begin_transaction()
     for i in range(6):
         first.produce(topic_name, key=str(i).encode(), value=f"committed-{i}".encode())
@@ -47,21 +47,21 @@ def test_kill9_mid_transaction_then_restart(server_factory, topic_name):
     server.restart(clean=False)  # kill -9 with the transaction open
     del first
     # The successor's InitProducerId aborts the open transaction and fences its epoch.
-    successor = _producer(server, txn_id)
+    successor = txn_producer(server, txn_id)
     successor.begin_transaction()
     for i in range(3):
         successor.produce(topic_name, key=str(i).encode(), value=f"after-{i}".encode())
     successor.commit_transaction(15)
-    values = _consume_all(server, topic_name, "read_committed")
+    values = consume_all(server, topic_name, "read_committed")
     assert sorted(values) == sorted([f"committed-{i}".encode() for i in range(6)]
                                     + [f"after-{i}".encode() for i in range(3)])
-    assert len(_consume_all(server, topic_name, "read_uncommitted", expected=15)) == 15
+    assert len(consume_all(server, topic_name, "read_uncommitted", expected=15)) == 15
 
 
 def test_kill9_mid_transaction_is_aborted_by_its_timeout_after_restart(server_factory, topic_name):
     server = server_factory(settings=SWEEP)
-    _create(server, topic_name, partitions=1)
-    producer = _producer(server, f"tx-{topic_name}", **{"transaction.timeout.ms": 3000})
+    create_topics(server, topic_name, partitions=1)
+    producer = txn_producer(server, f"tx-{topic_name}", **{"transaction.timeout.ms": 3000})
     producer.begin_transaction()
     producer.produce(topic_name, value=b"open")
     producer.flush(10)
@@ -71,14 +71,14 @@ def test_kill9_mid_transaction_is_aborted_by_its_timeout_after_restart(server_fa
     plain.produce(topic_name, value=b"plain")
     plain.flush(10)
     # held back by the open transaction until its timeout aborts it, then readable
-    assert _wait_for(lambda: _consume_all(server, topic_name, "read_committed", quiet_s=0.5),
+    assert _wait_for(lambda: consume_all(server, topic_name, "read_committed", quiet_s=0.5),
                      what="the timed-out transaction to be aborted") == [b"plain"]
 
 
 def test_abandoned_transaction_is_aborted_by_its_timeout(server_factory, topic_name):
     server = server_factory(settings=SWEEP)
-    _create(server, topic_name, partitions=1)
-    vanished = _producer(server, f"tx-{topic_name}", **{"transaction.timeout.ms": 4000})
+    create_topics(server, topic_name, partitions=1)
+    vanished = txn_producer(server, f"tx-{topic_name}", **{"transaction.timeout.ms": 4000})
     vanished.begin_transaction()
     vanished.produce(topic_name, value=b"abandoned")
     vanished.flush(10)
@@ -86,7 +86,7 @@ def test_abandoned_transaction_is_aborted_by_its_timeout(server_factory, topic_n
     plain.produce(topic_name, value=b"later")
     plain.flush(10)
     assert _stable_end(server, topic_name) == 0  # held back by the open transaction
-    assert _wait_for(lambda: _consume_all(server, topic_name, "read_committed", quiet_s=0.5),
+    assert _wait_for(lambda: consume_all(server, topic_name, "read_committed", quiet_s=0.5),
                      what="the abandoned transaction to be aborted") == [b"later"]
     # the producer that vanished was fenced by the abort's epoch bump
     try:
@@ -95,4 +95,4 @@ def test_abandoned_transaction_is_aborted_by_its_timeout(server_factory, topic_n
         assert not exc.args[0].retriable() or exc.args[0].txn_requires_abort() or exc.args[0].fatal()
     else:
         raise AssertionError("the abandoned transaction committed after its timeout")
-    assert _consume_all(server, topic_name, "read_committed", quiet_s=0.5) == [b"later"]
+    assert consume_all(server, topic_name, "read_committed", quiet_s=0.5) == [b"later"]

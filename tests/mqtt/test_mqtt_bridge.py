@@ -19,8 +19,9 @@ import uuid
 import paho.mqtt.client as paho
 import pytest
 from helpers.mqtt_client import MqttClient, connect_many
+from helpers.mqtt_kafka import read_topic
 from helpers.mqtt_procs import HOST, BridgeProcess
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
 pytestmark = pytest.mark.timeout(180)
@@ -49,27 +50,6 @@ def routing_bridge(request, module_server, tmp_path_factory) -> BridgeProcess:
     request.addfinalizer(b.stop)
     b.start()
     return b
-
-
-def read_topic(bootstrap: str, topic: str, expect: int, timeout: float = 20.0) -> list:
-    """Every record of ``topic`` (all partitions), waiting for at least ``expect``."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        parts = None
-        deadline = time.monotonic() + timeout
-        while not parts and time.monotonic() < deadline:
-            parts = consumer.partitions_for_topic(topic)
-            time.sleep(0.05 if not parts else 0)
-        tps = [TopicPartition(topic, p) for p in sorted(parts or ())]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        out: list = []
-        while len(out) < expect and time.monotonic() < deadline:
-            for recs in consumer.poll(timeout_ms=200).values():
-                out.extend(recs)
-        return out
-    finally:
-        consumer.close()
 
 
 def paho_client(cid: str, version: int, **kw) -> paho.Client:

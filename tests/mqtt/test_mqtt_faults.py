@@ -14,9 +14,9 @@ import time
 import paho.mqtt.client as paho
 import pytest
 from helpers.mqtt_client import MqttClient, connect_many
+from helpers.mqtt_kafka import read_topic
 from helpers.mqtt_procs import HOST, BridgeProcess
 from kafka import KafkaProducer
-from test_mqtt_bridge import read_topic
 
 from mqtt_bridge.codec import Connect, Publish, encode
 

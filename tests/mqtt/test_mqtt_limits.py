@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 from helpers.mqtt_client import MqttClient
-from helpers.mqtt_procs import BridgeProcess
+from helpers.mqtt_procs import BridgeProcess, wait_for_counters
 from kafka import KafkaProducer
-from test_mqtt_security import wait_for_counters
 
 from commonlib.childproc import HOST
 from mqtt_bridge.codec import Connect, PacketReader, PacketType, Pingreq, Publish, Reason, encode

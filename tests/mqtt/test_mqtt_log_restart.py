@@ -13,12 +13,13 @@ import time
 
 import paho.mqtt.client as paho
 import pytest
+from helpers.mqtt_kafka import log_records, produce_commands
 from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.mqtt_raw import Raw
 from helpers.waiting import wait_until
 from kafka import KafkaProducer
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
-from test_mqtt_qos2 import log_records
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -181,7 +182,6 @@ def test_bridge_kill9_after_outbound_qos2_completed_does_not_send_it_again(reque
     """Outbound QoS 2 to a persistent session: the PUBREL goes only once the session (its
     resume offset past the message) is saved, so a bridge killed right after PUBCOMP
     re-sends at most that PUBREL, never the PUBLISH (which the client would take as new)."""
-    from test_mqtt_qos2 import Raw, _produce
 
     from mqtt_bridge.codec import MQTT_5, Ack, PacketType, Publish, puback
 
@@ -198,7 +198,7 @@ def test_bridge_kill9_after_outbound_qos2_completed_does_not_send_it_again(reque
     wait_until(lambda: "client q2down disconnected" in bridge.output(), what="the disconnect", timeout=20.0)
     c = Raw(bridge.port, MQTT_5)
     assert c.connect("q2down", clean=False, props=props).session_present
-    _produce(server.bootstrap, b"q2down", [b"c1"])
+    produce_commands(server.bootstrap, b"q2down", [b"c1"])
     p = c.packet()
     assert isinstance(p, Publish) and p.payload == b"c1" and p.qos == 2
     c.send(puback(p.packet_id, PacketType.PUBREC))
@@ -209,7 +209,7 @@ def test_bridge_kill9_after_outbound_qos2_completed_does_not_send_it_again(reque
     bridge.start()
     c = Raw(bridge.port, MQTT_5)
     assert c.connect("q2down", clean=False, props=props).session_present
-    _produce(server.bootstrap, b"q2down", [b"c2"])
+    produce_commands(server.bootstrap, b"q2down", [b"c2"])
     seen = []
     while True:
         q = c.packet()

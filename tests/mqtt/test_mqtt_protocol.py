@@ -20,14 +20,14 @@ import threading
 
 import paho.mqtt.client as paho
 import pytest
-from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.mqtt_kafka import log_records
+from helpers.mqtt_procs import HOST, BridgeProcess, mosquitto_pub
+from helpers.mqtt_raw import Raw
 from helpers.waiting import wait_until
 from kafka import KafkaProducer
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
-from test_mqtt_qos2 import Raw, log_records
-from test_mqtt_retained import mosquitto_pub
 
 from mqtt_bridge.codec import (
     MQTT_5,

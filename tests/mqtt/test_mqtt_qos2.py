@@ -7,31 +7,22 @@ processes; paho-mqtt 3.1.1/5, mosquitto_pub/sub and a raw-socket client.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import threading
-import time
 
 import paho.mqtt.client as paho
 import pytest
+from helpers.mqtt_kafka import log_records, produce_commands
 from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.mqtt_raw import Raw
+from helpers.mqtt_sessions import stored_session
 from helpers.waiting import wait_until
-from kafka import KafkaConsumer, KafkaProducer
-from kafka.structs import TopicPartition
-from test_mqtt_sessions import stored_session
+from kafka import KafkaProducer
 
 from mqtt_bridge.codec import (
     MQTT_5,
-    Ack,
-    Connack,
-    Connect,
-    PacketReader,
     PacketType,
     Publish,
-    Suback,
-    SubOptions,
-    Subscribe,
-    encode,
     puback,
 )
 
@@ -43,72 +34,6 @@ def start_bridge(request, tmp_path, bootstrap: str, *args: str) -> BridgeProcess
     request.addfinalizer(b.stop)
     b.start()
     return b
-
-
-def log_records(bootstrap: str, topic: str) -> list:
-    """Every record of ``topic`` up to its end offsets now (exact: no waiting for more)."""
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
-        if not tps:
-            return []
-        c.assign(tps)
-        c.seek_to_beginning(*tps)
-        end = c.end_offsets(tps)
-        out: list = []
-        deadline = time.monotonic() + 15
-        while any(c.position(tp) < end[tp] for tp in tps) and time.monotonic() < deadline:
-            for recs in c.poll(timeout_ms=200).values():
-                out.extend(recs)
-        return out
-    finally:
-        c.close()
-
-
-class Raw:
-    """A blocking raw-socket MQTT client: every packet is sent and read by the test."""
-
-    def __init__(self, port: int, version: int = 4) -> None:
-        self.sock = socket.create_connection((HOST, port), timeout=10)
-        self.version = version
-        self.reader = PacketReader(version=version)
-        self.pending: list = []
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def packet(self, timeout: float = 10) -> object:
-        deadline = time.monotonic() + timeout
-        while not self.pending:
-            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed by the bridge")
-            self.pending.extend(self.reader.feed(data))
-        return self.pending.pop(0)
-
-    def connect(self, cid: str, clean: bool, props: dict | None = None) -> Connack:
-        self.send(encode(Connect(cid, self.version, clean, 60, None, None, None, props or {}), self.version))
-        ack = self.packet()
-        assert isinstance(ack, Connack) and ack.reason == 0, ack
-        return ack
-
-    def expect_ack(self, kind: PacketType, pid: int) -> Ack:
-        p = self.packet()
-        assert isinstance(p, Ack) and p.kind == kind and p.packet_id == pid, p
-        return p
-
-    def publish2(self, topic: str, payload: bytes, pid: int, dup: bool = False) -> None:
-        self.send(encode(Publish(topic, payload, 2, False, dup, pid), self.version))
-
-    def subscribe(self, topic_filter: str, qos: int) -> list[int]:
-        self.send(encode(Subscribe(1, [(topic_filter, SubOptions(qos))]), self.version))
-        p = self.packet()
-        assert isinstance(p, Suback), p
-        return p.reasons
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def test_paho_qos2_publishes_land_once_each(request, tmp_path, server) -> None:
@@ -232,14 +157,6 @@ def test_downlink_qos2_to_a_paho_subscriber(request, tmp_path, server) -> None:
     assert {m.qos for m in got} == {2}
 
 
-def _produce(bootstrap: str, key: bytes, values: list[bytes]) -> None:
-    p = KafkaProducer(bootstrap_servers=bootstrap)
-    for v in values:
-        p.send("commands", key=key, value=v)
-    p.flush()
-    p.close()
-
-
 @pytest.mark.parametrize("version", [4, MQTT_5])
 def test_unacknowledged_messages_go_out_again_as_dup_with_the_same_packet_id(
     request, tmp_path, server, version: int
@@ -250,7 +167,7 @@ def test_unacknowledged_messages_go_out_again_as_dup_with_the_same_packet_id(
     c = Raw(bridge.port, version)
     c.connect(cid, clean=False, props=props)
     assert c.subscribe(f"devices/{cid}/commands", 1) == [1]
-    _produce(server.bootstrap, cid.encode(), [b"a", b"b", b"c"])
+    produce_commands(server.bootstrap, cid.encode(), [b"a", b"b", b"c"])
     first = [c.packet() for _ in range(3)]
     assert [p.payload for p in first] == [b"a", b"b", b"c"] and not any(p.dup for p in first)
     c.close()  # no PUBACK: the connection just drops
@@ -274,7 +191,7 @@ def test_unacknowledged_messages_go_out_again_as_dup_with_the_same_packet_id(
         (p.payload, p.packet_id, True) for p in first[1:]]
     for p in after:
         c.send(puback(p.packet_id))
-    _produce(server.bootstrap, cid.encode(), [b"d"])
+    produce_commands(server.bootstrap, cid.encode(), [b"d"])
     nxt = c.packet()
     assert nxt.payload == b"d" and not nxt.dup
     c.close()
@@ -316,7 +233,7 @@ def test_logserver_supervised_bridge_kill9_mid_qos2_keeps_session_and_one_record
     c.expect_ack(PacketType.PUBREC, 3)
     c.send(puback(3, PacketType.PUBREL))
     c.expect_ack(PacketType.PUBCOMP, 3)
-    _produce(server.bootstrap, b"sup-dev", [b"cmd"])
+    produce_commands(server.bootstrap, b"sup-dev", [b"cmd"])
     p = c.packet()
     assert isinstance(p, Publish) and p.payload == b"cmd" and p.qos == 1  # downlink rule qos=1
     c.send(puback(p.packet_id))

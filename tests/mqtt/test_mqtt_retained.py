@@ -11,65 +11,17 @@ import threading
 
 import paho.mqtt.client as paho
 import pytest
-from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.mqtt_procs import HOST, mosquitto_pub
+from helpers.mqtt_retained import Subscriber, retained_in_log, start_acl_bridge
 from helpers.waiting import wait_until
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
-from test_mqtt_qos2 import log_records
 
 pytestmark = pytest.mark.timeout(180)
 
-RETAINED = "__mqtt_bridge_retained"
-
-
-def start_bridge(request, tmp_path, bootstrap: str, name: str = "bridge") -> BridgeProcess:
-    acl = tmp_path / "acl"
-    acl.write_text("topic readwrite chat/#\n")
-    b = BridgeProcess(bootstrap, tmp_path / f"{name}.log", "--log-format", "text", "--acl-file", str(acl))
-    request.addfinalizer(b.stop)
-    b.start()
-    return b
-
-
-def mosquitto_pub(port: int, *args: str) -> None:
-    r = subprocess.run(["mosquitto_pub", "-h", HOST, "-p", str(port), *args],
-                       capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
-
-
-def retained_in_log(bootstrap: str) -> dict[bytes, bytes | None]:
-    """Newest value per key of the retained topic (None = tombstone)."""
-    out: dict[bytes, bytes | None] = {}
-    for r in sorted(log_records(bootstrap, RETAINED), key=lambda r: r.offset):
-        out[r.key] = r.value
-    return out
-
-
-class Subscriber:
-    """paho v5: subscribe to chat/#, then a non-retained marker ends what to look at."""
-
-    def __init__(self, port: int, request) -> None:
-        self.got: list[paho.MQTTMessage] = []
-        self.ev = threading.Event()
-        self.c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="", protocol=paho.MQTTv5)
-        self.c.on_message = lambda c, u, m: self.got.append(m)
-        self.c.on_subscribe = lambda *a: self.ev.set()
-        request.addfinalizer(self.c.loop_stop)
-        self.c.connect(HOST, port)
-        self.c.loop_start()
-        self.c.subscribe("chat/#", qos=1)
-        assert self.ev.wait(10)
-
-    def until_marker(self, port: int) -> list[paho.MQTTMessage]:
-        mosquitto_pub(port, "-t", "chat/end", "-m", "end", "-q", "1")
-        wait_until(lambda: any(m.topic == "chat/end" for m in self.got), what="the marker", timeout=20.0)
-        self.c.disconnect()
-        self.c.loop_stop()
-        return [m for m in self.got if m.topic != "chat/end"]
-
 
 def test_retained_messages_survive_kill9_and_empty_payload_deletes(request, tmp_path, server) -> None:
-    bridge = start_bridge(request, tmp_path, server.bootstrap)
+    bridge = start_acl_bridge(request, tmp_path, server.bootstrap)
     mosquitto_pub(bridge.port, "-t", "chat/r1", "-m", "one", "-r", "-q", "1")
     mosquitto_pub(bridge.port, "-t", "chat/r2", "-m", "two", "-r", "-q", "1")
     props = Properties(PacketTypes.PUBLISH)
@@ -107,8 +59,8 @@ def test_retained_messages_survive_kill9_and_empty_payload_deletes(request, tmp_
 
 
 def test_two_bridges_share_retained_messages(request, tmp_path, server) -> None:
-    a = start_bridge(request, tmp_path, server.bootstrap, "bridge-a")
-    b = start_bridge(request, tmp_path, server.bootstrap, "bridge-b")
+    a = start_acl_bridge(request, tmp_path, server.bootstrap, "bridge-a")
+    b = start_acl_bridge(request, tmp_path, server.bootstrap, "bridge-b")
     mosquitto_pub(a.port, "-t", "chat/shared", "-m", "from-a", "-r", "-q", "1")
     # bridge b learns it from the log: subscribe (fresh each time) until it is there
     def b_has_it() -> bool:
@@ -125,7 +77,7 @@ def test_retained_messages_keep_their_qos_also_after_kill9(request, tmp_path, se
     """MQTT 5 3.3.1.3 / 3.1.1 3.3.1.3: a retained message goes to a new subscriber at the
     lower of its own QoS and the subscription's (stored with it in the log: after a kill -9
     too)."""
-    bridge = start_bridge(request, tmp_path, server.bootstrap)
+    bridge = start_acl_bridge(request, tmp_path, server.bootstrap)
     for q in ("0", "1", "2"):
         mosquitto_pub(bridge.port, "-t", f"chat/qos/{q}", "-m", q, "-r", "-q", q)
 

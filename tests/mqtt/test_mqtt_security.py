@@ -11,8 +11,6 @@ the test checks that nothing arrived); each positive path must still work.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import queue
 import subprocess
 import threading
@@ -24,10 +22,10 @@ from typing import Any
 import paho.mqtt.client as paho
 import pytest
 from helpers.mqtt_client import MqttClient
-from helpers.mqtt_procs import BridgeProcess
+from helpers.mqtt_kafka import read_topic
+from helpers.mqtt_procs import BridgeProcess, stats_lines, wait_for_counters
 from helpers.tlscerts import CertAuthority, Pem
 from kafka import KafkaConsumer, KafkaProducer
-from test_mqtt_bridge import read_topic
 
 from commonlib.childproc import HOST, free_port
 from mqtt_bridge.codec import Will
@@ -170,30 +168,6 @@ class Dev:
     def close(self) -> None:
         self.c.disconnect()
         self.c.loop_stop()
-
-
-def stats_lines(bridge: BridgeProcess) -> list[dict[str, Any]]:
-    """The bridge's periodic counters (JSON log lines, every 5 s in tests)."""
-    out = []
-    for line in bridge.output().splitlines():
-        with contextlib.suppress(ValueError):
-            rec = json.loads(line)
-            if isinstance(rec, dict) and rec.get("event") == "stats":
-                out.append(rec)
-    return out
-
-
-def wait_for_counters(bridge: BridgeProcess, at_least: dict[str, int], timeout: float = 20) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    last: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        lines = stats_lines(bridge)
-        if lines:
-            last = lines[-1]
-            if all(last.get(k, 0) >= v for k, v in at_least.items()):
-                return last
-        time.sleep(0.2)
-    raise AssertionError(f"counters {at_least} not reached; last stats: {last}")
 
 
 def produce(bootstrap: str, topic: str, key: bytes | None, value: bytes) -> None:

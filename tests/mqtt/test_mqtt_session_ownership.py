@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 from helpers.mqtt_procs import BridgeProcess
+from helpers.mqtt_sessions import V5Device, stored_session
 from helpers.waiting import wait_until
 from kafka import KafkaProducer
-from test_mqtt_sessions import V5Device, stored_session
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -9,19 +9,15 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 
 import paho.mqtt.client as paho
 import pytest
 from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.mqtt_sessions import V5Device, stored_session
 from helpers.waiting import wait_until
-from kafka import KafkaConsumer, KafkaProducer
-from kafka.structs import TopicPartition
-from paho.mqtt.subscribeoptions import SubscribeOptions
+from kafka import KafkaProducer
 
 pytestmark = pytest.mark.timeout(180)
-
-SESSIONS = "__mqtt_bridge_sessions"
 
 
 def start_bridge(request, tmp_path, bootstrap: str, *args: str) -> BridgeProcess:
@@ -29,73 +25,6 @@ def start_bridge(request, tmp_path, bootstrap: str, *args: str) -> BridgeProcess
     request.addfinalizer(b.stop)
     b.start()
     return b
-
-
-def stored_session(bootstrap: str, cid: str) -> dict | None:
-    """The newest state of ``cid`` in the session topic, read with kafka-python."""
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        parts = c.partitions_for_topic(SESSIONS) or set()
-        tps = [TopicPartition(SESSIONS, p) for p in parts]
-        if not tps:
-            return None
-        c.assign(tps)
-        c.seek_to_beginning(*tps)
-        end = c.end_offsets(tps)
-        latest: dict | None = None
-        deadline = time.monotonic() + 10
-        while any(c.position(tp) < end[tp] for tp in tps) and time.monotonic() < deadline:
-            for recs in c.poll(timeout_ms=200).values():
-                for r in recs:
-                    if r.key == cid.encode():
-                        latest = json.loads(r.value) if r.value is not None else None
-        return latest
-    finally:
-        c.close()
-
-
-class V5Device:
-    def __init__(self, cid: str, port: int) -> None:
-        self.cid = cid
-        self.port = port
-        self.got: list[tuple[str, bytes]] = []
-        self.c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=cid, protocol=paho.MQTTv5)
-        self.c.on_message = lambda c, u, m: self.got.append((m.topic, m.payload))
-        self.connack: list[tuple[bool, int]] = []
-        self.suback: list[list[int]] = []
-        self.ev = threading.Event()
-
-        def on_connect(c, u, flags, rc, props) -> None:
-            self.connack.append((bool(flags.session_present), rc.value))
-            self.ev.set()
-
-        def on_subscribe(c, u, mid, rcs, props) -> None:
-            self.suback.append([r.value for r in rcs])
-            self.ev.set()
-
-        self.c.on_connect = on_connect
-        self.c.on_subscribe = on_subscribe
-
-    def connect(self) -> None:
-        from paho.mqtt.packettypes import PacketTypes
-        from paho.mqtt.properties import Properties
-
-        props = Properties(PacketTypes.CONNECT)
-        props.SessionExpiryInterval = 3600
-        self.ev.clear()
-        self.c.connect(HOST, self.port, clean_start=False, properties=props)
-        self.c.loop_start()
-        assert self.ev.wait(10), "no CONNACK"
-
-    def subscribe(self, filters: list[str]) -> list[int]:
-        self.ev.clear()
-        self.c.subscribe([(f, SubscribeOptions(qos=1)) for f in filters])
-        assert self.ev.wait(10), "no SUBACK"
-        return self.suback[-1]
-
-    def stop(self) -> None:
-        self.c.disconnect()
-        self.c.loop_stop()
 
 
 def test_large_session_with_a_long_client_id_survives_kill9(request, tmp_path, server) -> None:

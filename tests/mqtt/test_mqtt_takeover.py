@@ -11,68 +11,15 @@ import urllib.request
 
 import paho.mqtt.client as paho
 import pytest
-from helpers.mqtt_procs import HOST, BridgeProcess, SharedPortBridge
+from helpers.mqtt_procs import HOST, SharedPortBridge
+from helpers.mqtt_raw import Raw
+from helpers.mqtt_sessions import SESSION_TAKEN_OVER, Device, start_named_bridge, stored_session
 from helpers.serverproc import free_port
 from helpers.waiting import wait_until
 from kafka import KafkaProducer
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
-from paho.mqtt.subscribeoptions import SubscribeOptions
 from prometheus_client.parser import text_string_to_metric_families
-from test_mqtt_sessions import stored_session
 
 pytestmark = pytest.mark.timeout(180)
-
-SESSION_TAKEN_OVER = 0x8E
-
-
-def start_bridge(request, tmp_path, bootstrap: str, name: str, *args: str) -> BridgeProcess:
-    b = BridgeProcess(bootstrap, tmp_path / f"bridge-{name}.log", "--log-format", "text",
-                      "--bridge-id", name, *args)
-    request.addfinalizer(b.stop)
-    b.start()
-    return b
-
-
-class Device:
-    """A paho v5 device with a persistent session (expiry one hour)."""
-
-    def __init__(self, request, cid: str, port: int) -> None:
-        self.cid = cid
-        self.port = port
-        self.got: list[bytes] = []
-        self.connack: list[tuple[bool, int]] = []
-        self.disconnects: list[int] = []
-        self.ev = threading.Event()
-        self.c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=cid, protocol=paho.MQTTv5,
-                             reconnect_on_failure=False)  # a device taken over must stay away
-        self.c.on_message = lambda c, u, m: self.got.append(m.payload)
-        self.c.on_connect = self._on_connect
-        self.c.on_subscribe = lambda c, u, mid, rcs, props: self.ev.set()
-        self.c.on_disconnect = lambda c, u, flags, rc, props: self.disconnects.append(rc.value)
-        request.addfinalizer(self.c.loop_stop)
-
-    def _on_connect(self, c, u, flags, rc, props) -> None:
-        self.connack.append((bool(flags.session_present), rc.value))
-        self.ev.set()
-
-    def connect(self) -> tuple[bool, int]:
-        props = Properties(PacketTypes.CONNECT)
-        props.SessionExpiryInterval = 3600
-        self.ev.clear()
-        self.c.connect(HOST, self.port, clean_start=False, properties=props)
-        self.c.loop_start()
-        assert self.ev.wait(15), "no CONNACK"
-        return self.connack[-1]
-
-    def subscribe_commands(self) -> None:
-        self.ev.clear()
-        self.c.subscribe([(f"devices/{self.cid}/commands", SubscribeOptions(qos=1))])
-        assert self.ev.wait(10), "no SUBACK"
-
-    def disconnect(self) -> None:
-        self.c.disconnect()
-        self.c.loop_stop()
 
 
 def taken_over(admin_port: int) -> float:
@@ -100,8 +47,8 @@ def test_device_moving_to_another_bridge_takes_its_session_and_closes_the_old_co
     request, tmp_path, log_bootstrap, commands
 ) -> None:
     admin = free_port()
-    a = start_bridge(request, tmp_path, log_bootstrap, "a", "--admin-listen", f"{HOST}:{admin}")
-    b = start_bridge(request, tmp_path, log_bootstrap, "b")
+    a = start_named_bridge(request, tmp_path, log_bootstrap, "a", "--admin-listen", f"{HOST}:{admin}")
+    b = start_named_bridge(request, tmp_path, log_bootstrap, "b")
     first = Device(request, "mover", a.port)
     assert first.connect() == (False, 0)
     first.subscribe_commands()
@@ -123,8 +70,8 @@ def test_device_moving_to_another_bridge_takes_its_session_and_closes_the_old_co
 def test_messages_sent_while_away_reach_the_device_on_whichever_bridge_it_returns_to(
     request, tmp_path, log_bootstrap, commands
 ) -> None:
-    a = start_bridge(request, tmp_path, log_bootstrap, "a")
-    b = start_bridge(request, tmp_path, log_bootstrap, "b")
+    a = start_named_bridge(request, tmp_path, log_bootstrap, "a")
+    b = start_named_bridge(request, tmp_path, log_bootstrap, "b")
     dev = Device(request, "roamer", a.port)
     dev.connect()
     dev.subscribe_commands()
@@ -153,8 +100,8 @@ def test_messages_sent_while_away_reach_the_device_on_whichever_bridge_it_return
 def test_a_dead_bridge_holds_nothing_up_for_long(request, tmp_path, log_bootstrap, commands) -> None:
     """The holder killed with -9 cannot release: the claim waits the takeover timeout and
     resumes from the last saved state, so every command still arrives."""
-    a = start_bridge(request, tmp_path, log_bootstrap, "a")
-    b = start_bridge(request, tmp_path, log_bootstrap, "b", "--takeover-timeout-s", "1")
+    a = start_named_bridge(request, tmp_path, log_bootstrap, "a")
+    b = start_named_bridge(request, tmp_path, log_bootstrap, "b", "--takeover-timeout-s", "1")
     dev = Device(request, "orphan", a.port)
     dev.connect()
     dev.subscribe_commands()
@@ -174,7 +121,7 @@ def test_a_dead_bridge_holds_nothing_up_for_long(request, tmp_path, log_bootstra
 def test_two_bridges_claiming_at_once_leave_one_connection(request, tmp_path, log_bootstrap, commands) -> None:
     """The same client id connecting to three bridges at once: the newest claim in the log
     wins, every other connection is closed or refused, and the winner gets commands."""
-    bridges = [start_bridge(request, tmp_path, log_bootstrap, n) for n in ("a", "b", "c")]
+    bridges = [start_named_bridge(request, tmp_path, log_bootstrap, n) for n in ("a", "b", "c")]
     devices = [Device(request, "twin", br.port) for br in bridges]
     threads = [threading.Thread(target=d.connect) for d in devices]
     for t in threads:
@@ -241,14 +188,13 @@ def test_a_delayed_will_on_the_old_bridge_follows_the_new_connections_clean_star
     """MQTT 5 3.1.2.5 across bridges: a device that moves to another bridge with Clean
     Start 0 continues its session, so the old bridge never sends its delayed will; with
     Clean Start 1 the session ends, so the old bridge sends it at once."""
-    from test_mqtt_qos2 import Raw
 
     from mqtt_bridge.codec import MQTT_5, Connect, Will, encode
 
     acl = tmp_path / "acl"
     acl.write_text("topic readwrite wills/#\n")
-    a = start_bridge(request, tmp_path, log_bootstrap, "a", "--acl-file", str(acl))
-    b = start_bridge(request, tmp_path, log_bootstrap, "b", "--acl-file", str(acl))
+    a = start_named_bridge(request, tmp_path, log_bootstrap, "a", "--acl-file", str(acl))
+    b = start_named_bridge(request, tmp_path, log_bootstrap, "b", "--acl-file", str(acl))
     got: list[str] = []
     ev = threading.Event()
     watcher = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="will-watcher", protocol=paho.MQTTv5)

@@ -10,13 +10,14 @@ import time
 
 import paho.mqtt.client as paho
 import pytest
-from helpers.mqtt_procs import HOST, BridgeProcess
+from helpers.mqtt_kafka import produce_commands
+from helpers.mqtt_procs import HOST, BridgeProcess, mosquitto_pub
+from helpers.mqtt_raw import Raw
+from helpers.mqtt_sessions import stored_session
 from helpers.waiting import wait_until
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
-from test_mqtt_retained import mosquitto_pub
-from test_mqtt_sessions import stored_session
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -122,7 +123,6 @@ def test_message_expiry_counts_down_and_ends_retained_messages(request, tmp_path
 def test_topic_aliases_towards_the_client_and_reason_strings(request, tmp_path, server) -> None:
     # (paho-mqtt and libmosquitto clients do not resolve topic aliases they receive: the raw
     # client checks the wire against MQTT 5 section 3.3.2.3.4)
-    from test_mqtt_qos2 import Raw
 
     from mqtt_bridge.codec import MQTT_5, Connack, Connect, Publish, encode
 
@@ -154,7 +154,6 @@ def test_topic_aliases_towards_the_client_and_reason_strings(request, tmp_path, 
 def test_will_delay_reconnect_cancels_and_session_end_sends_it(request, tmp_path, server) -> None:
     """v5 will delay: a client back within the delay cancels its will; without a session
     (expiry 0) the will goes at once, whatever the delay (the session ended)."""
-    from test_mqtt_qos2 import Raw
 
     from mqtt_bridge.codec import MQTT_5, Connect, Will, encode
 
@@ -192,7 +191,6 @@ def test_will_delay_on_session_takeover(request, tmp_path, server) -> None:
     """MQTT 5 3.1.2.5 / 3.1.3.2.2: when a new connection takes over a client id, the old
     connection's delayed will is not sent if the new one continues the session (Clean
     Start 0); with Clean Start 1 the session ends, so the will goes at once."""
-    from test_mqtt_qos2 import Raw
 
     from mqtt_bridge.codec import MQTT_5, Connect, Will, encode
 
@@ -283,7 +281,6 @@ def test_no_local_retain_as_published_and_retain_handling(request, tmp_path, ser
 
 
 def test_refusals_carry_reason_strings(request, tmp_path, server) -> None:
-    from test_mqtt_qos2 import Raw
 
     from mqtt_bridge.codec import MQTT_5, Ack, Publish, Suback, SubOptions, Subscribe, encode
 
@@ -308,8 +305,6 @@ def test_receive_maximum_both_ways(request, tmp_path, server) -> None:
     unacknowledged QoS 1 PUBLISHes than the bridge's receive maximum is DISCONNECT 0x93."""
     import socket
 
-    from test_mqtt_qos2 import Raw, _produce
-
     from mqtt_bridge.codec import MQTT_5, Disconnect, Publish, encode, puback
 
     b = BridgeProcess(server.bootstrap, tmp_path / "rm-bridge.log", "--log-format", "text",
@@ -319,7 +314,7 @@ def test_receive_maximum_both_ways(request, tmp_path, server) -> None:
     r = Raw(b.port, MQTT_5)
     r.connect("rm-dev", clean=True, props={"receive_maximum": 2})
     assert r.subscribe("devices/rm-dev/commands", 1) == [1]
-    _produce(server.bootstrap, b"rm-dev", [b"c%d" % i for i in range(5)])
+    produce_commands(server.bootstrap, b"rm-dev", [b"c%d" % i for i in range(5)])
     first = [r.packet() for _ in range(2)]
     assert [p.payload for p in first] == [b"c0", b"c1"]
     with pytest.raises(socket.timeout):

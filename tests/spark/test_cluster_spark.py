@@ -8,11 +8,10 @@ test_spark_streaming.py).
 from __future__ import annotations
 
 import pytest
+from helpers.cluster_clients import create
 from helpers.clusterprocs import running_cluster
-from helpers.spark_support import reading
+from helpers.spark_support import BASE, MIN, LogToFiles, await_all, reading, windows
 from helpers.waiting import wait_until
-from test_cluster import create
-from test_spark_streaming import BASE, MIN, LogToFiles, await_all, windows
 
 from spark_examples import device_telemetry
 

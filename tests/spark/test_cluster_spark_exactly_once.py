@@ -9,12 +9,12 @@ every committed record exactly once and no aborted one. Needs the connector jars
 from __future__ import annotations
 
 import pytest
+from helpers.cluster_clients import create
+from helpers.cluster_txn import txn_coordinator
 from helpers.clusterprocs import running_cluster
 from helpers.spark_support import require_connector, spark_session
 from helpers.waiting import wait_until
 from pyspark.sql import SparkSession
-from test_cluster import create
-from test_cluster_txn_failover import _coordinator
 
 from spark_examples import exactly_once
 
@@ -72,7 +72,7 @@ def test_committed_records_land_once_through_a_leader_kill(spark, tmp_path) -> N
             # Mid-stream, the query polling: a partition leader dies. One that is not the
             # transaction coordinator (its death is tests/cluster/test_cluster_txn_failover.py's),
             # so the next producer does not wait out kafka-python's 30 s on it.
-            coordinator = _coordinator(cluster, exactly_once.TRANSACTIONAL_ID)
+            coordinator = txn_coordinator(cluster, exactly_once.TRANSACTIONAL_ID)
             index, leader = next(((i, p.leader) for i in range(2)
                                   if (p := cluster.partition(TOPIC, i)).leader != coordinator),
                                  (0, cluster.partition(TOPIC, 0).leader))

@@ -8,57 +8,12 @@ they do behind ``readStream.format("kafka")``.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from helpers.spark_support import produce, reading
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from helpers.spark_support import BASE, MIN, LogToFiles, await_all, reading, windows
 
 from spark_examples import anomaly_alerts, device_telemetry
-from spark_examples.kafkaframe import fetch_records, records_to_frame
-from spark_examples.schemas import KAFKA_SOURCE_SCHEMA
 from spark_examples.transforms import thresholds_frame
-
-BASE = 1_800_000_000_000 // 60_000 * 60_000  # a minute boundary
-MIN = 60_000
-
-
-class LogToFiles:
-    """Produce to logserver, read back with kafka-python, append as a Parquet 'batch'."""
-
-    def __init__(self, spark: SparkSession, bootstrap: str, topic: str, root: Path) -> None:
-        self.spark, self.bootstrap, self.topic, self.root = spark, bootstrap, topic, root
-        self.done: set[tuple[int, int]] = set()  # (partition, offset) already written
-        self.batches = 0
-
-    def append(self, payloads: list[tuple[str, bytes]]) -> int:
-        """Produce ``(key, value)`` pairs; write the records new in the log as one file batch."""
-        produce(self.bootstrap, self.topic, [(k.encode(), v, None) for k, v in payloads])
-        records = fetch_records(self.bootstrap, self.topic, min_records=len(self.done) + len(payloads))
-        fresh = [r for r in records if (r.partition, r.offset) not in self.done]
-        self.done |= {(r.partition, r.offset) for r in fresh}
-        self.batches += 1
-        records_to_frame(self.spark, fresh).write.parquet(str(self.root / f"batch-{self.batches:03d}"))
-        return len(fresh)
-
-    def stream(self) -> DataFrame:
-        return (
-            self.spark.readStream.schema(KAFKA_SOURCE_SCHEMA)
-            .option("recursiveFileLookup", "true")
-            .parquet(str(self.root))
-        )
-
-
-def await_all(queries, timeout_s: float = 120) -> None:
-    for q in queries:
-        assert q.awaitTermination(timeout_s), f"query {q.name} did not finish in {timeout_s}s"
-        assert q.exception() is None, q.exception()
-
-
-def windows(spark: SparkSession, path: Path) -> dict[tuple[str, int], dict]:
-    df = spark.read.parquet(str(path)).withColumn("ws", F.unix_millis("window_start"))
-    return {(r["device_id"], r["ws"]): r.asDict() for r in df.collect()}
 
 
 def test_device_telemetry_stream_emits_closed_windows_drops_late_data_and_resumes(spark, module_server, tmp_path) -> None:

@@ -4,7 +4,7 @@ refusals the client tests (tests/integration/test_admin_changes.py) do not reach
 from __future__ import annotations
 
 import pytest
-from test_handlers_memory import call, with_broker
+from helpers.memory_broker import call, with_broker
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (

@@ -5,13 +5,11 @@ log in the server tests; tests/unit/test_storage_contract.py keeps the two engin
 from __future__ import annotations
 
 import asyncio
-import inspect
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
+from helpers.memory_broker import call, with_broker
 
-from kafkaproto import ApiKey, ErrorCode, RequestHeader
+from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
@@ -24,7 +22,6 @@ from kafkaproto.messages import (
 )
 from kafkaproto.records import build_batch, decode_batch
 from logserver.broker import Broker
-from logserver.config import load_config
 from logserver.groups.store import OFFSETS_TOPIC, OffsetsStore
 from logserver.handlers import (
     create_topics,
@@ -36,7 +33,6 @@ from logserver.handlers import (
     metadata,
     produce,
 )
-from logserver.storage.memory import MemoryStorage
 from logserver.topic_config import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG
 
 # Values refused with INVALID_CONFIG: out of Kafka's range, no such codec, or a meaning
@@ -46,28 +42,6 @@ REFUSED = {"flush.messages": "0", "flush.ms": "-1", "compression.type": "brotli"
 
 
 pytestmark = pytest.mark.timeout(30)
-
-
-def with_broker(scenario: Callable[[Broker], Awaitable[None]], **settings: object) -> None:
-    async def main() -> None:
-        flags = {"log.dirs": "/nonexistent-memory-only", "num.partitions": "2",
-                 **{k: str(v) for k, v in settings.items()}}
-        config = load_config(flags, environ={})
-        broker = Broker(config, storage=MemoryStorage(config))
-        broker.open()
-        await broker.start()
-        try:
-            await scenario(broker)
-        finally:
-            await broker.close()
-
-    asyncio.run(main())
-
-
-async def call(handler: Callable[..., Any], broker: Broker, api_key: int, version: int,
-               request: object) -> Any:
-    result = handler(broker, RequestHeader(api_key, version, 1, "unit"), request)
-    return await result if inspect.isawaitable(result) else result
 
 
 def create_request(name: str, partitions: int = 1, configs: dict[str, str] | None = None,

@@ -6,7 +6,7 @@ cluster-mode moves are in tests/cluster/test_cluster_reassignment.py."""
 from __future__ import annotations
 
 import pytest
-from test_security_handlers import ALICE, CAF, allow, call, with_authorizer
+from helpers.acl_broker import ALICE, CAF, allow, call, with_authorizer
 
 from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (

@@ -5,17 +5,25 @@ User:ANONYMOUS, are in tests/integration/test_security_acls.py."""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
+from helpers.acl_broker import (
+    ADMIN,
+    ALICE,
+    BOB,
+    CAF,
+    GAF,
+    TAF,
+    allow,
+    call,
+    topics_request,
+    with_authorizer,
+)
 
-from kafkaproto import ApiKey, ErrorCode, RequestHeader, encode_request
+from kafkaproto import ApiKey, ErrorCode, encode_request
 from kafkaproto.messages import (
     CreateAclsRequest,
-    CreateTopicsRequest,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
     DescribeAclsRequest,
@@ -37,9 +45,7 @@ from kafkaproto.messages import (
     SyncGroupRequest,
 )
 from kafkaproto.records import build_batch
-from logserver import request_context
 from logserver.broker import Broker
-from logserver.config import load_config
 from logserver.dispatch import Dispatcher
 from logserver.handlers import (
     create_acls,
@@ -65,60 +71,16 @@ from logserver.handlers import (
     sync_group,
 )
 from logserver.security.acl import (
-    AclBinding,
     AclOperation,
-    AclPermissionType,
     PatternType,
     ResourceType,
 )
 from logserver.security.listeners import ListenerSecurity
 from logserver.security.session import ConnectionSecurity
-from logserver.storage.memory import MemoryStorage
 
 pytestmark = pytest.mark.timeout(30)
 
-ADMIN, ALICE, BOB = "User:admin", "User:alice", "User:bob"
-TAF, GAF = ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED
-CAF = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 Op = AclOperation
-
-
-def allow(resource_type: ResourceType, name: str, operation: AclOperation,
-          pattern: PatternType = PatternType.LITERAL) -> AclBinding:
-    return AclBinding(resource_type, name, pattern, ALICE, "*", operation, AclPermissionType.ALLOW)
-
-
-def with_authorizer(scenario: Callable[[Broker], Awaitable[None]], acls: list[AclBinding]) -> None:
-    async def main() -> None:
-        config = load_config({"log.dirs": "/nonexistent-memory-only", "num.partitions": "1",
-                              "group.initial.rebalance.delay.ms": "0",
-                              "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                              "super.users": ADMIN}, environ={})
-        broker = Broker(config, storage=MemoryStorage(config))
-        broker.open()
-        await broker.start()
-        assert broker.authorizer is not None
-        broker.authorizer.replace(frozenset(acls))
-        request_context.client_host.set("/127.0.0.1")
-        try:
-            await scenario(broker)
-        finally:
-            await broker.close()
-
-    asyncio.run(main())
-
-
-async def call(principal: str, handler: Callable[..., Any], broker: Broker, api_key: int,
-               version: int, request: object) -> Any:
-    request_context.principal.set(principal)
-    result = handler(broker, RequestHeader(api_key, version, 1, "unit"), request)
-    return await result if inspect.isawaitable(result) else result
-
-
-def topics_request(*names: str) -> CreateTopicsRequest:
-    return CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-        name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])
-        for name in names], timeout_ms=5000, validate_only=False)
 
 
 def produce_request(topic: str) -> ProduceRequest:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from test_security_handlers import (
+from helpers.acl_broker import (
     ADMIN,
     ALICE,
     BOB,
