@@ -7,14 +7,11 @@ classic JoinGroup refused by a live consumer group."""
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-from collections.abc import Awaitable, Callable
-from typing import Any
-
 import pytest
+from helpers.acl_broker import ADMIN, ALICE, allow, call
+from helpers.acl_broker import with_authorizer as run
 
-from kafkaproto import ApiKey, ErrorCode, RequestHeader
+from kafkaproto import ApiKey, ErrorCode
 from kafkaproto.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
@@ -27,9 +24,7 @@ from kafkaproto.messages import (
     OffsetDeleteRequest,
     OffsetFetchRequest,
 )
-from logserver import request_context
 from logserver.broker import Broker
-from logserver.config import load_config
 from logserver.handlers import (
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -42,50 +37,11 @@ from logserver.handlers import (
     offset_delete,
     offset_fetch,
 )
-from logserver.security.acl import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourceType,
-)
-from logserver.storage.memory import MemoryStorage
+from logserver.security.acl import AclOperation, ResourceType
 
 pytestmark = pytest.mark.timeout(30)
 
-ADMIN, ALICE = "User:admin", "User:alice"
 GAF, TAF = ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED
-
-
-def allow(resource_type: ResourceType, name: str, operation: AclOperation) -> AclBinding:
-    return AclBinding(resource_type, name, PatternType.LITERAL, ALICE, "*", operation,
-                      AclPermissionType.ALLOW)
-
-
-def run(scenario: Callable[[Broker], Awaitable[None]], acls: list[AclBinding]) -> None:
-    async def main() -> None:
-        config = load_config({"log.dirs": "/nonexistent-memory-only", "num.partitions": "1",
-                              "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                              "super.users": ADMIN}, environ={})
-        broker = Broker(config, storage=MemoryStorage(config))
-        broker.open()
-        await broker.start()
-        assert broker.authorizer is not None
-        broker.authorizer.replace(frozenset(acls))
-        request_context.client_host.set("/127.0.0.1")
-        try:
-            await scenario(broker)
-        finally:
-            await broker.close()
-
-    asyncio.run(main())
-
-
-async def call(principal: str, handler: Callable[..., Any], broker: Broker, api_key: int,
-               version: int, request: object) -> Any:
-    request_context.principal.set(principal)
-    result = handler(broker, RequestHeader(api_key, version, 1, "unit"), request)
-    return await result if inspect.isawaitable(result) else result
 
 
 def heartbeat(group: str, member: str, epoch: int, topics: list[str] | None = None,
