@@ -124,8 +124,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
-    raise KeyboardInterrupt
+class _Interrupts:
+    """Ctrl-C and SIGTERM: raised as KeyboardInterrupt at once, except while the simulator
+    publishes, where the signal is only noted and the simulator stops between two sends
+    (an exception raised inside the Kafka client can leave its locks held)."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.deferred = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:  # noqa: ARG002
+        self.stop.set()
+        if not self.deferred:
+            raise KeyboardInterrupt
 
 
 def wait_for_records(bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0) -> int:
@@ -223,7 +234,9 @@ def run_batch(spark, bootstrap: str, work: Path, show: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     common.setup_logging(args.log_level)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupts = _Interrupts()
+    signal.signal(signal.SIGTERM, interrupts)
+    signal.signal(signal.SIGINT, interrupts)
     temp = args.workdir is None
     work = Path(tempfile.mkdtemp(prefix="logserver-demo-")) if temp else Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -255,10 +268,17 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f"no MQTT bridge ({why if not ok else 'paho-mqtt is not installed'}): publishing straight to the log")
 
-        sent = simulate.run(
-            via=via, devices=args.devices, messages=args.messages, bootstrap_servers=bootstrap,
-            mqtt=mqtt_addr, step_ms=args.step_ms, anomaly_rate=args.anomaly_rate,
-        )
+        interrupts.deferred = True
+        try:
+            sent = simulate.run(
+                via=via, devices=args.devices, messages=args.messages, bootstrap_servers=bootstrap,
+                mqtt=mqtt_addr, step_ms=args.step_ms, anomaly_rate=args.anomaly_rate,
+                stop=interrupts.stop,
+            )
+        finally:
+            interrupts.deferred = False
+        if interrupts.stop.is_set():
+            raise KeyboardInterrupt
         wait_for_records(bootstrap, "telemetry", len(sent))
 
         connector = find_connector(jars_dir=args.kafka_jars) if args.mode != "batch" else None

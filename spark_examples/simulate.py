@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import random
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -178,6 +179,7 @@ def run(
     anomaly_rate: float = 0.0,
     malformed: int = 0,
     progress: bool = True,
+    stop: threading.Event | None = None,
 ) -> list[Reading]:
     """Publish and wait for every acknowledgement; returns what was sent."""
     if via == "auto":
@@ -206,6 +208,7 @@ def run(
                     r = Reading(dev, json.dumps(body, separators=(",", ":")).encode(), now)
                     sink.send(r)
                     sent.append(r)
+                    _check(stop)
                 if prog:
                     prog.update(len(sent))
                 time.sleep(step_ms / 1000)
@@ -213,6 +216,7 @@ def run(
             for r in generate(devices, messages, step_ms=step_ms, seed=seed, anomaly_rate=anomaly_rate, malformed=malformed):
                 sink.send(r)
                 sent.append(r)
+                _check(stop)
                 if prog and len(sent) % 50 == 0:
                     prog.update(len(sent))
     except BaseException:
@@ -223,6 +227,14 @@ def run(
         prog.update(len(sent))
         prog.done("acknowledged")
     return sent
+
+
+def _check(stop: threading.Event | None) -> None:
+    """Raise KeyboardInterrupt here, between two sends, once ``stop`` is set. A signal
+    raised as an exception inside the Kafka client's send can leave one of its locks held,
+    and its close() (in the abort below) then waits on that lock for ever."""
+    if stop is not None and stop.is_set():
+        raise KeyboardInterrupt
 
 
 def build_parser() -> argparse.ArgumentParser:
