@@ -365,6 +365,8 @@ class Log:
                 if leader_epoch is not None:
                     set_partition_leader_epoch(batch, 0, leader_epoch)
                 self._unflushed[seg] = None
+                if seg.lazy:  # this append creates the files: the next flush syncs the dir
+                    self._dir_dirty = True
                 local.append(batch, base, max_ts, next_offset)
                 if header.is_control:
                     aborted = self._abort_entry(header, batch, base)
@@ -446,6 +448,8 @@ class Log:
                     raise LogError(f"{self.directory}: active segment is closed")
                 try:
                     self._unflushed[seg] = None
+                    if seg.lazy:
+                        self._dir_dirty = True
                     self._local.append(batch, base, max_ts, next_offset)
                     if aborted is not None:
                         seg.add_aborted_txn(aborted)
