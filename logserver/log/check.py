@@ -105,8 +105,7 @@ def check_data_dir(data_dir: Path) -> CheckResult:
             directory = data_dir / f"{name}-{p}"
             if directory.is_dir():
                 partition_dirs.append(directory)
-            else:
-                result.problems.append(Problem(directory, "metadata", "partition directory missing"))
+            # else: never written; its directory is made by the first append (lazily)
     for directory in partition_dirs:
         result.partitions += 1
         _check_partition(directory, result)

@@ -36,6 +36,7 @@ class LoadedSegments:
     segments: list[Segment] = field(default_factory=list)
     unflushed: list[Segment] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)  # what recovery did, one line each
+    no_directory: bool = False  # a partition never written (made lazily): nothing to load
 
     def close(self) -> None:
         for seg in self.segments:
@@ -56,6 +57,11 @@ def load_segments(
     truncating damage that is not a torn tail (see Segment.recover).
     """
     result = LoadedSegments()
+    if not os.path.isdir(directory):
+        # A lazily created partition never written: one lazy segment, no file looked at.
+        result.no_directory = True
+        result.segments.append(Segment(directory, 0, config, active=True, lazy=True))
+        return result
     try:
         _load(directory, config, recovery_point, clean_shutdown, allow_data_loss, result)
     except BaseException:
@@ -70,7 +76,10 @@ def _segment_bases(directory: Path) -> list[int]:
     One directory listing (start-up opens tens of thousands of partitions).
     """
     bases: list[int] = []
-    names = sorted(os.listdir(directory))
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:  # a partition never written: its directory comes with data
+        return bases
     for name in names:
         if name.endswith(_TEMP_SUFFIXES):
             logger.warning("%s: removing leftover temporary file %s", directory, name)

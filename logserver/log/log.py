@@ -25,7 +25,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kafkaproto.batch import (
@@ -43,6 +43,7 @@ from logserver.log.append_writer import AppendWriter
 from logserver.log.config import LogConfig
 from logserver.log.deleter import FileDeleter
 from logserver.log.errors import LogError, OffsetOutOfRangeError
+from logserver.log.fsutil import fsync_dir
 from logserver.log.loader import load_segments
 from logserver.log.local_log import LocalLog
 from logserver.log.producer_state import SNAPSHOT_SUFFIX, Decision, ProducerStateManager
@@ -85,6 +86,8 @@ class Log:
         allow_data_loss: bool = True,
         deleter: FileDeleter | None = None,
         writer: AppendWriter | None = None,
+        lazy_directory: bool = False,
+        on_create_directory: Callable[[Path], None] | None = None,
     ) -> None:
         """Open (and if needed recover) the log in ``directory``.
 
@@ -95,12 +98,18 @@ class Log:
         ``recovery_actions`` lists what recovery did, one line each. ``deleter``
         removes deleted files after ``file.delete.delay.ms`` (default: a shared one).
         ``writer`` takes over the writes of batches of at least ``writer.min_bytes``.
+        ``lazy_directory``: a missing ``directory`` is an empty partition, made (and
+        ``on_create_directory`` called on it, e.g. to write partition.metadata) by the
+        first append, as the segment files are (see Segment, ``lazy``).
         """
         directory = Path(directory)
         config = config or LogConfig()
         self.topic = topic
         self.partition = partition
-        directory.mkdir(parents=True, exist_ok=True)
+        self._on_create_directory = on_create_directory
+        self._parent_dirty = False  # this log made its directory: the next flush syncs it
+        if not lazy_directory:
+            directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()  # guards _unflushed, _dir_dirty, recovery_point
         self._closed = False
         self._truncations = 0
@@ -122,6 +131,8 @@ class Log:
             allow_data_loss=allow_data_loss,
         )
         self._local = LocalLog(directory, config, loaded.segments, deleter=deleter)
+        if loaded.segments[-1].lazy:
+            loaded.segments[-1].before_create = self.ensure_directory
         self._local.advance_start(log_start_offset)  # a checkpointed DeleteRecords
         self._unflushed: dict[Segment, None] = dict.fromkeys(loaded.unflushed)
         self._dir_dirty = bool(loaded.unflushed)
@@ -138,8 +149,11 @@ class Log:
                     self.log_end_offset,
                     len(loaded.segments),
                 )
-            stale = [seg for seg in loaded.segments if seg.txn_index_stale]
-            self._load_producer_state(stale[0].base_offset if stale else None)
+            if loaded.no_directory:
+                self.producer_state.reset(log_start_offset)  # nothing written, no snapshot
+            else:
+                stale = [seg for seg in loaded.segments if seg.txn_index_stale]
+                self._load_producer_state(stale[0].base_offset if stale else None)
         except BaseException:
             loaded.close()
             raise
@@ -589,6 +603,19 @@ class Log:
 
     # -- durability ---------------------------------------------------------------------
 
+    def ensure_directory(self) -> None:
+        """Make the partition directory if it is missing (a lazily created partition's
+        first file); runs under the segment's or the log's lock, so takes neither."""
+        directory = self.directory
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            return
+        self._parent_dirty = True
+        self._dir_dirty = True
+        if self._on_create_directory is not None:
+            self._on_create_directory(directory)
+
     def unflushed(self) -> tuple[list[Segment], bool]:
         """What the next flush will sync: the segments, and whether the directory too."""
         with self._lock:
@@ -615,6 +642,9 @@ class Log:
                 seg.fsync()
             if dir_dirty:
                 self._local.fsync_directory()
+            if self._parent_dirty:  # the directory's own entry in the data directory
+                self._parent_dirty = False
+                fsync_dir(self.directory.parent)
         except OSError:
             with self._lock:
                 for seg in segments:
@@ -664,6 +694,7 @@ class Log:
         truncateFullyAndStartAt: a follower whose log end is below the leader's log
         start fetches from there). Producer state restarts empty; returns the new LEO."""
         self.drain_writes()
+        self.ensure_directory()  # the new segment's files are made at once
         with self._lock:
             self._truncations += 1
             old = self._local.segments
@@ -808,8 +839,12 @@ class Log:
             self.flush()
         with self._lock:
             self._closed = True
-            self.producer_state.map_end_offset = self.log_end_offset
-            self.producer_state.take_snapshot(sync=flush)
+            segments = self._local.segments
+            if not (len(segments) == 1 and segments[0].lazy):
+                # (A partition never written has no producer state: no file per empty
+                # partition at shutdown, as no segment file was made for it either.)
+                self.producer_state.map_end_offset = self.log_end_offset
+                self.producer_state.take_snapshot(sync=flush)
             self._local.close(sync=flush)
             self._unflushed.clear()
 

@@ -182,6 +182,8 @@ class Segment:
         self._refs = 1  # the owner's (the log's, or the cleaner's for a copy)
         self._ref_lock = threading.Lock()
         self._in_open = False  # inside _reopen: registration waits for the lock's release
+        # Called before a lazy segment creates its files (its Log makes the directory).
+        self.before_create: Callable[[], None] | None = None
         self._owned = True
         self._freed = False
         self._used = True  # read since the last close_files_if_idle
@@ -740,6 +742,8 @@ class Segment:
     def _create_files(self) -> None:
         """A lazy segment's first use: create the log, then the preallocated indexes
         (a crash in between leaves an empty log without indexes: nothing to rebuild)."""
+        if self.before_create is not None:
+            self.before_create()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         if self.active:
             self.offset_index.make_writable()
