@@ -3,7 +3,9 @@
 For each partition count, a fresh server runs under ``ulimit -n`` (``--nofile``, set with
 ``resource.setrlimit`` in the child before the server starts) on a fresh data directory:
 
-- ``create_s``: one CreateTopics of N partitions, request to response;
+- ``create_s``: one CreateTopics of N partitions, request to response, and
+  ``create_cpu_s`` the server's CPU time meanwhile (on a shared machine the wall-clock
+  figure mostly measures the other processes);
 - ``fds_created`` / ``rss_per_partition_kb``: ``/proc/PID/fd`` entries and VmRSS growth
   per partition after the creation;
 - ``fds_written``: descriptors after one small batch was produced to every partition
@@ -67,6 +69,13 @@ def _rss_kb(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of the process so far (the figure a loaded machine
+    does not inflate, unlike wall-clock time)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _limited(nofile: int, argv: list[str]) -> list[str]:
@@ -193,18 +202,24 @@ def _fetch_all(bootstrap: str, partitions: int) -> None:
                                        f"error {part.error_code}, {len(part.records or b'')} bytes")
 
 
-def run_once(kind: str, source: Path, partitions: int, nofile: int) -> dict[str, float]:
+def run_once(kind: str, source: Path, partitions: int, nofile: int,
+             create_only: bool = False) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="partition-scale-") as tmp:
         server = Server(kind, source, Path(tmp), nofile)
         try:
             server.start()
             base_rss, base_fds = _rss_kb(server.pid), _fds(server.pid)
+            cpu = _cpu_s(server.pid)
             result: dict[str, float] = {"create_s": _create(server.bootstrap, partitions)}
+            result["create_cpu_s"] = _cpu_s(server.pid) - cpu
             result["fds_created"] = _fds(server.pid)
             result["rss_per_partition_kb"] = (_rss_kb(server.pid) - base_rss) / partitions
             result["fds_base"] = base_fds
+            if create_only:
+                return result
             _produce_all(server.bootstrap, partitions)
-            _fetch_all(server.bootstrap, partitions)
+            if kind != "tansu":  # (its memory engine answered our Fetch v11 with no topics)
+                _fetch_all(server.bootstrap, partitions)
             result["fds_written"] = _fds(server.pid)
             if kind != "tansu":  # memory storage: a restart starts empty
                 server.stop()
@@ -234,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, default=REPO_ROOT,
                         help="source tree the logserver runs from (a 'before' export)")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
+    parser.add_argument("--create-only", action="store_true",
+                        help="measure the creation only (no produce, read or restart: a clean "
+                             "shutdown of N written partitions fsyncs each of them)")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.partitions.split(",") if n]
     kinds = ["logserver", *[p for p in args.peers.split(",") if p]]
@@ -243,13 +261,14 @@ def main(argv: list[str] | None = None) -> int:
             order = kinds if rnd % 2 == 0 else kinds[::-1]  # alternate who goes first
             for kind in order:
                 try:
-                    result = run_once(kind, args.source.resolve(), count, args.nofile)
-                except RuntimeError as exc:
+                    result = run_once(kind, args.source.resolve(), count, args.nofile,
+                                      args.create_only)
+                except (RuntimeError, OSError, IndexError) as exc:
                     result = {"error": 1.0}
                     print(f"{kind} {count}: {exc}", file=sys.stderr)
                 raw.setdefault(kind, {}).setdefault(str(count), []).append(result)
                 print(f"{kind} {count} round {rnd + 1}: {json.dumps(result)}", file=sys.stderr)
-    keys = ["create_s", "fds_created", "rss_per_partition_kb", "fds_written", "startup_s",
+    keys = ["create_s", "create_cpu_s", "fds_created", "rss_per_partition_kb", "fds_written", "startup_s",
             "fds_started"]
     print(f"ulimit -n {args.nofile}; median [min-max] of {args.rounds} rounds")
     print("| server | partitions | " + " | ".join(keys) + " |")

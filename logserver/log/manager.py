@@ -180,8 +180,10 @@ class LogManager:
                 )
             existing = set(os.listdir(self.data_dir))  # one listing, not a stat per partition
             for info in self._topics.values():
+                resolved = self.config.with_overrides(info.configs)
                 for p in range(info.partitions):
-                    log = self._open_log(info, p, recovery_points.get((info.name, p), 0))
+                    log = self._open_log(info, p, recovery_points.get((info.name, p), 0),
+                                         config=resolved)
                     self._logs[(info.name, p)] = log
                     if log.directory.name in existing:
                         ensure_topic_id(log.directory, info.topic_id)
@@ -209,11 +211,13 @@ class LogManager:
         return lock_data_dir(self.data_dir)
 
     def _open_log(
-        self, info: TopicInfo, partition: int, recovery_point: int, *, new: bool = False
+        self, info: TopicInfo, partition: int, recovery_point: int, *, new: bool = False,
+        config: LogConfig | None = None,
     ) -> Log:
+        """``config``: the topic's resolved config, when the caller opens many partitions."""
         return Log(
             self.data_dir / f"{info.name}-{partition}",
-            self.config.with_overrides(info.configs),
+            config or self.config.with_overrides(info.configs),
             topic=info.name,
             partition=partition,
             recovery_point=recovery_point,
@@ -363,6 +367,7 @@ class LogManager:
         logs: dict[tuple[str, int], Log] = {}
         try:
             existing = set(os.listdir(self.data_dir))
+            resolved = self.config.with_overrides(info.configs)  # once, not per partition
             stale = False
             for p in partitions:
                 directory = self.data_dir / f"{info.name}-{p}"
@@ -372,7 +377,7 @@ class LogManager:
                     shutil.rmtree(directory)
                     stale = True
                 # No directory, no file: the first append makes them (Log, lazy_directory).
-                logs[(info.name, p)] = self._open_log(info, p, 0, new=True)
+                logs[(info.name, p)] = self._open_log(info, p, 0, new=True, config=resolved)
             if stale:
                 fsync_dir(self.data_dir)
             self._write_topics({**self._topics, info.name: info})
