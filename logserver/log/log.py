@@ -107,7 +107,6 @@ class Log:
         self.topic = topic
         self.partition = partition
         self._on_create_directory = on_create_directory
-        self._parent_dirty = False  # this log made its directory: the next flush syncs it
         if not lazy_directory:
             directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()  # guards _unflushed, _dir_dirty, recovery_point
@@ -611,10 +610,10 @@ class Log:
             os.mkdir(directory)
         except FileExistsError:
             return
-        self._parent_dirty = True
         self._dir_dirty = True
         if self._on_create_directory is not None:
             self._on_create_directory(directory)
+        fsync_dir(directory.parent)  # the directory's entry, as a creation used to sync it
 
     def unflushed(self) -> tuple[list[Segment], bool]:
         """What the next flush will sync: the segments, and whether the directory too."""
@@ -642,9 +641,6 @@ class Log:
                 seg.fsync()
             if dir_dirty:
                 self._local.fsync_directory()
-            if self._parent_dirty:  # the directory's own entry in the data directory
-                self._parent_dirty = False
-                fsync_dir(self.directory.parent)
         except OSError:
             with self._lock:
                 for seg in segments:

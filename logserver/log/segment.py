@@ -57,7 +57,7 @@ from kafkaproto.batch import (
 from logserver.log.config import LogConfig
 from logserver.log.errors import CorruptLogError
 from logserver.log.file_cache import FILE_HANDLES
-from logserver.log.fsutil import fsync_path
+from logserver.log.fsutil import fsync_dir, fsync_path
 from logserver.log.index import OffsetIndex, TimeIndex, index_file_name
 from logserver.log.transaction_index import TXN_INDEX_SUFFIX, AbortedTxnEntry, TransactionIndex
 
@@ -750,6 +750,9 @@ class Segment:
             self.time_index.make_writable()
         self.txn_index.reset()
         self._lazy = False
+        # As durable as files made at creation were: their directory entries are synced
+        # now, whatever the durability mode (once per partition, on its first append).
+        fsync_dir(self.directory)
         logger.debug("%s: created on first use", self.path)
 
     @property
