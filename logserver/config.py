@@ -255,6 +255,13 @@ SETTINGS: dict[str, Setting] = {
                 "lz4 level of batches the broker recompresses."),
         _topic_default("compression.zstd.level", "compression.zstd.level",
                 "zstd level of batches the broker recompresses."),
+        Setting("log.file.handles.max", "10000", _int_in(0),
+                "Most descriptors the segment files of all partitions hold at once "
+                "(a file-handle cache, as Redpanda's): beyond it the least recently used "
+                "segments close their files and reopen them when next read or written, so "
+                "descriptors no longer grow with the partition count. At start-up it is "
+                "lowered to what the descriptor limit (ulimit -n) leaves beside a reserve "
+                "for connections; 0: no bound."),
         Setting("log.writer.thread.min.bytes", "-1", _int_in(-1),
                 "Produce batches at least this large are written by a writer thread, off "
                 "the event loop (offsets are assigned at once, in order; fetchers see a "
@@ -358,9 +365,9 @@ SETTINGS: dict[str, Setting] = {
                 "Most topics this broker holds (CreateTopics/auto-create beyond it: "
                 "POLICY_VIOLATION / not created)."),
         Setting("max.partitions", "100000", _int_in(1, 2**31 - 1),
-                "Most partitions over all topics (beyond it: POLICY_VIOLATION). At start-up "
-                "it is lowered to what the descriptor limit (ulimit -n) allows: 5 per "
-                "partition beside a reserve, so the server always starts on what it created."),
+                "Most partitions over all topics (beyond it: POLICY_VIOLATION). Partitions "
+                "hold no descriptors of their own (see log.file.handles.max), so the "
+                "descriptor limit does not bound them."),
         _topic_default("log.retention.ms", "retention.ms",
                 "Delete closed segments whose newest record is older than this; -1 keeps forever."),
         _topic_default("log.retention.bytes", "retention.bytes",

@@ -1,14 +1,13 @@
-"""``max.partitions`` from the descriptor limit, so the server always starts on what it
-created.
+"""``log.file.handles.max`` within the descriptor limit, so the server always starts on
+what it created, whatever the number of partitions.
 
-A partition holds 3 descriptors while idle (its active segment's ``.log`` and two index
-files; older segments close theirs, see ``logserver.log.segment``) and 5 once its
-indexes are read. At start-up the soft ``RLIMIT_NOFILE`` is raised to the hard one (as
-a service manager's ``LimitNOFILE`` would), ``RESERVED`` descriptors are kept for
-connections, the data-directory lock, checkpoints and the like, and the rest divided
-by 5 bounds ``max.partitions``: a creation beyond it is refused with POLICY_VIOLATION
-instead of exhausting the descriptors and leaving a data directory that no longer
-starts.
+Segment files are opened through a bounded file-handle cache (logserver.log.file_cache):
+partitions hold no descriptors of their own (an empty one none at all), so the
+partition count is no longer bounded by ``ulimit -n`` (it was: 5 descriptors per
+partition). At start-up the soft ``RLIMIT_NOFILE`` is raised to the hard one (as a
+service manager's ``LimitNOFILE`` would), ``reserved`` descriptors are kept for
+connections, the data-directory lock, checkpoints and the like, and the cache gets at
+most the rest.
 """
 
 from __future__ import annotations
@@ -16,11 +15,10 @@ from __future__ import annotations
 import logging
 import resource
 
-__all__ = ["FDS_PER_PARTITION", "partitions_allowed", "raise_nofile_limit"]
+__all__ = ["file_handles_allowed", "raise_nofile_limit", "reserved"]
 
 log = logging.getLogger(__name__)
 
-FDS_PER_PARTITION = 5
 _RESERVED_MIN = 128
 _NO_LIMIT_CAP = 1 << 20  # what an unlimited hard limit is taken to be
 
@@ -43,6 +41,7 @@ def reserved(nofile: int) -> int:
     return _RESERVED_MIN + nofile // 8
 
 
-def partitions_allowed(nofile: int) -> int:
-    """Most partitions whose files fit in ``nofile`` descriptors beside the reserve."""
-    return max(1, (nofile - reserved(nofile)) // FDS_PER_PARTITION)
+def file_handles_allowed(nofile: int) -> int:
+    """Most descriptors the segment file cache may hold within ``nofile`` beside the
+    reserve (at least a few segments' worth, so a tiny limit still serves)."""
+    return max(16, nofile - reserved(nofile))

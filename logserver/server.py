@@ -17,7 +17,7 @@ from logserver.admin.state import AdminState
 from logserver.bridge_process import BridgeSupervisor
 from logserver.broker import Broker
 from logserver.config import Config, ConfigError
-from logserver.descriptor_budget import FDS_PER_PARTITION, partitions_allowed, raise_nofile_limit
+from logserver.descriptor_budget import file_handles_allowed, raise_nofile_limit
 from logserver.dispatch import Dispatcher
 from logserver.limits import ConnectionLimiter, reap_idle_connections
 from logserver.network import ConnectionStats, connection_factory
@@ -60,7 +60,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
     held = sum(broker.storage.partition_count(name) or 0 for name in broker.storage.topic_names())
     if held > config["max.partitions"]:
         log.warning("the data directory holds %d partitions, more than max.partitions %d "
-                    "(%s): raise the descriptor limit (ulimit -n)", held,
+                    "(%s)", held,
                     config["max.partitions"], config.sources.get("max.partitions", "default"))
     # What start-up created lives as long as the process: keep it out of the cyclic
     # GC's full collections, which otherwise stop every thread to scan it.
@@ -204,15 +204,15 @@ async def _wait_for_in_flight(stats: ConnectionStats) -> None:
 
 
 def _within_descriptor_limit(config: Config) -> Config:
-    """``max.partitions`` no larger than the descriptor limit allows (see
-    logserver.descriptor_budget), so every partition created can be opened again."""
+    """``log.file.handles.max`` no larger than the descriptor limit allows (see
+    logserver.descriptor_budget), so segment files never exhaust the descriptors."""
     nofile = raise_nofile_limit()
-    allowed = partitions_allowed(nofile)
-    configured = config["max.partitions"]
-    if configured <= allowed:
+    allowed = file_handles_allowed(nofile)
+    configured = config["log.file.handles.max"]
+    if 0 < configured <= allowed:
         return config
-    if "max.partitions" in config.sources:
-        log.warning("max.partitions %d needs %d descriptors per partition beyond the limit of "
-                    "%d (ulimit -n): using %d", configured, FDS_PER_PARTITION, nofile, allowed)
-    return config.replace(**{"max.partitions": (
+    if "log.file.handles.max" in config.sources:
+        log.warning("log.file.handles.max %d does not fit the descriptor limit %d (ulimit -n) "
+                    "beside the reserve for connections: using %d", configured, nofile, allowed)
+    return config.replace(**{"log.file.handles.max": (
         allowed, f"derived from the descriptor limit {nofile} (ulimit -n)")})

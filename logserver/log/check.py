@@ -109,8 +109,7 @@ def check_data_dir(data_dir: Path, node_id: int | None = None) -> CheckResult:
             directory = data_dir / f"{name}-{p}"
             if directory.is_dir():
                 partition_dirs.append(directory)
-            else:
-                result.problems.append(Problem(directory, "metadata", "partition directory missing"))
+            # else: never written; its directory is made by the first append (lazily)
     for directory in partition_dirs:
         result.partitions += 1
         _check_partition(directory, result)

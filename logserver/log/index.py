@@ -27,6 +27,7 @@ import mmap
 import os
 import struct
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from logserver.log.errors import IndexFullError
@@ -49,16 +50,29 @@ class _Index:
     _entry: struct.Struct
     suffix: str
 
-    def __init__(self, path: Path, base_offset: int, max_bytes: int, *, writable: bool) -> None:
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        max_bytes: int,
+        *,
+        writable: bool,
+        new: bool = False,
+        on_open: Callable[[], None] | None = None,
+    ) -> None:
+        """``new``: the file is known not to exist yet (a lazily created segment), so
+        nothing is looked up; ``make_writable`` creates it. ``on_open`` is called after
+        a descriptor or mapping was opened (the segment's file-handle cache entry)."""
         self.path = path
         self.base_offset = base_offset
         size = self._entry.size
         self._max_bytes = max(max_bytes // size, 1) * size
-        self.existed = path.exists()
+        self.on_open = on_open
+        self.existed = False if new else path.exists()
         self._fd = -1  # open only while writable: the mapping holds its own (dup'ed) fd
         self._closed = False
         self._map_lock = threading.Lock()  # two readers mapping a dormant index at once
-        if writable:
+        if writable and not new:
             file_size = os.fstat(self._open_fd()).st_size
         else:
             file_size = path.stat().st_size if self.existed else 0
@@ -71,12 +85,19 @@ class _Index:
         if writable:
             self.make_writable()
 
+    def _opened(self) -> None:
+        callback = self.on_open
+        if callback is not None:
+            callback()
+
     # -- mapping -----------------------------------------------------------------
 
     def _open_fd(self) -> int:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        return self._fd
+        fd = self._fd
+        if fd < 0:
+            fd = self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._opened()
+        return fd
 
     def _release_fd(self) -> None:
         """Inactive indexes keep only the mapping: one descriptor each instead of two."""
@@ -101,16 +122,20 @@ class _Index:
         if mapping is not None:
             return mapping
         with self._map_lock:
-            if self._mmap is None:
+            mapping = self._mmap
+            if mapping is None:
                 length = self._capacity * self._entry.size
                 own = self._fd < 0
                 fd = os.open(self.path, os.O_RDWR) if own else self._fd
                 try:
-                    self._mmap = mmap.mmap(fd, length)
+                    mapping = self._mmap = mmap.mmap(fd, length)
                 finally:
                     if own:
                         os.close(fd)
-            return self._mmap
+            else:
+                return mapping
+        self._opened()
+        return mapping
 
     def release(self) -> int:
         """Unmap an inactive index (it maps itself again when read); returns the
@@ -119,6 +144,15 @@ class _Index:
             return 0
         self._unmap()
         return 1
+
+    def evict(self) -> int:
+        """Unmap and close the write descriptor, active or not (the file-handle cache;
+        the owner made sure nobody uses the index meanwhile); returns the descriptors
+        given back. A writable index reopens its descriptor on its next append."""
+        closed = self.descriptors
+        self._unmap()
+        self._release_fd()
+        return closed
 
     @property
     def descriptors(self) -> int:
@@ -174,11 +208,12 @@ class _Index:
     def _put(self, first: int, second: int) -> None:
         if self.entries >= self._capacity:
             raise IndexFullError(f"{self.path.name} is full ({self.entries} entries)")
-        if self._fd >= 0:
+        if self.writable or self._fd >= 0:
             # Through the page cache, not the mapping: a store to a page not yet dirty
             # takes a write fault (ext4 page_mkwrite) costing ~2 ms here, which made a
             # 1,000-partition produce 80% page faults. Reads stay on the (coherent) map.
-            os.pwrite(self._fd, self._entry.pack(first, second), self.entries * self._entry.size)
+            os.pwrite(self._open_fd(), self._entry.pack(first, second),
+                      self.entries * self._entry.size)
         else:
             self._entry.pack_into(self._mapped(), self.entries * self._entry.size, first, second)
         self.entries += 1

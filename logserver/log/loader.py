@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["LoadedSegments", "load_segments"]
 
 _TEMP_SUFFIXES = (".tmp", CLEANED_SUFFIX, ".swap", DELETED_SUFFIX)
+_INDEX_SUFFIXES = (OffsetIndex.suffix, TimeIndex.suffix, TXN_INDEX_SUFFIX)
 
 
 @dataclass
@@ -34,6 +36,7 @@ class LoadedSegments:
     segments: list[Segment] = field(default_factory=list)
     unflushed: list[Segment] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)  # what recovery did, one line each
+    no_directory: bool = False  # a partition never written (made lazily): nothing to load
 
     def close(self) -> None:
         for seg in self.segments:
@@ -54,6 +57,11 @@ def load_segments(
     truncating damage that is not a torn tail (see Segment.recover).
     """
     result = LoadedSegments()
+    if not os.path.isdir(directory):
+        # A lazily created partition never written: one lazy segment, no file looked at.
+        result.no_directory = True
+        result.segments.append(Segment(directory, 0, config, active=True, lazy=True))
+        return result
     try:
         _load(directory, config, recovery_point, clean_shutdown, allow_data_loss, result)
     except BaseException:
@@ -63,12 +71,19 @@ def load_segments(
 
 
 def _segment_bases(directory: Path) -> list[int]:
+    """The base offsets of the ``.log`` files; removes temporary files and orphan indexes.
+
+    One directory listing (start-up opens tens of thousands of partitions).
+    """
     bases: list[int] = []
-    for path in sorted(directory.iterdir()):
-        name = path.name
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:  # a partition never written: its directory comes with data
+        return bases
+    for name in names:
         if name.endswith(_TEMP_SUFFIXES):
             logger.warning("%s: removing leftover temporary file %s", directory, name)
-            path.unlink()
+            (directory / name).unlink()
         elif name.endswith(LOG_SUFFIX):
             try:
                 bases.append(int(name[: -len(LOG_SUFFIX)]))
@@ -76,12 +91,13 @@ def _segment_bases(directory: Path) -> list[int]:
                 logger.warning("%s: ignoring unexpected file %s", directory, name)
     bases.sort()
     base_set = set(bases)
-    for suffix in (OffsetIndex.suffix, TimeIndex.suffix, TXN_INDEX_SUFFIX):
-        for path in directory.glob("*" + suffix):
-            with contextlib.suppress(ValueError):
-                if int(path.name[: -len(suffix)]) not in base_set:
-                    logger.warning("%s: removing index without a log: %s", directory, path.name)
-                    path.unlink()
+    for name in names:
+        for suffix in _INDEX_SUFFIXES:
+            if name.endswith(suffix):
+                with contextlib.suppress(ValueError):
+                    if int(name[: -len(suffix)]) not in base_set:
+                        logger.warning("%s: removing index without a log: %s", directory, name)
+                        (directory / name).unlink()
     return bases
 
 
@@ -172,6 +188,7 @@ def _load(
             break
     if not segments:
         start = expected if expected is not None else 0
-        segments.append(Segment(directory, start, config, active=True))
+        # An empty partition: its files are created by the first append (lazy).
+        segments.append(Segment(directory, start, config, active=True, lazy=not bases))
     segments[-1].make_active()
     result.unflushed = list(unflushed)

@@ -364,7 +364,7 @@ class LocalLog:
         try:
             fsync_dir(self.directory)
         except FileNotFoundError:
-            if not self._deleted:
+            if not self._deleted and not self._view.segments[-1].lazy:
                 raise
 
     def _check_open(self) -> None:
@@ -394,8 +394,13 @@ class LocalLog:
             segments = self._view.segments
             doomed = self.directory.with_name(
                 delete_dir_name(self.directory.name, uuid.uuid4().hex))
-            os.rename(self.directory, doomed)
+            try:
+                os.rename(self.directory, doomed)
+                made = True
+            except FileNotFoundError:  # never written: no directory was ever made
+                made = False
         for seg in segments:
             seg.abandon()
-        self._deleter.schedule([doomed], self.file_delete_delay_ms)
+        if made:
+            self._deleter.schedule([doomed], self.file_delete_delay_ms)
         return doomed

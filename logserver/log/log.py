@@ -25,7 +25,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kafkaproto.batch import (
@@ -43,6 +43,7 @@ from logserver.log.append_writer import AppendWriter
 from logserver.log.config import LogConfig
 from logserver.log.deleter import FileDeleter
 from logserver.log.errors import LogError, OffsetOutOfRangeError
+from logserver.log.fsutil import fsync_dir
 from logserver.log.loader import load_segments
 from logserver.log.local_log import LocalLog
 from logserver.log.producer_state import SNAPSHOT_SUFFIX, Decision, ProducerStateManager
@@ -85,6 +86,8 @@ class Log:
         allow_data_loss: bool = True,
         deleter: FileDeleter | None = None,
         writer: AppendWriter | None = None,
+        lazy_directory: bool = False,
+        on_create_directory: Callable[[Path], None] | None = None,
     ) -> None:
         """Open (and if needed recover) the log in ``directory``.
 
@@ -95,12 +98,17 @@ class Log:
         ``recovery_actions`` lists what recovery did, one line each. ``deleter``
         removes deleted files after ``file.delete.delay.ms`` (default: a shared one).
         ``writer`` takes over the writes of batches of at least ``writer.min_bytes``.
+        ``lazy_directory``: a missing ``directory`` is an empty partition, made (and
+        ``on_create_directory`` called on it, e.g. to write partition.metadata) by the
+        first append, as the segment files are (see Segment, ``lazy``).
         """
         directory = Path(directory)
         config = config or LogConfig()
         self.topic = topic
         self.partition = partition
-        directory.mkdir(parents=True, exist_ok=True)
+        self._on_create_directory = on_create_directory
+        if not lazy_directory:
+            directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()  # guards _unflushed, _dir_dirty, recovery_point
         self._closed = False
         self._truncations = 0
@@ -122,6 +130,8 @@ class Log:
             allow_data_loss=allow_data_loss,
         )
         self._local = LocalLog(directory, config, loaded.segments, deleter=deleter)
+        if loaded.segments[-1].lazy:
+            loaded.segments[-1].before_create = self.ensure_directory
         self._local.advance_start(log_start_offset)  # a checkpointed DeleteRecords
         self._unflushed: dict[Segment, None] = dict.fromkeys(loaded.unflushed)
         self._dir_dirty = bool(loaded.unflushed)
@@ -138,8 +148,11 @@ class Log:
                     self.log_end_offset,
                     len(loaded.segments),
                 )
-            stale = [seg for seg in loaded.segments if seg.txn_index_stale]
-            self._load_producer_state(stale[0].base_offset if stale else None)
+            if loaded.no_directory:
+                self.producer_state.reset(log_start_offset)  # nothing written, no snapshot
+            else:
+                stale = [seg for seg in loaded.segments if seg.txn_index_stale]
+                self._load_producer_state(stale[0].base_offset if stale else None)
         except BaseException:
             loaded.close()
             raise
@@ -365,6 +378,8 @@ class Log:
                 if leader_epoch is not None:
                     set_partition_leader_epoch(batch, 0, leader_epoch)
                 self._unflushed[seg] = None
+                if seg.lazy:  # this append creates the files: the next flush syncs the dir
+                    self._dir_dirty = True
                 local.append(batch, base, max_ts, next_offset)
                 if header.is_control:
                     aborted = self._abort_entry(header, batch, base)
@@ -446,6 +461,8 @@ class Log:
                     raise LogError(f"{self.directory}: active segment is closed")
                 try:
                     self._unflushed[seg] = None
+                    if seg.lazy:
+                        self._dir_dirty = True
                     self._local.append(batch, base, max_ts, next_offset)
                     if aborted is not None:
                         seg.add_aborted_txn(aborted)
@@ -585,6 +602,19 @@ class Log:
 
     # -- durability ---------------------------------------------------------------------
 
+    def ensure_directory(self) -> None:
+        """Make the partition directory if it is missing (a lazily created partition's
+        first file); runs under the segment's or the log's lock, so takes neither."""
+        directory = self.directory
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            return
+        self._dir_dirty = True
+        if self._on_create_directory is not None:
+            self._on_create_directory(directory)
+        fsync_dir(directory.parent)  # the directory's entry, as a creation used to sync it
+
     def unflushed(self) -> tuple[list[Segment], bool]:
         """What the next flush will sync: the segments, and whether the directory too."""
         with self._lock:
@@ -660,6 +690,7 @@ class Log:
         truncateFullyAndStartAt: a follower whose log end is below the leader's log
         start fetches from there). Producer state restarts empty; returns the new LEO."""
         self.drain_writes()
+        self.ensure_directory()  # the new segment's files are made at once
         with self._lock:
             self._truncations += 1
             old = self._local.segments
@@ -804,8 +835,12 @@ class Log:
             self.flush()
         with self._lock:
             self._closed = True
-            self.producer_state.map_end_offset = self.log_end_offset
-            self.producer_state.take_snapshot(sync=flush)
+            segments = self._local.segments
+            if not (len(segments) == 1 and segments[0].lazy):
+                # (A partition never written has no producer state: no file per empty
+                # partition at shutdown, as no segment file was made for it either.)
+                self.producer_state.map_end_offset = self.log_end_offset
+                self.producer_state.take_snapshot(sync=flush)
             self._local.close(sync=flush)
             self._unflushed.clear()
 

@@ -26,6 +26,7 @@ loop only awaits; removed files and directories are deleted by ``deleter`` after
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -52,6 +53,7 @@ from logserver.log.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from logserver.log.file_cache import FILE_HANDLES
 from logserver.log.fsutil import atomic_write, fsync_dir
 from logserver.log.local_log import DELETE_DIR_SUFFIX
 from logserver.log.log import Log
@@ -142,6 +144,9 @@ class LogManager:
         self._topics_lock = threading.Lock()  # one topic creation/deletion at a time
         self._lock_fd = self._acquire_dir_lock()
         self.allow_data_loss = bool(_setting(config, "log.recovery.allow.data.loss"))
+        handles = _setting(config, "log.file.handles.max")
+        if handles is not None:  # process-wide: descriptors are the process's
+            FILE_HANDLES.configure(int(handles))
         self.recovery_actions: list[str] = []  # what start-up recovery did, one line each
         interval = _setting(config, "log.flush.offset.checkpoint.interval.ms")
         self._checkpoint_interval_s = (60_000 if interval is None else int(interval)) / 1000
@@ -173,13 +178,17 @@ class LogManager:
                     "recovery point",
                     self.data_dir,
                 )
+            existing = set(os.listdir(self.data_dir))  # one listing, not a stat per partition
             for info in self._topics.values():
+                resolved = self.config.with_overrides(info.configs)
                 for p in range(info.partitions):
-                    log = self._open_log(info, p, recovery_points.get((info.name, p), 0))
+                    log = self._open_log(info, p, recovery_points.get((info.name, p), 0),
+                                         config=resolved)
                     self._logs[(info.name, p)] = log
-                    ensure_topic_id(log.directory, info.topic_id)
+                    if log.directory.name in existing:
+                        ensure_topic_id(log.directory, info.topic_id)
                     self.recovery_actions.extend(log.recovery_actions)
-            self._warn_orphans()
+            self._warn_orphans(existing)
             if self.recovery_actions:
                 logger.warning(
                     "%s: start-up recovery repaired %d things:\n  %s",
@@ -202,11 +211,13 @@ class LogManager:
         return lock_data_dir(self.data_dir)
 
     def _open_log(
-        self, info: TopicInfo, partition: int, recovery_point: int, *, new: bool = False
+        self, info: TopicInfo, partition: int, recovery_point: int, *, new: bool = False,
+        config: LogConfig | None = None,
     ) -> Log:
+        """``config``: the topic's resolved config, when the caller opens many partitions."""
         return Log(
             self.data_dir / f"{info.name}-{partition}",
-            self.config.with_overrides(info.configs),
+            config or self.config.with_overrides(info.configs),
             topic=info.name,
             partition=partition,
             recovery_point=recovery_point,
@@ -215,6 +226,10 @@ class LogManager:
             allow_data_loss=self.allow_data_loss,
             deleter=self.deleter,
             writer=self.writer,
+            # A partition's directory and files are made by its first append (as its
+            # partition.metadata): creating or loading an empty one touches no disk.
+            lazy_directory=True,
+            on_create_directory=functools.partial(_write_topic_id, info.topic_id),
         )
 
     def _remove_deleted_dirs(self) -> None:
@@ -223,10 +238,11 @@ class LogManager:
                 logger.info("%s: finishing deletion of %s", self.data_dir, path.name)
                 shutil.rmtree(path, ignore_errors=True)
 
-    def _warn_orphans(self) -> None:
+    def _warn_orphans(self, existing: set[str]) -> None:
         known = {f"{t}-{p}" for t, p in self._logs}
-        for path in self.data_dir.iterdir():
-            if path.is_dir() and path.name not in known:
+        for name in sorted(existing - known):
+            path = self.data_dir / name
+            if path.is_dir():
                 logger.warning(
                     "%s: directory %s belongs to no known topic; left alone",
                     self.data_dir,
@@ -350,15 +366,20 @@ class LogManager:
     def _add_partitions(self, info: TopicInfo, partitions: range) -> None:
         logs: dict[tuple[str, int], Log] = {}
         try:
+            existing = set(os.listdir(self.data_dir))
+            resolved = self.config.with_overrides(info.configs)  # once, not per partition
+            stale = False
             for p in partitions:
                 directory = self.data_dir / f"{info.name}-{p}"
-                if directory.exists():
+                if directory.name in existing:
                     # Left behind by a delete or a creation that crashed half-way.
                     logger.warning("%s: removing stale directory %s", self.data_dir, directory.name)
                     shutil.rmtree(directory)
-                logs[(info.name, p)] = self._open_log(info, p, 0, new=True)
-                write_topic_id(directory, info.topic_id)
-            fsync_dir(self.data_dir)
+                    stale = True
+                # No directory, no file: the first append makes them (Log, lazy_directory).
+                logs[(info.name, p)] = self._open_log(info, p, 0, new=True, config=resolved)
+            if stale:
+                fsync_dir(self.data_dir)
             self._write_topics({**self._topics, info.name: info})
         except BaseException:
             for log in logs.values():
@@ -574,6 +595,10 @@ class LogManager:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _write_topic_id(topic_id: bytes, directory: Path) -> None:
+    write_topic_id(directory, topic_id)
 
 
 def read_topics_file(path: Path) -> dict[str, TopicInfo]:

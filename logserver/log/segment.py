@@ -18,20 +18,31 @@ first access (:attr:`Segment.fd`), the indexes map on first lookup, and
 :meth:`Segment.close_files_if_idle` (called by the log for segments nobody pinned since
 its previous call, and at load) gives them back. A segment is only put to sleep while
 its owner's is the only reference, under the same lock a reader's pin takes, so no
-reader ever sees its descriptor closed. The active segment keeps its ``.log`` and two
-index descriptors; a partition costs 3 descriptors idle and 5 once its indexes are read.
+reader ever sees its descriptor closed.
+
+Descriptors are bounded by the process's file-handle cache
+(logserver.log.file_cache, ``log.file.handles.max``): every opening registers the
+segment there, and beyond the bound the least recently used segments close their files
+(:meth:`Segment.evict_files`), the active ones included; their next append or read opens
+them again. The owner's own work on a segment (append, roll, truncation, recovery)
+holds a pin like any reader, so an eviction from another thread never closes a
+descriptor under it. A brand-new partition's first segment is *lazy*: no file exists
+until its first append (or anything else that needs the descriptor), so an empty
+partition holds no descriptor and costs no file creations.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from kafkaproto.batch import (
     BATCH_HEADER_SIZE,
@@ -45,7 +56,8 @@ from kafkaproto.batch import (
 )
 from logserver.log.config import LogConfig
 from logserver.log.errors import CorruptLogError
-from logserver.log.fsutil import fsync_path
+from logserver.log.file_cache import FILE_HANDLES
+from logserver.log.fsutil import fsync_dir, fsync_path
 from logserver.log.index import OffsetIndex, TimeIndex, index_file_name
 from logserver.log.transaction_index import TXN_INDEX_SUFFIX, AbortedTxnEntry, TransactionIndex
 
@@ -69,6 +81,26 @@ pwrite = os.pwrite
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _held(method: Callable[Concatenate[Segment, _P], _T]) -> Callable[Concatenate[Segment, _P], _T]:
+    """Run an owner's method holding a pin, so the file-handle cache cannot close the
+    segment's files under it (from another thread)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Segment, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        pinned = self.pin()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            if pinned:
+                self.unpin()
+
+    return wrapper
 
 
 def find_valid_batch(fd: int, start: int, end: int) -> tuple[int, int] | None:
@@ -130,49 +162,64 @@ class Segment:
         active: bool,
         created_ms: int | None = None,
         file_suffix: str = "",
+        lazy: bool = False,
     ) -> None:
         """Open (creating if missing) ``<base><.log|.index|.timeindex><file_suffix>``.
 
         ``file_suffix`` is for a segment being built beside the live one (the cleaner's
-        ``.cleaned`` copy); ``install()`` gives it the real names.
+        ``.cleaned`` copy); ``install()`` gives it the real names. ``lazy`` (a new,
+        active segment whose files do not exist) creates nothing until the descriptor is
+        first needed: only for a partition's first segment at an offset a missing
+        segment means anyway (0), so a crash before the first append loses nothing.
         """
         self.directory = directory
         self.base_offset = base_offset
         self.config = config
         self.file_suffix = file_suffix
         self.path = directory / (index_file_name(base_offset, LOG_SUFFIX) + file_suffix)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._lazy = lazy and active
+        self._fd = -1 if self._lazy else os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self._refs = 1  # the owner's (the log's, or the cleaner's for a copy)
         self._ref_lock = threading.Lock()
+        self._in_open = False  # inside _reopen: registration waits for the lock's release
+        # Called before a lazy segment creates its files (its Log makes the directory).
+        self.before_create: Callable[[], None] | None = None
         self._owned = True
         self._freed = False
         self._used = True  # read since the last close_files_if_idle
         offset_index: OffsetIndex | None = None
         try:
-            self.size = os.fstat(self.fd).st_size
+            self.size = 0 if self._lazy else os.fstat(self._fd).st_size
             offset_index = OffsetIndex(
                 directory / (index_file_name(base_offset, OffsetIndex.suffix) + file_suffix),
                 base_offset,
                 config.index_max_bytes,
-                writable=active,
+                writable=active and not self._lazy,
+                new=self._lazy,
+                on_open=self._files_opened,
             )
             self.time_index = TimeIndex(
                 directory / (index_file_name(base_offset, TimeIndex.suffix) + file_suffix),
                 base_offset,
                 config.index_max_bytes,
-                writable=active,
+                writable=active and not self._lazy,
+                new=self._lazy,
+                on_open=self._files_opened,
             )
             self.offset_index = offset_index
             # New segments get an empty file at once (a missing one means "rebuild").
             self.txn_index = TransactionIndex(
                 directory / (index_file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix),
-                create=active,
+                create=active and not self._lazy,
             )
         except BaseException:
             if offset_index is not None:
                 offset_index.close()
-            os.close(self._fd)
+            if self._fd >= 0:
+                os.close(self._fd)
             raise
+        if not self._lazy:
+            FILE_HANDLES.opened(self)
         self.active = active
         self.next_offset = base_offset
         self.max_timestamp = -1  # largest batch max_timestamp in the segment
@@ -193,6 +240,7 @@ class Segment:
 
     # -- opening -----------------------------------------------------------------
 
+    @_held
     def load(self, *, allow_data_loss: bool = True, data_follows: bool = False) -> bool:
         """Adopt trusted data: sanity check the indexes and derive the in-memory state.
 
@@ -260,6 +308,7 @@ class Segment:
         self.max_timestamp, self.offset_of_max_timestamp = ts, offset
         self._bytes_since_index_entry = self.size - last_pos
 
+    @_held
     def make_active(self) -> None:
         """Preallocate the indexes so this segment can take appends."""
         if not self.active:
@@ -267,8 +316,11 @@ class Segment:
             self.time_index.make_writable()
             self.active = True
 
+    @_held
     def make_inactive(self) -> None:
         """On roll: record the final max timestamp and trim the indexes, like Kafka."""
+        if self._lazy:  # never written (rolls need data): nothing to trim or create
+            return
         if self.active:
             if self.max_timestamp >= 0:
                 self.time_index.maybe_append(
@@ -280,6 +332,7 @@ class Segment:
 
     # -- recovery ------------------------------------------------------------------
 
+    @_held
     def recover(
         self,
         verify_from: int | None = 0,
@@ -411,6 +464,7 @@ class Segment:
 
     # -- append ----------------------------------------------------------------------
 
+    @_held
     def should_roll(
         self, batch_size: int, max_timestamp: int, last_offset: int, now_ms: int
     ) -> bool:
@@ -432,6 +486,7 @@ class Segment:
         waited = max_timestamp - first_ts if first_ts >= 0 else now_ms - self.created_ms
         return waited > self.config.roll_ms
 
+    @_held
     def append(self, batch: Buffer, base_offset: int, max_timestamp: int, next_offset: int) -> int:
         """Write one whole batch at the end of the file; returns its position."""
         pos = self.size
@@ -528,10 +583,10 @@ class Segment:
 
     def last_modified_ms(self) -> int:
         """The log file's modification time (retention of data without timestamps)."""
-        fd = self._fd
-        if fd < 0:  # asleep: no need to open it for its age
-            return int(os.stat(self.path).st_mtime * 1000)
-        return int(os.fstat(fd).st_mtime * 1000)
+        if self._lazy:  # no file yet
+            return self.created_ms
+        # By name, not descriptor: the file-handle cache may close it meanwhile.
+        return int(os.stat(self.path).st_mtime * 1000)
 
     def read_at(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``position`` (the caller holds a pin or the owner's ref)."""
@@ -574,6 +629,7 @@ class Segment:
 
     # -- truncation, durability, lifecycle --------------------------------------------
 
+    @_held
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding ``offset`` and everything after; returns bytes removed.
 
@@ -605,6 +661,7 @@ class Segment:
         self.txn_index_stale = True
         return True
 
+    @_held
     def add_aborted_txn(self, entry: AbortedTxnEntry) -> None:
         """Record an abort marker this segment holds (written after the marker itself)."""
         self.txn_index.append(entry)
@@ -618,6 +675,8 @@ class Segment:
         own and are fsynced by path (a segment renamed away meanwhile needs none).
         The caller holds a pin.
         """
+        if self._lazy:
+            return
         os.fsync(self.fd)
         if not self.active:
             fsync_path(self.offset_index.path, missing_ok=True)
@@ -664,9 +723,65 @@ class Segment:
 
     def _reopen(self) -> int:
         with self._ref_lock:
+            opened = False
             if self._fd < 0 and not self._freed:
-                self._fd = os.open(self.path, os.O_RDWR)
-            return self._fd
+                self._in_open = True
+                try:
+                    if self._lazy:
+                        self._create_files()
+                    else:
+                        self._fd = os.open(self.path, os.O_RDWR)
+                finally:
+                    self._in_open = False
+                opened = True
+            fd = self._fd
+        if opened:
+            FILE_HANDLES.opened(self)
+        return fd
+
+    def _create_files(self) -> None:
+        """A lazy segment's first use: create the log, then the preallocated indexes
+        (a crash in between leaves an empty log without indexes: nothing to rebuild)."""
+        if self.before_create is not None:
+            self.before_create()
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if self.active:
+            self.offset_index.make_writable()
+            self.time_index.make_writable()
+        self.txn_index.reset()
+        self._lazy = False
+        # As durable as files made at creation were: their directory entries are synced
+        # now, whatever the durability mode (once per partition, on its first append).
+        fsync_dir(self.directory)
+        logger.debug("%s: created on first use", self.path)
+
+    @property
+    def lazy(self) -> bool:
+        """No file created yet (an empty partition's first segment)."""
+        return self._lazy
+
+    def _files_opened(self) -> None:
+        """An index opened a descriptor or mapping: register with the file-handle cache."""
+        self._used = True
+        if not self._in_open:
+            FILE_HANDLES.opened(self)
+
+    def evict_files(self) -> int:
+        """Close every file (active segment included) if only the owner holds the
+        segment: for the file-handle cache. Returns the descriptors closed, or -1 when a
+        reader (or the owner's own work) holds it now and it stays open."""
+        with self._ref_lock:
+            if self._freed or self._lazy:
+                return 0
+            if not self._owned or self._refs != 1:
+                return -1
+            closed = self.offset_index.evict() + self.time_index.evict()
+            self.txn_index.release()
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+                closed += 1
+            return closed
 
     @property
     def files_open(self) -> int:
@@ -693,7 +808,8 @@ class Segment:
                 self._fd = -1
                 closed += 1
             self._used = False
-            return closed
+        FILE_HANDLES.forget(self)
+        return closed
 
     def _release_owner(self) -> None:
         with self._ref_lock:
@@ -703,6 +819,9 @@ class Segment:
         self.unpin()
 
     def _free(self) -> None:
+        if self._lazy:
+            # Nothing was created: closing the indexes must not create (trim) them.
+            self.offset_index.writable = self.time_index.writable = False
         self.offset_index.close()
         self.time_index.close()
         with self._ref_lock:
@@ -710,6 +829,7 @@ class Segment:
             self._freed = True
         if fd >= 0:
             os.close(fd)
+        FILE_HANDLES.forget(self)
 
     # -- file names -------------------------------------------------------------------
 
@@ -778,7 +898,7 @@ class Segment:
         if not self._owned:
             return
         self.make_inactive()
-        if sync:
+        if sync and not self._lazy:
             fsync_path(self.offset_index.path)
             fsync_path(self.time_index.path)
             self.txn_index.fsync()

@@ -213,9 +213,13 @@ class ServerProcess(ListeningChild):
     def segment_files(self, topic: str, partition: int) -> list[Path]:
         """The ``.log`` files of one partition (Kafka's layout: ``<dir>/<topic>-<p>/*.log``).
 
-        The layout is ours: a partition with no segment file at all is a failure here.
+        The layout is ours: a partition directory with no segment file at all is a
+        failure here; a partition never written has no directory yet (made lazily by
+        its first append) and no segment.
         """
         assert self.data_dir is not None
+        if not self.partition_dir(topic, partition).exists():
+            return []
         found = sorted(self.partition_dir(topic, partition).glob("*.log"))
         assert found, (f"no segment file {self.partition_dir(topic, partition)}/*.log: the "
                        f"data directory holds {sorted(p.name for p in self.data_dir.iterdir())}")

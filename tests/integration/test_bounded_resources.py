@@ -377,9 +377,9 @@ def test_unique_partitions_keeps_first_place_and_last_mention():
         (b"\x01" * 16, [(0, 3)]), (b"\x02" * 16, [(0, 2)])]
 
 
-def test_partitions_allowed_by_the_descriptor_limit():
-    from logserver.descriptor_budget import FDS_PER_PARTITION, partitions_allowed, reserved
+def test_file_handles_allowed_by_the_descriptor_limit():
+    from logserver.descriptor_budget import file_handles_allowed, reserved
 
-    assert partitions_allowed(400) == (400 - reserved(400)) // FDS_PER_PARTITION == 44
-    assert partitions_allowed(1024) == 153
-    assert partitions_allowed(10) == 1  # never zero: a server can always hold a topic
+    assert file_handles_allowed(400) == 400 - reserved(400) == 222
+    assert file_handles_allowed(1024) == 768
+    assert file_handles_allowed(10) == 16  # never zero: a few segments can always be open

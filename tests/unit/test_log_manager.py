@@ -28,17 +28,16 @@ def test_topics_persist_across_reopen(tmp_path: Path) -> None:
     info = mgr.create_topic("events", 3, {"segment.bytes": "500", "retention.ms": "1000"})
     mgr.create_topic("other.topic_x-1", 1)
     assert len(info.topic_id) == 16
-    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [
-        "events-0",
-        "events-1",
-        "events-2",
-        "other.topic_x-1-0",
-    ]
+    # Partitions are made lazily: no directory (no file) until a partition's first append.
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == []
     log = mgr.get_log("events", 1)
     assert log.config.segment_bytes == 500 and log.config.index_interval_bytes == 100
     for _ in range(20):
         append(log, n=2)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["events-1"]
+    assert (tmp_path / "events-1" / "partition.metadata").exists()
     mgr.close()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["events-1"]
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
     doc = json.loads((tmp_path / TOPICS_FILE).read_text())
     assert doc["topics"]["events"]["partitions"] == 3
@@ -50,6 +49,10 @@ def test_topics_persist_across_reopen(tmp_path: Path) -> None:
     assert mgr.topics()["events"].configs == {"segment.bytes": "500", "retention.ms": "1000"}
     log = mgr.get_log("events", 1)
     assert log.log_end_offset == 40 and len(read_records(log)) == 40
+    empty = mgr.get_log("events", 2)  # never written: empty at offset 0, and writable
+    assert (empty.log_start_offset, empty.log_end_offset) == (0, 0)
+    append(empty, n=3)
+    assert empty.log_end_offset == 3 and len(read_records(empty)) == 3
     with pytest.raises(UnknownTopicOrPartitionError):
         mgr.get_log("events", 3)
     mgr.close()
