@@ -215,7 +215,11 @@ def run_once(kind: str, source: Path, partitions: int, nofile: int,
             result["fds_created"] = _fds(server.pid)
             result["rss_per_partition_kb"] = (_rss_kb(server.pid) - base_rss) / partitions
             result["fds_base"] = base_fds
-            if create_only:
+            if create_only:  # a restart of never-written partitions (loads N, syncs none)
+                if kind != "tansu":
+                    server.stop()
+                    result["startup_s"] = server.start()
+                    result["fds_started"] = _fds(server.pid)
                 return result
             _produce_all(server.bootstrap, partitions)
             if kind != "tansu":  # (its memory engine answered our Fetch v11 with no topics)
@@ -250,8 +254,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="source tree the logserver runs from (a 'before' export)")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--create-only", action="store_true",
-                        help="measure the creation only (no produce, read or restart: a clean "
-                             "shutdown of N written partitions fsyncs each of them)")
+                        help="measure the creation and a restart of the never-written "
+                             "partitions (no produce or read: a clean shutdown of N written "
+                             "partitions fsyncs each of them)")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.partitions.split(",") if n]
     kinds = ["logserver", *[p for p in args.peers.split(",") if p]]

@@ -5,7 +5,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["atomic_write", "fsync_dir", "fsync_path"]
+__all__ = ["atomic_write", "child_path", "fsync_dir", "fsync_path"]
+
+# CPython's own cheap child constructor (what ``iterdir`` uses): no re-parsing of the
+# parent. ``directory / name`` re-parses both and costs ~4x as much, which made path
+# building most of the CPU of creating or loading tens of thousands of partitions
+# (6 paths each). Where a Python lacks it, ``/`` does the same.
+_MAKE_CHILD = getattr(Path, "_make_child_relpath", None)
+
+
+def child_path(directory: Path, name: str) -> Path:
+    """``directory / name`` for a plain file name (no separator, not "." or "..")."""
+    if _MAKE_CHILD is not None:
+        return _MAKE_CHILD(directory, name)  # type: ignore[no-any-return,unused-ignore]
+    return directory / name
 
 
 def fsync_dir(directory: Path) -> None:

@@ -50,14 +50,20 @@ def load_segments(
     *,
     clean_shutdown: bool,
     allow_data_loss: bool,
+    directory_exists: bool | None = None,
 ) -> LoadedSegments:
     """Open every segment of ``directory`` (creating an empty first one if none).
+
+    ``directory_exists``: what the caller already knows (from one listing of the data
+    directory for all partitions), so no stat per partition; None: look.
 
     ``allow_data_loss=False`` makes recovery raise CorruptLogError instead of
     truncating damage that is not a torn tail (see Segment.recover).
     """
     result = LoadedSegments()
-    if not os.path.isdir(directory):
+    if directory_exists is None:
+        directory_exists = os.path.isdir(directory)
+    if not directory_exists:
         # A lazily created partition never written: one lazy segment, no file looked at.
         result.no_directory = True
         result.segments.append(Segment(directory, 0, config, active=True, lazy=True))

@@ -88,6 +88,7 @@ class Log:
         writer: AppendWriter | None = None,
         lazy_directory: bool = False,
         on_create_directory: Callable[[Path], None] | None = None,
+        directory_exists: bool | None = None,
     ) -> None:
         """Open (and if needed recover) the log in ``directory``.
 
@@ -101,8 +102,10 @@ class Log:
         ``lazy_directory``: a missing ``directory`` is an empty partition, made (and
         ``on_create_directory`` called on it, e.g. to write partition.metadata) by the
         first append, as the segment files are (see Segment, ``lazy``).
+        ``directory_exists``: known by the caller (one listing for many partitions).
         """
-        directory = Path(directory)
+        if not isinstance(directory, Path):  # (Path(a_path) parses it again: not free)
+            directory = Path(directory)
         config = config or LogConfig()
         self.topic = topic
         self.partition = partition
@@ -128,6 +131,7 @@ class Log:
             recovery_point,
             clean_shutdown=clean_shutdown,
             allow_data_loss=allow_data_loss,
+            directory_exists=directory_exists if lazy_directory else None,
         )
         self._local = LocalLog(directory, config, loaded.segments, deleter=deleter)
         if loaded.segments[-1].lazy:

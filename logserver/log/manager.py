@@ -54,7 +54,7 @@ from logserver.log.errors import (
     UnknownTopicOrPartitionError,
 )
 from logserver.log.file_cache import FILE_HANDLES
-from logserver.log.fsutil import atomic_write, fsync_dir
+from logserver.log.fsutil import atomic_write, child_path, fsync_dir
 from logserver.log.local_log import DELETE_DIR_SUFFIX
 from logserver.log.log import Log
 from logserver.log.offset_map import DEFAULT_DEDUPE_BUFFER_BYTES
@@ -183,7 +183,7 @@ class LogManager:
                 resolved = self.config.with_overrides(info.configs)
                 for p in range(info.partitions):
                     log = self._open_log(info, p, recovery_points.get((info.name, p), 0),
-                                         config=resolved)
+                                         config=resolved, existing=existing)
                     self._logs[(info.name, p)] = log
                     if log.directory.name in existing:
                         ensure_topic_id(log.directory, info.topic_id)
@@ -212,11 +212,13 @@ class LogManager:
 
     def _open_log(
         self, info: TopicInfo, partition: int, recovery_point: int, *, new: bool = False,
-        config: LogConfig | None = None,
+        config: LogConfig | None = None, existing: set[str] | None = None,
     ) -> Log:
-        """``config``: the topic's resolved config, when the caller opens many partitions."""
+        """``config``: the topic's resolved config, when the caller opens many partitions;
+        ``existing``: the data directory's names, listed once for them all (no stat each)."""
+        name = f"{info.name}-{partition}"
         return Log(
-            self.data_dir / f"{info.name}-{partition}",
+            child_path(self.data_dir, name),
             config or self.config.with_overrides(info.configs),
             topic=info.name,
             partition=partition,
@@ -230,6 +232,7 @@ class LogManager:
             # partition.metadata): creating or loading an empty one touches no disk.
             lazy_directory=True,
             on_create_directory=functools.partial(_write_topic_id, info.topic_id),
+            directory_exists=None if existing is None else name in existing,
         )
 
     def _remove_deleted_dirs(self) -> None:
@@ -370,14 +373,16 @@ class LogManager:
             resolved = self.config.with_overrides(info.configs)  # once, not per partition
             stale = False
             for p in partitions:
-                directory = self.data_dir / f"{info.name}-{p}"
-                if directory.name in existing:
+                name = f"{info.name}-{p}"
+                if name in existing:
                     # Left behind by a delete or a creation that crashed half-way.
-                    logger.warning("%s: removing stale directory %s", self.data_dir, directory.name)
-                    shutil.rmtree(directory)
+                    logger.warning("%s: removing stale directory %s", self.data_dir, name)
+                    shutil.rmtree(self.data_dir / name)
+                    existing.discard(name)
                     stale = True
                 # No directory, no file: the first append makes them (Log, lazy_directory).
-                logs[(info.name, p)] = self._open_log(info, p, 0, new=True, config=resolved)
+                logs[(info.name, p)] = self._open_log(info, p, 0, new=True, config=resolved,
+                                                      existing=existing)
             if stale:
                 fsync_dir(self.data_dir)
             self._write_topics({**self._topics, info.name: info})

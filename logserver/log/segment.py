@@ -57,7 +57,7 @@ from kafkaproto.batch import (
 from logserver.log.config import LogConfig
 from logserver.log.errors import CorruptLogError
 from logserver.log.file_cache import FILE_HANDLES
-from logserver.log.fsutil import fsync_dir, fsync_path
+from logserver.log.fsutil import child_path, fsync_dir, fsync_path
 from logserver.log.index import OffsetIndex, TimeIndex, index_file_name
 from logserver.log.transaction_index import TXN_INDEX_SUFFIX, AbortedTxnEntry, TransactionIndex
 
@@ -176,7 +176,8 @@ class Segment:
         self.base_offset = base_offset
         self.config = config
         self.file_suffix = file_suffix
-        self.path = directory / (index_file_name(base_offset, LOG_SUFFIX) + file_suffix)
+        stem = index_file_name(base_offset, "")  # paths built once, cheaply (child_path)
+        self.path = child_path(directory, stem + LOG_SUFFIX + file_suffix)
         self._lazy = lazy and active
         self._fd = -1 if self._lazy else os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self._refs = 1  # the owner's (the log's, or the cleaner's for a copy)
@@ -191,7 +192,7 @@ class Segment:
         try:
             self.size = 0 if self._lazy else os.fstat(self._fd).st_size
             offset_index = OffsetIndex(
-                directory / (index_file_name(base_offset, OffsetIndex.suffix) + file_suffix),
+                child_path(directory, stem + OffsetIndex.suffix + file_suffix),
                 base_offset,
                 config.index_max_bytes,
                 writable=active and not self._lazy,
@@ -199,7 +200,7 @@ class Segment:
                 on_open=self._files_opened,
             )
             self.time_index = TimeIndex(
-                directory / (index_file_name(base_offset, TimeIndex.suffix) + file_suffix),
+                child_path(directory, stem + TimeIndex.suffix + file_suffix),
                 base_offset,
                 config.index_max_bytes,
                 writable=active and not self._lazy,
@@ -209,7 +210,7 @@ class Segment:
             self.offset_index = offset_index
             # New segments get an empty file at once (a missing one means "rebuild").
             self.txn_index = TransactionIndex(
-                directory / (index_file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix),
+                child_path(directory, stem + TXN_INDEX_SUFFIX + file_suffix),
                 create=active and not self._lazy,
             )
         except BaseException:

@@ -140,3 +140,27 @@ def test_checkpoint_rate_limit(tmp_path: Path) -> None:
         assert job
         job.result(timeout=10)  # written on the storage worker, off the caller's thread
         assert (tmp_path / RECOVERY_POINT_FILE).read_text().splitlines()[-1] == "a 0 2"
+
+
+def test_partition_paths_built_cheaply_equal_the_plain_join(tmp_path: Path) -> None:
+    """The paths a partition's log and segment files get through ``child_path`` (built
+    without re-parsing the parent) are the ones ``/`` gives, of the same type; a written
+    and an empty partition both open again after a restart at those paths."""
+    from logserver.log.fsutil import child_path
+
+    for name in ("events-0", "00000000000000000000.log", "a.b-12.timeindex.cleaned"):
+        built = child_path(tmp_path, name)
+        assert built == tmp_path / name and type(built) is type(tmp_path / name)
+        assert str(built) == str(tmp_path / name) and built.parent == tmp_path
+    mgr = LogManager(tmp_path, SETTINGS)
+    mgr.create_topic("events", 2)
+    append(mgr.get_log("events", 1), 3)
+    seg = mgr.get_log("events", 1).segments[0]
+    assert seg.path == tmp_path / "events-1" / "00000000000000000000.log" and seg.path.exists()
+    assert seg.offset_index.path == tmp_path / "events-1" / "00000000000000000000.index"
+    mgr.close()
+    mgr = LogManager(tmp_path, SETTINGS)
+    assert len(read_records(mgr.get_log("events", 1), 0)) == 3
+    assert mgr.get_log("events", 0).log_end_offset == 0
+    assert not (tmp_path / "events-0").exists()
+    mgr.close()
