@@ -12,7 +12,10 @@ For each partition count, a fresh server runs under ``ulimit -n`` (``--nofile``,
   and every partition was read back from offset 0 (bounded by ``log.file.handles.max``,
   not by N);
 - ``startup_s``: a clean restart (SIGTERM, start again) until the port accepts and a
-  Metadata request names the topic; ``fds_started`` after it.
+  Metadata request names the topic, and ``startup_cpu_s`` the server's CPU time from
+  exec to that answer; ``empty_startup_cpu_s`` the same for the first start, on an
+  empty data directory (interpreter and imports: what N partitions add is the
+  difference); ``fds_started`` after it.
 
 With ``--peers tansu`` Tansu (memory storage, so no restart) is measured on the
 creation too, in alternating order; every figure is min/median/max over ``--rounds``.
@@ -208,9 +211,11 @@ def run_once(kind: str, source: Path, partitions: int, nofile: int,
         server = Server(kind, source, Path(tmp), nofile)
         try:
             server.start()
+            empty_startup_cpu = _cpu_s(server.pid)
             base_rss, base_fds = _rss_kb(server.pid), _fds(server.pid)
             cpu = _cpu_s(server.pid)
             result: dict[str, float] = {"create_s": _create(server.bootstrap, partitions)}
+            result["empty_startup_cpu_s"] = empty_startup_cpu
             result["create_cpu_s"] = _cpu_s(server.pid) - cpu
             result["fds_created"] = _fds(server.pid)
             result["rss_per_partition_kb"] = (_rss_kb(server.pid) - base_rss) / partitions
@@ -219,6 +224,7 @@ def run_once(kind: str, source: Path, partitions: int, nofile: int,
                 if kind != "tansu":
                     server.stop()
                     result["startup_s"] = server.start()
+                    result["startup_cpu_s"] = _cpu_s(server.pid)
                     result["fds_started"] = _fds(server.pid)
                 return result
             _produce_all(server.bootstrap, partitions)
@@ -228,6 +234,7 @@ def run_once(kind: str, source: Path, partitions: int, nofile: int,
             if kind != "tansu":  # memory storage: a restart starts empty
                 server.stop()
                 result["startup_s"] = server.start()
+                result["startup_cpu_s"] = _cpu_s(server.pid)
                 result["fds_started"] = _fds(server.pid)
                 _fetch_all(server.bootstrap, partitions)  # every record is still there
         finally:
@@ -273,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{kind} {count}: {exc}", file=sys.stderr)
                 raw.setdefault(kind, {}).setdefault(str(count), []).append(result)
                 print(f"{kind} {count} round {rnd + 1}: {json.dumps(result)}", file=sys.stderr)
-    keys = ["create_s", "create_cpu_s", "fds_created", "rss_per_partition_kb", "fds_written", "startup_s",
-            "fds_started"]
+    keys = ["create_s", "create_cpu_s", "fds_created", "rss_per_partition_kb", "fds_written",
+            "startup_s", "startup_cpu_s", "empty_startup_cpu_s", "fds_started"]
     print(f"ulimit -n {args.nofile}; median [min-max] of {args.rounds} rounds")
     print("| server | partitions | " + " | ".join(keys) + " |")
     print("|---|---:|" + "---:|" * len(keys))

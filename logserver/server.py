@@ -19,6 +19,7 @@ from logserver.broker import Broker
 from logserver.config import Config, ConfigError
 from logserver.descriptor_budget import file_handles_allowed, raise_nofile_limit
 from logserver.dispatch import Dispatcher
+from logserver.gc_pause import gc_paused
 from logserver.limits import ConnectionLimiter, reap_idle_connections
 from logserver.network import ConnectionStats, connection_factory
 from logserver.request_budget import RequestBudget
@@ -52,7 +53,7 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         # it used, not ~800 (about 9 MB; issue 27).
         broker = Broker(config)
         # Recovery off the loop, so the admin listener answers meanwhile.
-        await loop.run_in_executor(None, broker.open)
+        await loop.run_in_executor(None, _gc_paused_call, broker.open)
     except BaseException:
         await admin.close()
         raise
@@ -161,6 +162,13 @@ async def run_server(config: Config, ready: asyncio.Event | None = None,
         log.info("stopped cleanly")
     if bridge_failure is not None:
         raise BridgeFailed(bridge_failure)
+
+
+def _gc_paused_call(open_broker: Callable[[], None]) -> None:
+    """Open the broker (every partition's objects) with the cyclic GC paused: see
+    logserver.gc_pause; what it built is frozen right after (gc.freeze)."""
+    with gc_paused():
+        open_broker()
 
 
 def _bridge_listener(config: Config, security: dict[str, ListenerSecurity]) -> str:

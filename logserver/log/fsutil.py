@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["atomic_write", "child_path", "fsync_dir", "fsync_path"]
+__all__ = ["atomic_write", "child_path", "fsync_dir", "fsync_path", "sync_filesystem"]
 
 # CPython's own cheap child constructor (what ``iterdir`` uses): no re-parsing of the
 # parent. ``directory / name`` re-parses both and costs ~4x as much, which made path
@@ -28,6 +31,32 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def sync_filesystem(directory: Path) -> None:
+    """Make everything written on ``directory``'s file system durable at once (Linux
+    ``syncfs``; elsewhere ``sync``): one call in place of an fsync per file, which is
+    what a clean shutdown of tens of thousands of written partitions needs (their
+    fsyncs one by one took ~35 ms each on a busy disk). Raises OSError when the file
+    system reports a write-back error (syncfs does since Linux 5.8)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        syncfs = _libc_syncfs()
+        if syncfs is None:
+            os.sync()
+        elif syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs({directory}): {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def _libc_syncfs() -> Callable[[int], int] | None:
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+    except OSError:
+        return None
 
 
 def fsync_path(path: Path, *, missing_ok: bool = False) -> None:

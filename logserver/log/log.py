@@ -624,8 +624,11 @@ class Log:
         with self._lock:
             return list(self._unflushed), self._dir_dirty
 
-    def flush(self) -> int:
+    def flush(self, *, sync: bool = True) -> int:
         """fsync everything written so far; returns the new recovery point (safe off-thread).
+
+        ``sync=False``: the caller makes the whole file system durable itself before it
+        records the recovery point (a clean shutdown's one ``syncfs``), so no fsync here.
 
         The log end offset is captured before the fsyncs, so everything below the
         returned offset is durable. Only segments written or rolled since the last
@@ -641,9 +644,9 @@ class Log:
             self._unflushed.clear()
             dir_dirty, self._dir_dirty = self._dir_dirty, False
         try:
-            for seg in segments:
+            for seg in segments if sync else ():
                 seg.fsync()
-            if dir_dirty:
+            if dir_dirty and sync:
                 self._local.fsync_directory()
         except OSError:
             with self._lock:
@@ -826,17 +829,20 @@ class Log:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def close(self, *, flush: bool = True) -> None:
+    def close(self, *, flush: bool = True, sync: bool = True) -> None:
         """Clean close: flush, snapshot producer state, trim and sync indexes.
 
         ``flush=False`` (the partition is about to be deleted) skips every fsync.
+        ``sync=False``: everything is written as for a flushing close, but the caller
+        syncs the file system once afterwards (LogManager.close of many partitions).
         Descriptors close as soon as no reader holds their segment.
         """
         if self._closed:
             return
         self.drain_writes()
         if flush:
-            self.flush()
+            self.flush(sync=sync)
+        flush = flush and sync  # what remains to fsync here
         with self._lock:
             self._closed = True
             segments = self._local.segments

@@ -24,6 +24,7 @@ from logserver.cleaner_schedule import run_cleaner
 from logserver.cluster_meta import load_or_create_cluster_id, read_cluster_id
 from logserver.config import Config
 from logserver.durability import Durability
+from logserver.gc_pause import gc_paused
 from logserver.log.errors import UnknownTopicOrPartitionError
 from logserver.log.log import Log
 from logserver.log.manager import LogManager, TopicInfo
@@ -226,7 +227,8 @@ class SegmentLogStorage(PartitionedStorage):
         return state
 
     def _create_on_worker(self, name: str, partitions: int, overrides: dict[str, str]) -> TopicState:
-        return self._state(self.manager.create_topic(name, partitions, overrides))
+        with gc_paused():  # thousands of long-lived objects (logserver.gc_pause)
+            return self._state(self.manager.create_topic(name, partitions, overrides))
 
     async def create_topic(self, name: str, partitions: int, overrides: Mapping[str, str]) -> bytes:
         canonical = await self._claim_name(name, partitions, overrides)

@@ -164,3 +164,32 @@ def test_partition_paths_built_cheaply_equal_the_plain_join(tmp_path: Path) -> N
     assert mgr.get_log("events", 0).log_end_offset == 0
     assert not (tmp_path / "events-0").exists()
     mgr.close()
+
+
+def test_clean_shutdown_of_many_partitions_syncs_once_and_restarts_clean(tmp_path: Path) -> None:
+    """At BATCHED_SYNC_PARTITIONS partitions a clean close writes each log's last state
+    unsynced and syncs the file system once: the recovery points still reach every log
+    end, the marker is written, and the reopened manager trusts them (clean shutdown)
+    and reads every record back."""
+    from logserver.log.manager import BATCHED_SYNC_PARTITIONS
+
+    mgr = LogManager(tmp_path, SETTINGS)
+    mgr.create_topic("wide", BATCHED_SYNC_PARTITIONS)
+    written = range(0, BATCHED_SYNC_PARTITIONS, 50)
+    for p in written:
+        append(mgr.get_log("wide", p), 2 + p % 3)
+    mgr.close()
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    points = (tmp_path / RECOVERY_POINT_FILE).read_text().split("\n")
+    recorded = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1])
+                for line in points[2:] if line.strip()}
+    for p in written:
+        assert recorded[f"wide {p}"] == 2 + p % 3
+    for p in written:  # producer snapshots and trimmed indexes were written too
+        assert list((tmp_path / f"wide-{p}").glob("*.snapshot"))
+    mgr = LogManager(tmp_path, SETTINGS)
+    assert mgr.had_clean_shutdown
+    for p in written:
+        assert len(read_records(mgr.get_log("wide", p), 0)) == 2 + p % 3
+    assert mgr.get_log("wide", 1).log_end_offset == 0
+    mgr.close()
