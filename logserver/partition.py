@@ -67,6 +67,15 @@ class PartitionLog(Protocol):
     @property
     def size_bytes(self) -> int: ...
 
+    @property
+    def directory_pending(self) -> bool:
+        """True until the first append has made the partition's files (made lazily)."""
+        ...
+
+    def prepare_directory(self) -> None:
+        """Make them now (blocking disk work: called on a thread)."""
+        ...
+
     def check_producer(self, header: BatchHeader) -> Decision: ...
 
     def append(self, batch: memoryview, header: BatchHeader, *,
@@ -177,14 +186,14 @@ class Partition:
         """Validate one produce request's batch and append it, or say why not.
 
         A batch the offload takes (zstd, at least its ``min_bytes``), a batch the topic's
-        ``compression.type`` has recompressed, and any batch behind one, is validated
-        and appended later, in arrival order: the result then has ``deferred`` set, the
+        ``compression.type`` has recompressed, the first batch of a partition never
+        written (its directory is made on a thread), and any batch behind one, is
+        validated and appended later, in arrival order: the result then has ``deferred`` set, the
         real result to await.
         """
         offload = self._offload
-        if self._tail is not None or self._recompression.wanted(records) or (
-            offload is not None and records is not None and offload.takes(records)
-        ):
+        if self._tail is not None or self.log.directory_pending or self._recompression.wanted(
+            records) or (offload is not None and records is not None and offload.takes(records)):
             previous = self._tail
             task = asyncio.get_running_loop().create_task(
                 self._append_later(records, produce_version, previous))
@@ -221,6 +230,8 @@ class Partition:
             checked = await offload.run(self._validate, records)  # overlaps earlier ones
         if previous is not None:
             await asyncio.wait([previous])  # its outcome is its own caller's
+        if self.log.directory_pending:  # a first append: its directory made off the loop
+            await asyncio.to_thread(self.log.prepare_directory)
         if checked is None:
             checked = self._validate(records)
         if isinstance(checked, AppendResult):

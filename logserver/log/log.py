@@ -136,6 +136,9 @@ class Log:
         self._local = LocalLog(directory, config, loaded.segments, deleter=deleter)
         if loaded.segments[-1].lazy:
             loaded.segments[-1].before_create = self.ensure_directory
+        # A partition never written has no directory yet: its first append makes it,
+        # with an fsync of the data directory (logserver.partition does that off the loop).
+        self.directory_pending = loaded.no_directory
         self._local.advance_start(log_start_offset)  # a checkpointed DeleteRecords
         self._unflushed: dict[Segment, None] = dict.fromkeys(loaded.unflushed)
         self._dir_dirty = bool(loaded.unflushed)
@@ -613,11 +616,20 @@ class Log:
         try:
             os.mkdir(directory)
         except FileExistsError:
+            self.directory_pending = False
             return
+        self.directory_pending = False
         self._dir_dirty = True
         if self._on_create_directory is not None:
             self._on_create_directory(directory)
         fsync_dir(directory.parent)  # the directory's entry, as a creation used to sync it
+
+    def prepare_directory(self) -> None:
+        """Make a never-written partition's directory before its first append (on a
+        thread: the data directory's fsync takes tens of milliseconds on a real disk)."""
+        with self._lock:
+            if self.directory_pending:
+                self.ensure_directory()
 
     def unflushed(self) -> tuple[list[Segment], bool]:
         """What the next flush will sync: the segments, and whether the directory too."""

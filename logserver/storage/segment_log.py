@@ -65,6 +65,13 @@ class SegmentPartitionLog:
         self.aborted_txns = log_.aborted_txns
 
     @property
+    def directory_pending(self) -> bool:
+        return self._log.directory_pending
+
+    def prepare_directory(self) -> None:
+        self._log.prepare_directory()
+
+    @property
     def log_start_offset(self) -> int:
         return self._log.log_start_offset
 
