@@ -47,11 +47,10 @@ from logserver.cluster.shutdown import without_replica
 from logserver.cluster.throttle import ReplicationThrottle
 from logserver.cluster.topic_configs import apply_topic_configs
 from logserver.cluster.txn_state_migration import check_local_txn_state
-from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
-from logserver.transactions.store import TXN_STATE_TOPIC
+from logserver.internal_topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
     from logserver.storage.api import StorageEngine
 
 log = logging.getLogger(__name__)
@@ -75,7 +74,7 @@ class TopicCreationError(Exception):
 
 
 class ClusterNode:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
         config = broker.config
         self.node_id: int = config["node.id"]

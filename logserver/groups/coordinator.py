@@ -29,11 +29,11 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import logserver.groups.loading as loading
+import logserver.groups.records as rec
 from kafkaproto import ErrorCode
-from logserver.groups import loading
-from logserver.groups import records as rec
 from logserver.groups.consumer.machine import (
     NOT_A_CONSUMER_GROUP,
     ConsumerGroups,
@@ -70,18 +70,15 @@ from logserver.groups.offsets import (
     OffsetsWritten,
     TombstonesWritten,
 )
-from logserver.groups.store import OFFSETS_TOPIC, OffsetsStore
+from logserver.groups.store import HasStorage, OffsetsStore
 from logserver.groups.timers import Timers
 from logserver.groups.txn_offsets import PendingTxnOffsets, newer
-
-if TYPE_CHECKING:
-    from logserver.broker import Broker
+from logserver.internal_topics import GROUP_KEY_TYPE, OFFSETS_TOPIC
 
 __all__ = ["MAX_GROUP_ID_LENGTH", "GroupCoordinator"]
 
 log = logging.getLogger(__name__)
 
-GROUP_KEY_TYPE = 0
 _CONSUMER_TIMERS = frozenset({TimerKind.CONSUMER_SESSION, TimerKind.CONSUMER_REVOCATION})
 OFFSET_EXPIRY_TIMER = TimerKey(TimerKind.OFFSET_EXPIRY)
 
@@ -98,7 +95,7 @@ class GroupCoordinator:
     From the broker it takes only its settings and what ``OffsetsStore`` needs.
     """
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: HasStorage) -> None:
         config = broker.config
         self.retention_check_ms: int = config["offsets.retention.check.interval.ms"]
         self.store = OffsetsStore(broker)

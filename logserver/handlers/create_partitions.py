@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import CreatePartitionsRequest, CreatePartitionsResponse
 from logserver.control.api import ControlError
-from logserver.groups import INTERNAL_TOPICS
 from logserver.handlers.create_topics import MAX_PARTITIONS_PER_TOPIC
+from logserver.internal_topics import INTERNAL_TOPICS
 from logserver.security import checks
 
 if TYPE_CHECKING:

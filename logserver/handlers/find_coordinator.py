@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from kafkaproto import RequestHeader
 from kafkaproto.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from logserver.control.api import Coordinator as Found
-from logserver.control.local import TRANSACTION_KEY_TYPE
+from logserver.internal_topics import TRANSACTION_KEY_TYPE
 from logserver.security import checks
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import MetadataRequest, MetadataResponse
 from kafkaproto.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
-from logserver.groups import INTERNAL_TOPICS
+from logserver.internal_topics import INTERNAL_TOPICS
 from logserver.security import checks
 from logserver.security.acl import CLUSTER_NAME, ResourceType
 from logserver.topic_names import topic_name_error

@@ -18,7 +18,7 @@ from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.batch import parse_header
 from kafkaproto.messages import ProduceRequest, ProduceResponse
 from logserver.close_connection import CloseConnection
-from logserver.groups import INTERNAL_TOPICS
+from logserver.internal_topics import INTERNAL_TOPICS
 from logserver.security import checks
 from logserver.storage.api import AppendResult
 from logserver.transactions.produce_check import is_transactional, transactional_produce_error

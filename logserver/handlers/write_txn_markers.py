@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-from logserver.groups import OFFSETS_TOPIC
+from logserver.internal_topics import OFFSETS_TOPIC, TXN_STATE_TOPIC
 from logserver.security import checks
-from logserver.transactions.store import TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
     from logserver.broker import Broker

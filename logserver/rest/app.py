@@ -7,9 +7,7 @@ a port already in use is logged, not fatal. Each request first gets its principa
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
-import json
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
@@ -20,13 +18,12 @@ from aiohttp import web
 from commonlib.host_check import HostCheck
 from kafkaproto import ErrorCode
 from logserver.config import Listener
-from logserver.groups import INTERNAL_TOPICS
 from logserver.http_sites import serve
-from logserver.rest import kafka_calls, remote_reads, to_node
+from logserver.internal_topics import INTERNAL_TOPICS
+from logserver.rest import kafka_calls, to_node
 from logserver.rest.auth import principal_of
 from logserver.rest.consumers import Consumers, add_consumer_routes
 from logserver.rest.errors import (
-    BAD_REQUEST,
     FORBIDDEN,
     PARTITION_NOT_FOUND,
     TOO_LARGE,
@@ -35,15 +32,19 @@ from logserver.rest.errors import (
     from_kafka,
 )
 from logserver.rest.formats import (
-    V2,
     accepted_format,
-    decode,
-    headers_view,
     produce_format,
     response_type,
 )
+from logserver.rest.http_io import (
+    MAX_WAIT_MS,
+    int_param,
+    read_json,
+    read_waiting,
+    record_view,
+    reply,
+)
 from logserver.rest.produce import Producer
-from logserver.rest.reading import read_records
 from logserver.security import checks
 
 if TYPE_CHECKING:
@@ -51,37 +52,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_WAIT_MS = 30_000  # longest long poll a request may ask for
 # How long a stopping broker lets parked long polls run before dropping them (the
 # broker's whole shutdown grace is 5 s).
 SHUTDOWN_TIMEOUT_S = 1.0
-
-
-def reply(body: Any, status: int = 200, content_type: str = V2) -> web.Response:
-    return web.Response(text=json.dumps(body), status=status, content_type=content_type)
-
-
-async def read_json(request: web.Request) -> Any:
-    """The body as JSON (400 when it is not); None for an empty body."""
-    raw = await request.read()
-    if not raw.strip():
-        return None
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RestError(400, BAD_REQUEST, f"malformed JSON: {exc}") from None
-
-
-def int_param(request: web.Request, name: str, default: int | None = None) -> int:
-    text = request.query.get(name)
-    if text is None:
-        if default is None:
-            raise RestError(400, BAD_REQUEST, f"query parameter {name} is required")
-        return default
-    try:
-        return int(text)
-    except ValueError:
-        raise RestError(400, BAD_REQUEST, f"query parameter {name} must be an integer") from None
 
 
 def build_app(broker: Broker, auth_required: bool, consumers: Consumers,
@@ -207,58 +180,6 @@ def build_app(broker: Broker, auth_required: bool, consumers: Consumers,
     app.router.add_get("/topics/{topic}/partitions/{partition}/records", records)
     add_consumer_routes(app, consumers)
     return app
-
-
-def record_view(topic: str, partition: int, record: Any, fmt: str) -> dict[str, Any]:
-    """A record as v2 shows it; ``headers`` (Confluent v3's form) only when it has some."""
-    view = {"topic": topic, "key": decode(fmt, record.key), "value": decode(fmt, record.value),
-            "partition": partition, "offset": record.offset}
-    if record.headers:
-        view["headers"] = headers_view(record.headers)
-    return view
-
-
-async def read_waiting(broker: Broker, partitions: list[tuple[str, int]],
-                       positions: dict[tuple[str, int], int], max_bytes: int,
-                       timeout_ms: int, committed: bool = False,
-                       errors: dict[tuple[str, int], int] | None = None,
-                       ) -> dict[tuple[str, int], list[Any]]:
-    """Records of ``partitions`` from ``positions``; waits up to ``timeout_ms`` for some.
-    Partitions another broker leads are fetched from it (logserver.rest.remote_reads),
-    their errors put in ``errors``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_ms / 1000
-    remote = remote_reads.by_leader(broker, partitions)
-    elsewhere = {tp for tps in remote.values() for tp in tps}
-    local = [tp for tp in partitions if tp not in elsewhere]
-    while True:
-        found: dict[tuple[str, int], list[Any]] = {}
-        budget = max_bytes
-        for tp in local:
-            if budget <= 0:
-                break
-            got = read_records(broker, tp[0], tp[1], positions[tp], budget, committed)
-            if got:
-                found[tp] = got
-                budget -= sum(len(r.value or b"") + len(r.key or b"") for r in got)
-        left = deadline - loop.time()
-        if remote and budget > 0:
-            wait_ms = 0 if found else int(max(left, 0) * 1000)
-            fetching = asyncio.ensure_future(remote_reads.fetch_all(
-                broker, remote, positions, budget, wait_ms, committed, errors))
-            waits: set[asyncio.Future[Any]] = {fetching}
-            if local and wait_ms:
-                waits.add(asyncio.ensure_future(broker.storage.wait_for_append(local, left)))
-            done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            for task in pending:
-                task.cancel()
-            if fetching in done:
-                found.update(fetching.result())
-                return found
-            continue  # appended here: read it, and ask the leaders again without waiting
-        if found or left <= 0 or not partitions:
-            return found
-        await broker.storage.wait_for_append(local, left)
 
 
 class RestProxyServer:

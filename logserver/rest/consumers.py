@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from kafkaproto import ErrorCode
-from logserver.groups import INTERNAL_TOPICS
+from logserver.internal_topics import INTERNAL_TOPICS
 from logserver.rest import kafka_calls
 from logserver.rest.errors import (
     CONSUMER_ALREADY_EXISTS,
@@ -248,7 +248,7 @@ def _partitions(broker: Broker, body: Any, key: str = "partitions",
 
 
 def add_consumer_routes(app: web.Application, consumers: Consumers) -> None:
-    from logserver.rest.app import read_json, read_waiting, record_view, reply
+    from logserver.rest.http_io import read_json, read_waiting, record_view, reply
 
     broker = consumers.broker
     base = "/consumers/{group}/instances/{name}"
@@ -329,7 +329,7 @@ def add_consumer_routes(app: web.Application, consumers: Consumers) -> None:
         return handle
 
     async def records(request: web.Request) -> web.Response:
-        from logserver.rest.app import MAX_WAIT_MS, int_param
+        from logserver.rest.http_io import MAX_WAIT_MS, int_param
 
         instance = instance_of(request)
         timeout_ms = min(max(int_param(request, "timeout", 1000), 0), MAX_WAIT_MS)

@@ -21,17 +21,18 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkaproto import ErrorCode
 from logserver.groups.group import CommittedOffset
-from logserver.groups.store import OFFSETS_TOPIC
+from logserver.internal_topics import OFFSETS_TOPIC
 from logserver.transactions.machine import Markers, Step, TxnMachine
 from logserver.transactions.metadata import TopicPartition, TxnMetadata, TxnState
 from logserver.transactions.store import TXN_STATE_TOPIC, StoreError, TxnStateStore
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.groups.coordinator import GroupCoordinator
+    from logserver.storage.api import Storage
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,20 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class TxnHost(Protocol):
+    """What the transaction coordinator needs of its broker: settings and storage (for
+    ``__transaction_state``), the group coordinator (TxnOffsetCommit, markers on
+    ``__consumer_offsets``) and producer ids."""
+
+    config: Any
+    storage: Storage
+    groups: GroupCoordinator
+
+    async def allocate_producer_id(self) -> int: ...
+
+
 class TransactionCoordinator:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: TxnHost) -> None:
         self._broker = broker
         self.store = TxnStateStore(broker)
         self.machine = TxnMachine(broker.config["transaction.max.timeout.ms"])
