@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from collections import Counter
 
     from commonlib.source_limits import LoginBackoff
+    from logserver.clock import Clock
     from logserver.cluster.peer_links import PeerConnections
     from logserver.config import Config
     from logserver.control.api import ControlPlane
@@ -38,6 +39,7 @@ class BrokerServices(Protocol):
     """The services of one broker (see the module docstring)."""
 
     config: Config
+    clock: Clock  # the one clock (logserver/clock.py)
     node_id: int
     storage: Storage
     engine: StorageEngine  # the replica-log side of the same engine (storage/api.py)

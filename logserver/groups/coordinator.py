@@ -26,7 +26,6 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -34,6 +33,7 @@ from typing import Any
 import logserver.groups.loading as loading
 import logserver.groups.records as rec
 from kafkaproto import ErrorCode
+from logserver.clock import SYSTEM_CLOCK, Clock
 from logserver.groups.consumer.machine import (
     NOT_A_CONSUMER_GROUP,
     ConsumerGroups,
@@ -85,17 +85,13 @@ OFFSET_EXPIRY_TIMER = TimerKey(TimerKind.OFFSET_EXPIRY)
 TopicPartition = tuple[str, int]
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class GroupCoordinator:
     """Every group of this node (a single node coordinates all of them).
 
     From the broker it takes only its settings and what ``OffsetsStore`` needs.
     """
 
-    def __init__(self, broker: HasStorage) -> None:
+    def __init__(self, broker: HasStorage, clock: Clock = SYSTEM_CLOCK) -> None:
         config = broker.config
         self.retention_check_ms: int = config["offsets.retention.check.interval.ms"]
         self.store = OffsetsStore(broker)
@@ -109,7 +105,8 @@ class GroupCoordinator:
         self.timers = Timers(lambda: self.loop, self._on_timer)
         self.active = False
         self.loading = True
-        self.now_ms: Callable[[], int] = _now_ms  # tests may substitute a clock
+        self.clock = clock
+        self.now_ms: Callable[[], int] = clock.wall_ms  # tests may substitute a clock
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._load_task: asyncio.Task[None] | None = None
@@ -177,7 +174,7 @@ class GroupCoordinator:
                  len(gone))
 
     async def _load_partition(self, partition: int) -> None:
-        started = time.monotonic()
+        started = self.clock.monotonic()
         replayed = loading.Replay()
         try:
             for entry in self.store.iter_log(partition, to_log_end=True):
@@ -213,7 +210,7 @@ class GroupCoordinator:
         log.info("%s-%d: loaded %d groups, %d consumer-protocol groups and %d committed "
                  "offsets from %d records in %.3f s", OFFSETS_TOPIC, partition,
                  len(restored), len(consumer_groups), sum(len(g.offsets) for g in restored),
-                 replayed.records, time.monotonic() - started)
+                 replayed.records, self.clock.monotonic() - started)
 
     def _consumer_groups_of(self, partition: int) -> list[str]:
         """The consumer-protocol groups this broker holds in ``partition``."""
@@ -776,7 +773,7 @@ class GroupCoordinator:
     # -- load and rewrite -----------------------------------------------------------------
 
     async def _load(self) -> None:
-        started = time.monotonic()
+        started = self.clock.monotonic()
         total = 0
         try:
             if self.store.exists():
@@ -795,7 +792,7 @@ class GroupCoordinator:
                           OFFSETS_TOPIC)
         offsets = sum(len(g.offsets) for g in self.groups.values())
         log.info("loaded %d groups and %d committed offsets from %d records of %s in %.3f s",
-                 len(self.groups), offsets, total, OFFSETS_TOPIC, time.monotonic() - started)
+                 len(self.groups), offsets, total, OFFSETS_TOPIC, self.clock.monotonic() - started)
         # Not while a transaction's offsets wait for its marker: the snapshot holds only
         # committed offsets, and the old segments hold the transactional batch.
         if not self.txn_offsets and self.store.should_rewrite(total, self.live_records()):

@@ -24,7 +24,7 @@ from logserver.handlers.versions import ADVERTISED
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 FORWARDABLE: dict[int, Callable[..., Any]] = {ApiKey.PRODUCE: handle_produce}
 
 
-def handle(broker: Broker, header: RequestHeader, request: EnvelopeRequest) -> Any:
+def handle(broker: BrokerServices, header: RequestHeader, request: EnvelopeRequest) -> Any:
     """The leader's side: check the sender, then run the embedded request as its client."""
     if not checks.from_broker(broker):
         log.warning("Envelope from %s (%s) refused: not a broker on the inter-broker listener",

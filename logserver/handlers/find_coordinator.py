@@ -20,14 +20,14 @@ from logserver.internal_topics import TRANSACTION_KEY_TYPE
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 __all__ = ["TRANSACTION_KEY_TYPE", "handle"]
 
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
-async def handle(broker: Broker, header: RequestHeader,
+async def handle(broker: BrokerServices, header: RequestHeader,
                  request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     version = header.api_version
     key_type = request.key_type if version >= 1 else 0

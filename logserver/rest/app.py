@@ -48,7 +48,7 @@ from logserver.rest.produce import Producer
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 SHUTDOWN_TIMEOUT_S = 1.0
 
 
-def build_app(broker: Broker, auth_required: bool, consumers: Consumers,
+def build_app(broker: WithCluster, auth_required: bool, consumers: Consumers,
               host_check: HostCheck | None = None) -> web.Application:
     """``host_check``: refuse requests for names not this server's (DNS rebinding)."""
     producer = Producer(broker)
@@ -93,17 +93,19 @@ def build_app(broker: Broker, auth_required: bool, consumers: Consumers,
             raise RestError(404, TOPIC_NOT_FOUND, f"Topic {name} not found.")
         return count
 
-    def partition_view(name: str, partition: int) -> dict[str, Any]:
-        leader = broker.node_id
-        replicas: tuple[int, ...] = (leader,)
-        isr: tuple[int, ...] = (leader,)
-        if broker.cluster is not None:  # the cluster's registration (etcd)
-            state = broker.cluster.model.partition(name, partition)
-            leader, replicas, isr = ((-1, (), ()) if state is None
-                                     else (state.leader, state.replicas, state.isr))
-        return {"partition": partition, "leader": leader,
-                "replicas": [{"broker": r, "leader": r == leader, "in_sync": r in isr}
-                             for r in replicas]}
+    def partition_views(name: str, partitions: range) -> list[dict[str, Any]]:
+        """Leader, replicas and ISR as the control plane has them (the cluster's
+        registration in etcd; on a single node this broker, for every partition)."""
+        known = {view.index: view for view in broker.control.partitions(name)}
+        found = []
+        for partition in partitions:
+            view = known.get(partition)
+            leader, replicas, isr = ((-1, [], []) if view is None
+                                     else (view.leader, view.replicas, view.isr))
+            found.append({"partition": partition, "leader": leader,
+                          "replicas": [{"broker": r, "leader": r == leader, "in_sync": r in isr}
+                                       for r in replicas]})
+        return found
 
     def partition_arg(request: web.Request, count: int) -> int:
         try:
@@ -125,15 +127,16 @@ def build_app(broker: Broker, auth_required: bool, consumers: Consumers,
         count = topic_known(name)
         configs = dict(broker.storage.topic_overrides(name) or {})
         return reply({"name": name, "configs": configs,
-                      "partitions": [partition_view(name, p) for p in range(count)]})
+                      "partitions": partition_views(name, range(count))})
 
     async def get_partitions(request: web.Request) -> web.Response:
         name = request.match_info["topic"]
-        return reply([partition_view(name, p) for p in range(topic_known(name))])
+        return reply(partition_views(name, range(topic_known(name))))
 
     async def get_partition(request: web.Request) -> web.Response:
         name = request.match_info["topic"]
-        return reply(partition_view(name, partition_arg(request, topic_known(name))))
+        partition = partition_arg(request, topic_known(name))
+        return reply(partition_views(name, range(partition, partition + 1))[0])
 
     async def produce(request: web.Request) -> web.Response:
         fmt = produce_format(request.headers.get("Content-Type", ""))
@@ -185,7 +188,7 @@ def build_app(broker: Broker, auth_required: bool, consumers: Consumers,
 class RestProxyServer:
     """The ``rest.proxy.listeners`` of one broker."""
 
-    def __init__(self, broker: Broker, listeners: list[Listener], auth_required: bool,
+    def __init__(self, broker: WithCluster, listeners: list[Listener], auth_required: bool,
                  ssl_context: ssl.SSLContext | None = None) -> None:
         self.consumers = Consumers(broker, broker.config["consumer.instance.timeout.ms"])
         host_check = None

@@ -16,7 +16,7 @@ from logserver.rest.formats import V2, decode, headers_view
 from logserver.rest.reading import read_records
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 MAX_WAIT_MS = 30_000  # longest long poll a request may ask for
 
@@ -57,7 +57,7 @@ def record_view(topic: str, partition: int, record: Any, fmt: str) -> dict[str, 
     return view
 
 
-async def read_waiting(broker: Broker, partitions: list[tuple[str, int]],
+async def read_waiting(broker: WithCluster, partitions: list[tuple[str, int]],
                        positions: dict[tuple[str, int], int], max_bytes: int,
                        timeout_ms: int, committed: bool = False,
                        errors: dict[tuple[str, int], int] | None = None,

@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkaproto import ErrorCode
+from logserver.clock import SYSTEM_CLOCK, Clock
 from logserver.groups.group import CommittedOffset
 from logserver.internal_topics import OFFSETS_TOPIC
 from logserver.transactions.machine import Markers, Step, TxnMachine
@@ -39,10 +39,6 @@ log = logging.getLogger(__name__)
 COORDINATOR_EPOCH = 0  # one node, never re-elected (cluster: the partition's leader epoch)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class TxnHost(Protocol):
     """What the transaction coordinator needs of its broker: settings and storage (for
     ``__transaction_state``), the group coordinator (TxnOffsetCommit, markers on
@@ -56,8 +52,9 @@ class TxnHost(Protocol):
 
 
 class TransactionCoordinator:
-    def __init__(self, broker: TxnHost) -> None:
+    def __init__(self, broker: TxnHost, clock: Clock = SYSTEM_CLOCK) -> None:
         self._broker = broker
+        self._clock = clock
         self.store = TxnStateStore(broker)
         self.machine = TxnMachine(broker.config["transaction.max.timeout.ms"])
         self._sweep_ms: int = broker.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
@@ -131,7 +128,7 @@ class TransactionCoordinator:
                  partition, len(gone))
 
     async def _load_partition(self, partition: int) -> None:
-        started = time.monotonic()
+        started = self._clock.monotonic()
         loaded: dict[str, TxnMetadata] = {}
         try:
             loaded = self.store.replay_partition(partition)
@@ -145,7 +142,7 @@ class TransactionCoordinator:
         self.owned.add(partition)
         del self._partition_loads[partition]
         log.info("%s-%d: loaded %d transactional ids in %.3f s", TXN_STATE_TOPIC, partition,
-                 len(loaded), time.monotonic() - started)
+                 len(loaded), self._clock.monotonic() - started)
         prepared = [meta.transactional_id for meta in loaded.values() if meta.in_prepare]
         if prepared:
             self._completions[partition] = asyncio.get_running_loop().create_task(
@@ -174,14 +171,14 @@ class TransactionCoordinator:
                 await task
 
     async def _load(self) -> None:
-        started = time.monotonic()
+        started = self._clock.monotonic()
         try:
             self.transactions = self.store.replay()
             # a prepared transaction's marker completes offsets at the group coordinator,
             # which must have replayed __consumer_offsets first
             await self._broker.groups.loaded.wait()
             for meta in list(self.transactions.values()):
-                step = self.machine.recover(meta, _now_ms())
+                step = self.machine.recover(meta, self._clock.wall_ms())
                 if step is not None:
                     log.info("completing transaction %s left %s by the last run",
                              meta.transactional_id, meta.state.name)
@@ -192,7 +189,7 @@ class TransactionCoordinator:
             log.exception("loading %s failed; serving what was loaded", TXN_STATE_TOPIC)
         self.loading = False
         log.info("loaded %d transactional ids from %s in %.3f s", len(self.transactions),
-                 TXN_STATE_TOPIC, time.monotonic() - started)
+                 TXN_STATE_TOPIC, self._clock.monotonic() - started)
 
     async def _sweep(self) -> None:
         """Abort transactions open longer than their transaction.timeout.ms."""
@@ -207,7 +204,7 @@ class TransactionCoordinator:
 
     async def _sweep_once(self) -> None:
         for txn_id, meta in list(self.transactions.items()):
-            now = _now_ms()
+            now = self._clock.wall_ms()
             if self.owned is not None and not self.serves(txn_id):
                 continue  # its partition moved away (or is loading) meanwhile
             if meta.in_prepare:  # markers that failed to be written: try again
@@ -220,7 +217,7 @@ class TransactionCoordinator:
     async def _abort_timed_out(self, txn_id: str) -> None:
         async with self._lock(txn_id):
             current = self.transactions.get(txn_id)
-            step = None if current is None else self.machine.expire(current, _now_ms())
+            step = None if current is None else self.machine.expire(current, self._clock.wall_ms())
             if current is None or step is None:
                 return
             log.info("aborting transaction %s: open longer than %d ms", txn_id, current.timeout_ms)
@@ -232,7 +229,7 @@ class TransactionCoordinator:
     async def _retry_completion(self, txn_id: str) -> None:
         async with self._lock(txn_id):
             meta = self.transactions.get(txn_id)
-            step = None if meta is None else self.machine.recover(meta, _now_ms())
+            step = None if meta is None else self.machine.recover(meta, self._clock.wall_ms())
             if step is None:
                 return
             try:
@@ -243,7 +240,7 @@ class TransactionCoordinator:
     async def _forget(self, txn_id: str) -> None:
         async with self._lock(txn_id):
             meta = self.transactions.get(txn_id)
-            if meta is None or not self.machine.id_expired(meta, _now_ms(), self._id_expiration_ms):
+            if meta is None or not self.machine.id_expired(meta, self._clock.wall_ms(), self._id_expiration_ms):
                 return
             try:
                 self._check_owned(txn_id)
@@ -343,7 +340,7 @@ class TransactionCoordinator:
             await asyncio.gather(*waits)
         for partition in offsets_partitions:
             groups.complete_txn(partition, markers.producer_id, commit=markers.commit)
-        now = _now_ms()
+        now = self._clock.wall_ms()
         for group, offsets in markers.offsets.items():
             if not offsets:
                 continue
@@ -393,7 +390,7 @@ class TransactionCoordinator:
                 new_id = await self._broker.allocate_producer_id()
             step = self.machine.init_producer(
                 meta, transactional_id=txn_id, timeout_ms=timeout_ms, producer_id=producer_id,
-                producer_epoch=producer_epoch, new_producer_id=new_id, now=_now_ms())
+                producer_epoch=producer_epoch, new_producer_id=new_id, now=self._clock.wall_ms())
             if step.error != ErrorCode.NONE:
                 return step.error, -1, -1
             try:
@@ -409,7 +406,7 @@ class TransactionCoordinator:
         if error is not None:
             return error
         step = await self._run(txn_id, lambda meta: self.machine.add_partitions(
-            meta, producer_id, producer_epoch, partitions, _now_ms()))
+            meta, producer_id, producer_epoch, partitions, self._clock.wall_ms()))
         return step.error
 
     async def add_offsets(self, txn_id: str, producer_id: int, producer_epoch: int,
@@ -419,7 +416,7 @@ class TransactionCoordinator:
             return error
         offsets_partition = (OFFSETS_TOPIC, self._broker.groups.store.partition_for(group_id))
         step = await self._run(txn_id, lambda meta: self.machine.add_partitions(
-            meta, producer_id, producer_epoch, {offsets_partition}, _now_ms(), group=group_id))
+            meta, producer_id, producer_epoch, {offsets_partition}, self._clock.wall_ms(), group=group_id))
         return step.error
 
     async def check_txn_offset_commit(self, txn_id: str, producer_id: int, producer_epoch: int,
@@ -445,7 +442,7 @@ class TransactionCoordinator:
         if error is not None:
             return error
         step = await self._run(txn_id, lambda meta: self.machine.end_txn(
-            meta, producer_id, producer_epoch, commit, _now_ms()))
+            meta, producer_id, producer_epoch, commit, self._clock.wall_ms()))
         return step.error
 
     def check_produce(self, txn_id: str, producer_id: int, producer_epoch: int,

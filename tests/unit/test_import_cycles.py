@@ -41,3 +41,11 @@ def test_no_import_cycle(package: str) -> None:
 def test_no_module_over_the_limit(package: str) -> None:
     assert oversized(ROOT, package) == []
 
+
+
+def test_nothing_imports_the_composition_root() -> None:
+    """Only the process entry points build a Broker; every other module depends on
+    ``BrokerServices`` (a name in a docstring or comment is not an import)."""
+    graph = import_graph(ROOT, "logserver")
+    importers = sorted(name for name, edges in graph.items() if "logserver.broker" in edges)
+    assert importers == ["logserver.server"], importers
