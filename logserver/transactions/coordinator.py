@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkaproto import ErrorCode
 from logserver.clock import SYSTEM_CLOCK, Clock
+from logserver.coordinator_partitions import CoordinatorPartitions
 from logserver.groups.group import CommittedOffset
 from logserver.internal_topics import OFFSETS_TOPIC
 from logserver.transactions.machine import Markers, Step, TxnMachine
@@ -69,14 +70,17 @@ class TransactionCoordinator:
         self.marker_sender: Callable[[Markers, list[TopicPartition], int], Awaitable[None]] | None = None
         # Cluster mode: the __transaction_state partitions this broker leads and has
         # loaded (None: single node, every id is ours), and those being loaded.
-        self.owned: set[int] | None = None
-        self._partition_loads: dict[int, asyncio.Task[None]] = {}
+        self.partitions = CoordinatorPartitions()
         # The completion of the transactions a load found prepared, by partition: kept,
         # so that unloading the partition or closing cancels it (never left pending).
         self._completions: dict[int, asyncio.Task[None]] = {}
         # Kafka's coordinator epoch: the leader epoch of the id's partition here, stamped
         # on the markers this coordinator writes.
         self._epochs: dict[int, int] = {}
+
+    @property
+    def owned(self) -> set[int] | None:
+        return self.partitions.owned
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -89,7 +93,7 @@ class TransactionCoordinator:
         """Cluster mode: serve no transactional id until this broker leads its
         ``__transaction_state`` partition (``load_partition``); others get NOT_COORDINATOR."""
         loop = asyncio.get_running_loop()
-        self.owned = set()
+        self.partitions.start_partitioned()
         self.store.replicated = True
         self.active = True
         self.loading = False
@@ -101,26 +105,20 @@ class TransactionCoordinator:
         found prepared, as Kafka's new coordinator does."""
         if self.owned is not None:
             self._epochs[partition] = coordinator_epoch
-        if self.owned is None or not self.active or partition in self.owned \
-                or partition in self._partition_loads:
-            return
-        self._partition_loads[partition] = asyncio.get_running_loop().create_task(
-            self._load_partition(partition))
+        if self.active:
+            self.partitions.begin_load(partition, self._load_partition)
 
     def unload_partition(self, partition: int) -> None:
         """Another broker leads ``partition`` now: forget its ids (NOT_COORDINATOR)."""
         if self.owned is None:
             return
         self._epochs.pop(partition, None)
-        task = self._partition_loads.pop(partition, None)
-        if task is not None:
-            task.cancel()
+        served, _loading = self.partitions.drop(partition)
         completing = self._completions.pop(partition, None)
         if completing is not None:
             completing.cancel()
-        if partition not in self.owned:
+        if not served:
             return
-        self.owned.discard(partition)
         gone = [t for t in self.transactions if self.store.partition_for(t) == partition]
         for txn_id in gone:
             self.transactions.pop(txn_id, None)
@@ -136,11 +134,10 @@ class TransactionCoordinator:
             raise
         except Exception:
             log.exception("replaying %s-%d failed", TXN_STATE_TOPIC, partition)
-        if self._partition_loads.get(partition) is not asyncio.current_task() or self.owned is None:
+        if not self.partitions.still_loading(partition):
             return  # unloaded meanwhile
         self.transactions.update(loaded)
-        self.owned.add(partition)
-        del self._partition_loads[partition]
+        self.partitions.loaded(partition)
         log.info("%s-%d: loaded %d transactional ids in %.3f s", TXN_STATE_TOPIC, partition,
                  len(loaded), self._clock.monotonic() - started)
         prepared = [meta.transactional_id for meta in loaded.values() if meta.in_prepare]
@@ -161,8 +158,7 @@ class TransactionCoordinator:
 
     async def close(self) -> None:
         self.active = False
-        tasks = [*self._partition_loads.values(), *self._completions.values(), *self._tasks]
-        self._partition_loads.clear()
+        tasks = [*self.partitions.cancel_loads(), *self._completions.values(), *self._tasks]
         self._completions.clear()
         for task in tasks:
             task.cancel()
@@ -265,12 +261,8 @@ class TransactionCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if self.owned is not None and txn_id is not None:
-            partition = self.store.partition_for(txn_id)
-            if partition in self._partition_loads:
-                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-            if partition not in self.owned:
-                return ErrorCode.NOT_COORDINATOR
+        if txn_id is not None:
+            return self.partitions.error(self.store.partition_for(txn_id))
         return None
 
     def status(self, txn_id: str) -> int | None:
