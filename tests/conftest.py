@@ -6,6 +6,8 @@ Fixtures
   module); tests sharing it must use their own topic names (``topic_name``).
 - ``server_factory``: ``server_factory(settings={...}, env={...}, ...)`` starts more
   servers (or servers with special settings); all of them are stopped after the test.
+- ``java_client_tier``: the Java client tier (tests/helpers/java/ClientTier.java),
+  compiled once a session; the command that runs it.
 
 A failing test's report gets the output (stderr and stdout) of every server it used.
 """
@@ -127,6 +129,15 @@ def topic_name(request) -> str:
     """A topic name unique to this test (legal Kafka topic characters only)."""
     base = re.sub(r"[^A-Za-z0-9._-]", "-", request.node.name)[:180]
     return f"t-{base}-{next(_counter)}"
+
+
+@pytest.fixture(scope="session")
+def java_client_tier(tmp_path_factory) -> list[str]:
+    """tests/helpers/java/ClientTier.java compiled once a session (javac costs seconds):
+    the command that runs it (helpers.javaclient.run_facts)."""
+    from helpers.javaclient import compile_java
+
+    return compile_java("ClientTier", tmp_path_factory.mktemp("java-classes"))
 
 
 @pytest.fixture(scope="session")
