@@ -1,7 +1,9 @@
+import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Collectors;
 
@@ -20,6 +22,7 @@ import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
@@ -30,9 +33,9 @@ import org.apache.kafka.common.config.ConfigResource;
 /**
  * The AdminClient's topic, config, partition and record calls, in the order a tool uses
  * them, each result a fact: createTopics (and validateOnly, and again), listTopics,
- * describeTopics (by name and by id), createPartitions, describeConfigs and
- * incrementalAlterConfigs, listOffsets (earliest, latest, max timestamp, for a timestamp),
- * deleteRecords, describeCluster, deleteTopics.
+ * describeTopics (by name and by id), createPartitions, listOffsets (earliest, latest,
+ * max timestamp, for a timestamp), deleteRecords, describeConfigs and
+ * incrementalAlterConfigs, describeCluster, deleteTopics.
  */
 final class TierAdmin {
     private TierAdmin() {
@@ -44,8 +47,8 @@ final class TierAdmin {
             Uuid id = create(tier, admin, topic);
             describe(tier, admin, topic, id);
             partitions(admin, topic);
-            configs(admin, topic);
             records(tier, admin, new TopicPartition(topic, 0));
+            configs(admin, topic);  // after records: keyless records do not go to a compacted topic
             DescribeClusterResult cluster = admin.describeCluster();
             Collection<Node> nodes = cluster.nodes().get();
             TierSupport.fact("cluster.nodes", nodes.size());
@@ -150,11 +153,15 @@ final class TierAdmin {
     private static void records(TierSupport tier, Admin admin, TopicPartition tp) throws Exception {
         long base = System.currentTimeMillis() - 600_000;
         try (KafkaProducer<String, String> producer = tier.producer()) {
+            List<Future<RecordMetadata>> sent = new ArrayList<>();
             for (int i = 0; i < 10; i++) {
                 long timestamp = i == 6 ? base + 500_000 : base + i * 1000L;
-                producer.send(new ProducerRecord<>(tp.topic(), tp.partition(), timestamp, null, "r" + i));
+                sent.add(producer.send(new ProducerRecord<>(tp.topic(), tp.partition(), timestamp, null, "r" + i)));
             }
             producer.flush();
+            for (Future<RecordMetadata> future : sent) {
+                future.get();
+            }
         }
         TierSupport.fact("offsets.earliest", offset(admin, tp, OffsetSpec.earliest()));
         TierSupport.fact("offsets.latest", offset(admin, tp, OffsetSpec.latest()));
