@@ -19,8 +19,8 @@ JAVA_DIR = Path(__file__).resolve().parent / "java"
 CLIENT_SET = "spark-4.3"
 #: kafka-clients' runtime dependencies, found in pyspark's jars folder
 DEPENDENCIES = ("slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-")
-#: short-lived test programs: the quick JIT tier and the serial collector spend a third
-#: less CPU than the defaults on a run of a few seconds (CI's 2 cores are shared)
+#: short-lived JVMs (javac, the test programs): the quick JIT tier and the serial collector
+#: spend a third less CPU than the defaults on a run of a few seconds (CI's 2 cores are shared)
 JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
@@ -69,8 +69,8 @@ def compile_java(program: str, build_dir: Path, timeout: float = 180.0) -> list[
     jars = os.pathsep.join(str(p) for p in classpath())
     build_dir.mkdir(parents=True, exist_ok=True)
     compiled = subprocess.run(
-        [_tool("javac"), "-d", str(build_dir), "-cp", jars, "-sourcepath", str(JAVA_DIR),
-         str(JAVA_DIR / f"{program}.java")],
+        [_tool("javac"), *(f"-J{flag}" for flag in JVM_FLAGS), "-d", str(build_dir), "-cp", jars,
+         "-sourcepath", str(JAVA_DIR), str(JAVA_DIR / f"{program}.java")],
         capture_output=True, text=True, timeout=timeout, check=False)
     if compiled.returncode != 0:
         raise AssertionError(f"javac {program}.java failed:\n{compiled.stderr[-3000:]}")
