@@ -7,7 +7,7 @@ Fixtures
 - ``server_factory``: ``server_factory(settings={...}, env={...}, ...)`` starts more
   servers (or servers with special settings); all of them are stopped after the test.
 - ``java_client_tier``: the Java client tier (tests/helpers/java/ClientTier.java),
-  compiled once a session; the command that runs it.
+  compiled once a run (all workers); the command that runs it.
 
 A failing test's report gets the output (stderr and stdout) of every server it used.
 """
@@ -133,11 +133,12 @@ def topic_name(request) -> str:
 
 @pytest.fixture(scope="session")
 def java_client_tier(tmp_path_factory) -> list[str]:
-    """tests/helpers/java/ClientTier.java compiled once a session (javac costs seconds):
-    the command that runs it (helpers.javaclient.run_facts)."""
-    from helpers.javaclient import compile_java
+    """tests/helpers/java/ClientTier.java compiled once a run (javac costs seconds of CPU),
+    shared by the pytest-xdist workers: the command that runs it (helpers.javaclient.run_facts)."""
+    from helpers.javaclient import compile_shared
 
-    return compile_java("ClientTier", tmp_path_factory.mktemp("java-classes"))
+    base = tmp_path_factory.getbasetemp()
+    return compile_shared("ClientTier", base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
 
 
 @pytest.fixture(scope="session")

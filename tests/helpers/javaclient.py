@@ -9,6 +9,8 @@ Anything missing fails the test with what to set, never skips it.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -77,6 +79,25 @@ def compile_java(program: str, build_dir: Path, timeout: float = 180.0) -> list[
     command = [_tool("java"), *JVM_FLAGS, "-cp", os.pathsep.join([str(build_dir), jars]), program]
     _compiled[(program, build_dir)] = command
     return command
+
+
+def compile_shared(program: str, root: Path) -> list[str]:
+    """``program`` compiled once for every process sharing ``root`` (the pytest-xdist
+    workers of one run): into a folder named by a hash of the sources and the jars, under
+    a file lock, skipped when that folder is complete. The command that runs it."""
+    digest = hashlib.sha256()
+    for item in [*sorted(JAVA_DIR.glob("*.java")), *classpath()]:
+        digest.update(str(item).encode() + b"\0" + item.read_bytes())
+    build_dir = root / f"java-{program}-{digest.hexdigest()[:16]}"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{build_dir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = build_dir / ".compiled"
+        if not done.exists():
+            compile_java(program, build_dir)
+            done.touch()
+    jars = os.pathsep.join(str(p) for p in classpath())
+    return [_tool("java"), *JVM_FLAGS, "-cp", os.pathsep.join([str(build_dir), jars]), program]
 
 
 def run_java(program: str, build_dir: Path, *args: str,

@@ -91,6 +91,11 @@ final class TierGroups {
             produce(tier, topic, "first");
             Properties props = tier.consumerProps(group, "read_uncommitted");
             props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+            if (protocol.equals("classic")) {
+                // a member learns of a rebalance from a heartbeat: 0.5 s, not 3 s, to rejoin
+                // (the KIP-848 consumer takes its interval from the broker)
+                props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+            }
             Map<String, String> readBy = new ConcurrentHashMap<>();
             AtomicInteger duplicates = new AtomicInteger();
             List<Member> members = new ArrayList<>();
