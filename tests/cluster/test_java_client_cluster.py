@@ -18,7 +18,9 @@ from helpers.java_tier import (
     run_check,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+# One worker runs them all (--dist loadgroup): one cluster a run, not one per worker.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180),
+              pytest.mark.xdist_group("java-client-cluster")]
 
 RF = 3
 

@@ -19,7 +19,8 @@ from helpers.java_tier import (
 )
 from helpers.serverproc import ServerProcess
 
-pytestmark = pytest.mark.timeout(120)
+# One worker runs them all (--dist loadgroup): one server a run, not one per worker.
+pytestmark = [pytest.mark.timeout(120), pytest.mark.xdist_group("java-client-tier")]
 
 
 @pytest.fixture(scope="module")
