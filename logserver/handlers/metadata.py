@@ -12,6 +12,10 @@ With ACLs, as Kafka: "all topics" lists only the topics the principal may DESCRI
 named topic it may not describe is TOPIC_AUTHORIZATION_FAILED whether it exists or not;
 auto-creation needs CREATE on the cluster or on the topic. v8+ answer the authorized
 operations bitfields when asked (INT32_MIN when not).
+
+v12+ asks by topic id when any topic of the request carries one (the names are then
+ignored, as Kafka does): each known id answered with its topic, an unknown one
+UNKNOWN_TOPIC_ID without a name.
 """
 
 from __future__ import annotations
@@ -64,6 +68,11 @@ def _answer(broker: BrokerServices, header: RequestHeader, request: MetadataRequ
                           if checks.allowed(broker, checks.METADATA_TOPIC, name)]
     else:
         wanted = [(t.name, t.topic_id) for t in request.topics]
+        ids = [t.topic_id for t in request.topics if t.topic_id and t.topic_id != ZERO_UUID]
+        if ids and version >= 12:
+            # As Kafka: one topic id makes it a request by id, each id answered once and
+            # the names beside ignored (Java's AdminClient sends name "" with the ids).
+            wanted = [(None, topic_id) for topic_id in dict.fromkeys(ids)]
     allow_create = (request.allow_auto_topic_creation if version >= 4 else True) \
         and broker.config["auto.create.topics.enable"]
     missing = [name for name, _ in wanted if name is not None
