@@ -168,6 +168,8 @@ class Connection(asyncio.Protocol):
     problem_information = True
     #: bytes received while the CONNECT is processed (bounded: max_bytes_before_connack)
     _early_bytes = 0
+    #: packets (and an error) received while the CONNECT is processed; a list only then
+    _early: list[Any] | tuple[()] = ()
 
     def __init__(self, ctx: ConnectionContext, *, tls: bool = False) -> None:
         self.ctx = ctx
@@ -178,7 +180,6 @@ class Connection(asyncio.Protocol):
         self.reader = PacketReader(cfg.max_packet_size)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self.peer_host = "?"  # the address alone: per-address limits (source_limits)
         self.version = 4
         self.client_id: str | None = None
         self.session: Session | None = None
@@ -190,7 +191,6 @@ class Connection(asyncio.Protocol):
         self.send_quota = cfg.max_inflight
         self.topic_aliases: dict[int, str] = EMPTY_DICT
         self.out_aliases: dict[str, int] = EMPTY_DICT
-        self._early: list[Any] = []
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
@@ -210,12 +210,25 @@ class Connection(asyncio.Protocol):
         self.transport.set_write_buffer_limits(high=_HIGH_WATER)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.peer_host = str(peer[0]) if peer else "?"
         reason = self.ctx.sessions.admit(self)
         if reason is not None:
             log.warning("refusing connection from %s: %s", self.peer, reason)
             self.closing = True
             self.transport.abort()
+
+    @property
+    def peer_host(self) -> str:
+        """The address alone, for per-address limits (source_limits); from ``peer`` (one
+        string per connection instead of two)."""
+        return self.peer.rpartition(":")[0] or self.peer
+
+    def _hold(self, item: Any) -> None:
+        """Keep a packet or error that came before the CONNACK."""
+        early = self._early
+        if isinstance(early, list):
+            early.append(item)
+        else:
+            self._early = [item]
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
@@ -239,14 +252,14 @@ class Connection(asyncio.Protocol):
                     if len(self._early) >= limit:
                         self._early_overflow(f"more than {limit} packets before CONNACK")
                         return
-                    self._early.append(p)
+                    self._hold(p)
                 else:
                     self._handle(p)
             if self.reader.error is not None and not self.closing:
                 raise self.reader.error
         except MqttError as exc:
             if self.state == "connecting":
-                self._early.append(exc)  # reported after the CONNACK, as v5 expects
+                self._hold(exc)  # reported after the CONNACK, as v5 expects
                 if self.transport is not None:
                     self.transport.pause_reading()
             else:
@@ -260,7 +273,7 @@ class Connection(asyncio.Protocol):
         if self._early and isinstance(self._early[-1], MqttError):
             return
         self.ctx.stats.early_overflows += 1
-        self._early.append(MqttError(Reason.QUOTA_EXCEEDED, why))
+        self._hold(MqttError(Reason.QUOTA_EXCEEDED, why))
 
     def peer_certificate(self) -> dict[str, Any] | None:
         """The client's verified certificate (TLS listener with a CA), else None."""
@@ -347,7 +360,7 @@ class Connection(asyncio.Protocol):
             msg = self._aliased(msg)
         head, tail = msg.parts(self.version, qos, retain, dup)
         if qos:
-            self._out += (head, PID_BYTES[pid] or pid_bytes(pid), tail)
+            self._out += (head, PID_BYTES.get(pid) or pid_bytes(pid), tail)
             size = len(head) + 2 + len(tail)
         else:
             self._out.append(head)
@@ -413,7 +426,8 @@ class Connection(asyncio.Protocol):
             elif s is not None and p.reason < 0x80 and s.on_pubrec(p.packet_id):
                 self.send_pubrel(p.packet_id)
             elif self.session is not None and p.reason >= 0x80:
-                self.session.inflight.pop(p.packet_id, None)  # refused: the exchange ends
+                if self.session.inflight:
+                    self.session.inflight.pop(p.packet_id, None)  # refused: the exchange ends
                 self.session.pump()
             else:
                 self.write(puback(p.packet_id, PacketType.PUBREL, Reason.PACKET_IDENTIFIER_NOT_FOUND,
@@ -490,7 +504,7 @@ class Connection(asyncio.Protocol):
             return
         self.state = "connected"
         self.ctx.sessions.after_connack(self, present)
-        early, self._early = self._early, []
+        early, self._early = self._early, ()
         try:
             for q in early:
                 if self.closing:
@@ -612,7 +626,7 @@ class Connection(asyncio.Protocol):
                     or fut.exception() is not None):
                 break
             acks.popleft()
-            out += (_PUBACK, PID_BYTES[entry[0]] or pid_bytes(entry[0]))
+            out += (_PUBACK, PID_BYTES.get(entry[0]) or pid_bytes(entry[0]))
             observe(now - entry[4])
             n += 1
         if n:
