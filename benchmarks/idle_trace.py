@@ -66,11 +66,14 @@ def trace(devices: int, work: Path, top: int) -> str:
     with logserver_target(work) as logserver:
         port = free_port()
         log_path = work / "bridge.log"
+        # a traced bridge is slow: a CONNECT may wait long for its CONNACK on a busy machine
+        config = work / "bridge.toml"
+        config.write_text("connect_timeout_s = 300\n")
         env = {**os.environ, "SNAPSHOT": str(work / "snapshot"),
                "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
         with open(log_path, "wb") as log_file:
             proc = subprocess.Popen(
-                [sys.executable, "-c", _TRACED_BRIDGE, "--listen", f"{HOST}:{port}",
+                [sys.executable, "-c", _TRACED_BRIDGE, "-c", str(config), "--listen", f"{HOST}:{port}",
                  "--bootstrap-servers", str(logserver.bootstrap), "--stats-interval-s", "0",
                  "--max-connection-rate", "100000"],
                 env=env, stdout=log_file, stderr=subprocess.STDOUT)
@@ -80,7 +83,7 @@ def trace(devices: int, work: Path, top: int) -> str:
             rss0, before = rss_kib(proc.pid), _snapshot(proc, work / "snapshot.0")
 
             async def connect_and_snapshot() -> tuple[int, tracemalloc.Snapshot]:
-                clients = await connect_idle(port, devices)
+                clients = await connect_idle(port, devices, parallel=20)
                 try:
                     await asyncio.sleep(1.0)
                     return rss_kib(proc.pid), _snapshot(proc, work / "snapshot.1")

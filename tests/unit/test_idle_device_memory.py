@@ -80,10 +80,13 @@ def test_the_reader_keeps_no_buffer_between_packets() -> None:
     assert reader._buf is None  # noqa: SLF001
 
 
-def test_an_idle_bridge_has_not_imported_the_websocket_or_admin_modules() -> None:
+def test_an_idle_bridge_has_not_imported_what_it_does_not_use() -> None:
+    """aiohttp (WebSocket listener, admin API), and importlib.metadata, which only the
+    crc32c package's __init__ wanted (kafkaproto.crc loads its extension alone)."""
     code = ("import sys, mqtt_bridge.cli, mqtt_bridge.bridge; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'aiohttp' "
-            "or m in ('mqtt_bridge.websocket', 'mqtt_bridge.admin', 'prometheus_client')))")
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'crc32c') "
+            "or m in ('mqtt_bridge.websocket', 'mqtt_bridge.admin', 'prometheus_client', "
+            "'importlib.metadata')))")
     proc = subprocess.run([sys.executable, "-c", code], env=python_path_env(),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
