@@ -151,25 +151,18 @@ class ConnectionContext:
 class Connection(asyncio.Protocol):
     """The protocol object of one MQTT client connection."""
 
-    # Defaults that most connections never change live on the class: CPython keeps an
-    # instance's attributes in a compact shared-key table only up to 29 of them (past
-    # that each connection carried a 1.6 KB dict instead of 0.3 KB; 13 MB per 10,000
-    # idle devices). Keep ``__init__`` under 30 attributes.
-    denied = 0
-    paused_writing = False
-    client_max_packet = 0
-    will: Any = None
-    clean_disconnect = False
-    #: outbound topic aliases (v5): the client's Topic Alias Maximum (``out_aliases``: topic -> alias)
-    alias_max = 0
-    _reading_paused = False
-    #: v5 Request Problem Information: 0 = reason strings only on CONNACK and DISCONNECT
-    #: (MQTT 5 3.1.2.11.7)
-    problem_information = True
-    #: bytes received while the CONNECT is processed (bounded: max_bytes_before_connack)
-    _early_bytes = 0
-    #: packets (and an error) received while the CONNECT is processed; a list only then
-    _early: list[Any] | tuple[()] = ()
+    # Slots: a fixed ~0.3 KB per connection. With an instance dict, CPython's shared-key
+    # table overflowed as soon as a connection set an attribute first set outside
+    # ``__init__`` (``will`` on CONNECT, say) and every idle device carried a dict of its
+    # own, 0.8-1.3 KB more (issue 27; ``python -m benchmarks.idle_trace``).
+    __slots__ = (
+        "ctx", "tls", "identity", "publish_verdicts", "reader", "transport", "peer", "version",
+        "client_id", "session", "keep_alive", "last_rx", "connected_at", "state", "closing",
+        "send_quota", "topic_aliases", "_early", "out_aliases", "_out", "_out_bytes",
+        "_flush_scheduled", "_acks", "msgs_in", "bytes_in", "msgs_out", "bytes_out", "denied",
+        "paused_writing", "client_max_packet", "will", "clean_disconnect", "alias_max",
+        "_reading_paused", "problem_information", "_early_bytes",
+    )
 
     def __init__(self, ctx: ConnectionContext, *, tls: bool = False) -> None:
         self.ctx = ctx
@@ -190,6 +183,21 @@ class Connection(asyncio.Protocol):
         self.closing = False
         self.send_quota = cfg.max_inflight
         self.topic_aliases: dict[int, str] = EMPTY_DICT
+        #: packets (and an error) received while the CONNECT is processed; a list only then
+        self._early: list[Any] | tuple[()] = ()
+        #: bytes received while the CONNECT is processed (bounded: max_bytes_before_connack)
+        self._early_bytes = 0
+        self.denied = 0
+        self.paused_writing = False
+        self._reading_paused = False
+        self.client_max_packet = 0
+        self.will: Any = None
+        self.clean_disconnect = False
+        #: outbound topic aliases (v5): the client's Topic Alias Maximum (``out_aliases``: topic -> alias)
+        self.alias_max = 0
+        #: v5 Request Problem Information: 0 = reason strings only on CONNACK and DISCONNECT
+        #: (MQTT 5 3.1.2.11.7)
+        self.problem_information = True
         self.out_aliases: dict[str, int] = EMPTY_DICT
         self._out: list[bytes] = []
         self._out_bytes = 0
