@@ -65,7 +65,7 @@ class Downlink:
                 del session.offsets[tp]
         for tp in wanted:
             if tp not in session.offsets:
-                session.offsets[tp] = self._fetcher.positions.get(tp, 0)
+                session.own_offsets()[tp] = self._fetcher.positions.get(tp, 0)
 
     def on_records(self, tp: TopicPartition, records: list[Record]) -> None:
         """New records of a downlink topic's partition (the fetcher's callback)."""
