@@ -36,6 +36,9 @@ from kafkaproto.records import build_batch
 
 log = logging.getLogger(__name__)
 
+#: Kafka's producer defaults: retry.backoff.ms 100, retry.backoff.max.ms 1000.
+RETRY_BACKOFF = Backoff(100, 1000)
+
 Header = tuple[str, bytes | None]
 _RECORD_OVERHEAD = 24  # rough per-record bytes besides key/value/headers
 #: The idempotent producer starts over with a new producer id after these.
@@ -116,7 +119,7 @@ class Producer:
         request_timeout_ms: int = 30_000,
         delivery_timeout_s: float = 120.0,
         buffer_bytes: int = 64 << 20,
-        retry_backoff: Backoff = Backoff(),  # retry.backoff.ms, retry.backoff.max.ms
+        retry_backoff: Backoff = RETRY_BACKOFF,
     ) -> None:
         self.client = client
         self.linger = linger_ms / 1000.0
