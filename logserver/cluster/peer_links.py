@@ -91,7 +91,7 @@ class PeerLinks:
                 connection = await self._take(address, peer)
                 connection.conn.client_id = client_id or self.client_id
                 try:
-                    answers = [await self._call(connection, where, request)
+                    answers = [await self._call(connection, request)
                                for request in requests]
                 except BaseException:
                     self._busy.discard(connection)
@@ -125,7 +125,7 @@ class PeerLinks:
         self._busy.add(connection)
         return connection
 
-    async def _call(self, connection: _Connection, where: str, request: Request) -> Message:
+    async def _call(self, connection: _Connection, request: Request) -> Message:
         api_key, version, body = request
         answer: Message = await connection.conn.request(api_key, version, body)
         return answer
