@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import logserver.admin_cli.reassign_plan as reassign_plan
 from kafkaproto import ApiKey
 from kafkaproto.messages import (
     AlterPartitionReassignmentsRequest,
@@ -22,7 +23,6 @@ from kafkaproto.messages import (
 from kafkaproto.messages.admin_alter import OP_APPEND, OP_DELETE, OP_SET
 from logserver.cluster.model import BrokerInfo
 
-from . import reassign_plan
 from .client import Cluster
 from .errors import CliError, error_name, kafka_error
 from .output import emit, table

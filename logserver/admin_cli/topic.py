@@ -21,12 +21,13 @@ from kafkaproto.messages import (
 )
 from kafkaproto.messages.admin_alter import OP_DELETE, OP_SET
 
-from . import delete_records, reassign
 from .client import Cluster
 from .cluster_health import overview
+from .delete_records import register as register_delete_records
 from .errors import CliError, error_name, kafka_error
 from .offsets import EARLIEST, LATEST, list_offsets
 from .output import emit, key_values, table
+from .reassign import register as register_reassign
 
 RESOURCE_TOPIC = 2  # DescribeConfigs/IncrementalAlterConfigs resource type
 TIMEOUT_MS = 30_000
@@ -79,7 +80,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--if-exists", action="store_true",
                    help="a topic that does not exist is not an error")
     p.set_defaults(func=delete_topics)
-    delete_records.register(sub, common)
+    register_delete_records(sub, common)
 
     p = sub.add_parser("alter-config", parents=[common], help="set or delete topic configs",
                        description="Change a topic's configs without restating the others "
@@ -107,7 +108,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                      help="the new total (kafka-topics --alter --partitions)")
     p.add_argument("--validate-only", action="store_true", help="check, change nothing")
     p.set_defaults(func=add_partitions)
-    reassign.register(sub, common)
+    register_reassign(sub, common)
 
 
 # ---- list / describe ------------------------------------------------------------------

@@ -33,18 +33,21 @@ from logserver.control.api import (
     PartitionView,
     replicas_error,
 )
-from logserver.control.local import TRANSACTION_KEY_TYPE
-from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
-from logserver.groups.coordinator import GROUP_KEY_TYPE
-from logserver.groups.store import kafka_partition_for
+from logserver.internal_topics import (
+    GROUP_KEY_TYPE,
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    TRANSACTION_KEY_TYPE,
+    TXN_STATE_TOPIC,
+    kafka_partition_for,
+)
 from logserver.request_context import listener_name
 from logserver.security.scram_admin import Alteration, UserResult
 from logserver.topic_config import TopicConfig, kept_overrides
-from logserver.transactions.store import TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
     from logserver.cluster.node import ClusterNode
+    from logserver.services import BrokerServices
 
 __all__ = ["EtcdControlPlane"]
 
@@ -56,7 +59,7 @@ CAS_ATTEMPTS = 5
 
 
 class EtcdControlPlane:
-    def __init__(self, broker: Broker, node: ClusterNode) -> None:
+    def __init__(self, broker: BrokerServices, node: ClusterNode) -> None:
         self._broker = broker
         self._node = node
 

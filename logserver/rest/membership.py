@@ -31,7 +31,7 @@ from logserver.rest import kafka_calls
 from logserver.rest.errors import kafka_error_name
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ _REJOIN = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATI
 class GroupMember:
     """Joins, syncs and heartbeats for one instance; ``assignment`` is what it reads."""
 
-    def __init__(self, broker: Broker, group: str, client_id: str,
+    def __init__(self, broker: WithCluster, group: str, client_id: str,
                  topics: Callable[[], list[str]],
                  revoked: Callable[[], None]) -> None:
         self.broker = broker
