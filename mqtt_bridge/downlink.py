@@ -14,11 +14,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from commonlib.kafkaclient import KafkaError, TopicPartition
 from kafkaproto.records import Record
 
 from .codec import topic_matches
 from .codec.topics import filters_overlap
-from .kafka_client import KafkaError, TopicPartition
 from .kafka_fetcher import Fetcher
 from .mapping import Mapping
 from .record_headers import record_properties

@@ -20,8 +20,9 @@ from collections import deque
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from commonlib.kafkaclient import TopicPartition
+
 from .codec import MQTT_5, SubOptions, publish_parts, topic_matches
-from .kafka_client import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
+from commonlib.kafkaclient import KafkaError
+
 from .access import Access
 from .acl import Identity
 from .codec import MQTT_5, Connect, Reason, SubOptions
 from .config import BridgeConfig
 from .connection import Connection
-from .kafka_client import KafkaError
 from .kafka_fetcher import Fetcher
 from .persistence import NEVER, SessionPersistence, unpack_opts
 from .retention import Retention

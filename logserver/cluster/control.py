@@ -19,8 +19,10 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode
+from kafkaproto.client import Failures
 from logserver.broker_overrides import Overlay
 from logserver.cluster import reassignment
+from logserver.cluster.etcd import ETCD_BACKOFF
 from logserver.cluster.model import PartitionState
 from logserver.cluster.node import TopicCreationError
 from logserver.cluster.topic_configs import alter_topic_configs
@@ -53,7 +55,6 @@ log = logging.getLogger(__name__)
 
 VISIBLE_TIMEOUT_S = 5.0  # a change is answered once our own watch has it (bounded)
 JOINING_TIMEOUT_S = 10.0  # a Metadata answer waits this long for a joining broker's state
-ETCD_RETRY_S = 0.2
 CAS_ATTEMPTS = 5
 
 
@@ -179,6 +180,7 @@ class EtcdControlPlane:
                            timeout_ms: int) -> bytes:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_ms, 0) / 1000
+        failures = Failures(ETCD_BACKOFF)
         while True:
             try:
                 return await self._create_and_wait(topic, partitions, replication_factor,
@@ -190,7 +192,7 @@ class EtcdControlPlane:
                     log.error("creating topic %s in etcd failed: %s", topic, exc)
                     raise ControlError(ErrorCode.REQUEST_TIMED_OUT,
                                        f"cluster metadata store: {exc}") from None
-                await asyncio.sleep(ETCD_RETRY_S)
+                await asyncio.sleep(failures.failed())
 
     async def delete_topic(self, topic: str) -> bytes:
         node = self._node

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ErrorCode
+from kafkaproto.client import Failures
 from logserver.cluster import reassignment
 from logserver.cluster.broker_configs import ClusterBrokerDefaults
-from logserver.cluster.etcd import EtcdStore, parse_endpoints
+from logserver.cluster.etcd import ETCD_BACKOFF, EtcdStore, parse_endpoints
 from logserver.cluster.fetcher import ReplicaFetcher
 from logserver.cluster.identity import join_cluster_id
 from logserver.cluster.known_brokers import KnownBrokers
@@ -127,6 +128,7 @@ class ClusterNode:
         # As Kafka waits zookeeper.connection.timeout.ms for ZooKeeper: etcd may be
         # starting too (its port open before it answers).
         deadline = self.clock.monotonic() + CONNECT_TIMEOUT_S
+        failures = Failures(ETCD_BACKOFF)
         while True:
             try:
                 await self.store.connect()
@@ -135,7 +137,7 @@ class ClusterNode:
                 if self.clock.monotonic() > deadline:
                     raise
                 log.warning("%s; retrying", exc)
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(failures.failed())
         # First of all, as Kafka checks it on connecting to ZooKeeper: one cluster id for
         # every broker, and never a data directory of another cluster (identity.py).
         self.broker.cluster_id = await join_cluster_id(
@@ -247,6 +249,7 @@ class ClusterNode:
         while True:
             await self.store.keep_alive(self.session_ttl_s, self._session_lost)
             lost = self.store.lease_id
+            failures = Failures(ETCD_BACKOFF)
             while True:
                 try:
                     if self.store.lease_id == lost:
@@ -261,7 +264,7 @@ class ClusterNode:
                     break
                 except Exception as exc:
                     log.warning("registering again failed (%s); retrying", exc)
-                    await asyncio.sleep(1)
+                    await asyncio.sleep(failures.failed())
             log.info("node %d registered again (session %x)", self.node_id, self.store.lease_id)
             self._dirty.set()
 
@@ -313,9 +316,11 @@ class ClusterNode:
     # -- the watch --------------------------------------------------------------------------
 
     async def _watch(self, start_revision: int) -> None:
+        failures = Failures(ETCD_BACKOFF)
         while True:
             try:
                 async for key, value, mod in self.store.watch(self.keys.root, start_revision):
+                    failures.succeeded()
                     if self.model.apply(key, value, mod) == "brokers":
                         self.known_brokers.observe(self.model)
                     self.security.apply(key, value)
@@ -326,19 +331,21 @@ class ClusterNode:
                 raise
             except Exception as exc:
                 log.warning("etcd watch broke (%s); resuming from revision %d", exc, start_revision)
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(failures.failed())
 
     async def _reconcile_loop(self) -> None:
+        failures = Failures(ETCD_BACKOFF)
         while True:
             await self._dirty.wait()
             self._dirty.clear()
             try:
                 await self._reconcile()
+                failures.succeeded()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("reconciling with the cluster state failed; retrying")
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(failures.failed())
                 self._dirty.set()
 
     async def _periodic(self) -> None:

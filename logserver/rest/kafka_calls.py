@@ -12,6 +12,7 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ApiKey, ErrorCode, RequestHeader
+from kafkaproto.client import Backoff, Failures
 from kafkaproto.messages import (
     FindCoordinatorRequest,
     HeartbeatRequest,
@@ -46,7 +47,8 @@ GROUP_CALL_TIMEOUT_S = 30.0
 COORDINATOR_RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 OFFSETS_RETRY_S = 10.0
-RETRY_BACKOFF_S = 0.1
+#: Between tries while the coordinator is chosen or loads (retry.backoff.ms / .max.ms).
+OFFSETS_BACKOFF = Backoff(100, 1000)
 EARLIEST, LATEST = -2, -1
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
@@ -163,11 +165,12 @@ async def commit_offsets(broker: WithCluster, group: str, offsets: dict[tuple[st
     refused = _refused(broker, checks.OFFSET_COMMIT_GROUP, group, checks.OFFSET_COMMIT_TOPIC,
                        by_topic)
     deadline = asyncio.get_running_loop().time() + OFFSETS_RETRY_S
+    failures = Failures(OFFSETS_BACKOFF)
     while True:
         response = await _group_call(broker, ApiKey.OFFSET_COMMIT, request, group, refused)
         if not _retry(deadline, [p.error_code for t in response.topics for p in t.partitions]):
             break
-        await asyncio.sleep(RETRY_BACKOFF_S)
+        await asyncio.sleep(failures.failed())
     return {(t.name, p.partition_index): p.error_code
             for t in response.topics for p in t.partitions}
 
@@ -184,11 +187,12 @@ async def fetch_offsets(broker: WithCluster, group: str, wanted: list[tuple[str,
     refused = _refused(broker, checks.OFFSET_FETCH_GROUP, group, checks.OFFSET_FETCH_TOPIC,
                        by_topic)
     deadline = asyncio.get_running_loop().time() + OFFSETS_RETRY_S
+    failures = Failures(OFFSETS_BACKOFF)
     while True:
         response = await _group_call(broker, ApiKey.OFFSET_FETCH, request, group, refused)
         if not _retry(deadline, [response.error_code]):
             break
-        await asyncio.sleep(RETRY_BACKOFF_S)
+        await asyncio.sleep(failures.failed())
     return response.error_code, {
         (t.name, p.partition_index): (p.error_code, p.committed_offset, p.metadata or "")
         for t in response.topics for p in t.partitions}
