@@ -11,7 +11,7 @@ Layout, so the suite can grow (issue 7) without reshaping:
 - ``peers``: installing peer brokers from the benchmark's own set-up path.
 - ``baselines``: raw loopback socket and file append bandwidth.
 - ``workloads``: Kafka-client workloads, one function each, returning ``WorkloadResult``.
-- ``kafka_raw``: a minimal blocking client on ``kafkaproto`` for the server-path figures
+- ``kafka_raw``: the project's blocking client (``commonlib.kafkaclient``) with streamed reads, for the server-path figures
   (raw produce of ready-made batches, raw catch-up fetch, idle connections).
 - ``mqtt_bench``: the MQTT workloads against the bridge and peer MQTT servers.
 - ``runner``: runs baselines, then every workload against every target, then MQTT.

@@ -5,8 +5,8 @@ client as much as the server. This client sends Fetch requests and only walks ba
 *headers* (to learn the next offset), receiving into one reusable buffer, as the
 loopback baseline does: what it measures is the server's fetch path (sendfile).
 It also keeps idle connections and times request round trips for the connection
-workload. Blocking sockets, 127.0.0.1 only: thin I/O around the sans-I/O client core
-``kafkaproto.client`` (correlation ids, response matching, version negotiation).
+workload. 127.0.0.1 only: the project's blocking client (commonlib.kafkaclient, on the
+sans-I/O core ``kafkaproto.client``) with a reused receive buffer and a streaming read.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import struct
 import time
 from dataclasses import dataclass
 
+from commonlib.kafkaclient import BlockingConnection, KafkaError, parse_bootstrap
 from kafkaproto import ApiKey, encode_request
 from kafkaproto.batch import LOG_OVERHEAD
-from kafkaproto.client import ApiVersionTable, ClientConnection, KafkaError, Response
+from kafkaproto.client import ClientConnection, Response
 from kafkaproto.messages import ApiVersionsRequest, FetchRequest, ProduceRequest
 from kafkaproto.records import build_batch
 
-_SIZE = struct.Struct(">i")
 _PEEK = struct.Struct(">qi11xi")  # base offset, length, last offset delta
 CLIENT_ID = "logserver-bench-raw"
 
@@ -32,95 +32,29 @@ class RawClientError(RuntimeError):
     """The server answered something this client cannot use."""
 
 
-class RawConnection:
-    """One blocking connection: framed requests out, whole response frames in."""
+class RawConnection(BlockingConnection):
+    """The project's blocking client on one bootstrap address, with the benchmarks' reads:
+    whole response frames into one reused buffer (``receive_frame``), or streamed."""
 
     def __init__(self, bootstrap: str, timeout: float = 30.0, buffer_bytes: int = 1 << 20) -> None:
-        host, _, port = bootstrap.split(",")[0].rpartition(":")
-        self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._buf = bytearray(buffer_bytes)
-        self.core = ClientConnection(CLIENT_ID)
-
-    def close(self) -> None:
-        self.sock.close()
+        host, port = parse_bootstrap(bootstrap)[0]
+        super().__init__(host, port, client_id=CLIENT_ID, timeout=timeout,
+                         buffer_bytes=buffer_bytes)
 
     def __enter__(self) -> RawConnection:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def send(self, api_key: int, version: int, body: object) -> int:
-        """Sends one request; returns its correlation id."""
-        correlation_id, frame = self.core.request(api_key, version, body)  # type: ignore[arg-type]
-        self.sock.sendall(frame)
-        return correlation_id
-
-    def resend(self, api_key: int, version: int, frame: bytes) -> int:
-        """Sends a frame encoded earlier again, under a new correlation id, without copying it."""
-        correlation_id, head = self.core.stamp(api_key, version, frame)
-        body = memoryview(frame)[len(head):]
-        sent = self.sock.sendmsg([head, body])
-        if sent < len(head):
-            self.sock.sendall(head[sent:])
-            self.sock.sendall(body)
-        elif sent < len(frame):
-            self.sock.sendall(body[sent - len(head):])
-        return correlation_id
-
-    def receive(self) -> memoryview:
-        """One whole response frame (size prefix stripped), valid until the next call.
-
-        The buffer grows to the largest frame seen and is then reused, so a catch-up
-        read allocates nothing per response.
-        """
-        sock = self.sock
-        head = bytearray(4)
-        got = 0
-        while got < 4:
-            n = sock.recv_into(memoryview(head)[got:])
-            if n == 0:
-                raise ConnectionError("server closed the connection")
-            got += n
-        (size,) = _SIZE.unpack(head)
-        if size > len(self._buf):
-            self._buf = bytearray(size)
-        view = memoryview(self._buf)[:size]
-        got = 0
-        recv_into = sock.recv_into
-        while got < size:
-            n = recv_into(view[got:])
-            if n == 0:
-                raise ConnectionError("server closed the connection mid-frame")
-            got += n
-        return view
-
     def receive_response(self) -> Response:
         """The next response, matched to its request and decoded (views valid until the next)."""
-        response = self.core.receive_frame(self.receive())
+        response = self.core.receive_frame(self.receive_frame())
         if response.error is not None:
             raise RawClientError(f"undecodable response: {response.error}")
         return response
 
-    def request(self, api_key: int, version: int, body: object) -> object:
-        """A round trip; returns the decoded response body."""
-        self.send(api_key, version, body)
-        return self.receive_response().body
-
-    def negotiate(self) -> dict[int, tuple[int, int]]:
-        """ApiVersions v0 (every server answers it): key -> (min, max) supported."""
-        response = self.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
-        table = ApiVersionTable.from_response(response)  # type: ignore[arg-type]
-        self.core.versions = table
-        return table.ranges
-
     def version_for(self, api_key: int, lo: int, hi: int) -> int:
         """The newest version in ``lo..hi`` that the server also serves."""
-        if self.core.versions is None:
-            self.negotiate()
         try:
-            version = self.core.version(api_key, hi)
+            version = self.version(api_key, hi)
         except KafkaError as exc:
             raise RawClientError(f"no common version of API {api_key}: {exc}") from exc
         if version < lo:

@@ -82,7 +82,7 @@ class Probe(threading.Thread):
         while not self._stop_event.is_set():
             start = time.perf_counter()
             sock.sendall(self.frame)
-            self.conn.receive()
+            self.conn.receive_frame()
             self.samples.append((start, time.perf_counter() - start))
             time.sleep(self.interval)
 
@@ -131,7 +131,7 @@ def _produce(bootstrap: str, topic: str, batches: Callable[[int], bytes], count:
                 sent += 1
             if not pending:
                 break
-            _, body = decode_response(ApiKey.PRODUCE, 7, conn.receive())
+            _, body = decode_response(ApiKey.PRODUCE, 7, conn.receive_frame())
             error = body.responses[0].partition_responses[0].error_code  # type: ignore[attr-defined]
             if error:
                 raise RuntimeError(f"produce to {topic}: error {error}")

@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from commonlib.childproc import HOST, ListeningChild, python_path_env
+from commonlib.kafkaclient import KafkaClient
 from mqtt_bridge.compiled import PURE_ENV
-from mqtt_bridge.kafka_client import KafkaClient
 from mqtt_bridge.kafka_producer import Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -516,7 +516,7 @@ def _run_bridge(work: Path, workload: str, settings: MqttSettings, progress: Pro
             return None if None in sizes else sum(x for x in sizes if x is not None)
 
         async def one() -> WorkloadResult:
-            client = KafkaClient(bootstrap)
+            client = KafkaClient(bootstrap, client_id="mqtt-bridge")
             producer = Producer(client, linger_ms=0)
             producer.start()
 

@@ -168,7 +168,7 @@ def produce_repeatedly(bootstrap: str, topic: str, batch: bytes, requests: int) 
             while sent - acked < 4 and sent < requests:
                 conn.sock.sendall(frame)
                 sent += 1
-            _, body = decode_response(ApiKey.PRODUCE, version, conn.receive())
+            _, body = decode_response(ApiKey.PRODUCE, version, conn.receive_frame())
             error = body.responses[0].partition_responses[0].error_code  # type: ignore[attr-defined]
             if error:
                 raise RuntimeError(f"produce refused with error code {error}")

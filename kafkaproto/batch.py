@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from enum import IntEnum
 from typing import NamedTuple
 
-from crc32c import crc32c
+from kafkaproto.crc import crc32c
 
 __all__ = [
     "BATCH_HEADER_SIZE",

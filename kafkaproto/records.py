@@ -19,8 +19,6 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
-
 from kafkaproto.batch import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
@@ -41,6 +39,7 @@ from kafkaproto.batch import (
     parse_header,
 )
 from kafkaproto.compression import compress, decompress, decompress_capped
+from kafkaproto.crc import crc32c
 from kafkaproto.varint import (
     VarintError,
     decode_varint,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from . import code_cache
+from .code_cache import save as save_code_cache
 from .messages import ALL_APIS
 from .spec import ApiSpec
 
@@ -35,5 +35,5 @@ def precompile(versions: Mapping[int, tuple[int, int]] | None = None) -> int:
                 cls.encoder(version)
                 cls.decoder(version)
                 count += 2
-    code_cache.save()
+    save_code_cache()
     return count

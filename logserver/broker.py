@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from commonlib.source_limits import LoginBackoff
+from logserver.clock import SYSTEM_CLOCK, Clock
 from logserver.cluster.peer_links import PeerConnections
 from logserver.config import Config
 from logserver.control.api import ControlPlane
@@ -38,6 +39,7 @@ class Broker:
 
     def __init__(self, config: Config, storage: StorageEngine | None = None) -> None:
         self.config = config
+        self.clock: Clock = SYSTEM_CLOCK  # the one clock components read (clock.py)
         self.node_id: int = config["node.id"]
         self.data_dir = config.data_dir
         if storage is None:
@@ -52,7 +54,7 @@ class Broker:
         # this broker's logs here, the cluster's (etcd) in cluster mode.
         self.topics: TopicCatalog = storage
         self._creating: dict[str, int] = {}  # topic -> partitions, while being created
-        self.groups = GroupCoordinator(self)  # consumer groups (logserver/groups)
+        self.groups = GroupCoordinator(self, self.clock)  # consumer groups (logserver/groups)
         # ACL authorization (logserver/security): None unless authorizer.class.name is set.
         self.authorizer = authorizer_from_settings(config)
         self.acl_store = None if self.authorizer is None else AclStore(
@@ -63,7 +65,7 @@ class Broker:
             config["connection.failed.authentication.delay.ms"] / 1000,
             config["connection.failed.authentication.delay.max.ms"] / 1000)
         self.sasl_failures: Counter[str] = Counter()  # per listener, for /metrics
-        self.transactions = TransactionCoordinator(self)  # KIP-98 (logserver/transactions)
+        self.transactions = TransactionCoordinator(self, self.clock)  # KIP-98 (logserver/transactions)
         self.cluster: ClusterNode | None = None  # cluster mode only (logserver/cluster)
         # Connections to the other brokers, for requests this one sends them itself.
         self.peers = PeerConnections()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
-import importlib.metadata
 import logging
 import os
 import sys
@@ -33,6 +32,8 @@ ADMIN_COMMANDS = ("topic", "group", "produce", "consume", "cluster", "config", "
 
 def version() -> str:
     """The installed distribution's version (pyproject.toml)."""
+    import importlib.metadata  # here: ~1 MB (email, zipfile, csv) a running server never uses
+
     try:
         return importlib.metadata.version("logserver")
     except importlib.metadata.PackageNotFoundError:

@@ -26,9 +26,9 @@ from logserver.security.sasl import PasswordCheck
 from logserver.security.session import ANONYMOUS, RAW_TOKEN, current_security
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
     from logserver.config import Config
     from logserver.security.session import ConnectionSecurity
+    from logserver.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ Outcome = tuple[RequestHeader | None, Any] | None
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
 
     @property

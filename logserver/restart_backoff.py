@@ -1,4 +1,4 @@
-"""When to restart a supervised child that died: exponential backoff, capped, reset
+"""When to restart a supervised child that died: exponential backoff with jitter, capped, reset
 after a long enough run. Shared by the ``--mqtt-bridge`` supervisor
 (logserver/bridge_process.py) and ``logserver cluster up`` (logserver/cluster/local.py),
 so a crash loop slows down the same way everywhere."""
@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import signal
 
+from kafkaproto.client import Backoff, Failures
+
 FIRST_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 30.0
 #: A child that ran this long before dying starts over at the first backoff.
@@ -14,23 +16,20 @@ STABLE_RUN_SECONDS = 60.0
 
 
 class RestartBackoff:
-    """The delay before each restart of one child: doubles per quick death, up to a cap."""
+    """The delay before each restart of one child: the project's one Backoff (doubling
+    per quick death, with jitter, up to a cap), started over after a stable run."""
 
     def __init__(self, first: float = FIRST_BACKOFF_SECONDS,
                  maximum: float = MAX_BACKOFF_SECONDS,
                  stable_run: float = STABLE_RUN_SECONDS) -> None:
-        self.first = first
-        self.maximum = maximum
         self.stable_run = stable_run
-        self._next = first
+        self._deaths = Failures(Backoff.seconds(first, maximum))
 
     def after_death(self, ran_for: float) -> float:
         """The delay before restarting a child that died after running ``ran_for`` s."""
         if ran_for >= self.stable_run:
-            self._next = self.first
-        delay = self._next
-        self._next = min(self._next * 2, self.maximum)
-        return delay
+            self._deaths.succeeded()
+        return self._deaths.failed()
 
 
 def describe_exit(code: int) -> str:

@@ -351,11 +351,12 @@ def only(allowed: str, why: str, parse: Callable[[str], Any]) -> Callable[[str],
 
 
 def parse_cleanup_policy(text: str) -> str:
-    """``delete``, ``compact`` or both (either order); canonical ``compact,delete``."""
-    parts = {part.strip().lower() for part in text.split(",") if part.strip()}
-    if not parts or not parts <= {"delete", "compact"}:
+    """``delete``, ``compact`` or both, in the order given (as Kafka keeps a list value:
+    an APPEND of ``compact`` to ``delete`` describes as ``delete,compact``)."""
+    parts = list(dict.fromkeys(part.strip().lower() for part in text.split(",") if part.strip()))
+    if not parts or not set(parts) <= {"delete", "compact"}:
         raise ValueError(f"must be delete, compact or compact,delete, got {text!r}")
-    return ",".join(sorted(parts))
+    return ",".join(parts)
 
 
 def format_setting(value: Any) -> str:

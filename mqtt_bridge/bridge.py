@@ -22,6 +22,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from commonlib.kafkaclient import Backoff, Failures, KafkaClient, KafkaError, TopicPartition
 from kafkaproto.records import Record
 
 from .access import Access
@@ -29,7 +30,6 @@ from .compacted import ensure_compacted_topic
 from .config import BridgeConfig
 from .connection import Connection, ConnectionContext, FlushQueue
 from .downlink import Downlink
-from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .kafka_fetcher import Fetcher
 from .kafka_producer import Producer
 from .latency import puback_histogram
@@ -45,6 +45,12 @@ from .tls import server_context
 from .uplink import Uplink
 
 log = logging.getLogger(__name__)
+
+#: The client id of the bridge's Kafka requests (in the brokers' logs and request metrics).
+CLIENT_ID = "mqtt-bridge"
+#: Startup steps (topics, retained messages, the session store) wait for the log with
+#: Kafka's retry.backoff.ms / retry.backoff.max.ms.
+STARTUP_BACKOFF = Backoff(100, 1000)
 
 #: batch size of the session/retained producer: a batch closes at this size, so it stays
 #: below one state (``--max-session-bytes``) or retained message plus 64 KiB, the
@@ -68,7 +74,7 @@ class Bridge:
                            config.require_certificate)
             if config.tls_certfile else None
         )
-        self.client = KafkaClient(config.bootstrap_servers)
+        self.client = KafkaClient(config.bootstrap_servers, client_id=CLIENT_ID)
         self.producer = Producer(
             self.client,
             linger_ms=config.linger_ms,
@@ -137,6 +143,7 @@ class Bridge:
         followed = [tp for tp in self.fetcher.positions
                     if tp[0] not in (cfg.retained_topic, cfg.session_topic)]
         anchor = min(followed) if followed else ("commands", 0)
+        failures = Failures(STARTUP_BACKOFF)
         while True:
             try:
                 store = await choose_store(
@@ -156,8 +163,9 @@ class Bridge:
                     store.follower = self.fetcher
                 break
             except KafkaError as exc:
-                log.warning("session store not ready (%s); retrying", exc)
-                await asyncio.sleep(1.0)
+                delay = failures.failed()
+                log.warning("session store not ready (%s); retrying in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
         await self.listeners.start()
         loop = asyncio.get_running_loop()
         for coro in (self.sessions.housekeeping(), self.persistence.commit_loop(), self._stats_loop()):
@@ -169,13 +177,15 @@ class Bridge:
         )
 
     async def _retrying(self, what: str, step: Callable[[], Awaitable[Any]]) -> None:
+        failures = Failures(STARTUP_BACKOFF)
         while True:
             try:
                 await step()
                 return
             except KafkaError as exc:
-                log.warning("%s not ready (%s); retrying", what, exc)
-                await asyncio.sleep(1.0)
+                delay = failures.failed()
+                log.warning("%s not ready (%s); retrying in %.1f s", what, exc, delay)
+                await asyncio.sleep(delay)
 
     async def stop(self) -> None:
         """Stop accepting, tell clients, save persistent sessions, flush the producer."""

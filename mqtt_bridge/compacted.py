@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 
+from commonlib.kafkaclient import KafkaClient, KafkaError
 from kafkaproto import ApiKey
 from kafkaproto.messages import CreateTopicsRequest
 from kafkaproto.records import Record
 
-from .kafka_client import KafkaClient, KafkaError
 from .kafka_fetcher import EARLIEST, LATEST, Fetcher
 
 log = logging.getLogger(__name__)

@@ -151,23 +151,18 @@ class ConnectionContext:
 class Connection(asyncio.Protocol):
     """The protocol object of one MQTT client connection."""
 
-    # Defaults that most connections never change live on the class: CPython keeps an
-    # instance's attributes in a compact shared-key table only up to 29 of them (past
-    # that each connection carried a 1.6 KB dict instead of 0.3 KB; 13 MB per 10,000
-    # idle devices). Keep ``__init__`` under 30 attributes.
-    denied = 0
-    paused_writing = False
-    client_max_packet = 0
-    will: Any = None
-    clean_disconnect = False
-    #: outbound topic aliases (v5): the client's Topic Alias Maximum (``out_aliases``: topic -> alias)
-    alias_max = 0
-    _reading_paused = False
-    #: v5 Request Problem Information: 0 = reason strings only on CONNACK and DISCONNECT
-    #: (MQTT 5 3.1.2.11.7)
-    problem_information = True
-    #: bytes received while the CONNECT is processed (bounded: max_bytes_before_connack)
-    _early_bytes = 0
+    # Slots: a fixed ~0.3 KB per connection. With an instance dict, CPython's shared-key
+    # table overflowed as soon as a connection set an attribute first set outside
+    # ``__init__`` (``will`` on CONNECT, say) and every idle device carried a dict of its
+    # own, 0.8-1.3 KB more (issue 27; ``python -m benchmarks.idle_trace``).
+    __slots__ = (
+        "ctx", "tls", "identity", "publish_verdicts", "reader", "transport", "peer", "version",
+        "client_id", "session", "keep_alive", "last_rx", "connected_at", "state", "closing",
+        "send_quota", "topic_aliases", "_early", "out_aliases", "_out", "_out_bytes",
+        "_flush_scheduled", "_acks", "msgs_in", "bytes_in", "msgs_out", "bytes_out", "denied",
+        "paused_writing", "client_max_packet", "will", "clean_disconnect", "alias_max",
+        "_reading_paused", "problem_information", "_early_bytes",
+    )
 
     def __init__(self, ctx: ConnectionContext, *, tls: bool = False) -> None:
         self.ctx = ctx
@@ -178,7 +173,6 @@ class Connection(asyncio.Protocol):
         self.reader = PacketReader(cfg.max_packet_size)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self.peer_host = "?"  # the address alone: per-address limits (source_limits)
         self.version = 4
         self.client_id: str | None = None
         self.session: Session | None = None
@@ -189,8 +183,22 @@ class Connection(asyncio.Protocol):
         self.closing = False
         self.send_quota = cfg.max_inflight
         self.topic_aliases: dict[int, str] = EMPTY_DICT
+        #: packets (and an error) received while the CONNECT is processed; a list only then
+        self._early: list[Any] | tuple[()] = ()
+        #: bytes received while the CONNECT is processed (bounded: max_bytes_before_connack)
+        self._early_bytes = 0
+        self.denied = 0
+        self.paused_writing = False
+        self._reading_paused = False
+        self.client_max_packet = 0
+        self.will: Any = None
+        self.clean_disconnect = False
+        #: outbound topic aliases (v5): the client's Topic Alias Maximum (``out_aliases``: topic -> alias)
+        self.alias_max = 0
+        #: v5 Request Problem Information: 0 = reason strings only on CONNACK and DISCONNECT
+        #: (MQTT 5 3.1.2.11.7)
+        self.problem_information = True
         self.out_aliases: dict[str, int] = EMPTY_DICT
-        self._early: list[Any] = []
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
@@ -210,12 +218,25 @@ class Connection(asyncio.Protocol):
         self.transport.set_write_buffer_limits(high=_HIGH_WATER)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.peer_host = str(peer[0]) if peer else "?"
         reason = self.ctx.sessions.admit(self)
         if reason is not None:
             log.warning("refusing connection from %s: %s", self.peer, reason)
             self.closing = True
             self.transport.abort()
+
+    @property
+    def peer_host(self) -> str:
+        """The address alone, for per-address limits (source_limits); from ``peer`` (one
+        string per connection instead of two)."""
+        return self.peer.rpartition(":")[0] or self.peer
+
+    def _hold(self, item: Any) -> None:
+        """Keep a packet or error that came before the CONNACK."""
+        early = self._early
+        if isinstance(early, list):
+            early.append(item)
+        else:
+            self._early = [item]
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
@@ -239,14 +260,14 @@ class Connection(asyncio.Protocol):
                     if len(self._early) >= limit:
                         self._early_overflow(f"more than {limit} packets before CONNACK")
                         return
-                    self._early.append(p)
+                    self._hold(p)
                 else:
                     self._handle(p)
             if self.reader.error is not None and not self.closing:
                 raise self.reader.error
         except MqttError as exc:
             if self.state == "connecting":
-                self._early.append(exc)  # reported after the CONNACK, as v5 expects
+                self._hold(exc)  # reported after the CONNACK, as v5 expects
                 if self.transport is not None:
                     self.transport.pause_reading()
             else:
@@ -260,7 +281,7 @@ class Connection(asyncio.Protocol):
         if self._early and isinstance(self._early[-1], MqttError):
             return
         self.ctx.stats.early_overflows += 1
-        self._early.append(MqttError(Reason.QUOTA_EXCEEDED, why))
+        self._hold(MqttError(Reason.QUOTA_EXCEEDED, why))
 
     def peer_certificate(self) -> dict[str, Any] | None:
         """The client's verified certificate (TLS listener with a CA), else None."""
@@ -347,7 +368,7 @@ class Connection(asyncio.Protocol):
             msg = self._aliased(msg)
         head, tail = msg.parts(self.version, qos, retain, dup)
         if qos:
-            self._out += (head, PID_BYTES[pid] or pid_bytes(pid), tail)
+            self._out += (head, PID_BYTES.get(pid) or pid_bytes(pid), tail)
             size = len(head) + 2 + len(tail)
         else:
             self._out.append(head)
@@ -413,7 +434,8 @@ class Connection(asyncio.Protocol):
             elif s is not None and p.reason < 0x80 and s.on_pubrec(p.packet_id):
                 self.send_pubrel(p.packet_id)
             elif self.session is not None and p.reason >= 0x80:
-                self.session.inflight.pop(p.packet_id, None)  # refused: the exchange ends
+                if self.session.inflight:
+                    self.session.inflight.pop(p.packet_id, None)  # refused: the exchange ends
                 self.session.pump()
             else:
                 self.write(puback(p.packet_id, PacketType.PUBREL, Reason.PACKET_IDENTIFIER_NOT_FOUND,
@@ -490,7 +512,7 @@ class Connection(asyncio.Protocol):
             return
         self.state = "connected"
         self.ctx.sessions.after_connack(self, present)
-        early, self._early = self._early, []
+        early, self._early = self._early, ()
         try:
             for q in early:
                 if self.closing:
@@ -612,7 +634,7 @@ class Connection(asyncio.Protocol):
                     or fut.exception() is not None):
                 break
             acks.popleft()
-            out += (_PUBACK, PID_BYTES[entry[0]] or pid_bytes(entry[0]))
+            out += (_PUBACK, PID_BYTES.get(entry[0]) or pid_bytes(entry[0]))
             observe(now - entry[4])
             n += 1
         if n:

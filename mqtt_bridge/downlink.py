@@ -14,11 +14,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from commonlib.kafkaclient import KafkaError, TopicPartition
 from kafkaproto.records import Record
 
 from .codec import topic_matches
 from .codec.topics import filters_overlap
-from .kafka_client import KafkaError, TopicPartition
 from .kafka_fetcher import Fetcher
 from .mapping import Mapping
 from .record_headers import record_properties
@@ -65,7 +65,7 @@ class Downlink:
                 del session.offsets[tp]
         for tp in wanted:
             if tp not in session.offsets:
-                session.offsets[tp] = self._fetcher.positions.get(tp, 0)
+                session.own_offsets()[tp] = self._fetcher.positions.get(tp, 0)
 
     def on_records(self, tp: TopicPartition, records: list[Record]) -> None:
         """New records of a downlink topic's partition (the fetcher's callback)."""

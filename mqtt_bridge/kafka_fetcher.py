@@ -13,19 +13,19 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
+from commonlib.kafkaclient import KafkaClient, KafkaConnectionError, KafkaError, TopicPartition
 from kafkaproto import ApiKey
 from kafkaproto.batch import CONTROL_MASK, CorruptBatchError, iter_batches
-from kafkaproto.client import RetryPolicy
+from kafkaproto.client import Backoff, Failures
 from kafkaproto.messages import FetchRequest
 from kafkaproto.records import Record, decode_batch
-
-from .kafka_client import KafkaClient, KafkaConnectionError, KafkaError, TopicPartition
 
 log = logging.getLogger(__name__)
 
 LATEST = -1
 EARLIEST = -2
-_BACKOFF = RetryPolicy(backoff_s=0.1, backoff_max_s=2.0)
+#: retry.backoff.ms 100, retry.backoff.max.ms 2000: the downlink retries for ever.
+_BACKOFF = Backoff(100, 2000)
 # A batch inflating past this is refused (decompression bombs); far above any batch a
 # device notice or command needs.
 MAX_BATCH_UNCOMPRESSED = 16 << 20
@@ -85,7 +85,7 @@ class Fetcher:
             log.info("following %d new partitions: %s", len(new), sorted(offsets.items()))
 
     async def _run(self) -> None:
-        failures = 0
+        failures = Failures(_BACKOFF)
         last_meta = 0.0
         while True:
             try:
@@ -95,11 +95,10 @@ class Fetcher:
                     last_meta = now
                     self.ready.set()
                 await self._fetch_once()
-                failures = 0
+                failures.succeeded()
             except KafkaError as exc:
                 # The downlink never gives up: every error is retried, with backoff.
-                failures += 1
-                delay = _BACKOFF.backoff(failures)
+                delay = failures.failed()
                 log.warning("downlink fetch failed: %s; retrying in %.1fs", exc, delay)
                 await asyncio.sleep(delay)
                 if not isinstance(exc, KafkaConnectionError):

@@ -27,15 +27,17 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from commonlib.kafkaclient import AsyncConnection, KafkaClient, KafkaError, TopicPartition
 from kafkaproto import ApiKey, ErrorCode
-from kafkaproto.client import RetryPolicy
+from kafkaproto.client import Backoff, RetryPolicy
 from kafkaproto.messages import InitProducerIdRequest, ProduceRequest
 from kafkaproto.murmur2 import partition_for
 from kafkaproto.records import build_batch
 
-from .kafka_client import BrokerConnection, KafkaClient, KafkaError, TopicPartition
-
 log = logging.getLogger(__name__)
+
+#: Kafka's producer defaults: retry.backoff.ms 100, retry.backoff.max.ms 1000.
+RETRY_BACKOFF = Backoff(100, 1000)
 
 Header = tuple[str, bytes | None]
 _RECORD_OVERHEAD = 24  # rough per-record bytes besides key/value/headers
@@ -117,7 +119,7 @@ class Producer:
         request_timeout_ms: int = 30_000,
         delivery_timeout_s: float = 120.0,
         buffer_bytes: int = 64 << 20,
-        retry_backoff_s: float = 0.1,
+        retry_backoff: Backoff = RETRY_BACKOFF,
     ) -> None:
         self.client = client
         self.linger = linger_ms / 1000.0
@@ -127,8 +129,7 @@ class Producer:
         self.request_timeout_ms = request_timeout_ms
         self.delivery_timeout = delivery_timeout_s
         self.buffer_bytes = buffer_bytes
-        self.retry_backoff = retry_backoff_s
-        self.retry = RetryPolicy(retry_backoff_s, 2.0, delivery_timeout_s)
+        self.retry = RetryPolicy(retry_backoff, delivery_timeout_s)
         self.buffered = 0
         self.requests_sent = 0
         self.records_acked = 0
@@ -385,7 +386,7 @@ class Producer:
                 continue
             node = self.client.leader(tp)
             if node < 0:
-                self._retry_at[tp] = now + self.retry_backoff
+                self._retry_at[tp] = now + self.retry.delay_s(1)
                 self._spawn(self._refresh(tp[0]))
                 continue
             inflight.add(tp)
@@ -468,7 +469,7 @@ class Producer:
             return
         self._send_on(conn, node, batches)
 
-    def _send_on(self, conn: BrokerConnection, node: int, batches: list[_Batch]) -> None:
+    def _send_on(self, conn: AsyncConnection, node: int, batches: list[_Batch]) -> None:
         """Write one Produce request for ``batches``; ``_on_response`` takes the answer."""
         try:
             topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
@@ -557,7 +558,7 @@ class Producer:
                                      ErrorCode.REQUEST_TIMED_OUT))
             return
         self._ready.setdefault(b.tp, deque()).appendleft(b)
-        self._retry_at[b.tp] = time.monotonic() + self.retry.backoff(b.attempts + 1)
+        self._retry_at[b.tp] = time.monotonic() + self.retry.delay_s(b.attempts + 1)
 
     def _complete(self, b: _Batch, base: int) -> None:
         self.records_acked += len(b.records)

@@ -15,10 +15,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from commonlib.kafkaclient import Backoff, KafkaError
+
 from .codec import SubOptions
 from .config import BridgeConfig
 from .connection import Connection
-from .kafka_client import KafkaError
 from .kafka_fetcher import Fetcher
 from .session import Session
 from .session_store import PERMANENT_ERRORS, SessionStore, StoredSession
@@ -27,6 +28,8 @@ from .stats import Stats
 log = logging.getLogger(__name__)
 
 NEVER = 0xFFFFFFFF
+#: A failed session save is tried again after 2 s, 4 s, ... up to a minute.
+SAVE_BACKOFF = Backoff(2000, 60000)
 
 
 def pack_opts(o: SubOptions) -> int:
@@ -143,7 +146,7 @@ class SessionPersistence:
             permanent = exc.code in PERMANENT_ERRORS
             if not permanent:
                 session.dirty = True
-                session.retry_at = time.monotonic() + min(60.0, 2.0 ** session.save_failures)
+                session.retry_at = time.monotonic() + SAVE_BACKOFF.delay_s(session.save_failures)
             log.error(
                 "cannot save session %s (%s): %s", session.client_id,
                 "not retried until it changes" if permanent else f"attempt {session.save_failures}",

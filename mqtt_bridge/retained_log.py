@@ -16,10 +16,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from commonlib.kafkaclient import KafkaClient
 from kafkaproto.records import Record
 
 from .compacted import ensure_compacted_topic, read_records
-from .kafka_client import KafkaClient
 from .kafka_producer import Producer
 
 log = logging.getLogger(__name__)

@@ -12,10 +12,10 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from commonlib.kafkaclient import KafkaClient
 from kafkaproto.records import Record
 
 from .config import BridgeConfig
-from .kafka_client import KafkaClient
 from .kafka_producer import Producer
 from .retained_log import RetainedLog
 from .session import OutMessage

@@ -20,14 +20,16 @@ from collections import deque
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from commonlib.kafkaclient import TopicPartition
+
 from .codec import MQTT_5, SubOptions, publish_parts, topic_matches
-from .kafka_client import TopicPartition
 
 log = logging.getLogger(__name__)
 
-#: packet id -> its two bytes, each made on first use (``PID_BYTES[pid] or pid_bytes(pid)``):
-#: all 65,536 made up front were 2.8 MB, and a fan-out device only ever uses a few
-PID_BYTES: list[bytes | None] = [None] * 65536
+#: packet id -> its two bytes, each made on first use (``PID_BYTES.get(pid) or pid_bytes(pid)``):
+#: all 65,536 made up front were 2.8 MB, and a fan-out device only ever uses a few; a dict,
+#: not a list of 65,536 slots (0.5 MB in every idle bridge: issue 27)
+PID_BYTES: dict[int, bytes] = {}
 
 
 def pid_bytes(pid: int) -> bytes:
@@ -66,6 +68,24 @@ class _NoQueue(deque):
 
 
 NO_QUEUE: deque[Any] = _NoQueue()
+
+
+class _NoHeld(list[Any]):
+    """``Session.held`` of every session with nothing held back: shared, refuses to grow."""
+
+    __slots__ = ()
+
+    def append(self, _item: Any) -> None:
+        raise TypeError("the shared empty list: append through Session.own_held()")
+
+    def extend(self, _items: Any) -> None:
+        self.append(_items)
+
+    def insert(self, _i: Any, _item: Any) -> None:
+        self.append(_item)
+
+
+NO_HELD: list[Any] = _NoHeld()
 
 
 class OutMessage:
@@ -157,20 +177,34 @@ class Outlet(Protocol):
 
 
 class Session:
-    """State that outlives a connection when the session is persistent."""
+    """State that outlives a connection when the session is persistent.
+
+    Slots, and the shared read-only ``EMPTY_DICT`` / ``NO_QUEUE`` / ``NO_HELD`` for
+    every collection until it is first written: an idle device's session is one object
+    (issue 27; its dicts, list and instance dict were ~0.5 KB of a device's 3.5 KiB).
+    """
+
+    __slots__ = (
+        "client_id", "persistent", "expiry_interval", "subs", "sub_ids", "expired", "conn",
+        "queue", "inflight", "qos2_in", "released", "redeliver", "save_failures", "retry_at",
+        "max_queued", "dropped", "_next_pid", "offsets", "catchup_pos", "gaps", "holding",
+        "held", "epoch", "refill", "dirty", "expiry_handle",
+    )
 
     def __init__(self, client_id: str, *, max_queued: int = 1000) -> None:
         self.client_id = client_id
         self.persistent = False
         self.expiry_interval = 0  # seconds; 0xFFFFFFFF = never
-        self.subs: dict[str, SubOptions] = {}
+        #: filter -> options; EMPTY_DICT until the first SUBSCRIBE (``own_subs``)
+        self.subs: dict[str, SubOptions] = EMPTY_DICT
         #: v5 subscription identifiers by filter (only filters that have one)
         self.sub_ids: dict[str, int] = EMPTY_DICT
         self.expired = 0  # messages dropped because their message expiry passed
         self.conn: Outlet | None = None
         #: waiting messages; NO_QUEUE (shared, empty) until something has to wait
         self.queue: deque[Delivery] = NO_QUEUE
-        self.inflight: dict[int, Delivery] = {}
+        #: packet id -> delivery awaiting PUBACK/PUBREC; EMPTY_DICT until the first one
+        self.inflight: dict[int, Delivery] = EMPTY_DICT
         #: inbound QoS 2 packet ids awaiting PUBREL
         self.qos2_in: dict[int, Qos2In] = EMPTY_DICT
         #: outbound QoS 2 packet ids PUBREC'd by the client, PUBREL sent, awaiting PUBCOMP
@@ -185,13 +219,14 @@ class Session:
         self.dropped = 0
         self._next_pid = 1
         #: partitions followed -> resume offset while offline (set on detach/load)
-        self.offsets: dict[TopicPartition, int] = {}
+        self.offsets: dict[TopicPartition, int] = EMPTY_DICT
         #: partitions being caught up -> next offset the catch-up will read
         self.catchup_pos: dict[TopicPartition, int] = EMPTY_DICT
         #: lowest offset dropped from a full queue, re-read later (at least once)
         self.gaps: dict[TopicPartition, int] = EMPTY_DICT
         self.holding = False  # True while a catch-up is running: live messages wait
-        self.held: list[Delivery] = []  # a list: a deque is 0.7 KB even when empty
+        #: live messages held back during a catch-up; NO_HELD until one is (``own_held``)
+        self.held: list[Delivery] = NO_HELD
         self.epoch = 0  # bumped on every attach/detach; stale catch-ups stop
         self.refill: Any = None  # callback(session) when the queue drains and gaps exist
         self.dirty = False
@@ -241,6 +276,32 @@ class Session:
             return None
         return SubOptions(qos, False, rap), sorted(ids)
 
+    def own_subs(self) -> dict[str, SubOptions]:
+        """The session's subscriptions, to write to (a dict of its own from now on)."""
+        subs = self.subs
+        if subs is EMPTY_DICT:
+            subs = self.subs = {}
+        return subs
+
+    def own_offsets(self) -> dict[TopicPartition, int]:
+        """The resume offsets, to write to (a dict of its own from now on)."""
+        offsets = self.offsets
+        if offsets is EMPTY_DICT:
+            offsets = self.offsets = {}
+        return offsets
+
+    def _own_inflight(self) -> dict[int, Delivery]:
+        inflight = self.inflight
+        if inflight is EMPTY_DICT:
+            inflight = self.inflight = {}
+        return inflight
+
+    def own_held(self) -> list[Delivery]:
+        held = self.held
+        if held is NO_HELD:
+            held = self.held = []
+        return held
+
     def own_queue(self) -> deque[Delivery]:
         """The session's queue, to append to (a deque of its own from now on)."""
         queue = self.queue
@@ -257,7 +318,7 @@ class Session:
                 msg = self.personal(msg)
         elif ids:
             msg = self.with_ids(msg, ids)
-        target = self.held if self.holding else self.own_queue()
+        target = self.own_held() if self.holding else self.own_queue()
         if len(target) >= self.max_queued:
             self.dropped += 1
             if msg.tp is not None and self.persistent and qos:
@@ -301,6 +362,8 @@ class Session:
                 return False
             if conn.fits(msg, qos):
                 pid = self.next_packet_id()
+                if inflight is EMPTY_DICT:
+                    inflight = self._own_inflight()
                 inflight[pid] = delivery
                 conn.send_publish(msg, qos, retain, pid)
                 if self.persistent:
@@ -346,10 +409,13 @@ class Session:
                 if self.redeliver and msg.tp is not None:
                     again = self.redeliver.pop((msg.tp[0], msg.tp[1], msg.offset), None)
                     if again is not None and again[0] not in inflight:
+                        inflight = self._own_inflight()
                         inflight[again[0]] = (msg, again[1], retain)
                         conn.send_publish(msg, again[1], retain, again[0], dup=True)
                         continue
                 pid = self.next_packet_id()
+                if inflight is EMPTY_DICT:
+                    inflight = self._own_inflight()
                 inflight[pid] = (msg, qos, retain)
                 conn.send_publish(msg, qos, retain, pid)
                 if self.persistent:
@@ -371,7 +437,7 @@ class Session:
                 self.dirty = True
             self.pump()
             return True
-        delivered = self.inflight.pop(pid, None)
+        delivered = self.inflight.pop(pid, None) if self.inflight else None
         if delivered is None:
             return False
         if self.persistent and delivered[0].tp is not None:
@@ -381,7 +447,7 @@ class Session:
 
     def on_pubrec(self, pid: int) -> bool:
         """The client has our QoS 2 message: from now on only PUBREL/PUBCOMP remain."""
-        delivered = self.inflight.pop(pid, None)
+        delivered = self.inflight.pop(pid, None) if self.inflight else None
         if delivered is None:
             return pid in self.released
         if not self.released:
@@ -450,7 +516,9 @@ class Session:
     def resume_offsets(self, live: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Where a reconnect must start reading each followed partition (see module doc)."""
         if self.conn is None:
-            return dict(self.offsets)
+            return dict(self.offsets) if self.offsets else EMPTY_DICT
+        if not self.offsets:
+            return EMPTY_DICT
         out: dict[TopicPartition, int] = {}
         for tp in self.offsets:
             pos = self.catchup_pos.get(tp)

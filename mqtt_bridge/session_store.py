@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from commonlib.kafkaclient import Backoff, Failures, KafkaClient, KafkaError, TopicPartition
 from kafkaproto import ApiKey
 from kafkaproto.errors import ErrorCode
 from kafkaproto.messages import (
@@ -41,7 +42,6 @@ from kafkaproto.murmur2 import partition_for
 from kafkaproto.records import Record
 
 from .compacted import ensure_compacted_topic, read_records
-from .kafka_client import KafkaClient, KafkaError, TopicPartition
 from .kafka_producer import Producer
 from .session_owners import Marker, SessionOwners, Verdict
 
@@ -268,6 +268,7 @@ class TopicSessionStore:
         tp = (self.topic, partition_for(client_id.encode(), len(tps)))
         deadline = time.monotonic() + max(self.takeover_timeout_s, CATCH_UP_MIN_S)
         end: int | None = None
+        failures = Failures(Backoff())  # retry.backoff.ms, retry.backoff.max.ms
         while end is None:
             try:
                 end = (await self.client.list_offsets([tp], -1)).get(tp, -1)
@@ -275,7 +276,7 @@ class TopicSessionStore:
                 if time.monotonic() > deadline:
                     raise KafkaError(f"session partition {tp[0]}-{tp[1]} unavailable: {exc}",
                                      ErrorCode.REQUEST_TIMED_OUT) from exc
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(failures.failed())
                 try:  # the leader may have moved (failover): ask where it is now
                     await self.client.refresh_metadata([self.topic], auto_create=False)
                 except KafkaError as meta_exc:
@@ -365,7 +366,7 @@ class GroupOffsetStore:
     async def start(self) -> None:
         return None
 
-    async def _conn(self, group: str):  # noqa: ANN202 - a BrokerConnection
+    async def _conn(self, group: str):  # noqa: ANN202 - a AsyncConnection
         node = await self.client.coordinator(group)
         return await self.client.connection(node, "coordinator")
 

@@ -17,12 +17,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
+from commonlib.kafkaclient import KafkaError
+
 from .access import Access
 from .acl import Identity
 from .codec import MQTT_5, Connect, Reason, SubOptions
 from .config import BridgeConfig
 from .connection import Connection
-from .kafka_client import KafkaError
 from .kafka_fetcher import Fetcher
 from .persistence import NEVER, SessionPersistence, unpack_opts
 from .retention import Retention
@@ -206,13 +207,14 @@ class SessionManager:
             session = Session(cid, max_queued=cfg.max_queued)
             if stored is not None:
                 present = True
-                session.offsets = dict(stored.offsets)
+                if stored.offsets:
+                    session.offsets = dict(stored.offsets)
                 for f, packed in stored.subscriptions.items():
                     if not self._access.may_subscribe_as(identity, f):
                         log.warning("dropping stored subscription %r of %s: not authorized now", f, cid)
                         continue
                     opts = unpack_opts(packed)
-                    session.subs[f] = opts
+                    session.own_subs()[f] = opts
                     if packed >> 8:
                         if session.sub_ids is EMPTY_DICT:
                             session.sub_ids = {}
@@ -281,7 +283,7 @@ class SessionManager:
         session.persistent = expiry > 0
 
     def subscribe(self, session: Session, topic_filter: str, opts: SubOptions, sub_id: int = 0) -> None:
-        session.subs[topic_filter] = opts
+        session.own_subs()[topic_filter] = opts
         if sub_id:
             if session.sub_ids is EMPTY_DICT:
                 session.sub_ids = {}
@@ -306,7 +308,7 @@ class SessionManager:
         session.pump()
 
     def unsubscribe(self, session: Session, topic_filter: str) -> bool:
-        found = session.subs.pop(topic_filter, None) is not None
+        found = bool(session.subs) and session.subs.pop(topic_filter, None) is not None
         if session.sub_ids:
             session.sub_ids.pop(topic_filter, None)
         self._index.remove(session, topic_filter)
@@ -343,7 +345,7 @@ class SessionManager:
             session.own_queue().extend(kept)
         if session.persistent:
             session.suspend()
-        else:
+        elif session.inflight:
             session.inflight.clear()
         session.holding = False
         if session.catchup_pos:
@@ -368,7 +370,8 @@ class SessionManager:
         session.dropped = 0
         for f in list(session.subs):
             self._index.remove(session, f)
-        session.subs.clear()
+        if session.subs:
+            session.subs.clear()
         if self.sessions.get(session.client_id) is session:
             del self.sessions[session.client_id]
             self.owners.pop(session.client_id, None)

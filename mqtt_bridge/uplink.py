@@ -16,10 +16,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, cast
 
+from commonlib.kafkaclient import KafkaClient, KafkaError
+
 from .codec import MQTT_5, Reason
 from .config import BridgeConfig
 from .connection import Connection
-from .kafka_client import KafkaClient, KafkaError
 from .kafka_fetcher import LATEST, Fetcher
 from .kafka_producer import Producer, headers_size
 from .mapping import ROUTE_CACHE_SIZE, Mapping, UplinkTopics, valid_kafka_topic

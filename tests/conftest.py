@@ -6,6 +6,8 @@ Fixtures
   module); tests sharing it must use their own topic names (``topic_name``).
 - ``server_factory``: ``server_factory(settings={...}, env={...}, ...)`` starts more
   servers (or servers with special settings); all of them are stopped after the test.
+- ``java_client_tier``: the Java client tier (tests/helpers/java/ClientTier.java),
+  compiled once a run (all workers); the command that runs it.
 
 A failing test's report gets the output (stderr and stdout) of every server it used.
 """
@@ -127,6 +129,16 @@ def topic_name(request) -> str:
     """A topic name unique to this test (legal Kafka topic characters only)."""
     base = re.sub(r"[^A-Za-z0-9._-]", "-", request.node.name)[:180]
     return f"t-{base}-{next(_counter)}"
+
+
+@pytest.fixture(scope="session")
+def java_client_tier(tmp_path_factory) -> list[str]:
+    """tests/helpers/java/ClientTier.java compiled once a run (javac costs seconds of CPU),
+    shared by the pytest-xdist workers: the command that runs it (helpers.javaclient.run_facts)."""
+    from helpers.javaclient import compile_shared
+
+    base = tmp_path_factory.getbasetemp()
+    return compile_shared("ClientTier", base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
 
 
 @pytest.fixture(scope="session")

@@ -23,8 +23,12 @@ class KafkaError(Exception):
         return needs_metadata_refresh(self.code)
 
 
-class KafkaConnectionError(KafkaError):
-    """The connection broke or could not be made (Kafka's NetworkException: retriable)."""
+class KafkaConnectionError(KafkaError, ConnectionError):
+    """The connection broke or could not be made (Kafka's NetworkException: retriable).
+
+    Also a ``ConnectionError`` (an ``OSError``), so code that handles a dead socket
+    handles a dead Kafka connection the same way.
+    """
 
     def __init__(self, message: str) -> None:
         super().__init__(message, ErrorCode.NETWORK_EXCEPTION)

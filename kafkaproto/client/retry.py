@@ -2,15 +2,17 @@
 
 Kafka's clients retry an error when its exception is a RetriableException (our
 ``kafkaproto.errors.RETRY`` table), back off exponentially from ``retry.backoff.ms`` up to
-``retry.backoff.max.ms``, and give up ``delivery.timeout.ms`` after the first attempt.
+``retry.backoff.max.ms`` with jitter (the project's one :class:`Backoff`), and give up
+``delivery.timeout.ms`` after the first attempt.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..errors import is_retriable, needs_metadata_refresh
+from .backoff import Backoff
 from .errors import KafkaError
 
 __all__ = ["RetryDecision", "RetryPolicy"]
@@ -27,13 +29,12 @@ GIVE_UP = RetryDecision(False)
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    backoff_s: float = 0.1  # retry.backoff.ms
-    backoff_max_s: float = 2.0  # retry.backoff.max.ms
+    backoff: Backoff = field(default_factory=Backoff)  # retry.backoff.ms, retry.backoff.max.ms
     timeout_s: float | None = None  # delivery.timeout.ms; None: retry for ever
 
-    def backoff(self, failures: int) -> float:
+    def delay_s(self, failures: int) -> float:
         """The wait after the ``failures``-th failure in a row (1, 2, ...)."""
-        return min(self.backoff_s * 2 ** max(failures - 1, 0), self.backoff_max_s)
+        return self.backoff.delay_s(failures)
 
     def decide(self, error: BaseException | int, failures: int,
                elapsed_s: float = 0.0) -> RetryDecision:
@@ -52,4 +53,4 @@ class RetryPolicy:
             return GIVE_UP
         if self.timeout_s is not None and elapsed_s >= self.timeout_s:
             return GIVE_UP
-        return RetryDecision(True, self.backoff(failures), needs_metadata_refresh(code))
+        return RetryDecision(True, self.delay_s(failures), needs_metadata_refresh(code))

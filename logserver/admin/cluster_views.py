@@ -33,7 +33,7 @@ from kafkaproto.messages import (
 from logserver.admin import peers, views
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class BrokerRoster:
     def __init__(self) -> None:
         self.seen: dict[int, tuple[str, int]] = {}
 
-    def brokers(self, broker: Broker) -> list[dict[str, Any]]:
+    def brokers(self, broker: WithCluster) -> list[dict[str, Any]]:
         summary = views.cluster(broker)
         live = {b["node_id"]: b for b in summary["brokers"]}
         for node, b in live.items():
@@ -73,14 +73,14 @@ class BrokerRoster:
                          "controller": node == summary["controller_id"]})
         return rows
 
-    def cluster(self, broker: Broker) -> dict[str, Any]:
+    def cluster(self, broker: WithCluster) -> dict[str, Any]:
         summary = views.cluster(broker)
         brokers = self.brokers(broker)
         return {**summary, "brokers": brokers,
                 "mode": "single" if broker.cluster is None else "cluster"}
 
 
-def layout(broker: Broker) -> list[dict[str, Any]]:
+def layout(broker: WithCluster) -> list[dict[str, Any]]:
     """Every partition: leader, replicas, ISR, and whether it is offline (no live
     leader) or under-replicated (an ISR smaller than its replicas)."""
     cluster = broker.cluster
@@ -104,7 +104,7 @@ def layout(broker: Broker) -> list[dict[str, Any]]:
     return rows
 
 
-async def _leader_offsets(broker: Broker, address: peers.Address, wanted: list[Where]
+async def _leader_offsets(broker: WithCluster, address: peers.Address, wanted: list[Where]
                           ) -> dict[Where, tuple[int, int]]:
     """(log start offset, high watermark) of the partitions this leader holds."""
     def request(timestamp: int) -> peers.Request:
@@ -129,7 +129,7 @@ def _offsets(response: Any) -> dict[Where, int]:
             for p in t.partitions if p.error_code == ErrorCode.NONE}
 
 
-async def partition_offsets(broker: Broker, partitions: Iterable[dict[str, Any]]
+async def partition_offsets(broker: WithCluster, partitions: Iterable[dict[str, Any]]
                             ) -> dict[Where, tuple[int, int]]:
     """(log start, high watermark) per partition, each from its leader; the ones whose
     leader is down or did not answer are missing."""
@@ -156,7 +156,7 @@ async def partition_offsets(broker: Broker, partitions: Iterable[dict[str, Any]]
     return out
 
 
-async def _coordinated(broker: Broker, node: int, address: peers.Address) -> list[dict[str, Any]]:
+async def _coordinated(broker: WithCluster, node: int, address: peers.Address) -> list[dict[str, Any]]:
     """The groups one broker coordinates, with members, state and committed offsets."""
     [listed] = await peers.ask(broker, address, [(ApiKey.LIST_GROUPS, 4, ListGroupsRequest())])
     assert isinstance(listed, ListGroupsResponse)
@@ -184,7 +184,7 @@ async def _coordinated(broker: Broker, node: int, address: peers.Address) -> lis
     return groups
 
 
-async def group_lags(broker: Broker) -> list[dict[str, Any]]:
+async def group_lags(broker: WithCluster) -> list[dict[str, Any]]:
     """Every group in the cluster with its committed offsets and lag per partition
     (the leader's high watermark - committed), as ``views.group_lags`` for one broker."""
     if broker.cluster is None:
@@ -238,7 +238,7 @@ class TopicRates:
                 for name, total in totals.items()}
 
 
-async def topics(broker: Broker, rates: TopicRates) -> dict[str, Any]:
+async def topics(broker: WithCluster, rates: TopicRates) -> dict[str, Any]:
     """Every topic of the cluster, its partitions' health and offsets from the leaders."""
     rows = layout(broker)
     ends = await partition_offsets(broker, rows)

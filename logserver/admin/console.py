@@ -23,7 +23,7 @@ from logserver.admin import cluster_views, console_views
 from logserver.admin.records import BrowseError, Page, browse
 from logserver.admin.state import AdminState
 from logserver.admin.visibility import Visibility
-from logserver.broker import Broker
+from logserver.cluster_access import WithCluster
 from logserver.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ STATIC_FILES = {"console.html": "text/html", "console.js": "text/javascript",
                 "console.css": "text/css"}
 
 INT32_MAX = 2**31 - 1
-View = Callable[[Broker, web.Request], Awaitable[Any]]
+View = Callable[[WithCluster, web.Request], Awaitable[Any]]
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -54,19 +54,19 @@ def add_routes(app: web.Application, state: AdminState) -> None:
             return web.json_response(result)
         return handle
 
-    async def cluster(broker: Broker, _: web.Request) -> Any:
+    async def cluster(broker: WithCluster, _: web.Request) -> Any:
         return roster.cluster(broker)
 
-    async def groups(broker: Broker, request: web.Request) -> Any:
+    async def groups(broker: WithCluster, request: web.Request) -> Any:
         return {"groups": Visibility(broker, request).groups(
             await cluster_views.group_lags(broker))}
 
-    async def topics(broker: Broker, request: web.Request) -> Any:
+    async def topics(broker: WithCluster, request: web.Request) -> Any:
         seen = Visibility(broker, request)
         listed = await cluster_views.topics(broker, rates)
         return {"topics": [t for t in listed["topics"] if seen.topic(t["name"])]}
 
-    async def records(broker: Broker, request: web.Request) -> Any:
+    async def records(broker: WithCluster, request: web.Request) -> Any:
         name = request.match_info["name"]
         if not Visibility(broker, request).may(AclOperation.READ, ResourceType.TOPIC, name):
             return _error(403, f"not authorized to read topic {name!r}")
@@ -75,7 +75,7 @@ def add_routes(app: web.Application, state: AdminState) -> None:
         except BrowseError as exc:
             return _error(exc.status, str(exc))
 
-    async def configs_of(broker: Broker, request: web.Request, resource_type: int,
+    async def configs_of(broker: WithCluster, request: web.Request, resource_type: int,
                          name: str, acl: tuple[ResourceType, str]) -> Any:
         if not Visibility(broker, request).may(AclOperation.DESCRIBE_CONFIGS, *acl):
             return _error(403, "not authorized to describe configs")
@@ -85,19 +85,19 @@ def add_routes(app: web.Application, state: AdminState) -> None:
         except console_views.ConfigsError as exc:
             return _error(exc.status, str(exc))
 
-    async def topic_configs(broker: Broker, request: web.Request) -> Any:
+    async def topic_configs(broker: WithCluster, request: web.Request) -> Any:
         name = request.match_info["name"]
         return await configs_of(broker, request, console_views.TOPIC, name,
                                 (ResourceType.TOPIC, name))
 
-    async def broker_configs(broker: Broker, request: web.Request) -> Any:
+    async def broker_configs(broker: WithCluster, request: web.Request) -> Any:
         node = request.match_info["node_id"]
         if not node.isdigit() or int(node) > INT32_MAX:
             return _error(400, "a broker is named by its node id")
         return await configs_of(broker, request, console_views.BROKER, node,
                                 (ResourceType.CLUSTER, CLUSTER_NAME))
 
-    async def acls(broker: Broker, request: web.Request) -> Any:
+    async def acls(broker: WithCluster, request: web.Request) -> Any:
         if not Visibility(broker, request).may(AclOperation.DESCRIBE, ResourceType.CLUSTER,
                                                CLUSTER_NAME):
             return _error(403, "not authorized to describe the cluster's ACLs")

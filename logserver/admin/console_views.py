@@ -16,7 +16,7 @@ from kafkaproto.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from logserver.admin import peers
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
 DESCRIBE_CONFIGS_VERSION = 4
@@ -32,7 +32,7 @@ class ConfigsError(Exception):
         self.status = status
 
 
-async def configs(broker: Broker, resource_type: int, name: str,
+async def configs(broker: WithCluster, resource_type: int, name: str,
                   known: Collection[int] = ()) -> dict[str, Any]:
     """The configs of a topic or a broker (by node id) as DescribeConfigs gives them;
     ``known``: the brokers listed (a known one not live is down: 503, else 404)."""
@@ -74,7 +74,7 @@ async def configs(broker: Broker, resource_type: int, name: str,
                 for c in sorted(result.configs, key=lambda c: c.name)]}
 
 
-def acls(broker: Broker) -> dict[str, Any]:
+def acls(broker: WithCluster) -> dict[str, Any]:
     """Every ACL binding (Kafka's JSON names), and whether an authorizer is on."""
     authorizer = broker.authorizer
     if authorizer is None:

@@ -36,7 +36,7 @@ from logserver.admin.throughput import ClusterThroughput, topic_totals
 
 if TYPE_CHECKING:
     from logserver.admin.state import AdminState
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class DashboardFeed:
         self._previous = counters
         return sample
 
-    async def _cluster_wide(self, broker: Broker, sample: dict[str, Any]) -> None:
+    async def _cluster_wide(self, broker: WithCluster, sample: dict[str, Any]) -> None:
         """Replace the local groups, partitions, brokers and message rates by the
         cluster's (a broker that does not answer leaves its part out, never the sample)."""
         groups, listed, rates = await asyncio.gather(
@@ -224,7 +224,7 @@ class DashboardFeed:
         return response
 
 
-def _topics(broker: Broker, previous: dict[str, Any], counters: dict[str, Any],
+def _topics(broker: WithCluster, previous: dict[str, Any], counters: dict[str, Any],
             seconds: float) -> list[dict[str, Any]]:
     listed = []
     before = previous.get("topics", {})
@@ -248,7 +248,7 @@ def _topics(broker: Broker, previous: dict[str, Any], counters: dict[str, Any],
     return listed
 
 
-def _partitions(broker: Broker) -> list[dict[str, Any]]:
+def _partitions(broker: WithCluster) -> list[dict[str, Any]]:
     """Every partition this broker holds (cluster mode: every one the cluster knows, the
     sizes of those held here), with its leader and in-sync replicas."""
     cluster = broker.cluster
@@ -269,7 +269,7 @@ def _partitions(broker: Broker) -> list[dict[str, Any]]:
     return [rows[key] for key in sorted(rows)]
 
 
-def _cluster(broker: Broker) -> dict[str, Any]:
+def _cluster(broker: WithCluster) -> dict[str, Any]:
     summary = views.cluster(broker)
     return {"cluster_id": summary["cluster_id"], "controller_id": summary["controller_id"],
             "mode": "single" if broker.cluster is None else "cluster",

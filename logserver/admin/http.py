@@ -18,7 +18,7 @@ from logserver.admin.basic_auth import BasicAuth
 from logserver.admin.rates import RecentRates
 from logserver.admin.state import AdminState
 from logserver.admin.visibility import Visibility
-from logserver.broker import Broker
+from logserver.cluster_access import WithCluster
 from logserver.config import Listener
 from logserver.http_sites import serve
 
@@ -38,7 +38,7 @@ def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.
         app.on_startup.append(sampler.start)
         app.on_cleanup.append(sampler.close)
 
-    def with_broker(view: Callable[[Broker, web.Request], Any]) -> Handler:
+    def with_broker(view: Callable[[WithCluster, web.Request], Any]) -> Handler:
         async def handle(request: web.Request) -> web.StreamResponse:
             broker = state.broker
             if broker is None:
@@ -49,7 +49,7 @@ def build_app(state: AdminState, host_check: HostCheck, auth: BasicAuth) -> web.
             return web.json_response(result)
         return handle
 
-    def topic(broker: Broker, request: web.Request) -> Any:
+    def topic(broker: WithCluster, request: web.Request) -> Any:
         name = request.match_info["name"]
         if not Visibility(broker, request).topic(name):
             return web.json_response({"error": f"not authorized to describe topic {name!r}"},

@@ -20,7 +20,7 @@ from logserver.cluster.model import NO_LEADER
 from logserver.topic_config import min_insync_replicas
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 _RM = "kafka_server_replicamanager_"
 _KC = "kafka_controller_kafkacontroller_"
@@ -31,7 +31,7 @@ def _gauge(name: str, doc: str, value: float) -> Metric:
     return GaugeMetricFamily(name, doc, value=value)
 
 
-def collect(broker: Broker) -> Iterator[Metric]:
+def collect(broker: WithCluster) -> Iterator[Metric]:
     node = broker.cluster
     if node is None:
         partitions = sum(len(broker.storage.partition_stats(t) or ())

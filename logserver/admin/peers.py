@@ -17,7 +17,7 @@ from kafkaproto.codegen import Message
 from logserver.cluster.peer_links import Address, PeerUnreachable, Request
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 __all__ = ["Address", "PeerUnreachable", "Request", "ask", "live_addresses"]
 
@@ -25,13 +25,13 @@ TIMEOUT_S = 3.0
 CLIENT_ID = "admin-console"
 
 
-async def ask(broker: Broker, address: Address, requests: Sequence[Request],
+async def ask(broker: WithCluster, address: Address, requests: Sequence[Request],
               timeout: float = TIMEOUT_S) -> list[Message]:
     """Send ``requests`` one after the other on one connection; their responses."""
     return await broker.peers.links(CLIENT_ID).ask(address, requests, timeout)
 
 
-def live_addresses(broker: Broker) -> dict[int, Address]:
+def live_addresses(broker: WithCluster) -> dict[int, Address]:
     """Node id -> inter-broker address of every live broker (this one included)."""
     cluster = broker.cluster
     if cluster is None:

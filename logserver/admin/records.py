@@ -24,7 +24,7 @@ from kafkaproto.records import iter_records
 from logserver.admin import peers
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 FETCH_VERSION = 12
 MAX_LIMIT = 500
@@ -106,7 +106,7 @@ def render(data: bytes | None, fmt: str, cap: int) -> dict[str, Any] | None:
     return {"size": len(data), "format": "hex", "truncated": truncated, "data": shown.hex()}
 
 
-def _leader_address(broker: Broker, topic: str, partition: int) -> peers.Address:
+def _leader_address(broker: WithCluster, topic: str, partition: int) -> peers.Address:
     cluster = broker.cluster
     if cluster is None:
         if broker.storage.high_watermark(topic, partition) is None:
@@ -129,7 +129,7 @@ def _list_offsets(page: Page, timestamp: int) -> peers.Request:
                 timestamp=timestamp)])]))
 
 
-async def _start(broker: Broker, address: peers.Address, page: Page) -> int:
+async def _start(broker: WithCluster, address: peers.Address, page: Page) -> int:
     """The offset to read from: the one asked within the log (below its start: the
     start; past its end: the end), else the first at or after the timestamp (the end
     when no record is that recent), else the log start."""
@@ -154,7 +154,7 @@ async def _start(broker: Broker, address: peers.Address, page: Page) -> int:
     return start
 
 
-async def browse(broker: Broker, page: Page) -> dict[str, Any]:
+async def browse(broker: WithCluster, page: Page) -> dict[str, Any]:
     """One page of records from the partition's leader."""
     address = _leader_address(broker, page.topic, page.partition)
     try:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
     from logserver.network import ConnectionStats
 
 
@@ -19,7 +19,7 @@ class AdminState:
     """
 
     stats: ConnectionStats
-    broker: Broker | None = None
+    broker: WithCluster | None = None
     serving: bool = False  # the Kafka listeners are bound and the broker started
     stopping: bool = False
     started_at: float = field(default=0.0)

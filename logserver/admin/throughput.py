@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
     from logserver.admin.state import AdminState
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class ClusterThroughput:
         self._lock = asyncio.Lock()
         self._session: aiohttp.ClientSession | None = None
 
-    async def brokers(self, broker: Broker, authorization: str | None = None
+    async def brokers(self, broker: WithCluster, authorization: str | None = None
                       ) -> list[dict[str, Any]]:
         """One row per broker: node id, state, reachable, and its rates when reachable."""
         async with self._lock:  # a second caller meanwhile gets the same round's answer
@@ -96,7 +96,7 @@ class ClusterThroughput:
                 self._at = time.monotonic()
             return self.last
 
-    async def _gather(self, broker: Broker, authorization: str | None) -> list[dict[str, Any]]:
+    async def _gather(self, broker: WithCluster, authorization: str | None) -> list[dict[str, Any]]:
         own = {"node_id": broker.node_id, "state": "alive", "reachable": True,
                **self.own.rates()}
         cluster = broker.cluster

@@ -17,7 +17,7 @@ from logserver.topic_config import min_insync_replicas
 if TYPE_CHECKING:
     from logserver.admin.rates import RecentRates
     from logserver.admin.state import AdminState
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 
 def api_name(api_key: int) -> str:
@@ -28,7 +28,7 @@ def api_name(api_key: int) -> str:
         return f"Unknown{api_key}"
 
 
-def cluster(broker: Broker) -> dict[str, Any]:
+def cluster(broker: WithCluster) -> dict[str, Any]:
     """This broker alone, or in cluster mode every registered broker and the controller
     (-1 while none is elected), as this broker's view of etcd has them. Listeners are
     known for this broker only."""
@@ -51,7 +51,7 @@ def cluster(broker: Broker) -> dict[str, Any]:
     }
 
 
-def cluster_health(broker: Broker) -> dict[str, Any]:
+def cluster_health(broker: WithCluster) -> dict[str, Any]:
     """rpk's health overview (cluster/health.py) from this broker's view of etcd: alive
     are the registered brokers; every node is those and every replica named anywhere. A
     single broker is its own healthy cluster."""
@@ -86,7 +86,7 @@ def _partition(stats: PartitionStats, leader: int) -> dict[str, Any]:
     }
 
 
-def topic(broker: Broker, name: str) -> dict[str, Any] | None:
+def topic(broker: WithCluster, name: str) -> dict[str, Any] | None:
     storage = broker.storage
     stats = storage.partition_stats(name)
     topic_id = broker.topics.topic_id(name)  # the cluster's id in cluster mode, as Metadata
@@ -102,7 +102,7 @@ def topic(broker: Broker, name: str) -> dict[str, Any] | None:
     }
 
 
-def topics(broker: Broker) -> dict[str, Any]:
+def topics(broker: WithCluster) -> dict[str, Any]:
     listed = []
     for name in broker.storage.topic_names():
         stats = broker.storage.partition_stats(name)
@@ -120,7 +120,7 @@ def topics(broker: Broker) -> dict[str, Any]:
     return {"topics": listed}
 
 
-def group_lags(broker: Broker) -> list[dict[str, Any]]:
+def group_lags(broker: WithCluster) -> list[dict[str, Any]]:
     """Every group with its committed offsets and lag (high watermark - committed)."""
     coordinator = broker.groups
     _, listed = coordinator.list_groups(())

@@ -17,11 +17,11 @@ from logserver.security.session import ANONYMOUS
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 
 class Visibility:
-    def __init__(self, broker: Broker, request: web.Request) -> None:
+    def __init__(self, broker: BrokerServices, request: web.Request) -> None:
         self.authorizer = broker.authorizer
         self.principal: str = request.get("principal", ANONYMOUS)
         self.host = request.remote or ""

@@ -125,7 +125,7 @@ def _filter_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def list_acls(cluster: Cluster, args: argparse.Namespace) -> int:
-    response = cluster.any().call(ApiKey.DESCRIBE_ACLS,
+    response = cluster.any().ask(ApiKey.DESCRIBE_ACLS,
                                   DescribeAclsRequest(**_filter_fields(args)), ceiling=3)
     if response.error_code:
         raise kafka_error("listing ACLs", response.error_code, response.error_message)
@@ -149,7 +149,7 @@ def create_acls(cluster: Cluster, args: argparse.Namespace) -> int:
         resource_type=int(kind), resource_name=name, resource_pattern_type=int(_pattern(args)),
         principal=principal, host=args.host, operation=int(op), permission_type=int(permission))
         for principal, permission in grants for op in args.operation]
-    response = cluster.any().call(ApiKey.CREATE_ACLS, CreateAclsRequest(creations=creations),
+    response = cluster.any().ask(ApiKey.CREATE_ACLS, CreateAclsRequest(creations=creations),
                                   ceiling=3)
     rows = []
     for creation, result in zip(creations, response.results, strict=True):
@@ -170,7 +170,7 @@ def create_acls(cluster: Cluster, args: argparse.Namespace) -> int:
 def delete_acls(cluster: Cluster, args: argparse.Namespace) -> int:
     request = DeleteAclsRequest(filters=[DeleteAclsRequest.DeleteAclsFilter(
         **_filter_fields(args))])
-    response = cluster.any().call(ApiKey.DELETE_ACLS, request, ceiling=3)
+    response = cluster.any().ask(ApiKey.DELETE_ACLS, request, ceiling=3)
     (result,) = response.filter_results
     if result.error_code:
         raise kafka_error("deleting ACLs", result.error_code, result.error_message)

@@ -1,23 +1,27 @@
-"""A blocking Kafka client for the command line: sockets around ``kafkaproto.client``.
+"""The command line's Kafka connections: the project's blocking client, CLI errors.
 
-A command sends a few requests and exits, so plain blocking sockets are the simplest
-glue: the sans-I/O core frames requests, matches responses and negotiates versions,
-this module only moves bytes. Only standard Kafka APIs are used, chosen at the
-highest version both sides speak, so the commands work against Apache Kafka too.
+A command sends a few requests and exits, so the blocking client (commonlib.kafkaclient)
+is the glue; this only turns its failures into the CLI's errors and exit codes. Only
+standard Kafka APIs are used, chosen at the highest version both sides speak, so the
+commands work against Apache Kafka too.
 """
 
 from __future__ import annotations
 
-import socket
 import time
-from collections import deque
 from typing import Any
 
+from commonlib.kafkaclient import (
+    Backoff,
+    BlockingConnection,
+    Failures,
+    KafkaConnectionError,
+    KafkaError,
+)
+from commonlib.kafkaclient import parse_hostport as _parse_hostport
 from kafkaproto import ApiKey, ErrorCode
-from kafkaproto.client import ApiVersionTable, ClientConnection, KafkaError, Response
-from kafkaproto.errors import ProtocolError
+from kafkaproto.errors import DecodeError, ProtocolError
 from kafkaproto.messages import (
-    ApiVersionsRequest,
     FindCoordinatorRequest,
     MetadataRequest,
     MetadataResponse,
@@ -28,110 +32,66 @@ from .errors import CliError, ServerUnreachable, kafka_error
 
 CLIENT_ID = "logserver-cli"
 DEFAULT_BOOTSTRAP = "localhost:9092"
+#: Waiting for a topic created on first use to get its leaders (Kafka's retry backoffs).
+METADATA_BACKOFF = Backoff(100, 1000)
 
 
 def parse_hostport(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (or ``PLAINTEXT://HOST:PORT``, ``[::1]:PORT``) as a pair."""
-    text = text.strip()
-    if "://" in text:
-        text = text.split("://", 1)[1]
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = text, "9092"
-    host = host.strip("[]") or "localhost"
     try:
-        return host, int(port)
+        return _parse_hostport(text)
     except ValueError:
-        raise CliError(f"bad --bootstrap-server {text!r}: expected HOST:PORT") from None
+        raise CliError(f"bad --bootstrap-server {text.strip()!r}: expected HOST:PORT") from None
 
 
-class BrokerLink:
-    """One TCP connection to one broker; requests answered in order, one at a time."""
+class BrokerLink(BlockingConnection):
+    """One connection to one broker; requests answered in order, one at a time; every
+    failure a :class:`CliError` (ServerUnreachable: exit code 3)."""
+
+    timeout: float  # a command always has one
 
     def __init__(self, host: str, port: int, *, timeout: float) -> None:
-        self.host = host
-        self.port = port
-        self.timeout = timeout
-        self.core = ClientConnection(CLIENT_ID)
-        self._responses: deque[Response] = deque()
         try:
-            self.sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as exc:
-            reason = exc.strerror or str(exc) or type(exc).__name__
-            raise ServerUnreachable(f"cannot connect to {host}:{port}: {reason}") from None
-        versions = self._roundtrip(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
+            super().__init__(host, port, client_id=CLIENT_ID, timeout=timeout)
+        except KafkaConnectionError as exc:
+            raise ServerUnreachable(str(exc)) from None
         try:
-            self.core.versions = ApiVersionTable.from_response(versions)
+            self.negotiate()
+        except ServerUnreachable:
+            self.close()
+            raise
         except KafkaError as exc:
+            self.close()
             raise kafka_error(f"ApiVersions from {self.address}", exc.code) from None
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def supports(self, api_key: int) -> bool:
-        return self.core.supports(api_key)
 
     def version(self, api_key: int, ceiling: int | None = None) -> int:
         try:
-            return self.core.version(api_key, ceiling)
+            return super().version(api_key, ceiling)
         except KafkaError:
             spec = API_SPECS.get(api_key)
             name = spec.name if spec is not None else f"API {api_key}"
             raise CliError(f"the server at {self.address} does not support {name} "
                            f"(API key {api_key}) at a version this tool speaks") from None
 
-    def call(self, api_key: int, body: Any, *, ceiling: int | None = None,
-             timeout: float | None = None) -> Any:
-        """Send ``body`` at the highest common version (at most ``ceiling``); its answer."""
-        return self._roundtrip(api_key, self.version(api_key, ceiling), body, timeout=timeout)
-
     def send_only(self, api_key: int, body: Any, *, ceiling: int | None = None) -> None:
         """Send a request the broker does not answer (a Produce with acks=0)."""
         version = self.version(api_key, ceiling)
-        _, frame = self.core.request(api_key, version, body, expect_response=False)
         try:
-            self.sock.sendall(frame)
-        except OSError as exc:
-            raise ServerUnreachable(f"connection to {self.address} failed: "
-                                    f"{exc.strerror or exc}") from None
+            self.send(api_key, version, body, expect_response=False)
+        except KafkaConnectionError as exc:
+            raise ServerUnreachable(str(exc)) from None
 
-    def call_versioned(self, api_key: int, body: Any, version: int) -> Any:
-        return self._roundtrip(api_key, version, body)
-
-    def _roundtrip(self, api_key: int, version: int, body: Any, *,
-                   timeout: float | None = None) -> Any:
-        correlation_id, frame = self.core.request(api_key, version, body)
+    def request(self, api_key: int, version: int, body: Any, *,
+                timeout: float | None = None) -> Any:
         try:
-            self.sock.settimeout(timeout or self.timeout)
-            self.sock.sendall(frame)
-            while True:
-                while not self._responses:
-                    data = self.sock.recv(1 << 16)
-                    if not data:
-                        raise ServerUnreachable(f"{self.address} closed the connection "
-                                                f"(is it a Kafka server?)")
-                    self._responses.extend(self.core.receive_data(data))
-                response = self._responses.popleft()
-                # Earlier answers belong to requests given up on (Ctrl-C during a
-                # fetch, before the last commit and LeaveGroup): drop them.
-                if response.correlation_id == correlation_id:
-                    break
-        except TimeoutError:
-            raise ServerUnreachable(f"no answer from {self.address} within "
-                                    f"{timeout or self.timeout:.0f} s") from None
+            return super().request(api_key, version, body, timeout=timeout)
+        except KafkaConnectionError as exc:
+            raise ServerUnreachable(str(exc)) from None
+        except DecodeError as exc:
+            raise CliError(f"cannot decode the answer of {self.address}: {exc}") from None
         except ProtocolError as exc:
             raise ServerUnreachable(f"unreadable answer from {self.address}: {exc} "
                                     f"(is it a Kafka server?)") from None
-        except OSError as exc:
-            raise ServerUnreachable(f"connection to {self.address} failed: "
-                                    f"{exc.strerror or exc}") from None
-        if response.error is not None:
-            raise CliError(f"cannot decode the answer of {self.address}: {response.error}")
-        return response.body
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 class Cluster:
@@ -196,7 +156,7 @@ class Cluster:
             allow_auto_topic_creation=auto_create)
         if version < 1 and topics is None:
             request.topics = []  # v0: an empty list means every topic
-        response: MetadataResponse = link.call_versioned(ApiKey.METADATA, request, version)
+        response: MetadataResponse = link.request(ApiKey.METADATA, version, request)
         self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
         return response
 
@@ -207,6 +167,7 @@ class Cluster:
         server creates on first use is waited for until its partitions have leaders.
         """
         deadline = time.monotonic() + self.timeout
+        failures = Failures(METADATA_BACKOFF)
         while True:
             metadata = self.metadata([topic], auto_create=auto_create)
             meta = next((t for t in metadata.topics if t.name == topic), None)
@@ -217,7 +178,7 @@ class Cluster:
                 return leaders
             if code not in (ErrorCode.LEADER_NOT_AVAILABLE, 0) or time.monotonic() > deadline:
                 break
-            time.sleep(0.1)
+            time.sleep(failures.failed())
         if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             hint = " (and the server does not create topics on first use)" if auto_create else ""
             raise CliError(f"unknown topic {topic!r}{hint}")
@@ -230,7 +191,7 @@ class Cluster:
         link = self.any()
         version = link.version(ApiKey.FIND_COORDINATOR, 4)
         request = FindCoordinatorRequest(key=group, key_type=0, coordinator_keys=[group])
-        response = link.call_versioned(ApiKey.FIND_COORDINATOR, request, version)
+        response = link.request(ApiKey.FIND_COORDINATOR, version, request)
         if version >= 4:
             (answer,) = response.coordinators
             code, node_id, host, port = answer.error_code, answer.node_id, answer.host, answer.port

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import cluster_health
 from .client import Cluster
+from .cluster_health import register as register_health
 from .output import emit, key_values, table
 
 
@@ -18,7 +18,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("info", parents=[common], help="cluster id, controller, brokers, topics",
                        description="Cluster id, controller, brokers and the topic count.")
     p.set_defaults(func=info)
-    cluster_health.register(sub, common)
+    register_health(sub, common)
 
 
 def info(cluster: Cluster, args: argparse.Namespace) -> int:

@@ -47,7 +47,7 @@ def _min_isr(link: BrokerLink, topics: list[str], broker_id: int) -> dict[str, i
     resources.append(DescribeConfigsRequest.DescribeConfigsResource(
         resource_type=RESOURCE_BROKER, resource_name=str(broker_id),
         configuration_keys=["min.insync.replicas"]))
-    response = link.call(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest(
+    response = link.ask(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest(
         resources=resources, include_synonyms=False, include_documentation=False), ceiling=4)
     found: dict[str, int] = {}
     for result in response.results:

@@ -72,7 +72,7 @@ def _resource(args: argparse.Namespace) -> tuple[int, str, str]:
 def describe(cluster: Cluster, args: argparse.Namespace) -> int:
     kind, name, what = _resource(args)
     link = cluster.node(args.broker) if args.broker is not None else cluster.any()
-    response = link.call(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest(
+    response = link.ask(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest(
         resources=[DescribeConfigsRequest.DescribeConfigsResource(
             resource_type=kind, resource_name=name, configuration_keys=None)],
         include_synonyms=False, include_documentation=False), ceiling=4)
@@ -114,7 +114,7 @@ def alter(cluster: Cluster, args: argparse.Namespace) -> int:
                 *(Config(name=k, config_operation=OP_DELETE, value=None) for k in deletes)])],
         validate_only=args.validate_only)
     link = cluster.node(args.broker) if args.broker is not None else cluster.any()
-    response = link.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, request, ceiling=1)
+    response = link.ask(ApiKey.INCREMENTAL_ALTER_CONFIGS, request, ceiling=1)
     (result,) = response.responses
     status = "VALID" if args.validate_only else "OK"
     if result.error_code:

@@ -186,7 +186,7 @@ def _fetch_round(cluster: Cluster, args: argparse.Namespace, leaders: dict[Topic
             topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
             forgotten_topics_data=[], rack_id="")
         link = cluster.node(leader)
-        response = link.call(ApiKey.FETCH, request, ceiling=12,
+        response = link.ask(ApiKey.FETCH, request, ceiling=12,
                              timeout=link.timeout + MAX_WAIT_MS / 1000)
         if response.error_code:
             raise kafka_error("fetch", response.error_code)

@@ -84,7 +84,7 @@ def delete_records(cluster: Cluster, args: argparse.Namespace) -> int:
                 partition_index=partition, offset=wanted[(topic, partition)]))
         request = DeleteRecordsRequest(topics=[DeleteRecordsRequest.DeleteRecordsTopic(
             name=t, partitions=ps) for t, ps in topics.items()], timeout_ms=TIMEOUT_MS)
-        response = cluster.node(leader).call(ApiKey.DELETE_RECORDS, request, ceiling=2)
+        response = cluster.node(leader).ask(ApiKey.DELETE_RECORDS, request, ceiling=2)
         for t in response.topics:
             for p in t.partitions:
                 rows.append({"topic": t.name, "partition": p.partition_index,

@@ -99,7 +99,7 @@ def _listed(cluster: Cluster) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for node in sorted(cluster.brokers):
         link = cluster.node(node)
-        response = link.call(ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=[]), ceiling=4)
+        response = link.ask(ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=[]), ceiling=4)
         if response.error_code:
             raise kafka_error(f"listing the groups of broker {node}", response.error_code)
         state_known = link.version(ApiKey.LIST_GROUPS, 4) >= 4
@@ -112,7 +112,7 @@ def _listed(cluster: Cluster) -> list[dict[str, Any]]:
 
 # ---- describe -------------------------------------------------------------------------
 def describe_group(link: BrokerLink, group: str) -> Any:
-    response = link.call(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(
+    response = link.ask(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(
         groups=[group], include_authorized_operations=False), ceiling=5)
     (described,) = response.groups
     if described.error_code:
@@ -128,7 +128,7 @@ def committed_offsets(link: BrokerLink, group: str) -> dict[TopicPartition, int]
                        f"listing all of a group's offsets needs v2")
     request = OffsetFetchRequest(group_id=group, topics=None, require_stable=False, groups=[
         OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None)])
-    response = link.call_versioned(ApiKey.OFFSET_FETCH, request, version)
+    response = link.request(ApiKey.OFFSET_FETCH, version, request)
     if version >= 8:
         (answer,) = response.groups
         code, topics = answer.error_code, answer.topics
@@ -352,7 +352,7 @@ def _commit(link: BrokerLink, group: str, offsets: dict[TopicPartition, int]) ->
                                               committed_leader_epoch=-1, commit_timestamp=-1,
                                               committed_metadata="") for p, o in parts])
             for topic, parts in topics.items()])
-    response = link.call(ApiKey.OFFSET_COMMIT, request, ceiling=8)
+    response = link.ask(ApiKey.OFFSET_COMMIT, request, ceiling=8)
     for t in response.topics:
         for p in t.partitions:
             if p.error_code:
@@ -365,7 +365,7 @@ def delete_groups(cluster: Cluster, args: argparse.Namespace) -> int:
     results = []
     for group in args.groups:
         link = cluster.coordinator(group)
-        response = link.call(ApiKey.DELETE_GROUPS, DeleteGroupsRequest(groups_names=[group]),
+        response = link.ask(ApiKey.DELETE_GROUPS, DeleteGroupsRequest(groups_names=[group]),
                              ceiling=2)
         (result,) = response.results
         code = result.error_code

@@ -75,7 +75,7 @@ class GroupMember:
             self.member_id = response.member_id
             self.generation = response.generation_id
             assignments = self._assign(response) if response.leader == self.member_id else []
-            sync = self.link.call(ApiKey.SYNC_GROUP, SyncGroupRequest(
+            sync = self.link.ask(ApiKey.SYNC_GROUP, SyncGroupRequest(
                 group_id=self.group, generation_id=self.generation, member_id=self.member_id,
                 group_instance_id=None, protocol_type="consumer", protocol_name=ASSIGNOR,
                 assignments=assignments), ceiling=5,
@@ -91,7 +91,7 @@ class GroupMember:
             return sorted((t, p) for t, ps in self.assignment.items() for p in ps)
 
     def _join_once(self) -> JoinGroupResponse:
-        response: JoinGroupResponse = self.link.call(ApiKey.JOIN_GROUP, JoinGroupRequest(
+        response: JoinGroupResponse = self.link.ask(ApiKey.JOIN_GROUP, JoinGroupRequest(
             group_id=self.group, session_timeout_ms=SESSION_TIMEOUT_MS,
             rebalance_timeout_ms=REBALANCE_TIMEOUT_MS, member_id=self.member_id,
             group_instance_id=None, protocol_type="consumer", reason=None,
@@ -123,7 +123,7 @@ class GroupMember:
 
     def heartbeat(self) -> bool:
         """Tell the coordinator we are alive; False when the group rebalances."""
-        response = self.link.call(ApiKey.HEARTBEAT, HeartbeatRequest(
+        response = self.link.ask(ApiKey.HEARTBEAT, HeartbeatRequest(
             group_id=self.group, generation_id=self.generation, member_id=self.member_id,
             group_instance_id=None), ceiling=4)
         self._last_heartbeat = time.monotonic()
@@ -148,7 +148,7 @@ class GroupMember:
             groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=self.group, topics=[
                 OffsetFetchRequest.OffsetFetchRequestTopics(name=t, partition_indexes=ps)
                 for t, ps in topics.items()])])
-        response = self.link.call_versioned(ApiKey.OFFSET_FETCH, request, version)
+        response = self.link.request(ApiKey.OFFSET_FETCH, version, request)
         answer = response.groups[0] if version >= 8 else response
         out: dict[TopicPartition, int] = {}
         for t in answer.topics:
@@ -168,7 +168,7 @@ class GroupMember:
         for (t, p), offset in sorted(positions.items()):
             topics.setdefault(t, []).append((p, offset))
         Partition = OffsetCommitRequest.OffsetCommitRequestPartition
-        response = self.link.call(ApiKey.OFFSET_COMMIT, OffsetCommitRequest(
+        response = self.link.ask(ApiKey.OFFSET_COMMIT, OffsetCommitRequest(
             group_id=self.group, generation_id_or_member_epoch=self.generation,
             member_id=self.member_id, group_instance_id=None, retention_time_ms=-1,
             topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=[
@@ -186,7 +186,7 @@ class GroupMember:
     def leave(self) -> None:
         if not self.member_id:
             return
-        self.link.call(ApiKey.LEAVE_GROUP, LeaveGroupRequest(
+        self.link.ask(ApiKey.LEAVE_GROUP, LeaveGroupRequest(
             group_id=self.group, member_id=self.member_id, members=[
                 LeaveGroupRequest.MemberIdentity(member_id=self.member_id,
                                                  group_instance_id=None, reason=None)]),

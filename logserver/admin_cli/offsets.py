@@ -34,7 +34,7 @@ def list_offsets(cluster: Cluster, leaders: dict[TopicPartition, int],
                     partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
                 for p in partitions])
             for topic, partitions in topics.items()])
-        response = cluster.node(leader).call(ApiKey.LIST_OFFSETS, request, ceiling=7)
+        response = cluster.node(leader).ask(ApiKey.LIST_OFFSETS, request, ceiling=7)
         for topic_result in response.topics:
             for p in topic_result.partitions:
                 if p.error_code:

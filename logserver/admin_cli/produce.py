@@ -122,7 +122,7 @@ def _send(cluster: Cluster, args: argparse.Namespace, leader: int, partition: in
     policy = RetryPolicy(timeout_s=args.timeout)
     started, failures = time.monotonic(), 0
     while True:
-        response = link.call(ApiKey.PRODUCE, request, ceiling=9)
+        response = link.ask(ApiKey.PRODUCE, request, ceiling=9)
         (answer,) = response.responses[0].partition_responses
         if not answer.error_code:
             return int(answer.base_offset)

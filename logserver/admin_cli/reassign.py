@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import logserver.admin_cli.reassign_plan as reassign_plan
 from kafkaproto import ApiKey
 from kafkaproto.messages import (
     AlterPartitionReassignmentsRequest,
@@ -22,7 +23,6 @@ from kafkaproto.messages import (
 from kafkaproto.messages.admin_alter import OP_APPEND, OP_DELETE, OP_SET
 from logserver.cluster.model import BrokerInfo
 
-from . import reassign_plan
 from .client import Cluster
 from .errors import CliError, error_name, kafka_error
 from .output import emit, table
@@ -153,7 +153,7 @@ def _alter(cluster: Cluster, args: argparse.Namespace, moves: dict[Where, list[i
     request = AlterPartitionReassignmentsRequest(timeout_ms=TIMEOUT_MS, topics=[
         AlterPartitionReassignmentsRequest.ReassignableTopic(name=t, partitions=ps)
         for t, ps in by_topic.items()])
-    response = cluster.any().call(ApiKey.ALTER_PARTITION_REASSIGNMENTS, request, ceiling=0)
+    response = cluster.any().ask(ApiKey.ALTER_PARTITION_REASSIGNMENTS, request, ceiling=0)
     if response.error_code:
         raise kafka_error("reassign", response.error_code)
     rows = [{"topic": t.name, "partition": p.partition_index,
@@ -211,7 +211,7 @@ def _incremental(cluster: Cluster, resources: list[tuple[int, str, list[Any]]], 
         for kind, name, configs in resources if configs], validate_only=False)
     if not request.resources:
         return
-    response = cluster.any().call(ApiKey.INCREMENTAL_ALTER_CONFIGS, request, ceiling=1)
+    response = cluster.any().ask(ApiKey.INCREMENTAL_ALTER_CONFIGS, request, ceiling=1)
     for r in response.responses:
         if r.error_code:
             raise kafka_error(f"{what} ({r.resource_name or 'brokers'})", r.error_code,
@@ -249,7 +249,7 @@ def _clear_throttle(cluster: Cluster, topics: list[str], others_moving: bool) ->
 def _statuses(cluster: Cluster, plan: Plan) -> tuple[list[dict[str, Any]], set[Where]]:
     """Each move: in progress, done (the replicas are the target) or not as planned (a
     cancelled or replaced move); and every partition moving in the cluster."""
-    response = cluster.any().call(ApiKey.LIST_PARTITION_REASSIGNMENTS,
+    response = cluster.any().ask(ApiKey.LIST_PARTITION_REASSIGNMENTS,
                                   ListPartitionReassignmentsRequest(timeout_ms=TIMEOUT_MS, topics=None),
                                   ceiling=0)
     if response.error_code:
@@ -301,7 +301,7 @@ def verify(cluster: Cluster, args: argparse.Namespace, plan: Plan, *, clear: boo
 
 
 def list_reassignments(cluster: Cluster, args: argparse.Namespace) -> int:
-    response = cluster.any().call(ApiKey.LIST_PARTITION_REASSIGNMENTS,
+    response = cluster.any().ask(ApiKey.LIST_PARTITION_REASSIGNMENTS,
                                   ListPartitionReassignmentsRequest(timeout_ms=TIMEOUT_MS, topics=None),
                                   ceiling=0)
     if response.error_code:

@@ -24,7 +24,7 @@ def _sizes(cluster: Cluster, node: int, wanted: list[Where]) -> dict[Where, int]
         link = cluster.node(node)
     except CliError:
         return {}  # a broker that is down holds nothing we can count
-    response = link.call(ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest(topics=[
+    response = link.ask(ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest(topics=[
         DescribeLogDirsRequest.DescribableLogDirTopic(topic=t, partitions=ps)
         for t, ps in topics.items()]), ceiling=4)
     out: dict[Where, int] = {}

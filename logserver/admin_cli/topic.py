@@ -21,12 +21,13 @@ from kafkaproto.messages import (
 )
 from kafkaproto.messages.admin_alter import OP_DELETE, OP_SET
 
-from . import delete_records, reassign
 from .client import Cluster
 from .cluster_health import overview
+from .delete_records import register as register_delete_records
 from .errors import CliError, error_name, kafka_error
 from .offsets import EARLIEST, LATEST, list_offsets
 from .output import emit, key_values, table
+from .reassign import register as register_reassign
 
 RESOURCE_TOPIC = 2  # DescribeConfigs/IncrementalAlterConfigs resource type
 TIMEOUT_MS = 30_000
@@ -79,7 +80,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--if-exists", action="store_true",
                    help="a topic that does not exist is not an error")
     p.set_defaults(func=delete_topics)
-    delete_records.register(sub, common)
+    register_delete_records(sub, common)
 
     p = sub.add_parser("alter-config", parents=[common], help="set or delete topic configs",
                        description="Change a topic's configs without restating the others "
@@ -107,7 +108,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                      help="the new total (kafka-topics --alter --partitions)")
     p.add_argument("--validate-only", action="store_true", help="check, change nothing")
     p.set_defaults(func=add_partitions)
-    reassign.register(sub, common)
+    register_reassign(sub, common)
 
 
 # ---- list / describe ------------------------------------------------------------------
@@ -178,7 +179,7 @@ def _configs(cluster: Cluster, topic: str) -> list[dict[str, Any]]:
     request = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
         resource_type=RESOURCE_TOPIC, resource_name=topic, configuration_keys=None)],
         include_synonyms=False, include_documentation=False)
-    response = link.call(ApiKey.DESCRIBE_CONFIGS, request, ceiling=4)
+    response = link.ask(ApiKey.DESCRIBE_CONFIGS, request, ceiling=4)
     (result,) = response.results
     if result.error_code:
         raise kafka_error(f"configs of topic {topic!r}", result.error_code, result.error_message)
@@ -235,7 +236,7 @@ def create_topics(cluster: Cluster, args: argparse.Namespace) -> int:
         assignments=[], configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
                                  for k, v in configs])
         for name in args.topics], timeout_ms=TIMEOUT_MS, validate_only=args.validate_only)
-    response = cluster.any().call(ApiKey.CREATE_TOPICS, request, ceiling=7)
+    response = cluster.any().ask(ApiKey.CREATE_TOPICS, request, ceiling=7)
     results = []
     for t in response.topics:
         if t.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and args.if_not_exists:
@@ -250,7 +251,7 @@ def delete_topics(cluster: Cluster, args: argparse.Namespace) -> int:
     request = DeleteTopicsRequest(
         topics=[DeleteTopicsRequest.DeleteTopicState(name=n, topic_id=bytes(16)) for n in args.topics],
         topic_names=list(args.topics), timeout_ms=TIMEOUT_MS)
-    response = cluster.any().call(ApiKey.DELETE_TOPICS, request, ceiling=6)
+    response = cluster.any().ask(ApiKey.DELETE_TOPICS, request, ceiling=6)
     results = []
     for t in response.responses:
         if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and args.if_exists:
@@ -277,7 +278,7 @@ def alter_config(cluster: Cluster, args: argparse.Namespace) -> int:
         IncrementalAlterConfigsRequest.AlterConfigsResource(
             resource_type=RESOURCE_TOPIC, resource_name=topic, configs=changes)
         for topic in args.topics], validate_only=args.validate_only)
-    response = cluster.any().call(ApiKey.INCREMENTAL_ALTER_CONFIGS, request, ceiling=1)
+    response = cluster.any().ask(ApiKey.INCREMENTAL_ALTER_CONFIGS, request, ceiling=1)
     return _report(args, "alter-config", [
         _result(r.resource_name, r.error_code, r.error_message,
                 "VALID" if args.validate_only else "OK")
@@ -296,7 +297,7 @@ def add_partitions(cluster: Cluster, args: argparse.Namespace) -> int:
     request = CreatePartitionsRequest(topics=[
         CreatePartitionsRequest.CreatePartitionsTopic(name=t, count=n, assignments=None)
         for t, n in totals.items()], timeout_ms=TIMEOUT_MS, validate_only=args.validate_only)
-    response = cluster.any().call(ApiKey.CREATE_PARTITIONS, request, ceiling=3)
+    response = cluster.any().ask(ApiKey.CREATE_PARTITIONS, request, ceiling=3)
     return _report(args, "add-partitions", [
         _result(r.name, r.error_code, r.error_message,
                 ("VALID" if args.validate_only else "OK") + f" ({totals.get(r.name)} partitions)")

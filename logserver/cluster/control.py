@@ -19,8 +19,10 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode
+from kafkaproto.client import Failures
 from logserver.broker_overrides import Overlay
 from logserver.cluster import reassignment
+from logserver.cluster.etcd import ETCD_BACKOFF
 from logserver.cluster.model import PartitionState
 from logserver.cluster.node import TopicCreationError
 from logserver.cluster.topic_configs import alter_topic_configs
@@ -31,18 +33,21 @@ from logserver.control.api import (
     PartitionView,
     replicas_error,
 )
-from logserver.control.local import TRANSACTION_KEY_TYPE
-from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
-from logserver.groups.coordinator import GROUP_KEY_TYPE
-from logserver.groups.store import kafka_partition_for
+from logserver.internal_topics import (
+    GROUP_KEY_TYPE,
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    TRANSACTION_KEY_TYPE,
+    TXN_STATE_TOPIC,
+    kafka_partition_for,
+)
 from logserver.request_context import listener_name
 from logserver.security.scram_admin import Alteration, UserResult
 from logserver.topic_config import TopicConfig, kept_overrides
-from logserver.transactions.store import TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
     from logserver.cluster.node import ClusterNode
+    from logserver.services import BrokerServices
 
 __all__ = ["EtcdControlPlane"]
 
@@ -50,12 +55,11 @@ log = logging.getLogger(__name__)
 
 VISIBLE_TIMEOUT_S = 5.0  # a change is answered once our own watch has it (bounded)
 JOINING_TIMEOUT_S = 10.0  # a Metadata answer waits this long for a joining broker's state
-ETCD_RETRY_S = 0.2
 CAS_ATTEMPTS = 5
 
 
 class EtcdControlPlane:
-    def __init__(self, broker: Broker, node: ClusterNode) -> None:
+    def __init__(self, broker: BrokerServices, node: ClusterNode) -> None:
         self._broker = broker
         self._node = node
 
@@ -176,6 +180,7 @@ class EtcdControlPlane:
                            timeout_ms: int) -> bytes:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_ms, 0) / 1000
+        failures = Failures(ETCD_BACKOFF)
         while True:
             try:
                 return await self._create_and_wait(topic, partitions, replication_factor,
@@ -187,7 +192,7 @@ class EtcdControlPlane:
                     log.error("creating topic %s in etcd failed: %s", topic, exc)
                     raise ControlError(ErrorCode.REQUEST_TIMED_OUT,
                                        f"cluster metadata store: {exc}") from None
-                await asyncio.sleep(ETCD_RETRY_S)
+                await asyncio.sleep(failures.failed())
 
     async def delete_topic(self, topic: str) -> bytes:
         node = self._node

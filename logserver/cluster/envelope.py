@@ -12,28 +12,21 @@ inside (INVALID_REQUEST otherwise): nothing else is forwarded this way.
 
 The principal travels as its ``Type:name`` text in UTF-8 (Kafka's is its principal
 builder's serde; only our brokers read it), the address as 4 or 16 bytes.
+
+The sending side (wrap/unwrap) is here; the leader's side is the Envelope handler
+(logserver/handlers/envelope.py).
 """
 
 from __future__ import annotations
 
-import inspect
 import ipaddress
-import logging
-from typing import TYPE_CHECKING, Any
 
-from kafkaproto import ApiKey, ErrorCode, ProtocolError, RequestHeader, frames
+from kafkaproto import ErrorCode, frames
 from kafkaproto.codegen import Message
 from kafkaproto.messages import EnvelopeRequest, EnvelopeResponse
 from logserver import request_context
-from logserver.security import checks
-
-if TYPE_CHECKING:
-    from logserver.broker import Broker
-
-log = logging.getLogger(__name__)
 
 ENVELOPE_VERSION = 0
-FORWARDABLE = frozenset({ApiKey.PRODUCE})
 
 
 class EnvelopeRefused(Exception):
@@ -64,46 +57,3 @@ def unwrap(api_key: int, version: int, answer: Message) -> Message:
     if answer.error_code != ErrorCode.NONE or answer.response_data is None:
         raise EnvelopeRefused(answer.error_code or ErrorCode.UNKNOWN_SERVER_ERROR)
     return frames.decode_response(api_key, version, answer.response_data)[1]
-
-
-def handle(broker: Broker, header: RequestHeader, request: EnvelopeRequest) -> Any:
-    """The leader's side: check the sender, then run the embedded request as its client."""
-    if not checks.from_broker(broker):
-        log.warning("Envelope from %s (%s) refused: not a broker on the inter-broker listener",
-                    request_context.principal.get(), request_context.client_host.get())
-        return EnvelopeResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    try:
-        principal = bytes(request.request_principal or b"").decode()
-        host = str(ipaddress.ip_address(bytes(request.client_host_address)))
-    except ValueError:
-        return EnvelopeResponse(error_code=ErrorCode.PRINCIPAL_DESERIALIZATION_FAILURE)
-    if ":" not in principal:
-        return EnvelopeResponse(error_code=ErrorCode.PRINCIPAL_DESERIALIZATION_FAILURE)
-    from logserver.handlers import HANDLERS
-
-    data = memoryview(bytearray(request.request_data))  # appends stamp offsets in place
-    try:
-        inner, offset = frames.decode_request_header(data)
-        spec = HANDLERS.get(inner.api_key)
-        if inner.api_key not in FORWARDABLE or spec is None:
-            return EnvelopeResponse(error_code=ErrorCode.INVALID_REQUEST)
-        if not spec.min_version <= inner.api_version <= spec.max_version:
-            return EnvelopeResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
-        body = frames.decode_request(inner, data, offset)
-    except ProtocolError as exc:
-        log.warning("Envelope with an undecodable request: %s", exc)
-        return EnvelopeResponse(error_code=ErrorCode.INVALID_REQUEST)
-    request_context.principal.set(principal)
-    request_context.client_host.set(f"/{host}")
-    request_context.listener_name.set("")  # not a broker's request any more
-    result = spec.handle(broker, inner, body)
-
-    async def answered() -> EnvelopeResponse:
-        response = await result if inspect.isawaitable(result) else result
-        if not isinstance(response, Message):  # acks=0 or a connection to close
-            return EnvelopeResponse(error_code=ErrorCode.INVALID_REQUEST)
-        chunks = frames.encode_response(inner.api_key, inner.api_version, inner.correlation_id,
-                                 response)
-        frame = b"".join(bytes(c) for c in chunks if isinstance(c, bytes))
-        return EnvelopeResponse(response_data=frame[4:])
-    return answered()

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import aetcd
 
+from kafkaproto.client import Backoff
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -27,6 +29,9 @@ GRPC_OPTIONS = {
     "grpc.min_reconnect_backoff_ms": 100,
     "grpc.max_reconnect_backoff_ms": 1000,
 }
+#: The etcd retry loops (connect, register again, a broken watch, a failed reconcile or
+#: topic creation): the project's one Backoff, as gRPC's reconnects above.
+ETCD_BACKOFF = Backoff(100, 1000)
 Entry = tuple[bytes, bytes | None, int]  # key, value (None: deleted), mod revision
 
 

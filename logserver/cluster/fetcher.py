@@ -4,8 +4,8 @@ partition this broker follows there; the batches are appended with the leader's 
 and the leader's high watermark taken over. Partitions under a replication throttle
 (throttle.py) are left out of a Fetch while this broker's follower quota is used up.
 
-The protocol work is the project's sans-I/O client core (kafkaproto.client); this is
-the socket glue. The node adds a partition (at a leader epoch) when it starts following
+The connection is the project's asyncio Kafka client (commonlib.kafkaclient); a failed
+session or a round that fetched nothing backs off with the project's one Backoff. The node adds a partition (at a leader epoch) when it starts following
 it on that leader and removes it when its leadership changes; a response is applied
 only to partitions still followed at the epoch it was asked for.
 """
@@ -17,8 +17,9 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from commonlib.kafkaclient import AsyncConnection, Backoff, Failures
 from kafkaproto import ApiKey, ErrorCode, FileRegion
-from kafkaproto.client import ClientConnection
+from kafkaproto.errors import ProtocolError
 from kafkaproto.messages import (
     FetchRequest,
     FetchResponse,
@@ -26,7 +27,6 @@ from kafkaproto.messages import (
     OffsetForLeaderEpochResponse,
 )
 from logserver.cluster.epochs import end_offset_for_epoch, last_epoch
-from logserver.cluster.wire import call
 
 if TYPE_CHECKING:
     from logserver.cluster.throttle import ReplicationThrottle
@@ -38,7 +38,9 @@ FETCH_VERSION = 12
 MAX_WAIT_MS = 500
 PARTITION_MAX_BYTES = 1 << 20  # Kafka's replica.fetch.max.bytes
 RESPONSE_MAX_BYTES = 10 << 20  # Kafka's replica.fetch.response.max.bytes
-RETRY_S = 0.2
+#: After a failed session, or a round that fetched nothing: 0.2 s doubling up to 1 s
+#: (Kafka's replica.fetch.backoff.ms), with jitter.
+BACKOFF = Backoff(200, 1000)
 
 Where = tuple[str, int]
 
@@ -61,6 +63,7 @@ class ReplicaFetcher:
         self.address = address
         self.partitions: dict[Where, Followed] = {}
         self._changed = asyncio.Event()
+        self._failures = Failures(BACKOFF)
 
     def add(self, where: Where, leader_epoch: int) -> None:
         """Follow ``where`` on this leader at ``leader_epoch`` (a new epoch starts over:
@@ -82,15 +85,16 @@ class ReplicaFetcher:
                 await self._session()
             except asyncio.CancelledError:
                 raise
-            except (OSError, asyncio.IncompleteReadError) as exc:
+            except (OSError, ProtocolError) as exc:  # KafkaConnectionError too
                 log.debug("fetching from %s: %s", self.address, exc)
             except Exception:
                 log.exception("replica fetcher for %s failed", self.address)
-            await asyncio.sleep(RETRY_S)
+            await asyncio.sleep(self._failures.failed())
 
     async def _session(self) -> None:
-        reader, writer = await asyncio.open_connection(*self.address)
-        conn = ClientConnection(f"replica-{self.node_id}")
+        conn = await AsyncConnection.open(
+            self.address[0], self.address[1], client_id=f"replica-{self.node_id}",
+            request_timeout=None, connect_timeout=None, negotiate=False)
         try:
             while True:
                 if not self.partitions:
@@ -99,20 +103,23 @@ class ReplicaFetcher:
                     continue
                 for where, followed in list(self.partitions.items()):
                     if not followed.reconciled:
-                        await self._truncate_divergent(conn, reader, writer, where, followed)
+                        await self._truncate_divergent(conn, where, followed)
                 reconciled = {w: f for w, f in self.partitions.items() if f.reconciled}
                 wanted = self._within_quota(reconciled)
                 if not wanted:
                     # Held back by the throttle: ask again once the quota has drained.
                     throttle = self.throttle
                     await asyncio.sleep(throttle.follower_wait_s()
-                                        if reconciled and throttle is not None else RETRY_S)
+                                        if reconciled and throttle is not None
+                                        else self._failures.failed())
                     continue
-                response = await self._fetch(conn, reader, writer, wanted)
-                if not await self._apply(response, wanted):
-                    await asyncio.sleep(RETRY_S)
+                response = await self._fetch(conn, wanted)
+                if await self._apply(response, wanted):
+                    self._failures.succeeded()
+                else:
+                    await asyncio.sleep(self._failures.failed())
         finally:
-            writer.close()
+            conn.close("fetcher session over")
 
     def _within_quota(self, wanted: dict[Where, Followed]) -> dict[Where, Followed]:
         """Kafka's follower side of a replication throttle: while this broker's quota is
@@ -135,8 +142,7 @@ class ReplicaFetcher:
             out[where] = followed
         return out
 
-    async def _fetch(self, conn: ClientConnection, reader: asyncio.StreamReader,
-                     writer: asyncio.StreamWriter, wanted: dict[Where, Followed]) -> FetchResponse:
+    async def _fetch(self, conn: AsyncConnection, wanted: dict[Where, Followed]) -> FetchResponse:
         by_topic: dict[str, list[FetchRequest.FetchPartition]] = {}
         for (topic, index), followed in wanted.items():
             leo = self.storage.log_end_offset(topic, index)
@@ -151,13 +157,12 @@ class ReplicaFetcher:
             topics=[FetchRequest.FetchTopic(topic=topic, partitions=partitions)
                     for topic, partitions in by_topic.items()],
             forgotten_topics_data=[], rack_id="")
-        body = await call(conn, reader, writer, ApiKey.FETCH, FETCH_VERSION, request)
+        body = await conn.request(ApiKey.FETCH, FETCH_VERSION, request)
         if not isinstance(body, FetchResponse):
-            raise OSError("undecodable fetch response")
+            raise ProtocolError("undecodable fetch response")
         return body
 
-    async def _truncate_divergent(self, conn: ClientConnection, reader: asyncio.StreamReader,
-                                  writer: asyncio.StreamWriter, where: Where,
+    async def _truncate_divergent(self, conn: AsyncConnection, where: Where,
                                   followed: Followed) -> None:
         """KIP-101/KIP-279: ask the leader where the epoch of our last batch ends there,
         and cut our log to where both logs still agree before fetching. A refusal leaves
@@ -172,9 +177,9 @@ class ReplicaFetcher:
                 OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
                     partition=partition, current_leader_epoch=followed.leader_epoch,
                     leader_epoch=mine)])])
-        body = await call(conn, reader, writer, ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, request)
+        body = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, request)
         if not isinstance(body, OffsetForLeaderEpochResponse):
-            raise OSError("undecodable OffsetForLeaderEpoch response")
+            raise ProtocolError("undecodable OffsetForLeaderEpoch response")
         answer = body.topics[0].partitions[0]
         if not self._current(where, followed):
             return

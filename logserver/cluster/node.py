@@ -14,16 +14,16 @@ import contextlib
 import json
 import logging
 import os
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ErrorCode
+from kafkaproto.client import Failures
 from logserver.cluster import reassignment
 from logserver.cluster.broker_configs import ClusterBrokerDefaults
-from logserver.cluster.etcd import EtcdStore, parse_endpoints
+from logserver.cluster.etcd import ETCD_BACKOFF, EtcdStore, parse_endpoints
 from logserver.cluster.fetcher import ReplicaFetcher
 from logserver.cluster.identity import join_cluster_id
 from logserver.cluster.known_brokers import KnownBrokers
@@ -47,11 +47,10 @@ from logserver.cluster.shutdown import without_replica
 from logserver.cluster.throttle import ReplicationThrottle
 from logserver.cluster.topic_configs import apply_topic_configs
 from logserver.cluster.txn_state_migration import check_local_txn_state
-from logserver.groups import INTERNAL_TOPICS, OFFSETS_TOPIC
-from logserver.transactions.store import TXN_STATE_TOPIC
+from logserver.internal_topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
     from logserver.storage.api import StorageEngine
 
 log = logging.getLogger(__name__)
@@ -64,10 +63,6 @@ CLUSTER_OFFSETS_PARTITIONS = 50  # Kafka's default offsets.topic.num.partitions
 CLUSTER_TXN_STATE_PARTITIONS = 50  # Kafka's default transaction.state.log.num.partitions
 
 
-def _now_ms() -> float:
-    return time.monotonic() * 1000
-
-
 class TopicCreationError(Exception):
     def __init__(self, error: int, message: str) -> None:
         super().__init__(message)
@@ -75,8 +70,9 @@ class TopicCreationError(Exception):
 
 
 class ClusterNode:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
+        self.clock = broker.clock
         config = broker.config
         self.node_id: int = config["node.id"]
         self.keys = Keys(config["cluster.etcd.prefix"])
@@ -131,16 +127,17 @@ class ClusterNode:
     async def start(self) -> None:
         # As Kafka waits zookeeper.connection.timeout.ms for ZooKeeper: etcd may be
         # starting too (its port open before it answers).
-        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        deadline = self.clock.monotonic() + CONNECT_TIMEOUT_S
+        failures = Failures(ETCD_BACKOFF)
         while True:
             try:
                 await self.store.connect()
                 break
             except ConnectionError as exc:
-                if time.monotonic() > deadline:
+                if self.clock.monotonic() > deadline:
                     raise
                 log.warning("%s; retrying", exc)
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(failures.failed())
         # First of all, as Kafka checks it on connecting to ZooKeeper: one cluster id for
         # every broker, and never a data directory of another cluster (identity.py).
         self.broker.cluster_id = await join_cluster_id(
@@ -200,7 +197,7 @@ class ClusterNode:
         self.stopping = True
         for where in list(self.fetchers):  # a follower fetching could rejoin an ISR
             self._stop_fetcher(where)
-        started = time.monotonic()
+        started = self.clock.monotonic()
         deadline = started + self.session_ttl_s
         moved: dict[tuple[str, int], int] = {}
         while True:
@@ -220,7 +217,7 @@ class ClusterNode:
                     log.warning("controlled shutdown: %s-%d: %s", *where, exc)
             if not pending:
                 break
-            if time.monotonic() > deadline:
+            if self.clock.monotonic() > deadline:
                 log.warning("controlled shutdown: %d partitions not moved in %d s; leaving "
                             "them to the controller", pending, self.session_ttl_s)
                 return False
@@ -228,7 +225,7 @@ class ClusterNode:
         log.info("controlled shutdown: moved leadership of %d partitions (%s) and left every "
                  "ISR in %.3f s", len(moved), ", ".join(
                      f"{t}-{i}->{n}" for (t, i), n in sorted(moved.items())) or "none",
-                 time.monotonic() - started)
+                 self.clock.monotonic() - started)
         return True
 
     async def close(self) -> None:
@@ -252,6 +249,7 @@ class ClusterNode:
         while True:
             await self.store.keep_alive(self.session_ttl_s, self._session_lost)
             lost = self.store.lease_id
+            failures = Failures(ETCD_BACKOFF)
             while True:
                 try:
                     if self.store.lease_id == lost:
@@ -266,7 +264,7 @@ class ClusterNode:
                     break
                 except Exception as exc:
                     log.warning("registering again failed (%s); retrying", exc)
-                    await asyncio.sleep(1)
+                    await asyncio.sleep(failures.failed())
             log.info("node %d registered again (session %x)", self.node_id, self.store.lease_id)
             self._dirty.set()
 
@@ -301,7 +299,7 @@ class ClusterNode:
 
     async def _register(self) -> None:
         info = self.own_info()
-        deadline = time.monotonic() + 3 * self.session_ttl_s
+        deadline = self.clock.monotonic() + 3 * self.session_ttl_s
         waiting = False
         while not await self.store.create([(self.keys.broker(self.node_id), info.encode())],
                                           leased=True):
@@ -311,16 +309,18 @@ class ClusterNode:
                 log.info("node.id %d is still registered by another session (this broker's "
                          "previous one, if it was killed): waiting up to %d s for it to expire",
                          self.node_id, 3 * self.session_ttl_s)
-            if time.monotonic() > deadline:
+            if self.clock.monotonic() > deadline:
                 raise RuntimeError(f"node.id {self.node_id} is registered by another live broker")
             await asyncio.sleep(0.5)
 
     # -- the watch --------------------------------------------------------------------------
 
     async def _watch(self, start_revision: int) -> None:
+        failures = Failures(ETCD_BACKOFF)
         while True:
             try:
                 async for key, value, mod in self.store.watch(self.keys.root, start_revision):
+                    failures.succeeded()
                     if self.model.apply(key, value, mod) == "brokers":
                         self.known_brokers.observe(self.model)
                     self.security.apply(key, value)
@@ -331,25 +331,27 @@ class ClusterNode:
                 raise
             except Exception as exc:
                 log.warning("etcd watch broke (%s); resuming from revision %d", exc, start_revision)
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(failures.failed())
 
     async def _reconcile_loop(self) -> None:
+        failures = Failures(ETCD_BACKOFF)
         while True:
             await self._dirty.wait()
             self._dirty.clear()
             try:
                 await self._reconcile()
+                failures.succeeded()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("reconciling with the cluster state failed; retrying")
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(failures.failed())
                 self._dirty.set()
 
     async def _periodic(self) -> None:
         while True:
             await asyncio.sleep(CHECK_INTERVAL_S)
-            now = _now_ms()
+            now = self.clock.monotonic_ms()
             for where, leader in list(self.leaders.items()):
                 gone = leader.to_remove(now, self.lag_max_ms)
                 if gone:
@@ -652,7 +654,7 @@ class ClusterNode:
             hw = self._saved_hw.get(where, 0) if current is None else current.hw
             hw = min(max(hw, self.storage.high_watermark(*where) or 0),
                      self.storage.log_end_offset(*where) or 0)
-            current = LeaderReplica(self.node_id, state, hw, _now_ms(),
+            current = LeaderReplica(self.node_id, state, hw, self.clock.monotonic_ms(),
                                     epoch_start=self.storage.log_end_offset(*where) or 0)
             self.leaders[where] = current
             log.info("%s-%d: leader at epoch %d, isr %s, high watermark %d", *where,
@@ -726,7 +728,7 @@ class ClusterNode:
         if leader is None:
             return
         leo = self.storage.log_end_offset(*where) or 0
-        leader.follower_fetched(replica, fetch_offset, leo, _now_ms())
+        leader.follower_fetched(replica, fetch_offset, leo, self.clock.monotonic_ms())
         self.advance(where)
         # Only live brokers join (a stopping broker's last fetches must not flap the ISR
         # against the controller, which drops brokers without a session).

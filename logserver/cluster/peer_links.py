@@ -10,10 +10,11 @@ or opens one when none is idle, so a long poll or a JoinGroup on one connection 
 holds up a marker on another (a connection carries one request at a time, as the far
 broker answers them in order anyway). A connection that fails or times out is closed,
 never reused. After failures in a row, the next connect to that broker waits out the
-project's ``RetryPolicy`` backoff (Kafka's ``reconnect.backoff.ms`` doubling up to
-``reconnect.backoff.max.ms``): a request within it fails at once, as Kafka's
+project's one :class:`Backoff` (Kafka's ``reconnect.backoff.ms`` doubling up to
+``reconnect.backoff.max.ms``, with jitter): a request within it fails at once, as Kafka's
 NetworkClient does with a node it is backing off from. Everything is closed when the
-broker shuts down; a request after that fails.
+broker shuts down; a request after that fails. The connections are the project's
+asyncio Kafka client (commonlib.kafkaclient.AsyncConnection).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kafkaproto.client import ClientConnection, RetryPolicy
+from commonlib.kafkaclient import AsyncConnection, Backoff
 from kafkaproto.codegen import Message
-from logserver.cluster.wire import call
+from kafkaproto.errors import ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ Address = tuple[str, int]
 Request = tuple[int, int, Message]  # api key, version, body
 
 #: Kafka's reconnect.backoff.ms (50) and reconnect.backoff.max.ms (1000).
-RECONNECT = RetryPolicy(backoff_s=0.05, backoff_max_s=1.0)
+RECONNECT = Backoff(50, 1000)
 #: An idle connection older than this is closed rather than reused (below any sensible
 #: connections.max.idle.ms of the far broker, which closes idle connections itself).
 IDLE_S = 30.0
@@ -48,17 +49,14 @@ class PeerUnreachable(Exception):
 
 @dataclass(eq=False)  # kept in a set by identity
 class _Connection:
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    conn: ClientConnection
+    conn: AsyncConnection
     idle_since: float = 0.0
 
     def usable(self, now: float, idle_s: float) -> bool:
-        return not (self.writer.is_closing() or self.reader.at_eof()
-                    or now - self.idle_since > idle_s)
+        return not (self.conn.closed or now - self.idle_since > idle_s)
 
     def close(self) -> None:
-        self.writer.close()
+        self.conn.close("done with it")
 
 
 @dataclass
@@ -71,7 +69,7 @@ class _Peer:
 class PeerLinks:
     """The connections of one user (one client id) to every peer it asks."""
 
-    def __init__(self, client_id: str, policy: RetryPolicy = RECONNECT,
+    def __init__(self, client_id: str, policy: Backoff = RECONNECT,
                  idle_s: float = IDLE_S) -> None:
         self.client_id = client_id
         self.policy = policy
@@ -93,15 +91,15 @@ class PeerLinks:
                 connection = await self._take(address, peer)
                 connection.conn.client_id = client_id or self.client_id
                 try:
-                    answers = [await self._call(connection, where, request)
+                    answers = [await self._call(connection, request)
                                for request in requests]
                 except BaseException:
                     self._busy.discard(connection)
                     connection.close()
                     raise
-        except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ProtocolError) as exc:  # KafkaConnectionError too
             peer.failures += 1
-            peer.retry_at = time.monotonic() + self.policy.backoff(peer.failures)
+            peer.retry_at = time.monotonic() + self.policy.delay_s(peer.failures)
             log.info("%s: broker at %s did not answer: %s", self.client_id, where,
                      exc or type(exc).__name__)
             raise PeerUnreachable(f"{where}: {exc or type(exc).__name__}") from exc
@@ -120,17 +118,16 @@ class PeerLinks:
         if now < peer.retry_at:
             raise PeerUnreachable(f"{address[0]}:{address[1]}: not answering, "
                                   f"next try in {peer.retry_at - now:.2f} s")
-        reader, writer = await asyncio.open_connection(*address)
-        connection = _Connection(reader, writer, ClientConnection(self.client_id))
+        conn = await AsyncConnection.open(address[0], address[1], client_id=self.client_id,
+                                          request_timeout=None, connect_timeout=None,
+                                          negotiate=False)  # the callers choose versions
+        connection = _Connection(conn)
         self._busy.add(connection)
         return connection
 
-    async def _call(self, connection: _Connection, where: str, request: Request) -> Message:
+    async def _call(self, connection: _Connection, request: Request) -> Message:
         api_key, version, body = request
-        answer = await call(connection.conn, connection.reader, connection.writer,
-                            api_key, version, body)
-        if answer is None:
-            raise PeerUnreachable(f"{where}: no response to api {api_key}")
+        answer: Message = await connection.conn.request(api_key, version, body)
         return answer
 
     def _give_back(self, peer: _Peer, connection: _Connection) -> None:
@@ -150,8 +147,8 @@ class PeerLinks:
         for connection in connections:
             connection.close()
         for connection in connections:
-            with contextlib.suppress(OSError, asyncio.IncompleteReadError):
-                await connection.writer.wait_closed()
+            with contextlib.suppress(OSError):
+                await connection.conn.wait_closed()
 
 
 class PeerConnections:

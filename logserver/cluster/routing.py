@@ -15,7 +15,6 @@ from kafkaproto import ErrorCode
 from logserver.topic_config import min_insync_replicas
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
     from logserver.cluster.node import ClusterNode
 
 ACKS_ALL = -1
@@ -29,12 +28,6 @@ ACKS_ALL = -1
 #: write the ISR did not confirm in time. NOT_LEADER_OR_FOLLOWER is for a batch refused
 #: before any append (``leader_error``).
 STOPPED_LEADING = ErrorCode.REQUEST_TIMED_OUT
-
-
-def node_of(broker: Broker) -> ClusterNode:
-    node = broker.cluster
-    assert node is not None, "cluster handlers serve only in cluster mode"
-    return node
 
 
 class ClusterRouting:

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from logserver.broker_overrides import Overlay
 
 if TYPE_CHECKING:
-    from logserver.cluster.node import ClusterNode
+    from logserver.cluster.model import ClusterModel
+    from logserver.services import BrokerServices
 
 __all__ = ["FOLLOWER_RATE", "LEADER_RATE", "ReplicationQuota", "ReplicationThrottle", "listed"]
 
@@ -97,12 +98,21 @@ class ReplicationQuota:
         self._backlog += size
 
 
+class ThrottledNode(Protocol):
+    """What the quotas read of the cluster node (logserver.cluster.node.ClusterNode):
+    its id, the cluster model, and its broker's settings."""
+
+    node_id: int
+    model: ClusterModel
+    broker: BrokerServices
+
+
 class ReplicationThrottle:
     """One broker's two quotas and the questions its Fetch handler (as leader) and its
     replica fetchers (as follower) ask, answered from the cluster model and the dynamic
     broker configs."""
 
-    def __init__(self, node: ClusterNode) -> None:
+    def __init__(self, node: ThrottledNode) -> None:
         self._node = node
         self.leader = ReplicationQuota()
         self.follower = ReplicationQuota()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from logserver.cluster.errors import MetadataUnavailableError, etcd_failures
 from logserver.cluster.model import TopicRecord
@@ -24,14 +24,28 @@ from logserver.topic_config import (
 )
 
 if TYPE_CHECKING:
-    from logserver.cluster.node import ClusterNode
+    from logserver.cluster.etcd import EtcdStore
+    from logserver.cluster.model import ClusterModel, Keys
+    from logserver.storage.api import StorageEngine
 
 __all__ = ["alter_topic_configs", "apply_topic_configs"]
 
 log = logging.getLogger(__name__)
 
 
-async def alter_topic_configs(node: ClusterNode, name: str, overrides: Mapping[str, str]) -> None:
+class ConfigsNode(Protocol):
+    """What these read of the cluster node (logserver.cluster.node.ClusterNode): etcd,
+    its keys and model, and the local storage engine."""
+
+    keys: Keys
+    store: EtcdStore
+    model: ClusterModel
+
+    @property
+    def storage(self) -> StorageEngine: ...
+
+
+async def alter_topic_configs(node: ConfigsNode, name: str, overrides: Mapping[str, str]) -> None:
     """Replace the topic's overrides in etcd; raises UnknownTopicOrPartitionError."""
     try:
         await _swap_configs(node, name, overrides)
@@ -39,7 +53,7 @@ async def alter_topic_configs(node: ClusterNode, name: str, overrides: Mapping[s
         raise MetadataUnavailableError(f"etcd failed: {exc}") from exc
 
 
-async def _swap_configs(node: ClusterNode, name: str, overrides: Mapping[str, str]) -> None:
+async def _swap_configs(node: ConfigsNode, name: str, overrides: Mapping[str, str]) -> None:
     key = node.keys.topic(name)
     while True:
         found = await node.store.get(key)
@@ -53,7 +67,7 @@ async def _swap_configs(node: ClusterNode, name: str, overrides: Mapping[str, st
         log.info("topic %s changed concurrently; planning its configs again", name)
 
 
-async def apply_topic_configs(node: ClusterNode) -> None:
+async def apply_topic_configs(node: ConfigsNode) -> None:
     """Bring every local topic log's overrides to what its etcd record says."""
     storage = node.storage
     for name, record in list(node.model.topics.items()):

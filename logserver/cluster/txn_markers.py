@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from kafkaproto import ApiKey, ErrorCode
+from kafkaproto.client import Backoff, Failures
 from kafkaproto.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from logserver.cluster.peer_links import PeerUnreachable
 from logserver.transactions.machine import Markers
@@ -29,7 +30,8 @@ log = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS_VERSION = 1
 RETRY_FOR_S = 15.0
-RETRY_S = 0.2
+#: Between rounds for the partitions whose markers are not written yet.
+MARKER_BACKOFF = Backoff(100, 1000)
 RETRIABLE = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_ENOUGH_REPLICAS,
                        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT,
                        ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.FENCED_LEADER_EPOCH,
@@ -48,6 +50,7 @@ class MarkerSender:
                        coordinator_epoch: int) -> None:
         left = set(partitions)
         deadline = time.monotonic() + RETRY_FOR_S
+        failures = Failures(MARKER_BACKOFF)
         while True:
             by_leader: dict[int, list[tuple[str, int]]] = {}
             for where in sorted(left):
@@ -66,7 +69,7 @@ class MarkerSender:
                 return
             if time.monotonic() > deadline:
                 raise StoreError(f"markers for {sorted(left)} not written")
-            await asyncio.sleep(RETRY_S)
+            await asyncio.sleep(failures.failed())
 
     async def _send(self, leader: int, partitions: list[tuple[str, int]], markers: Markers,
                     coordinator_epoch: int) -> set[tuple[str, int]]:

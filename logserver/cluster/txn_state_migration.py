@@ -27,12 +27,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from logserver.groups.store import kafka_partition_for
+from logserver.internal_topics import TXN_STATE_TOPIC, kafka_partition_for
 from logserver.transactions.metadata import TxnMetadata, TxnState
-from logserver.transactions.store import TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ class PreReplicationTxnStateError(Exception):
     """The local ``__transaction_state`` predates replication and has open transactions."""
 
 
-def _local_states(broker: Broker, local: int) -> tuple[dict[str, TxnMetadata], bool]:
+def _local_states(broker: BrokerServices, local: int) -> tuple[dict[str, TxnMetadata], bool]:
     """Every id's last state in the local copy, and whether one sits in a partition
     other than Kafka's placement with ``local`` partitions."""
     states: dict[str, TxnMetadata] = {}
@@ -57,7 +56,7 @@ def _local_states(broker: Broker, local: int) -> tuple[dict[str, TxnMetadata], b
     return states, misplaced
 
 
-async def check_local_txn_state(broker: Broker, cluster_partitions: int | None) -> None:
+async def check_local_txn_state(broker: BrokerServices, cluster_partitions: int | None) -> None:
     """Move a pre-replication local ``__transaction_state`` aside, or refuse the start
     (PreReplicationTxnStateError) when it holds open transactions. ``cluster_partitions``:
     the partition count in etcd's record, None when etcd has none."""

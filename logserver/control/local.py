@@ -17,7 +17,7 @@ from logserver.control.api import (
     PartitionView,
     replicas_error,
 )
-from logserver.groups import OFFSETS_TOPIC
+from logserver.internal_topics import OFFSETS_TOPIC, TRANSACTION_KEY_TYPE
 from logserver.limits import PolicyViolationError
 from logserver.partition import LEADER_EPOCH
 from logserver.security.scram_admin import Alteration, UserResult, alter
@@ -30,17 +30,16 @@ from logserver.storage.api import (
 from logserver.topic_config import TopicConfig
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
-__all__ = ["LocalControlPlane", "TRANSACTION_KEY_TYPE"]
+__all__ = ["LocalControlPlane"]
 
 log = logging.getLogger(__name__)
 
-TRANSACTION_KEY_TYPE = 1
 
 
 class LocalControlPlane:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self._broker = broker
 
     @property

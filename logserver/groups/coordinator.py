@@ -26,14 +26,15 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import logserver.groups.loading as loading
+import logserver.groups.records as rec
 from kafkaproto import ErrorCode
-from logserver.groups import loading
-from logserver.groups import records as rec
+from logserver.clock import SYSTEM_CLOCK, Clock
+from logserver.coordinator_partitions import CoordinatorPartitions
 from logserver.groups.consumer.machine import (
     NOT_A_CONSUMER_GROUP,
     ConsumerGroups,
@@ -70,26 +71,19 @@ from logserver.groups.offsets import (
     OffsetsWritten,
     TombstonesWritten,
 )
-from logserver.groups.store import OFFSETS_TOPIC, OffsetsStore
+from logserver.groups.store import HasStorage, OffsetsStore
 from logserver.groups.timers import Timers
 from logserver.groups.txn_offsets import PendingTxnOffsets, newer
-
-if TYPE_CHECKING:
-    from logserver.broker import Broker
+from logserver.internal_topics import GROUP_KEY_TYPE, OFFSETS_TOPIC
 
 __all__ = ["MAX_GROUP_ID_LENGTH", "GroupCoordinator"]
 
 log = logging.getLogger(__name__)
 
-GROUP_KEY_TYPE = 0
 _CONSUMER_TIMERS = frozenset({TimerKind.CONSUMER_SESSION, TimerKind.CONSUMER_REVOCATION})
 OFFSET_EXPIRY_TIMER = TimerKey(TimerKind.OFFSET_EXPIRY)
 
 TopicPartition = tuple[str, int]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class GroupCoordinator:
@@ -98,7 +92,7 @@ class GroupCoordinator:
     From the broker it takes only its settings and what ``OffsetsStore`` needs.
     """
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: HasStorage, clock: Clock = SYSTEM_CLOCK) -> None:
         config = broker.config
         self.retention_check_ms: int = config["offsets.retention.check.interval.ms"]
         self.store = OffsetsStore(broker)
@@ -112,7 +106,8 @@ class GroupCoordinator:
         self.timers = Timers(lambda: self.loop, self._on_timer)
         self.active = False
         self.loading = True
-        self.now_ms: Callable[[], int] = _now_ms  # tests may substitute a clock
+        self.clock = clock
+        self.now_ms: Callable[[], int] = clock.wall_ms  # tests may substitute a clock
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._load_task: asyncio.Task[None] | None = None
@@ -120,13 +115,16 @@ class GroupCoordinator:
         self._request_ids = itertools.count(1)
         # Cluster mode: the ``__consumer_offsets`` partitions this broker leads and serves
         # (None: every partition, a single node) and those being loaded.
-        self.owned: set[int] | None = None
-        self._partition_loads: dict[int, asyncio.Task[None]] = {}
+        self.partitions = CoordinatorPartitions()
         # TxnOffsetCommit offsets waiting for their transaction's marker (txn_offsets.py)
         self.txn_offsets = PendingTxnOffsets()
         # set once the start-up replay is done (the transaction coordinator then writes
         # the markers of transactions it finds prepared, offsets partitions included)
         self.loaded = asyncio.Event()
+
+    @property
+    def owned(self) -> set[int] | None:
+        return self.partitions.owned
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -145,7 +143,7 @@ class GroupCoordinator:
         """Cluster mode: serve no group until told which ``__consumer_offsets``
         partitions this broker leads (``load_partition``); others get NOT_COORDINATOR."""
         self._loop = asyncio.get_running_loop()
-        self.owned = set()
+        self.partitions.start_partitioned()
         self.store.kafka_layout = True
         self.active = True
         self.loading = False
@@ -156,22 +154,17 @@ class GroupCoordinator:
         """This broker leads ``partition`` now: replay it from the local replica (to its
         log end, as Kafka's loader) and serve its groups; until then their requests get
         COORDINATOR_LOAD_IN_PROGRESS. Nothing to do if already served or loading."""
-        if self.owned is None or self._closed or partition in self.owned \
-                or partition in self._partition_loads:
-            return
-        self._partition_loads[partition] = self.loop.create_task(self._load_partition(partition))
+        if not self._closed:
+            self.partitions.begin_load(partition, self._load_partition)
 
     def unload_partition(self, partition: int) -> None:
         """Another broker leads ``partition`` now: drop its groups (Kafka's
         removeGroupsForPartition); their members get NOT_COORDINATOR and find the new one."""
         if self.owned is None:
             return
-        task = self._partition_loads.pop(partition, None)
-        if task is not None:
-            task.cancel()
-        if partition not in self.owned and task is None:
+        served, loading = self.partitions.drop(partition)
+        if not served and not loading:
             return
-        self.owned.discard(partition)
         gone = [g for g in self.groups if self.store.partition_for(g) == partition]
         self._execute(self.membership.unload(gone))
         self._execute(self.consumer.unload(self._consumer_groups_of(partition)))
@@ -180,7 +173,7 @@ class GroupCoordinator:
                  len(gone))
 
     async def _load_partition(self, partition: int) -> None:
-        started = time.monotonic()
+        started = self.clock.monotonic()
         replayed = loading.Replay()
         try:
             for entry in self.store.iter_log(partition, to_log_end=True):
@@ -192,7 +185,7 @@ class GroupCoordinator:
         except Exception:
             log.exception("replaying %s-%d failed; serving the groups loaded so far",
                           OFFSETS_TOPIC, partition)
-        if self._partition_loads.get(partition) is not asyncio.current_task() or self.owned is None:
+        if not self.partitions.still_loading(partition):
             return  # unloaded meanwhile
         now = self.now_ms()
         restored = [g for g in replayed.restore(now, self.membership.new_group)
@@ -211,12 +204,11 @@ class GroupCoordinator:
         mine: Callable[[str], bool] = lambda g: self.store.partition_for(g) == partition  # noqa: E731
         self.txn_offsets.drop_groups(mine)
         self.txn_offsets.merge(replayed.txn, mine)
-        self.owned.add(partition)
-        del self._partition_loads[partition]
+        self.partitions.loaded(partition)
         log.info("%s-%d: loaded %d groups, %d consumer-protocol groups and %d committed "
                  "offsets from %d records in %.3f s", OFFSETS_TOPIC, partition,
                  len(restored), len(consumer_groups), sum(len(g.offsets) for g in restored),
-                 replayed.records, time.monotonic() - started)
+                 replayed.records, self.clock.monotonic() - started)
 
     def _consumer_groups_of(self, partition: int) -> list[str]:
         """The consumer-protocol groups this broker holds in ``partition``."""
@@ -230,10 +222,7 @@ class GroupCoordinator:
         self._closed = True
         self.active = False
         self.loaded.set()  # nobody waits for a load that will not finish
-        loads = list(self._partition_loads.values())
-        self._partition_loads.clear()
-        for partition_load in loads:
-            partition_load.cancel()
+        loads = self.partitions.cancel_loads()
         for partition_load in loads:  # none left pending when the loop closes
             with contextlib.suppress(asyncio.CancelledError):
                 await partition_load
@@ -277,10 +266,7 @@ class GroupCoordinator:
                              loading=self.loading)
         if error is not None or self.owned is None or group_id is None:
             return error
-        partition = self.store.partition_for(group_id)
-        if partition in self._partition_loads:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return None if partition in self.owned else ErrorCode.NOT_COORDINATOR
+        return self.partitions.error(self.store.partition_for(group_id))
 
     def _execute(self, decisions: list[Decision]) -> None:
         """Carry out decisions in order; an append that is done at once (no durability
@@ -552,7 +538,7 @@ class GroupCoordinator:
         ``__consumer_offsets`` now (its groups are being loaded: retried), or None."""
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if self.loading or partition in self._partition_loads:
+        if self.loading or partition in self.partitions.loads:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if self.owned is not None and partition not in self.owned:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -779,7 +765,7 @@ class GroupCoordinator:
     # -- load and rewrite -----------------------------------------------------------------
 
     async def _load(self) -> None:
-        started = time.monotonic()
+        started = self.clock.monotonic()
         total = 0
         try:
             if self.store.exists():
@@ -798,7 +784,7 @@ class GroupCoordinator:
                           OFFSETS_TOPIC)
         offsets = sum(len(g.offsets) for g in self.groups.values())
         log.info("loaded %d groups and %d committed offsets from %d records of %s in %.3f s",
-                 len(self.groups), offsets, total, OFFSETS_TOPIC, time.monotonic() - started)
+                 len(self.groups), offsets, total, OFFSETS_TOPIC, self.clock.monotonic() - started)
         # Not while a transaction's offsets wait for its marker: the snapshot holds only
         # committed offsets, and the old segments hold the transactional batch.
         if not self.txn_offsets and self.store.should_rewrite(total, self.live_records()):

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from logserver.groups import records as rec
+import logserver.groups.records as rec
 from logserver.groups.consumer import records as consumer_rec
 from logserver.groups.consumer.loading import ConsumerReplay
 from logserver.groups.group import CommittedOffset, Group, GroupState, Member

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import logserver.groups.records as rec
 from kafkaproto import ErrorCode
-from logserver.groups import records as rec
 from logserver.groups.decisions import (
     Append,
     ArmTimer,

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import logserver.groups.records as rec
 from kafkaproto import ErrorCode
-from logserver.groups import records as rec
 from logserver.groups.decisions import Append, Decision, DecisionMaker, Reply, RequestId
 from logserver.groups.group import CommittedOffset, Group, GroupState
 from logserver.groups.membership import Membership

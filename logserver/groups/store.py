@@ -28,13 +28,17 @@ from typing import Any, Protocol
 
 from kafkaproto import ErrorCode
 from kafkaproto.records import RecordTuple, build_batch
+from logserver.internal_topics import (  # noqa: F401  (re-exported: tests place groups)
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    java_string_hash,
+    kafka_partition_for,
+)
 from logserver.storage.api import AppendResult, Storage, TopicExistsError
 from logserver.storage.replay import replay_entries
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})  # (logserver/transactions)
 # Any Produce version >= 7 accepts every codec; our batches are uncompressed anyway.
 _APPEND_API_VERSION = 9
 # Snapshot batches stay well below the default max.message.bytes (1 MiB).
@@ -42,23 +46,6 @@ _SNAPSHOT_BATCH_BYTES = 256 * 1024
 # Rewrite when at least this many records are dead and they are at least half the log
 # (Kafka's log cleaner: min.cleanable.dirty.ratio 0.5).
 REWRITE_MIN_DEAD_RECORDS = 10_000
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units), as a signed 32-bit int."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def kafka_partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's ``Utils.abs(groupId.hashCode) % partitions``, where ``Utils.abs`` maps
-    Integer.MIN_VALUE to 0 (GroupCoordinator.partitionFor): a cluster places groups as
-    Kafka does, so the same group ids spread the same way."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 @dataclass(slots=True)

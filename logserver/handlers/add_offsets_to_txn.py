@@ -11,12 +11,12 @@ from kafkaproto.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 FENCED_MIN_VERSION = 2
 
 
-async def handle(broker: Broker, header: RequestHeader,
+async def handle(broker: BrokerServices, header: RequestHeader,
                  request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     refused = (checks.denied(broker, checks.TRANSACTIONAL_ID_WRITE, request.transactional_id)
                or checks.denied(broker, checks.TXN_OFFSET_COMMIT_GROUP, request.group_id))

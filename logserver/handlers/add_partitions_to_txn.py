@@ -9,18 +9,18 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
-from logserver.groups import INTERNAL_TOPICS
+from logserver.internal_topics import INTERNAL_TOPICS
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 PartitionResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
 FENCED_MIN_VERSION = 2  # older clients hear INVALID_PRODUCER_EPOCH instead of PRODUCER_FENCED
 
 
-async def handle(broker: Broker, header: RequestHeader,
+async def handle(broker: BrokerServices, header: RequestHeader,
                  request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     wanted = [(t.name, p) for t in request.topics for p in t.partitions]
     errors: dict[tuple[str, int], int]
@@ -43,7 +43,7 @@ async def handle(broker: Broker, header: RequestHeader,
         for t in request.topics])
 
 
-def _partition_errors(broker: Broker, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+def _partition_errors(broker: BrokerServices, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """Partitions that cannot join: no WRITE on the topic (checked first, so existence is
     not revealed), unknown, or internal."""
     writable = {topic for topic in {t for t, _ in wanted}

@@ -36,7 +36,7 @@ from logserver.storage.api import InvalidConfigError, UnknownTopicOrPartitionErr
 from logserver.topic_config import LIST, describe, format_setting, setting_value, validate_overrides
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 # The broker settings of list type (APPEND / SUBTRACT apply to them).
 BROKER_LISTS = {name for name, setting in DYNAMIC_BROKER_SETTINGS.items() if setting.type == LIST}
@@ -52,7 +52,7 @@ BROKER_LOGGER = 8
 Change = Callable[[Mapping[str, str], Mapping[str, str], "set[str] | None"], dict[str, str]]
 
 
-async def handle_alter(broker: Broker, header: RequestHeader,
+async def handle_alter(broker: BrokerServices, header: RequestHeader,
                        request: AlterConfigsRequest) -> AlterConfigsResponse:
     responses = []
     for resource in request.resources:
@@ -70,7 +70,7 @@ async def handle_alter(broker: Broker, header: RequestHeader,
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
-async def handle_incremental(broker: Broker, header: RequestHeader,
+async def handle_incremental(broker: BrokerServices, header: RequestHeader,
                              request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     responses = []
     for resource in request.resources:
@@ -88,7 +88,7 @@ async def handle_incremental(broker: Broker, header: RequestHeader,
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
-async def _apply(broker: Broker, resource_type: int, name: str, keys: list[str], change: Change,
+async def _apply(broker: BrokerServices, resource_type: int, name: str, keys: list[str], change: Change,
                  validate_only: bool) -> tuple[int, str | None]:
     refused = (checks.denied(broker, checks.ALTER_TOPIC_CONFIGS, name) if resource_type == TOPIC
                else checks.denied(broker, checks.ALTER_BROKER_CONFIGS))
@@ -130,7 +130,7 @@ async def _apply(broker: Broker, resource_type: int, name: str, keys: list[str],
     return ErrorCode.NONE, None
 
 
-async def _apply_broker(broker: Broker, name: str, change: Change,
+async def _apply_broker(broker: BrokerServices, name: str, change: Change,
                         validate_only: bool) -> tuple[int, str | None]:
     """Dynamic broker configs: "" is the cluster-wide default, the node id this broker."""
     if name not in ("", str(broker.node_id)):

@@ -14,12 +14,12 @@ from logserver.security import checks
 from logserver.security.scram_admin import Alteration, UserResult
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Response = AlterUserScramCredentialsResponse
 
 
-def handle(broker: Broker, header: RequestHeader, request: AlterUserScramCredentialsRequest) -> (
+def handle(broker: BrokerServices, header: RequestHeader, request: AlterUserScramCredentialsRequest) -> (
         Awaitable[AlterUserScramCredentialsResponse]):
     alterations = [Alteration(d.name, d.mechanism) for d in request.deletions] + [
         Alteration(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password))
@@ -36,7 +36,7 @@ async def _refused(results: list[UserResult]) -> Response:
     return _response(results)
 
 
-async def _altered(broker: Broker, alterations: list[Alteration]) -> Response:
+async def _altered(broker: BrokerServices, alterations: list[Alteration]) -> Response:
     # this broker's credential file, or the cluster's credentials in etcd
     return _response(await broker.control.alter_scram(alterations))
 

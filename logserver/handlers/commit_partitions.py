@@ -11,7 +11,7 @@ from kafkaproto import ErrorCode
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 __all__ = ["TopicPartition", "sort_partitions"]
 
@@ -35,7 +35,7 @@ class _RequestTopic(Protocol[_P_co]):
 
 
 def sort_partitions(
-    broker: Broker, topics: Sequence[_RequestTopic[_P]], refused: int,
+    broker: BrokerServices, topics: Sequence[_RequestTopic[_P]], refused: int,
     topic_rule: checks.Rule, offset_of: Callable[[_P], _O],
 ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, _O]]:
     """(errors, offsets): ``refused`` (the group's or transactional id's refusal, or

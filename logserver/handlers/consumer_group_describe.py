@@ -17,7 +17,7 @@ from logserver.security import checks
 from logserver.security.acl import ResourceType
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Described = ConsumerGroupDescribeResponse.DescribedGroup
 Member = ConsumerGroupDescribeResponse.Member
@@ -26,7 +26,7 @@ TopicPartitions = ConsumerGroupDescribeResponse.TopicPartitions
 CONSUMER_MEMBER_TYPE = 1
 
 
-def handle(broker: Broker, header: RequestHeader,
+def handle(broker: BrokerServices, header: RequestHeader,
            request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
     catalog = broker.topics  # the cluster's topic ids in cluster mode, as Metadata's
 

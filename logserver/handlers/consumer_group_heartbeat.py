@@ -21,13 +21,13 @@ from logserver.groups.respond import respond
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Assignment = ConsumerGroupHeartbeatResponse.Assignment
 TopicPartitions = ConsumerGroupHeartbeatResponse.TopicPartitions
 
 
-def handle(broker: Broker, header: RequestHeader, request: ConsumerGroupHeartbeatRequest
+def handle(broker: BrokerServices, header: RequestHeader, request: ConsumerGroupHeartbeatRequest
            ) -> ConsumerGroupHeartbeatResponse | Awaitable[ConsumerGroupHeartbeatResponse]:
     if not checks.allowed(broker, checks.CONSUMER_GROUP_HEARTBEAT, request.group_id):
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)

@@ -18,13 +18,13 @@ from logserver.security.acl import AclBinding, make_binding
 from logserver.security.store import AclStore
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Result = CreateAclsResponse.AclCreationResult
 NO_AUTHORIZER = "no authorizer is configured (authorizer.class.name)"
 
 
-def handle(broker: Broker, header: RequestHeader, request: CreateAclsRequest) -> (
+def handle(broker: BrokerServices, header: RequestHeader, request: CreateAclsRequest) -> (
         CreateAclsResponse | Awaitable[CreateAclsResponse]):
     count = len(request.creations)
     if broker.acl_store is None:

@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import CreatePartitionsRequest, CreatePartitionsResponse
 from logserver.control.api import ControlError
-from logserver.groups import INTERNAL_TOPICS
 from logserver.handlers.create_topics import MAX_PARTITIONS_PER_TOPIC
+from logserver.internal_topics import INTERNAL_TOPICS
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-async def handle(broker: Broker, header: RequestHeader,
+async def handle(broker: BrokerServices, header: RequestHeader,
                  request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     seen = Counter(topic.name for topic in request.topics)
     results = []
@@ -83,7 +83,7 @@ def _assignment_error(topic: CreatePartitionsRequest.CreatePartitionsTopic,
     return None
 
 
-async def _grow(broker: Broker, topic: CreatePartitionsRequest.CreatePartitionsTopic,
+async def _grow(broker: BrokerServices, topic: CreatePartitionsRequest.CreatePartitionsTopic,
                 validate_only: bool) -> Result:
     name, count = topic.name, topic.count
     control = broker.control

@@ -32,7 +32,7 @@ from logserver.topic_config import (
 from logserver.topic_names import topic_name_error
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ MAX_PARTITIONS_PER_TOPIC = 100_000
 ZERO_UUID = bytes(16)
 
 
-async def handle(broker: Broker, header: RequestHeader, request: CreateTopicsRequest) -> CreateTopicsResponse:
+async def handle(broker: BrokerServices, header: RequestHeader, request: CreateTopicsRequest) -> CreateTopicsResponse:
     seen = Counter(topic.name for topic in request.topics)
     # As Kafka: CREATE on the cluster, else on each topic; the configs in the answer
     # need DESCRIBE_CONFIGS on the topic.
@@ -67,7 +67,7 @@ async def _refused(name: str, code: int, message: str) -> Result:
     return _error(name, code, message)
 
 
-async def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, validate_only: bool,
+async def _create(broker: BrokerServices, topic: CreateTopicsRequest.CreatableTopic, validate_only: bool,
                   timeout_ms: int, show_configs: bool) -> Result:
     name = topic.name
     control = broker.control
@@ -122,7 +122,7 @@ async def _create(broker: Broker, topic: CreateTopicsRequest.CreatableTopic, val
                           show_configs, config)
 
 
-def created_result(broker: Broker, name: str, topic_id: bytes, partitions: int,
+def created_result(broker: BrokerServices, name: str, topic_id: bytes, partitions: int,
                    replication_factor: int, overrides: Mapping[str, str], show_configs: bool,
                    config: TopicConfig | None = None) -> Result:
     """The answer for a topic created (or that validate_only would create), in single-node

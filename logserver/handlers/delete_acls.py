@@ -15,13 +15,13 @@ from logserver.security.acl import AclBindingFilter, make_filter
 from logserver.security.store import AclStore
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
 Matching = DeleteAclsResponse.DeleteAclsMatchingAcl
 
 
-def handle(broker: Broker, header: RequestHeader, request: DeleteAclsRequest) -> (
+def handle(broker: BrokerServices, header: RequestHeader, request: DeleteAclsRequest) -> (
         DeleteAclsResponse | Awaitable[DeleteAclsResponse]):
     if broker.acl_store is None:
         return _all(len(request.filters), ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)

@@ -15,12 +15,12 @@ from logserver.groups.respond import respond
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Result = DeleteGroupsResponse.DeletableGroupResult
 
 
-def handle(broker: Broker, header: RequestHeader, request: DeleteGroupsRequest) -> (
+def handle(broker: BrokerServices, header: RequestHeader, request: DeleteGroupsRequest) -> (
         DeleteGroupsResponse | Awaitable[DeleteGroupsResponse]):
     refused = {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in request.groups_names
                if not checks.allowed(broker, checks.DELETE_GROUPS, g)}

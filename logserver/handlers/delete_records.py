@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import DeleteRecordsRequest, DeleteRecordsResponse
-from logserver.groups import INTERNAL_TOPICS
+from logserver.internal_topics import INTERNAL_TOPICS
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
 PartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult
 
 
-async def handle(broker: Broker, header: RequestHeader,
+async def handle(broker: BrokerServices, header: RequestHeader,
                  request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics = []
     for topic in request.topics:

@@ -18,13 +18,13 @@ from logserver.control.api import ControlError
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 ZERO_UUID = bytes(16)
 Result = DeleteTopicsResponse.DeletableTopicResult
 
 
-async def handle(broker: Broker, header: RequestHeader, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+async def handle(broker: BrokerServices, header: RequestHeader, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     if header.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -33,7 +33,7 @@ async def handle(broker: Broker, header: RequestHeader, request: DeleteTopicsReq
     return DeleteTopicsResponse(throttle_time_ms=0, responses=list(results))
 
 
-async def _delete(broker: Broker, name: str | None, topic_id: bytes) -> Result:
+async def _delete(broker: BrokerServices, name: str | None, topic_id: bytes) -> Result:
     control = broker.control
     if name is None:
         name = control.topic_for_id(topic_id)

@@ -13,13 +13,13 @@ from logserver.security import checks
 from logserver.security.acl import filter_error, make_filter
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Resource = DescribeAclsResponse.DescribeAclsResource
 Description = DescribeAclsResponse.AclDescription
 
 
-def handle(broker: Broker, header: RequestHeader, request: DescribeAclsRequest) -> DescribeAclsResponse:
+def handle(broker: BrokerServices, header: RequestHeader, request: DescribeAclsRequest) -> DescribeAclsResponse:
     authorizer = broker.authorizer
     if authorizer is None:
         return _error(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)

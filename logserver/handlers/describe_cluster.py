@@ -19,12 +19,12 @@ from logserver.security import checks
 from logserver.security.acl import CLUSTER_NAME, ResourceType
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Broker_ = DescribeClusterResponse.DescribeClusterBroker
 
 
-def handle(broker: Broker, header: RequestHeader,
+def handle(broker: BrokerServices, header: RequestHeader,
            request: DescribeClusterRequest) -> DescribeClusterResponse:
     if request.endpoint_type != ENDPOINT_TYPE_BROKER:
         # v0 cannot carry another type; Kafka answers INVALID_REQUEST there
@@ -45,7 +45,7 @@ def handle(broker: Broker, header: RequestHeader,
         cluster_authorized_operations=operations)
 
 
-def _members(broker: Broker) -> tuple[str, int, list[DescribeClusterResponse.DescribeClusterBroker]]:
+def _members(broker: BrokerServices) -> tuple[str, int, list[DescribeClusterResponse.DescribeClusterBroker]]:
     control = broker.control
     brokers = [Broker_(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
                for b in control.members()]

@@ -20,7 +20,7 @@ from logserver.topic_config import (
 )
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 TOPIC = 2
 BROKER = 4
@@ -29,7 +29,7 @@ Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
 
 
-def handle(broker: Broker, header: RequestHeader, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+def handle(broker: BrokerServices, header: RequestHeader, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     results = []
     for resource in request.resources:
         keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
@@ -64,7 +64,7 @@ def _entry(name: str, value: str | None, source: int, config_type: int,
                  config_type=config_type, documentation=None)
 
 
-def _topic(broker: Broker, name: str, keys: set[str] | None, with_synonyms: bool) -> Result:
+def _topic(broker: BrokerServices, name: str, keys: set[str] | None, with_synonyms: bool) -> Result:
     view = broker.control.topic_view(name)  # the cluster's in cluster mode
     if view is None:
         return Result(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -84,7 +84,7 @@ def _topic(broker: Broker, name: str, keys: set[str] | None, with_synonyms: bool
                   resource_name=name, configs=entries)
 
 
-def _broker(broker: Broker, name: str, keys: set[str] | None, with_synonyms: bool) -> Result:
+def _broker(broker: BrokerServices, name: str, keys: set[str] | None, with_synonyms: bool) -> Result:
     if name not in ("", str(broker.node_id)):
         return Result(error_code=ErrorCode.INVALID_REQUEST, error_message=f"no broker {name!r}",
                       resource_type=BROKER, resource_name=name, configs=[])

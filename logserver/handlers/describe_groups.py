@@ -23,13 +23,13 @@ from logserver.security import checks
 from logserver.security.acl import ResourceType
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Described = DescribeGroupsResponse.DescribedGroup
 DescribedMember = DescribeGroupsResponse.DescribedGroupMember
 
 
-def handle(broker: Broker, header: RequestHeader,
+def handle(broker: BrokerServices, header: RequestHeader,
            request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     with_operations = header.api_version >= 3 and request.include_authorized_operations
     described = []

@@ -14,14 +14,14 @@ from kafkaproto.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Result = DescribeLogDirsResponse.DescribeLogDirsResult
 Topic = DescribeLogDirsResponse.DescribeLogDirsTopic
 PartitionEntry = DescribeLogDirsResponse.DescribeLogDirsPartition
 
 
-def handle(broker: Broker, header: RequestHeader,
+def handle(broker: BrokerServices, header: RequestHeader,
            request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     refused = checks.denied(broker, checks.DESCRIBE_LOG_DIRS)
     if refused:

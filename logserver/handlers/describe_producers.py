@@ -13,14 +13,14 @@ from kafkaproto.messages import DescribeProducersRequest, DescribeProducersRespo
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Topic = DescribeProducersResponse.TopicResponse
 Partition = DescribeProducersResponse.PartitionResponse
 Producer = DescribeProducersResponse.ProducerState
 
 
-def handle(broker: Broker, header: RequestHeader,
+def handle(broker: BrokerServices, header: RequestHeader,
            request: DescribeProducersRequest) -> DescribeProducersResponse:
     topics = []
     for topic in request.topics:

@@ -15,13 +15,13 @@ from logserver.security import checks
 from logserver.transactions.metadata import STATE_NAMES
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 State = DescribeTransactionsResponse.TransactionState
 TopicData = DescribeTransactionsResponse.TopicData
 
 
-def handle(broker: Broker, header: RequestHeader,
+def handle(broker: BrokerServices, header: RequestHeader,
            request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     coordinator = broker.transactions
     states = []

@@ -14,12 +14,12 @@ from logserver.security import checks
 from logserver.security.scram_admin import describe
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Response = DescribeUserScramCredentialsResponse
 
 
-def handle(broker: Broker, header: RequestHeader,
+def handle(broker: BrokerServices, header: RequestHeader,
            request: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
     refused = checks.denied(broker, checks.DESCRIBE_USER_SCRAM_CREDENTIALS)
     if refused:

@@ -11,12 +11,12 @@ from kafkaproto.messages import EndTxnRequest, EndTxnResponse
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 FENCED_MIN_VERSION = 2
 
 
-async def handle(broker: Broker, header: RequestHeader, request: EndTxnRequest) -> EndTxnResponse:
+async def handle(broker: BrokerServices, header: RequestHeader, request: EndTxnRequest) -> EndTxnResponse:
     refused = checks.denied(broker, checks.TRANSACTIONAL_ID_WRITE, request.transactional_id)
     if refused:
         return EndTxnResponse(throttle_time_ms=0, error_code=refused)

@@ -32,7 +32,7 @@ from logserver.security.acl import CLUSTER_NAME
 from logserver.storage.api import Storage
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 PartitionData = FetchResponse.PartitionData
 TOPIC_ID_VERSION = 13  # Fetch names topics by id from here on (KIP-516)
@@ -41,7 +41,7 @@ AbortedTransaction = FetchResponse.AbortedTransaction
 READ_COMMITTED = 1
 
 
-def handle(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
+def handle(broker: BrokerServices, header: RequestHeader, request: FetchRequest) -> (
         FetchResponse | Awaitable[FetchResponse]):
     if request.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
@@ -67,7 +67,7 @@ def handle(broker: Broker, header: RequestHeader, request: FetchRequest) -> (
     return _long_poll(fetch, request, partitions)
 
 
-def _follower_fetched(broker: Broker, request: FetchRequest, wanted: Wanted,
+def _follower_fetched(broker: BrokerServices, request: FetchRequest, wanted: Wanted,
                       names: set[str | None], version: int) -> set[str]:
     """Kafka: a follower's Fetch needs CLUSTER_ACTION (else every topic is refused, the
     returned set), and its fetch offsets are its log end offsets, which the leader's

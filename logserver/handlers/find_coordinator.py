@@ -16,18 +16,18 @@ from typing import TYPE_CHECKING
 from kafkaproto import RequestHeader
 from kafkaproto.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from logserver.control.api import Coordinator as Found
-from logserver.control.local import TRANSACTION_KEY_TYPE
+from logserver.internal_topics import TRANSACTION_KEY_TYPE
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 __all__ = ["TRANSACTION_KEY_TYPE", "handle"]
 
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
-async def handle(broker: Broker, header: RequestHeader,
+async def handle(broker: BrokerServices, header: RequestHeader,
                  request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     version = header.api_version
     key_type = request.key_type if version >= 1 else 0

@@ -9,10 +9,10 @@ from kafkaproto.messages import HeartbeatRequest, HeartbeatResponse
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 
-def handle(broker: Broker, header: RequestHeader, request: HeartbeatRequest) -> HeartbeatResponse:
+def handle(broker: BrokerServices, header: RequestHeader, request: HeartbeatRequest) -> HeartbeatResponse:
     if not checks.allowed(broker, checks.HEARTBEAT, request.group_id):
         return HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     error = broker.groups.heartbeat(

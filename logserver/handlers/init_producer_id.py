@@ -16,14 +16,14 @@ from kafkaproto.messages import InitProducerIdRequest, InitProducerIdResponse
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
 MAX_EPOCH = 32767
 
 
-def handle(broker: Broker, header: RequestHeader, request: InitProducerIdRequest) -> (
+def handle(broker: BrokerServices, header: RequestHeader, request: InitProducerIdRequest) -> (
         InitProducerIdResponse | Awaitable[InitProducerIdResponse]):
     if request.transactional_id is not None:
         if not checks.allowed(broker, checks.TRANSACTIONAL_ID_WRITE, request.transactional_id):
@@ -44,7 +44,7 @@ def handle(broker: Broker, header: RequestHeader, request: InitProducerIdRequest
     return _new_producer(broker)
 
 
-async def _new_producer(broker: Broker) -> InitProducerIdResponse:
+async def _new_producer(broker: BrokerServices) -> InitProducerIdResponse:
     try:
         # May reserve a block: on disk, or cluster-wide in etcd (cluster mode).
         producer_id = await broker.allocate_producer_id()
@@ -56,7 +56,7 @@ async def _new_producer(broker: Broker) -> InitProducerIdResponse:
                                   producer_id=producer_id, producer_epoch=0)
 
 
-async def _transactional(broker: Broker, version: int,
+async def _transactional(broker: BrokerServices, version: int,
                          request: InitProducerIdRequest) -> InitProducerIdResponse:
     producer_id, epoch = (request.producer_id, request.producer_epoch) if version >= 3 else (-1, -1)
     error, producer_id, epoch = await broker.transactions.init_producer_id(

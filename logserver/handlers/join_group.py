@@ -19,12 +19,12 @@ from logserver.groups.respond import respond
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Member = JoinGroupResponse.JoinGroupResponseMember
 
 
-def handle(broker: Broker, header: RequestHeader,
+def handle(broker: BrokerServices, header: RequestHeader,
            request: JoinGroupRequest) -> JoinGroupResponse | Awaitable[JoinGroupResponse]:
     version = header.api_version
     if not checks.allowed(broker, checks.JOIN_GROUP, request.group_id):

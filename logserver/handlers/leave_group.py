@@ -12,12 +12,12 @@ from kafkaproto.messages import LeaveGroupRequest, LeaveGroupResponse
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 MemberResponse = LeaveGroupResponse.MemberResponse
 
 
-def handle(broker: Broker, header: RequestHeader, request: LeaveGroupRequest) -> LeaveGroupResponse:
+def handle(broker: BrokerServices, header: RequestHeader, request: LeaveGroupRequest) -> LeaveGroupResponse:
     version = header.api_version
     if not checks.allowed(broker, checks.LEAVE_GROUP, request.group_id):
         return LeaveGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,

@@ -10,10 +10,10 @@ from kafkaproto.messages import ListGroupsRequest, ListGroupsResponse
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 
-def handle(broker: Broker, header: RequestHeader, request: ListGroupsRequest) -> ListGroupsResponse:
+def handle(broker: BrokerServices, header: RequestHeader, request: ListGroupsRequest) -> ListGroupsResponse:
     states = request.states_filter if header.api_version >= 4 else []
     types = request.types_filter if header.api_version >= 5 else []
     error, groups = broker.groups.list_groups_typed(states, types)

@@ -13,7 +13,7 @@ from logserver.security import checks
 from logserver.storage.api import EARLIEST, LATEST, MAX_TIMESTAMP
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 __all__ = ["EARLIEST", "LATEST", "MAX_TIMESTAMP", "handle"]
 
@@ -26,7 +26,7 @@ CONSUMER = -1  # replica_id of a client's request (Kafka's isolation-level check
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
-def handle(broker: Broker, header: RequestHeader, request: ListOffsetsRequest) -> ListOffsetsResponse:
+def handle(broker: BrokerServices, header: RequestHeader, request: ListOffsetsRequest) -> ListOffsetsResponse:
     storage = broker.storage
     routing = broker.routing
     topics = []

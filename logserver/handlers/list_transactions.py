@@ -13,13 +13,13 @@ from logserver.security import checks
 from logserver.transactions.metadata import STATE_NAMES
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 State = ListTransactionsResponse.TransactionState
 _BY_NAME = {name: state for state, name in STATE_NAMES.items()}
 
 
-def handle(broker: Broker, header: RequestHeader,
+def handle(broker: BrokerServices, header: RequestHeader,
            request: ListTransactionsRequest) -> ListTransactionsResponse:
     coordinator = broker.transactions
     unknown = [name for name in request.state_filters if name not in _BY_NAME]

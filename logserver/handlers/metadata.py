@@ -12,6 +12,10 @@ With ACLs, as Kafka: "all topics" lists only the topics the principal may DESCRI
 named topic it may not describe is TOPIC_AUTHORIZATION_FAILED whether it exists or not;
 auto-creation needs CREATE on the cluster or on the topic. v8+ answer the authorized
 operations bitfields when asked (INT32_MIN when not).
+
+v12+ asks by topic id when any topic of the request carries one (the names are then
+ignored, as Kafka does): each known id answered with its topic, an unknown one
+UNKNOWN_TOPIC_ID without a name.
 """
 
 from __future__ import annotations
@@ -24,13 +28,13 @@ from typing import TYPE_CHECKING
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import MetadataRequest, MetadataResponse
 from kafkaproto.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
-from logserver.groups import INTERNAL_TOPICS
+from logserver.internal_topics import INTERNAL_TOPICS
 from logserver.security import checks
 from logserver.security.acl import CLUSTER_NAME, ResourceType
 from logserver.topic_names import topic_name_error
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +44,7 @@ Partition = MetadataResponse.MetadataResponsePartition
 Wanted = list[tuple[str | None, bytes | None]]
 
 
-def handle(broker: Broker, header: RequestHeader, request: MetadataRequest) -> (
+def handle(broker: BrokerServices, header: RequestHeader, request: MetadataRequest) -> (
         MetadataResponse | Awaitable[MetadataResponse]):
     waiting = broker.control.caught_up()
     if waiting is not None:
@@ -48,14 +52,14 @@ def handle(broker: Broker, header: RequestHeader, request: MetadataRequest) -> (
     return _answer(broker, header, request)
 
 
-async def _once_caught_up(broker: Broker, header: RequestHeader, request: MetadataRequest,
+async def _once_caught_up(broker: BrokerServices, header: RequestHeader, request: MetadataRequest,
                           waiting: Awaitable[None]) -> MetadataResponse:
     await waiting
     answer = _answer(broker, header, request)
     return answer if isinstance(answer, MetadataResponse) else await answer
 
 
-def _answer(broker: Broker, header: RequestHeader, request: MetadataRequest) -> (
+def _answer(broker: BrokerServices, header: RequestHeader, request: MetadataRequest) -> (
         MetadataResponse | Awaitable[MetadataResponse]):
     version = header.api_version
     control = broker.control
@@ -64,6 +68,11 @@ def _answer(broker: Broker, header: RequestHeader, request: MetadataRequest) -> 
                           if checks.allowed(broker, checks.METADATA_TOPIC, name)]
     else:
         wanted = [(t.name, t.topic_id) for t in request.topics]
+        ids = [t.topic_id for t in request.topics if t.topic_id and t.topic_id != ZERO_UUID]
+        if ids and version >= 12:
+            # As Kafka: one topic id makes it a request by id, each id answered once and
+            # the names beside ignored (Java's AdminClient sends name "" with the ids).
+            wanted = [(None, topic_id) for topic_id in dict.fromkeys(ids)]
     allow_create = (request.allow_auto_topic_creation if version >= 4 else True) \
         and broker.config["auto.create.topics.enable"]
     missing = [name for name, _ in wanted if name is not None
@@ -86,7 +95,7 @@ class _AuthorizedOperations:
     """The bitfields the request asked for, computed now (while the request's principal is
     the current one), applied to the response when it is built."""
 
-    def __init__(self, broker: Broker, request: MetadataRequest, version: int) -> None:
+    def __init__(self, broker: BrokerServices, request: MetadataRequest, version: int) -> None:
         self.cluster_bits = AUTHORIZED_OPERATIONS_OMITTED
         if 8 <= version <= 10 and request.include_cluster_authorized_operations:
             self.cluster_bits = checks.authorized_operations(broker, ResourceType.CLUSTER, CLUSTER_NAME) \
@@ -109,7 +118,7 @@ class _AuthorizedOperations:
         return self._bits.get(name, AUTHORIZED_OPERATIONS_OMITTED)
 
 
-async def _after_creating(broker: Broker, wanted: Wanted, missing: list[str],
+async def _after_creating(broker: BrokerServices, wanted: Wanted, missing: list[str],
                           created: dict[str, int], operations: _AuthorizedOperations) -> MetadataResponse:
     names = list(dict.fromkeys(missing))
     for name, _ in wanted:  # decided now: a coroutine's principal is not guaranteed later
@@ -120,7 +129,7 @@ async def _after_creating(broker: Broker, wanted: Wanted, missing: list[str],
                      operations)
 
 
-def _response(broker: Broker, wanted: Wanted, created: dict[str, int],
+def _response(broker: BrokerServices, wanted: Wanted, created: dict[str, int],
               operations: _AuthorizedOperations) -> MetadataResponse:
     control = broker.control
     brokers = control.brokers()
@@ -138,7 +147,7 @@ def _response(broker: Broker, wanted: Wanted, created: dict[str, int],
     )
 
 
-def _describe(broker: Broker, name: str | None, topic_id: bytes | None,
+def _describe(broker: BrokerServices, name: str | None, topic_id: bytes | None,
               created: dict[str, int], operations: _AuthorizedOperations,
               live: set[int]) -> Topic:
     by_id = name is None
@@ -158,7 +167,7 @@ def _describe(broker: Broker, name: str | None, topic_id: bytes | None,
     return topic
 
 
-def _describe_allowed(broker: Broker, name: str, created: dict[str, int],
+def _describe_allowed(broker: BrokerServices, name: str, created: dict[str, int],
                       live: set[int]) -> Topic:
     control = broker.control
     if control.partition_count(name) is None:

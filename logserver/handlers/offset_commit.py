@@ -24,14 +24,14 @@ from logserver.handlers.commit_partitions import TopicPartition, sort_partitions
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 Partition = OffsetCommitResponse.OffsetCommitResponsePartition
 _INT64_MAX = 2**63 - 1
 
 
-def handle(broker: Broker, header: RequestHeader, request: OffsetCommitRequest) -> (
+def handle(broker: BrokerServices, header: RequestHeader, request: OffsetCommitRequest) -> (
         OffsetCommitResponse | Awaitable[OffsetCommitResponse]):
     version = header.api_version
     now = int(time.time() * 1000)

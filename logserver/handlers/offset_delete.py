@@ -16,14 +16,14 @@ from logserver.groups.respond import respond
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 Partition = OffsetDeleteResponse.OffsetDeleteResponsePartition
 TopicPartition = tuple[str, int]
 
 
-def handle(broker: Broker, header: RequestHeader, request: OffsetDeleteRequest) -> (
+def handle(broker: BrokerServices, header: RequestHeader, request: OffsetDeleteRequest) -> (
         OffsetDeleteResponse | Awaitable[OffsetDeleteResponse]):
     if not checks.allowed(broker, checks.OFFSET_DELETE_GROUP, request.group_id):
         return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,

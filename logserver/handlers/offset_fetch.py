@@ -21,7 +21,7 @@ from kafkaproto.messages import OffsetFetchRequest, OffsetFetchResponse
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Row = tuple[str, int, int, int, str, int]  # topic, partition, offset, epoch, metadata, error
 Group = OffsetFetchResponse.OffsetFetchResponseGroup
@@ -31,7 +31,7 @@ Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 Partition = OffsetFetchResponse.OffsetFetchResponsePartition
 
 
-def handle(broker: Broker, header: RequestHeader, request: OffsetFetchRequest) -> OffsetFetchResponse:
+def handle(broker: BrokerServices, header: RequestHeader, request: OffsetFetchRequest) -> OffsetFetchResponse:
     version = header.api_version
     if version >= 8:
         groups = []
@@ -64,7 +64,7 @@ def handle(broker: Broker, header: RequestHeader, request: OffsetFetchRequest) -
         for name, topic_rows in _by_topic(rows)])
 
 
-def _fetch(broker: Broker, group_id: str, partitions: list[tuple[str, int]] | None,
+def _fetch(broker: BrokerServices, group_id: str, partitions: list[tuple[str, int]] | None,
            require_stable: bool, member_id: str | None = None,
            member_epoch: int = -1) -> tuple[int, list[Row]]:
     """The coordinator's answer, within what the principal may see."""
@@ -97,7 +97,7 @@ def _by_topic(rows: list[Row]) -> list[tuple[str, list[Row]]]:
     return list(grouped.items())
 
 
-def _unstable(broker: Broker, group_id: str, rows: list[Row], require_stable: bool) -> list[Row]:
+def _unstable(broker: BrokerServices, group_id: str, rows: list[Row], require_stable: bool) -> list[Row]:
     """KIP-447: with require_stable, a partition whose offset an open transaction is
     about to commit answers UNSTABLE_OFFSET_COMMIT (retriable) instead of the old offset."""
     if not require_stable:

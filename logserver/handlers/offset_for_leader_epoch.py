@@ -20,14 +20,14 @@ from logserver.cluster.epochs import UNDEFINED, end_offset_for_epoch
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
     from logserver.storage.api import Storage
 
 EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
 CONSUMER_REPLICA_ID = -1  # v3+: a consumer; v0-v2 carry no replica id (-2, "debugging")
 
 
-def handle(broker: Broker, header: RequestHeader,
+def handle(broker: BrokerServices, header: RequestHeader,
            request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     all_topics = checks.allowed(broker, checks.OFFSET_FOR_LEADER_EPOCH_CLUSTER)
     replica = request.replica_id >= 0
@@ -42,7 +42,7 @@ def handle(broker: Broker, header: RequestHeader,
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
 
 
-def _partition(broker: Broker, topic: str, wanted: OffsetForLeaderEpochRequest.OffsetForLeaderPartition,
+def _partition(broker: BrokerServices, topic: str, wanted: OffsetForLeaderEpochRequest.OffsetForLeaderPartition,
                refused: int, replica: bool) -> EpochEndOffset:
     partition = wanted.partition
     error = refused or broker.routing.leader_error(topic, partition, wanted.current_leader_epoch)

@@ -18,19 +18,19 @@ from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.batch import parse_header
 from kafkaproto.messages import ProduceRequest, ProduceResponse
 from logserver.close_connection import CloseConnection
-from logserver.groups import INTERNAL_TOPICS
+from logserver.internal_topics import INTERNAL_TOPICS
 from logserver.security import checks
 from logserver.storage.api import AppendResult
 from logserver.transactions.produce_check import is_transactional, transactional_produce_error
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 RecordError = ProduceResponse.BatchIndexAndErrorMessage
 
 
-def handle(broker: Broker, header: RequestHeader, request: ProduceRequest) -> (
+def handle(broker: BrokerServices, header: RequestHeader, request: ProduceRequest) -> (
         ProduceResponse | Awaitable[ProduceResponse | CloseConnection | None]
         | CloseConnection | None):
     acks = request.acks
@@ -116,7 +116,7 @@ class _Pending:
     waits: list[Awaitable[None]] = field(default_factory=list)
     replicated: list[tuple[PartitionResponse, Awaitable[int]]] = field(default_factory=list)
 
-    def track(self, broker: Broker, acks: int, topic: str, partition: PartitionResponse,
+    def track(self, broker: BrokerServices, acks: int, topic: str, partition: PartitionResponse,
               records: memoryview | None, result: AppendResult) -> None:
         if result.wait is not None:
             self.waits.append(result.wait)
@@ -128,7 +128,7 @@ class _Pending:
             self.replicated.append((partition, replicated))
 
 
-def _transactional_id_denied(broker: Broker, request: ProduceRequest) -> int:
+def _transactional_id_denied(broker: BrokerServices, request: ProduceRequest) -> int:
     """Kafka's first check of a Produce holding a transactional batch (KafkaApis
     handleProduceRequest): without a transactional id, or without WRITE on it when ACLs
     are on, every partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is
@@ -154,7 +154,7 @@ def _partition_response(index: int, result: AppendResult) -> PartitionResponse:
                        for i, message in result.record_errors])
 
 
-async def _complete(broker: Broker, acks: int, response: ProduceResponse, pending: _Pending,
+async def _complete(broker: BrokerServices, acks: int, response: ProduceResponse, pending: _Pending,
                     timeout_s: float) -> ProduceResponse:
     for partition, topic, records, deferred in pending.deferred:
         result = await deferred

@@ -22,7 +22,7 @@ from kafkaproto.messages import (
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 AlterResponse = AlterPartitionReassignmentsResponse
 TopicResult = AlterResponse.ReassignableTopicResponse
@@ -73,7 +73,7 @@ def list_response(ongoing: Iterable[tuple[str, int, list[int], list[int], list[i
         topics=[Topic(name=n, partitions=ps) for n, ps in sorted(by_topic.items())])
 
 
-async def handle_alter(broker: Broker, header: RequestHeader,
+async def handle_alter(broker: BrokerServices, header: RequestHeader,
                        request: AlterPartitionReassignmentsRequest) -> AlterResponse:
     refused = checks.denied(broker, checks.ALTER_PARTITION_REASSIGNMENTS)
     if refused:
@@ -86,7 +86,7 @@ async def handle_alter(broker: Broker, header: RequestHeader,
     return alter_response(request, lambda name, p: outcomes[(name, p.partition_index)])
 
 
-def handle_list(broker: Broker, header: RequestHeader,
+def handle_list(broker: BrokerServices, header: RequestHeader,
                 request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
     refused = checks.denied(broker, checks.LIST_PARTITION_REASSIGNMENTS)
     if refused:

@@ -20,12 +20,12 @@ from logserver.security.sasl import PasswordCheck, SaslAuthenticator, SaslReply
 from logserver.security.session import ConnectionSecurity, current_security
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
 
-def handle(broker: Broker, header: RequestHeader, request: SaslAuthenticateRequest) -> (
+def handle(broker: BrokerServices, header: RequestHeader, request: SaslAuthenticateRequest) -> (
         SaslAuthenticateResponse | Awaitable[SaslAuthenticateResponse]):
     security = current_security.get()
     sasl = None if security is None else security.sasl(broker.scram)
@@ -43,7 +43,7 @@ def handle(broker: Broker, header: RequestHeader, request: SaslAuthenticateReque
     return response
 
 
-async def _checked(broker: Broker, security: ConnectionSecurity, sasl: SaslAuthenticator,
+async def _checked(broker: BrokerServices, security: ConnectionSecurity, sasl: SaslAuthenticator,
                    check: PasswordCheck, host: str, delay_ms: int) -> SaslAuthenticateResponse:
     ok = await asyncio.to_thread(check.run)
     response = _respond(broker, security, sasl, sasl.password_checked(check, ok), host)
@@ -59,14 +59,14 @@ async def _delayed(response: SaslAuthenticateResponse, delay_ms: int) -> SaslAut
     return response
 
 
-def _respond(broker: Broker, security: ConnectionSecurity, sasl: SaslAuthenticator,
+def _respond(broker: BrokerServices, security: ConnectionSecurity, sasl: SaslAuthenticator,
              reply: SaslReply, host: str) -> SaslAuthenticateResponse:
     outcome(broker, security, sasl, reply, host)
     return SaslAuthenticateResponse(error_code=reply.error_code, error_message=reply.error_message,
                                     auth_bytes=reply.token, session_lifetime_ms=0)
 
 
-def outcome(broker: Broker, security: ConnectionSecurity, sasl: SaslAuthenticator,
+def outcome(broker: BrokerServices, security: ConnectionSecurity, sasl: SaslAuthenticator,
             reply: SaslReply, host: str) -> None:
     """Authenticate the connection on success; log a failure (Kafka: INFO, with the peer)
     and count it against the address (its next login waits: SaslHandshake)."""

@@ -19,10 +19,10 @@ from logserver.request_context import client_host
 from logserver.security.session import current_security
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 
-def handle(broker: Broker, header: RequestHeader, request: SaslHandshakeRequest) -> (
+def handle(broker: BrokerServices, header: RequestHeader, request: SaslHandshakeRequest) -> (
         SaslHandshakeResponse | Awaitable[SaslHandshakeResponse]):
     security = current_security.get()
     sasl = None if security is None else security.sasl(broker.scram)

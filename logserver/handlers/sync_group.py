@@ -15,10 +15,10 @@ from logserver.groups.respond import respond
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 
-def handle(broker: Broker, header: RequestHeader,
+def handle(broker: BrokerServices, header: RequestHeader,
            request: SyncGroupRequest) -> SyncGroupResponse | Awaitable[SyncGroupResponse]:
     version = header.api_version
     if not checks.allowed(broker, checks.SYNC_GROUP, request.group_id):

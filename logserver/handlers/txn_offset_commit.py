@@ -20,14 +20,14 @@ from logserver.handlers.commit_partitions import sort_partitions
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 Partition = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
 FENCED_MIN_VERSION = 2
 
 
-async def handle(broker: Broker, header: RequestHeader,
+async def handle(broker: BrokerServices, header: RequestHeader,
                  request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     version = header.api_version
     refused = (checks.denied(broker, checks.TRANSACTIONAL_ID_WRITE, request.transactional_id)

@@ -26,12 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ErrorCode, RequestHeader
 from kafkaproto.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-from logserver.groups import OFFSETS_TOPIC
+from logserver.internal_topics import OFFSETS_TOPIC, TXN_STATE_TOPIC
 from logserver.security import checks
-from logserver.transactions.store import TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 Result = WriteTxnMarkersResponse.WritableTxnMarkerResult
 TopicResult = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult
@@ -44,7 +43,7 @@ MARKER_TIMEOUT_S = 30.0
 Completion = tuple[PartitionResult, int, int, bool]
 
 
-def _write(broker: Broker, marker: WriteTxnMarkersRequest.WritableTxnMarker, topic: str,
+def _write(broker: BrokerServices, marker: WriteTxnMarkersRequest.WritableTxnMarker, topic: str,
            partition: int, waits: list[tuple[PartitionResult, Awaitable[Any]]],
            result_of: PartitionResult, completions: list[Completion]) -> int:
     storage = broker.storage
@@ -78,7 +77,7 @@ def _write(broker: Broker, marker: WriteTxnMarkersRequest.WritableTxnMarker, top
     return result.error
 
 
-def handle(broker: Broker, header: RequestHeader, request: WriteTxnMarkersRequest) -> (
+def handle(broker: BrokerServices, header: RequestHeader, request: WriteTxnMarkersRequest) -> (
         WriteTxnMarkersResponse | Awaitable[WriteTxnMarkersResponse]):
     refused = checks.denied(broker, checks.WRITE_TXN_MARKERS)
     waits: list[tuple[PartitionResult, Awaitable[Any]]] = []
@@ -102,7 +101,7 @@ def handle(broker: Broker, header: RequestHeader, request: WriteTxnMarkersReques
     return _after_waits(broker, response, waits, completions)
 
 
-def _complete(broker: Broker, completions: list[Completion]) -> None:
+def _complete(broker: BrokerServices, completions: list[Completion]) -> None:
     """Markers durable in ``__consumer_offsets``: the group coordinator makes the
     transaction's offsets visible or drops them (a marker that failed is retried by the
     transaction coordinator; a new leader replays the partition meanwhile)."""
@@ -111,7 +110,7 @@ def _complete(broker: Broker, completions: list[Completion]) -> None:
             broker.groups.complete_txn(partition, producer_id, commit=commit)
 
 
-async def _after_waits(broker: Broker, response: WriteTxnMarkersResponse,
+async def _after_waits(broker: BrokerServices, response: WriteTxnMarkersResponse,
                        waits: list[tuple[PartitionResult, Awaitable[Any]]],
                        completions: list[Completion]) -> WriteTxnMarkersResponse:
     """Answered once each marker is durable (fsync) and, in cluster mode, in the ISR."""

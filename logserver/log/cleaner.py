@@ -38,8 +38,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from crc32c import crc32c
-
 from kafkaproto.batch import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
@@ -54,6 +52,7 @@ from kafkaproto.batch import (
     parse_header,
 )
 from kafkaproto.compression import compress
+from kafkaproto.crc import crc32c
 from kafkaproto.records import Record, _encode_record, decode_batch
 from logserver.log.fsutil import fsync_path
 from logserver.log.index import index_file_name

@@ -7,9 +7,7 @@ a port already in use is logged, not fatal. Each request first gets its principa
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
-import json
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
@@ -20,13 +18,12 @@ from aiohttp import web
 from commonlib.host_check import HostCheck
 from kafkaproto import ErrorCode
 from logserver.config import Listener
-from logserver.groups import INTERNAL_TOPICS
 from logserver.http_sites import serve
-from logserver.rest import kafka_calls, remote_reads, to_node
+from logserver.internal_topics import INTERNAL_TOPICS
+from logserver.rest import kafka_calls, to_node
 from logserver.rest.auth import principal_of
 from logserver.rest.consumers import Consumers, add_consumer_routes
 from logserver.rest.errors import (
-    BAD_REQUEST,
     FORBIDDEN,
     PARTITION_NOT_FOUND,
     TOO_LARGE,
@@ -35,56 +32,32 @@ from logserver.rest.errors import (
     from_kafka,
 )
 from logserver.rest.formats import (
-    V2,
     accepted_format,
-    decode,
-    headers_view,
     produce_format,
     response_type,
 )
+from logserver.rest.http_io import (
+    MAX_WAIT_MS,
+    int_param,
+    read_json,
+    read_waiting,
+    record_view,
+    reply,
+)
 from logserver.rest.produce import Producer
-from logserver.rest.reading import read_records
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 log = logging.getLogger(__name__)
 
-MAX_WAIT_MS = 30_000  # longest long poll a request may ask for
 # How long a stopping broker lets parked long polls run before dropping them (the
 # broker's whole shutdown grace is 5 s).
 SHUTDOWN_TIMEOUT_S = 1.0
 
 
-def reply(body: Any, status: int = 200, content_type: str = V2) -> web.Response:
-    return web.Response(text=json.dumps(body), status=status, content_type=content_type)
-
-
-async def read_json(request: web.Request) -> Any:
-    """The body as JSON (400 when it is not); None for an empty body."""
-    raw = await request.read()
-    if not raw.strip():
-        return None
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RestError(400, BAD_REQUEST, f"malformed JSON: {exc}") from None
-
-
-def int_param(request: web.Request, name: str, default: int | None = None) -> int:
-    text = request.query.get(name)
-    if text is None:
-        if default is None:
-            raise RestError(400, BAD_REQUEST, f"query parameter {name} is required")
-        return default
-    try:
-        return int(text)
-    except ValueError:
-        raise RestError(400, BAD_REQUEST, f"query parameter {name} must be an integer") from None
-
-
-def build_app(broker: Broker, auth_required: bool, consumers: Consumers,
+def build_app(broker: WithCluster, auth_required: bool, consumers: Consumers,
               host_check: HostCheck | None = None) -> web.Application:
     """``host_check``: refuse requests for names not this server's (DNS rebinding)."""
     producer = Producer(broker)
@@ -120,17 +93,19 @@ def build_app(broker: Broker, auth_required: bool, consumers: Consumers,
             raise RestError(404, TOPIC_NOT_FOUND, f"Topic {name} not found.")
         return count
 
-    def partition_view(name: str, partition: int) -> dict[str, Any]:
-        leader = broker.node_id
-        replicas: tuple[int, ...] = (leader,)
-        isr: tuple[int, ...] = (leader,)
-        if broker.cluster is not None:  # the cluster's registration (etcd)
-            state = broker.cluster.model.partition(name, partition)
-            leader, replicas, isr = ((-1, (), ()) if state is None
-                                     else (state.leader, state.replicas, state.isr))
-        return {"partition": partition, "leader": leader,
-                "replicas": [{"broker": r, "leader": r == leader, "in_sync": r in isr}
-                             for r in replicas]}
+    def partition_views(name: str, partitions: range) -> list[dict[str, Any]]:
+        """Leader, replicas and ISR as the control plane has them (the cluster's
+        registration in etcd; on a single node this broker, for every partition)."""
+        known = {view.index: view for view in broker.control.partitions(name)}
+        found = []
+        for partition in partitions:
+            view = known.get(partition)
+            leader, replicas, isr = ((-1, [], []) if view is None
+                                     else (view.leader, view.replicas, view.isr))
+            found.append({"partition": partition, "leader": leader,
+                          "replicas": [{"broker": r, "leader": r == leader, "in_sync": r in isr}
+                                       for r in replicas]})
+        return found
 
     def partition_arg(request: web.Request, count: int) -> int:
         try:
@@ -152,15 +127,16 @@ def build_app(broker: Broker, auth_required: bool, consumers: Consumers,
         count = topic_known(name)
         configs = dict(broker.storage.topic_overrides(name) or {})
         return reply({"name": name, "configs": configs,
-                      "partitions": [partition_view(name, p) for p in range(count)]})
+                      "partitions": partition_views(name, range(count))})
 
     async def get_partitions(request: web.Request) -> web.Response:
         name = request.match_info["topic"]
-        return reply([partition_view(name, p) for p in range(topic_known(name))])
+        return reply(partition_views(name, range(topic_known(name))))
 
     async def get_partition(request: web.Request) -> web.Response:
         name = request.match_info["topic"]
-        return reply(partition_view(name, partition_arg(request, topic_known(name))))
+        partition = partition_arg(request, topic_known(name))
+        return reply(partition_views(name, range(partition, partition + 1))[0])
 
     async def produce(request: web.Request) -> web.Response:
         fmt = produce_format(request.headers.get("Content-Type", ""))
@@ -209,62 +185,10 @@ def build_app(broker: Broker, auth_required: bool, consumers: Consumers,
     return app
 
 
-def record_view(topic: str, partition: int, record: Any, fmt: str) -> dict[str, Any]:
-    """A record as v2 shows it; ``headers`` (Confluent v3's form) only when it has some."""
-    view = {"topic": topic, "key": decode(fmt, record.key), "value": decode(fmt, record.value),
-            "partition": partition, "offset": record.offset}
-    if record.headers:
-        view["headers"] = headers_view(record.headers)
-    return view
-
-
-async def read_waiting(broker: Broker, partitions: list[tuple[str, int]],
-                       positions: dict[tuple[str, int], int], max_bytes: int,
-                       timeout_ms: int, committed: bool = False,
-                       errors: dict[tuple[str, int], int] | None = None,
-                       ) -> dict[tuple[str, int], list[Any]]:
-    """Records of ``partitions`` from ``positions``; waits up to ``timeout_ms`` for some.
-    Partitions another broker leads are fetched from it (logserver.rest.remote_reads),
-    their errors put in ``errors``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_ms / 1000
-    remote = remote_reads.by_leader(broker, partitions)
-    elsewhere = {tp for tps in remote.values() for tp in tps}
-    local = [tp for tp in partitions if tp not in elsewhere]
-    while True:
-        found: dict[tuple[str, int], list[Any]] = {}
-        budget = max_bytes
-        for tp in local:
-            if budget <= 0:
-                break
-            got = read_records(broker, tp[0], tp[1], positions[tp], budget, committed)
-            if got:
-                found[tp] = got
-                budget -= sum(len(r.value or b"") + len(r.key or b"") for r in got)
-        left = deadline - loop.time()
-        if remote and budget > 0:
-            wait_ms = 0 if found else int(max(left, 0) * 1000)
-            fetching = asyncio.ensure_future(remote_reads.fetch_all(
-                broker, remote, positions, budget, wait_ms, committed, errors))
-            waits: set[asyncio.Future[Any]] = {fetching}
-            if local and wait_ms:
-                waits.add(asyncio.ensure_future(broker.storage.wait_for_append(local, left)))
-            done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            for task in pending:
-                task.cancel()
-            if fetching in done:
-                found.update(fetching.result())
-                return found
-            continue  # appended here: read it, and ask the leaders again without waiting
-        if found or left <= 0 or not partitions:
-            return found
-        await broker.storage.wait_for_append(local, left)
-
-
 class RestProxyServer:
     """The ``rest.proxy.listeners`` of one broker."""
 
-    def __init__(self, broker: Broker, listeners: list[Listener], auth_required: bool,
+    def __init__(self, broker: WithCluster, listeners: list[Listener], auth_required: bool,
                  ssl_context: ssl.SSLContext | None = None) -> None:
         self.consumers = Consumers(broker, broker.config["consumer.instance.timeout.ms"])
         host_check = None

@@ -15,12 +15,12 @@ from logserver.security import http_basic
 from logserver.security.session import ANONYMOUS
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 LISTENER = "REST"
 
 
-async def principal_of(broker: Broker, required: bool, authorization: str | None,
+async def principal_of(broker: BrokerServices, required: bool, authorization: str | None,
                        source: str = "?") -> str:
     """The principal a request runs as; 401 without valid credentials when required."""
     if not required:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from kafkaproto import ErrorCode
-from logserver.groups import INTERNAL_TOPICS
+from logserver.internal_topics import INTERNAL_TOPICS
 from logserver.rest import kafka_calls
 from logserver.rest.errors import (
     CONSUMER_ALREADY_EXISTS,
@@ -39,7 +39,7 @@ from logserver.rest.reading import READ_COMMITTED, READ_UNCOMMITTED
 from logserver.security import checks
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class Instance:
 class Consumers:
     """Every consumer instance of the proxy."""
 
-    def __init__(self, broker: Broker, timeout_ms: int) -> None:
+    def __init__(self, broker: WithCluster, timeout_ms: int) -> None:
         self.broker = broker
         self.timeout_s = timeout_ms / 1000
         self.instances: dict[tuple[str, str], Instance] = {}
@@ -220,12 +220,12 @@ class Consumers:
                 raise from_kafka(error, f"offsets of {tp[0]}-{tp[1]} in group {instance.group}")
 
 
-def checks_group_denied(broker: Broker, group: str) -> bool:
+def checks_group_denied(broker: WithCluster, group: str) -> bool:
     """READ on the group, as JoinGroup needs."""
     return bool(checks.denied(broker, checks.JOIN_GROUP, group))
 
 
-def _partitions(broker: Broker, body: Any, key: str = "partitions",
+def _partitions(broker: WithCluster, body: Any, key: str = "partitions",
                 with_offset: bool = False) -> list[tuple[str, int, int]]:
     """``{key: [{"topic", "partition"[, "offset"]}]}`` checked against the topics."""
     if not isinstance(body, dict) or not isinstance(body.get(key), list):
@@ -248,7 +248,7 @@ def _partitions(broker: Broker, body: Any, key: str = "partitions",
 
 
 def add_consumer_routes(app: web.Application, consumers: Consumers) -> None:
-    from logserver.rest.app import read_json, read_waiting, record_view, reply
+    from logserver.rest.http_io import read_json, read_waiting, record_view, reply
 
     broker = consumers.broker
     base = "/consumers/{group}/instances/{name}"
@@ -329,7 +329,7 @@ def add_consumer_routes(app: web.Application, consumers: Consumers) -> None:
         return handle
 
     async def records(request: web.Request) -> web.Response:
-        from logserver.rest.app import MAX_WAIT_MS, int_param
+        from logserver.rest.http_io import MAX_WAIT_MS, int_param
 
         instance = instance_of(request)
         timeout_ms = min(max(int_param(request, "timeout", 1000), 0), MAX_WAIT_MS)

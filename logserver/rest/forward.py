@@ -23,7 +23,7 @@ from logserver.cluster import envelope
 from logserver.rest import to_node
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ PRODUCE_VERSION = 9
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 
 
-async def to_leaders(broker: Broker, topic: str, batches: dict[int, bytes],
+async def to_leaders(broker: WithCluster, topic: str, batches: dict[int, bytes],
                      timeout_ms: int) -> dict[int, PartitionResponse]:
     """Each partition's answer from its leader (those that could be asked)."""
     cluster = broker.cluster
@@ -50,7 +50,7 @@ async def to_leaders(broker: Broker, topic: str, batches: dict[int, bytes],
     return answers
 
 
-async def _send(broker: Broker, leader: int, topic: str, batches: dict[int, bytes],
+async def _send(broker: WithCluster, leader: int, topic: str, batches: dict[int, bytes],
                 timeout_ms: int) -> dict[int, PartitionResponse]:
     request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=timeout_ms, topic_data=[
         ProduceRequest.TopicProduceData(name=topic, partition_data=[

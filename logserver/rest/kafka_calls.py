@@ -12,6 +12,7 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ApiKey, ErrorCode, RequestHeader
+from kafkaproto.client import Backoff, Failures
 from kafkaproto.messages import (
     FindCoordinatorRequest,
     HeartbeatRequest,
@@ -33,7 +34,7 @@ from logserver.security import checks
 from logserver.security.session import current_security
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 CLIENT_ID = "rest-proxy"
 REST_LISTENER = "REST_PROXY"
@@ -46,7 +47,8 @@ GROUP_CALL_TIMEOUT_S = 30.0
 COORDINATOR_RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 OFFSETS_RETRY_S = 10.0
-RETRY_BACKOFF_S = 0.1
+#: Between tries while the coordinator is chosen or loads (retry.backoff.ms / .max.ms).
+OFFSETS_BACKOFF = Backoff(100, 1000)
 EARLIEST, LATEST = -2, -1
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
@@ -60,7 +62,7 @@ def act_as(principal: str, peer: str) -> None:
     current_security.set(None)
 
 
-async def _call(broker: Broker, key: ApiKey, body: Any, client_id: str = CLIENT_ID) -> Any:
+async def _call(broker: WithCluster, key: ApiKey, body: Any, client_id: str = CLIENT_ID) -> Any:
     header = RequestHeader(key, _VERSIONS[key], 0, client_id)
     result = HANDLERS[key].handle(broker, header, body)
     if inspect.isawaitable(result):
@@ -68,16 +70,16 @@ async def _call(broker: Broker, key: ApiKey, body: Any, client_id: str = CLIENT_
     return result
 
 
-async def _coordinator(broker: Broker, group: str) -> int | None:
+async def _coordinator(broker: WithCluster, group: str) -> int | None:
     """The node coordinating ``group``, as this broker's FindCoordinator answers it."""
-    if broker.cluster is None:
+    if not broker.routing.replicated:  # a single node coordinates every group
         return None
     response = await _call(broker, ApiKey.FIND_COORDINATOR,
                            FindCoordinatorRequest(key=group, key_type=0, coordinator_keys=[]))
     return None if response.error_code else int(response.node_id)
 
 
-async def _group_call(broker: Broker, key: ApiKey, body: Any, group: str, refused: bool,
+async def _group_call(broker: WithCluster, key: ApiKey, body: Any, group: str, refused: bool,
                       client_id: str = CLIENT_ID, timeout_s: float = GROUP_CALL_TIMEOUT_S) -> Any:
     """A group API call, answered by the group's coordinator: in-process here, else over
     the Kafka protocol to the coordinator. What this principal may not do (``refused``,
@@ -99,13 +101,13 @@ def _retry(deadline: float, errors: list[int]) -> bool:
         and asyncio.get_running_loop().time() < deadline
 
 
-def _refused(broker: Broker, group_rule: Any, group: str, topic_rule: Any = None,
+def _refused(broker: WithCluster, group_rule: Any, group: str, topic_rule: Any = None,
              topics: Any = ()) -> bool:
     return bool(checks.denied(broker, group_rule, group)) or (
         topic_rule is not None and any(checks.denied(broker, topic_rule, t) for t in topics))
 
 
-async def produce(broker: Broker, topic: str, batches: dict[int, bytes],
+async def produce(broker: WithCluster, topic: str, batches: dict[int, bytes],
                   timeout_ms: int = 30_000) -> list[PartitionResponse]:
     """One Produce (acks=all) of one batch per partition; the answer per partition."""
     request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=timeout_ms, topic_data=[
@@ -117,7 +119,7 @@ async def produce(broker: Broker, topic: str, batches: dict[int, bytes],
     return [p for t in response.responses for p in t.partition_responses]
 
 
-async def list_offsets(broker: Broker, topic: str, partitions: list[int],
+async def list_offsets(broker: WithCluster, topic: str, partitions: list[int],
                        timestamp: int, committed: bool = False) -> dict[int, tuple[int, int]]:
     """Partition -> (error, offset) for EARLIEST/LATEST/a time, as ListOffsets answers
     (LATEST is the last stable offset for read_committed); asked of each partition's
@@ -148,7 +150,7 @@ async def list_offsets(broker: Broker, topic: str, partitions: list[int],
     return found
 
 
-async def commit_offsets(broker: Broker, group: str, offsets: dict[tuple[str, int], int],
+async def commit_offsets(broker: WithCluster, group: str, offsets: dict[tuple[str, int], int],
                          generation: int = -1, member_id: str = "") -> dict[tuple[str, int], int]:
     """OffsetCommit as a group member (or a standalone consumer: generation -1); error
     per partition."""
@@ -163,16 +165,17 @@ async def commit_offsets(broker: Broker, group: str, offsets: dict[tuple[str, in
     refused = _refused(broker, checks.OFFSET_COMMIT_GROUP, group, checks.OFFSET_COMMIT_TOPIC,
                        by_topic)
     deadline = asyncio.get_running_loop().time() + OFFSETS_RETRY_S
+    failures = Failures(OFFSETS_BACKOFF)
     while True:
         response = await _group_call(broker, ApiKey.OFFSET_COMMIT, request, group, refused)
         if not _retry(deadline, [p.error_code for t in response.topics for p in t.partitions]):
             break
-        await asyncio.sleep(RETRY_BACKOFF_S)
+        await asyncio.sleep(failures.failed())
     return {(t.name, p.partition_index): p.error_code
             for t in response.topics for p in t.partitions}
 
 
-async def fetch_offsets(broker: Broker, group: str, wanted: list[tuple[str, int]]) -> (
+async def fetch_offsets(broker: WithCluster, group: str, wanted: list[tuple[str, int]]) -> (
         tuple[int, dict[tuple[str, int], tuple[int, int, str]]]):
     """OffsetFetch: (group error, (topic, partition) -> (error, offset or -1, metadata))."""
     by_topic: dict[str, list[int]] = {}
@@ -184,17 +187,18 @@ async def fetch_offsets(broker: Broker, group: str, wanted: list[tuple[str, int]
     refused = _refused(broker, checks.OFFSET_FETCH_GROUP, group, checks.OFFSET_FETCH_TOPIC,
                        by_topic)
     deadline = asyncio.get_running_loop().time() + OFFSETS_RETRY_S
+    failures = Failures(OFFSETS_BACKOFF)
     while True:
         response = await _group_call(broker, ApiKey.OFFSET_FETCH, request, group, refused)
         if not _retry(deadline, [response.error_code]):
             break
-        await asyncio.sleep(RETRY_BACKOFF_S)
+        await asyncio.sleep(failures.failed())
     return response.error_code, {
         (t.name, p.partition_index): (p.error_code, p.committed_offset, p.metadata or "")
         for t in response.topics for p in t.partitions}
 
 
-async def join_group(broker: Broker, group: str, member_id: str, client_id: str,
+async def join_group(broker: WithCluster, group: str, member_id: str, client_id: str,
                      session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
                      protocols: list[tuple[str, bytes]]) -> JoinGroupResponse:
     """JoinGroup (answered when the rebalance completes)."""
@@ -210,7 +214,7 @@ async def join_group(broker: Broker, group: str, member_id: str, client_id: str,
     return response
 
 
-async def sync_group(broker: Broker, group: str, generation: int, member_id: str,
+async def sync_group(broker: WithCluster, group: str, generation: int, member_id: str,
                      client_id: str, protocol_type: str, protocol_name: str,
                      assignments: dict[str, bytes]) -> SyncGroupResponse:
     request = SyncGroupRequest(
@@ -224,7 +228,7 @@ async def sync_group(broker: Broker, group: str, generation: int, member_id: str
     return response
 
 
-async def heartbeat(broker: Broker, group: str, generation: int, member_id: str,
+async def heartbeat(broker: WithCluster, group: str, generation: int, member_id: str,
                     client_id: str) -> int:
     request = HeartbeatRequest(group_id=group, generation_id=generation, member_id=member_id)
     response = await _group_call(broker, ApiKey.HEARTBEAT, request, group,
@@ -232,7 +236,7 @@ async def heartbeat(broker: Broker, group: str, generation: int, member_id: str,
     return int(response.error_code)
 
 
-async def leave_group(broker: Broker, group: str, member_id: str, client_id: str) -> int:
+async def leave_group(broker: WithCluster, group: str, member_id: str, client_id: str) -> int:
     request = LeaveGroupRequest(group_id=group, members=[
         LeaveGroupRequest.MemberIdentity(member_id=member_id, reason="REST consumer deleted")])
     response = await _group_call(broker, ApiKey.LEAVE_GROUP, request, group,
@@ -240,7 +244,7 @@ async def leave_group(broker: Broker, group: str, member_id: str, client_id: str
     return int(response.error_code)
 
 
-def read_error(broker: Broker, topic: str, partition: int) -> int:
+def read_error(broker: WithCluster, topic: str, partition: int) -> int:
     """Why this principal may not read the partition here (Fetch's checks), or NONE."""
     refused = checks.denied(broker, checks.FETCH, topic)
     if refused:

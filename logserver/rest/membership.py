@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kafkaproto import ErrorCode
+from kafkaproto.client import Backoff, Failures
 from logserver.admin_cli.consumer_protocol import (
     decode_assignment,
     decode_subscription,
@@ -30,7 +31,7 @@ from logserver.rest import kafka_calls
 from logserver.rest.errors import kafka_error_name
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,8 @@ ASSIGNOR = "range"
 HEARTBEAT_INTERVAL_S = 1.0  # a rebalance started by another member is seen this soon
 SESSION_TIMEOUT_MS = 45_000  # Kafka consumer's session.timeout.ms default
 REBALANCE_TIMEOUT_MS = 30_000
-RETRY_S = 1.0
+#: After a failed join or a lost membership: retry.backoff.ms 100 up to 1 s, with jitter.
+REJOIN_BACKOFF = Backoff(100, 1000)
 # Errors after which the member joins again as a new member.
 _FORGOTTEN = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID})
 # Errors after which it joins again with its member id (the coordinator ones: the group's
@@ -53,7 +55,7 @@ _REJOIN = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATI
 class GroupMember:
     """Joins, syncs and heartbeats for one instance; ``assignment`` is what it reads."""
 
-    def __init__(self, broker: Broker, group: str, client_id: str,
+    def __init__(self, broker: WithCluster, group: str, client_id: str,
                  topics: Callable[[], list[str]],
                  revoked: Callable[[], None]) -> None:
         self.broker = broker
@@ -101,18 +103,20 @@ class GroupMember:
         self.assigned.clear()
 
     async def _run(self) -> None:
+        failures = Failures(REJOIN_BACKOFF)
         while True:
             try:
                 if await self._join_and_sync():
+                    failures.succeeded()
                     await self._heartbeat_until_rebalance()
                 else:
-                    await asyncio.sleep(RETRY_S)
+                    await asyncio.sleep(failures.failed())
             except asyncio.CancelledError:
                 raise
             except Exception:  # never let the member die silently: retry
                 log.exception("REST consumer %s of group %s: group membership failed",
                               self.client_id, self.group)
-                await asyncio.sleep(RETRY_S)
+                await asyncio.sleep(failures.failed())
 
     async def _join_and_sync(self) -> bool:
         """One JoinGroup + SyncGroup round; True when it got an assignment."""

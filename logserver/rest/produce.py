@@ -30,7 +30,7 @@ from logserver.rest.formats import encode, parse_headers
 from logserver.topic_config import TopicConfig
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 
 @dataclass
@@ -45,7 +45,7 @@ class _Plan:
 class Producer:
     """Produce requests of the proxy; keeps the round-robin position of keyless records."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: WithCluster) -> None:
         self.broker = broker
         self._spread: dict[str, int] = {}
 

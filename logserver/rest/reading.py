@@ -15,13 +15,13 @@ from kafkaproto.batch import Buffer, iter_batches
 from kafkaproto.records import Record, decode_batch
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
 
 
-def read_records(broker: Broker, topic: str, partition: int, offset: int, max_bytes: int,
+def read_records(broker: BrokerServices, topic: str, partition: int, offset: int, max_bytes: int,
                  committed: bool = False) -> list[Record]:
     """Records from ``offset``, about ``max_bytes`` of them (at least one batch, as
     Fetch with KIP-74)."""

@@ -16,7 +16,7 @@ from logserver.rest import to_node
 from logserver.rest.reading import records_of
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ FETCH_VERSION = 12  # topics by name, aborted transactions, last stable offset
 TopicPartition = tuple[str, int]
 
 
-def by_leader(broker: Broker, partitions: list[TopicPartition]) -> dict[int, list[TopicPartition]]:
+def by_leader(broker: WithCluster, partitions: list[TopicPartition]) -> dict[int, list[TopicPartition]]:
     """The partitions another live broker leads, by that broker."""
     found: dict[int, list[TopicPartition]] = {}
     for tp in partitions:
@@ -34,7 +34,7 @@ def by_leader(broker: Broker, partitions: list[TopicPartition]) -> dict[int, lis
     return found
 
 
-async def fetch(broker: Broker, node: int, positions: dict[TopicPartition, int],
+async def fetch(broker: WithCluster, node: int, positions: dict[TopicPartition, int],
                 max_bytes: int, wait_ms: int, committed: bool,
                 errors: dict[TopicPartition, int] | None = None) -> dict[TopicPartition, list[Record]]:
     """Records of the partitions ``node`` leads from their positions (waiting up to
@@ -82,7 +82,7 @@ async def fetch(broker: Broker, node: int, positions: dict[TopicPartition, int],
     return found
 
 
-async def fetch_all(broker: Broker, remote: dict[int, list[TopicPartition]],
+async def fetch_all(broker: WithCluster, remote: dict[int, list[TopicPartition]],
                     positions: dict[TopicPartition, int], max_bytes: int, wait_ms: int,
                     committed: bool, errors: dict[TopicPartition, int] | None = None,
                     ) -> dict[TopicPartition, list[Record]]:

@@ -18,7 +18,7 @@ from kafkaproto.codegen import Message
 from logserver.cluster.peer_links import PeerUnreachable
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.cluster_access import WithCluster
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 NodeUnreachable = PeerUnreachable
 
 
-async def send(broker: Broker, node: int, api_key: int, version: int, body: Message,
+async def send(broker: WithCluster, node: int, api_key: int, version: int, body: Message,
                timeout_s: float, client_id: str | None = None) -> Message:
     """The response of broker ``node`` to one request; NodeUnreachable if there is none."""
     cluster = broker.cluster
@@ -43,12 +43,12 @@ async def send(broker: Broker, node: int, api_key: int, version: int, body: Mess
     return answer
 
 
-def client_id_of(broker: Broker) -> str:
+def client_id_of(broker: WithCluster) -> str:
     """The REST Proxy's client id on other brokers."""
     return f"rest-proxy-{broker.node_id}"
 
 
-def remote_leader(broker: Broker, topic: str, partition: int) -> int | None:
+def remote_leader(broker: WithCluster, topic: str, partition: int) -> int | None:
     """The live broker that leads the partition when it is not this one (cluster mode)."""
     cluster = broker.cluster
     if cluster is None:

@@ -34,7 +34,7 @@ from logserver.security.acl import (
 )
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 __all__ = ["Rule", "allowed", "allowed_any", "authorized_operations", "denied", "from_broker"]
 
@@ -129,16 +129,16 @@ _BROKER_READS = frozenset({(_T, _Op.DESCRIBE), (_G, _Op.DESCRIBE), (_C, _Op.DESC
                            (_T, _Op.READ)})
 
 
-def _inter_broker_listener(broker: Broker) -> str:
+def _inter_broker_listener(broker: BrokerServices) -> str:
     """The listener name followers fetch on (node.py's own_info picks the same one)."""
     named: str | None = broker.config["inter.broker.listener.name"]
     return named if named is not None else broker.config.advertised[0].name
 
 
-def _as_broker(broker: Broker, rule: Rule) -> bool:
+def _as_broker(broker: BrokerServices, rule: Rule) -> bool:
     """Is this a read a broker may do, asked by a broker (see the module's docstring)?"""
     authorizer = broker.authorizer
-    if authorizer is None or broker.cluster is None \
+    if authorizer is None or not broker.routing.replicated \
             or (rule.resource_type, rule.operation) not in _BROKER_READS \
             or request_context.listener_name.get() != _inter_broker_listener(broker):
         return False
@@ -146,9 +146,9 @@ def _as_broker(broker: Broker, rule: Rule) -> bool:
     return authorizer.authorize(principal, host, _Op.CLUSTER_ACTION, _C, CLUSTER_NAME)
 
 
-def from_broker(broker: Broker) -> bool:
+def from_broker(broker: BrokerServices) -> bool:
     """Is the current request a broker's: on the inter-broker listener, from a principal
-    allowed CLUSTER_ACTION on the cluster (what an Envelope needs, cluster/envelope.py)?"""
+    allowed CLUSTER_ACTION on the cluster (what an Envelope needs, handlers/envelope.py)?"""
     if request_context.listener_name.get() != _inter_broker_listener(broker):
         return False
     authorizer = broker.authorizer
@@ -158,7 +158,7 @@ def from_broker(broker: Broker) -> bool:
     return authorizer.authorize(principal, host, _Op.CLUSTER_ACTION, _C, CLUSTER_NAME)
 
 
-def allowed(broker: Broker, rule: Rule, name: str = CLUSTER_NAME) -> bool:
+def allowed(broker: BrokerServices, rule: Rule, name: str = CLUSTER_NAME) -> bool:
     """May the current request's principal do what ``rule`` names on resource ``name``?"""
     authorizer = broker.authorizer
     if authorizer is None:
@@ -168,12 +168,12 @@ def allowed(broker: Broker, rule: Rule, name: str = CLUSTER_NAME) -> bool:
         or _as_broker(broker, rule)
 
 
-def denied(broker: Broker, rule: Rule, name: str = CLUSTER_NAME) -> int:
+def denied(broker: BrokerServices, rule: Rule, name: str = CLUSTER_NAME) -> int:
     """``ErrorCode.NONE`` when allowed, else the rule's *_AUTHORIZATION_FAILED code."""
     return ErrorCode.NONE if allowed(broker, rule, name) else rule.error
 
 
-def allowed_any(broker: Broker, rule: Rule) -> bool:
+def allowed_any(broker: BrokerServices, rule: Rule) -> bool:
     """Is the operation allowed on at least one resource of the rule's type (Kafka's
     authorizeByResourceType)?"""
     authorizer = broker.authorizer
@@ -184,7 +184,7 @@ def allowed_any(broker: Broker, rule: Rule) -> bool:
                                                  rule.resource_type)
 
 
-def authorized_operations(broker: Broker, resource_type: ResourceType, name: str) -> int:
+def authorized_operations(broker: BrokerServices, resource_type: ResourceType, name: str) -> int:
     """Kafka's authorized-operations bitfield of a resource for the current principal."""
     authorizer = broker.authorizer
     if authorizer is None:

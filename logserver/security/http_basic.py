@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from logserver.security.sasl import check_password
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 VERIFIED_TTL_S = 60.0
 _VERIFIED_MAX = 10_000
@@ -42,7 +42,7 @@ def parse_basic(authorization: str | None) -> tuple[str, str] | None:
     return (user, password) if sep and user else None
 
 
-async def verify(broker: Broker, user: str, password: str, source: str, listener: str) -> bool:
+async def verify(broker: BrokerServices, user: str, password: str, source: str, listener: str) -> bool:
     """Is ``password`` the SCRAM user's? Slowed and counted per address on failure."""
     credentials = broker.scram.mechanisms_of(user)
     stored = b"".join(m.encode() + c.stored_key for m, c in sorted(credentials.items()))

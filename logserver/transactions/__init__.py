@@ -12,7 +12,7 @@ The partition side: open transactions and the last stable offset are producer st
 (``logserver.log.transaction_index``); markers are built by ``kafkaproto.control``.
 """
 
+from logserver.internal_topics import TXN_STATE_TOPIC
 from logserver.transactions.coordinator import TransactionCoordinator
-from logserver.transactions.store import TXN_STATE_TOPIC
 
 __all__ = ["TXN_STATE_TOPIC", "TransactionCoordinator"]

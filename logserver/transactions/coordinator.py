@@ -19,32 +19,43 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkaproto import ErrorCode
+from logserver.clock import SYSTEM_CLOCK, Clock
+from logserver.coordinator_partitions import CoordinatorPartitions
 from logserver.groups.group import CommittedOffset
-from logserver.groups.store import OFFSETS_TOPIC
+from logserver.internal_topics import OFFSETS_TOPIC
 from logserver.transactions.machine import Markers, Step, TxnMachine
 from logserver.transactions.metadata import TopicPartition, TxnMetadata, TxnState
 from logserver.transactions.store import TXN_STATE_TOPIC, StoreError, TxnStateStore
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.groups.coordinator import GroupCoordinator
+    from logserver.storage.api import Storage
 
 log = logging.getLogger(__name__)
 
 COORDINATOR_EPOCH = 0  # one node, never re-elected (cluster: the partition's leader epoch)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+class TxnHost(Protocol):
+    """What the transaction coordinator needs of its broker: settings and storage (for
+    ``__transaction_state``), the group coordinator (TxnOffsetCommit, markers on
+    ``__consumer_offsets``) and producer ids."""
+
+    config: Any
+    storage: Storage
+    groups: GroupCoordinator
+
+    async def allocate_producer_id(self) -> int: ...
 
 
 class TransactionCoordinator:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: TxnHost, clock: Clock = SYSTEM_CLOCK) -> None:
         self._broker = broker
+        self._clock = clock
         self.store = TxnStateStore(broker)
         self.machine = TxnMachine(broker.config["transaction.max.timeout.ms"])
         self._sweep_ms: int = broker.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
@@ -59,14 +70,17 @@ class TransactionCoordinator:
         self.marker_sender: Callable[[Markers, list[TopicPartition], int], Awaitable[None]] | None = None
         # Cluster mode: the __transaction_state partitions this broker leads and has
         # loaded (None: single node, every id is ours), and those being loaded.
-        self.owned: set[int] | None = None
-        self._partition_loads: dict[int, asyncio.Task[None]] = {}
+        self.partitions = CoordinatorPartitions()
         # The completion of the transactions a load found prepared, by partition: kept,
         # so that unloading the partition or closing cancels it (never left pending).
         self._completions: dict[int, asyncio.Task[None]] = {}
         # Kafka's coordinator epoch: the leader epoch of the id's partition here, stamped
         # on the markers this coordinator writes.
         self._epochs: dict[int, int] = {}
+
+    @property
+    def owned(self) -> set[int] | None:
+        return self.partitions.owned
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -79,7 +93,7 @@ class TransactionCoordinator:
         """Cluster mode: serve no transactional id until this broker leads its
         ``__transaction_state`` partition (``load_partition``); others get NOT_COORDINATOR."""
         loop = asyncio.get_running_loop()
-        self.owned = set()
+        self.partitions.start_partitioned()
         self.store.replicated = True
         self.active = True
         self.loading = False
@@ -91,26 +105,20 @@ class TransactionCoordinator:
         found prepared, as Kafka's new coordinator does."""
         if self.owned is not None:
             self._epochs[partition] = coordinator_epoch
-        if self.owned is None or not self.active or partition in self.owned \
-                or partition in self._partition_loads:
-            return
-        self._partition_loads[partition] = asyncio.get_running_loop().create_task(
-            self._load_partition(partition))
+        if self.active:
+            self.partitions.begin_load(partition, self._load_partition)
 
     def unload_partition(self, partition: int) -> None:
         """Another broker leads ``partition`` now: forget its ids (NOT_COORDINATOR)."""
         if self.owned is None:
             return
         self._epochs.pop(partition, None)
-        task = self._partition_loads.pop(partition, None)
-        if task is not None:
-            task.cancel()
+        served, _loading = self.partitions.drop(partition)
         completing = self._completions.pop(partition, None)
         if completing is not None:
             completing.cancel()
-        if partition not in self.owned:
+        if not served:
             return
-        self.owned.discard(partition)
         gone = [t for t in self.transactions if self.store.partition_for(t) == partition]
         for txn_id in gone:
             self.transactions.pop(txn_id, None)
@@ -118,7 +126,7 @@ class TransactionCoordinator:
                  partition, len(gone))
 
     async def _load_partition(self, partition: int) -> None:
-        started = time.monotonic()
+        started = self._clock.monotonic()
         loaded: dict[str, TxnMetadata] = {}
         try:
             loaded = self.store.replay_partition(partition)
@@ -126,13 +134,12 @@ class TransactionCoordinator:
             raise
         except Exception:
             log.exception("replaying %s-%d failed", TXN_STATE_TOPIC, partition)
-        if self._partition_loads.get(partition) is not asyncio.current_task() or self.owned is None:
+        if not self.partitions.still_loading(partition):
             return  # unloaded meanwhile
         self.transactions.update(loaded)
-        self.owned.add(partition)
-        del self._partition_loads[partition]
+        self.partitions.loaded(partition)
         log.info("%s-%d: loaded %d transactional ids in %.3f s", TXN_STATE_TOPIC, partition,
-                 len(loaded), time.monotonic() - started)
+                 len(loaded), self._clock.monotonic() - started)
         prepared = [meta.transactional_id for meta in loaded.values() if meta.in_prepare]
         if prepared:
             self._completions[partition] = asyncio.get_running_loop().create_task(
@@ -151,8 +158,7 @@ class TransactionCoordinator:
 
     async def close(self) -> None:
         self.active = False
-        tasks = [*self._partition_loads.values(), *self._completions.values(), *self._tasks]
-        self._partition_loads.clear()
+        tasks = [*self.partitions.cancel_loads(), *self._completions.values(), *self._tasks]
         self._completions.clear()
         for task in tasks:
             task.cancel()
@@ -161,14 +167,14 @@ class TransactionCoordinator:
                 await task
 
     async def _load(self) -> None:
-        started = time.monotonic()
+        started = self._clock.monotonic()
         try:
             self.transactions = self.store.replay()
             # a prepared transaction's marker completes offsets at the group coordinator,
             # which must have replayed __consumer_offsets first
             await self._broker.groups.loaded.wait()
             for meta in list(self.transactions.values()):
-                step = self.machine.recover(meta, _now_ms())
+                step = self.machine.recover(meta, self._clock.wall_ms())
                 if step is not None:
                     log.info("completing transaction %s left %s by the last run",
                              meta.transactional_id, meta.state.name)
@@ -179,7 +185,7 @@ class TransactionCoordinator:
             log.exception("loading %s failed; serving what was loaded", TXN_STATE_TOPIC)
         self.loading = False
         log.info("loaded %d transactional ids from %s in %.3f s", len(self.transactions),
-                 TXN_STATE_TOPIC, time.monotonic() - started)
+                 TXN_STATE_TOPIC, self._clock.monotonic() - started)
 
     async def _sweep(self) -> None:
         """Abort transactions open longer than their transaction.timeout.ms."""
@@ -194,7 +200,7 @@ class TransactionCoordinator:
 
     async def _sweep_once(self) -> None:
         for txn_id, meta in list(self.transactions.items()):
-            now = _now_ms()
+            now = self._clock.wall_ms()
             if self.owned is not None and not self.serves(txn_id):
                 continue  # its partition moved away (or is loading) meanwhile
             if meta.in_prepare:  # markers that failed to be written: try again
@@ -207,7 +213,7 @@ class TransactionCoordinator:
     async def _abort_timed_out(self, txn_id: str) -> None:
         async with self._lock(txn_id):
             current = self.transactions.get(txn_id)
-            step = None if current is None else self.machine.expire(current, _now_ms())
+            step = None if current is None else self.machine.expire(current, self._clock.wall_ms())
             if current is None or step is None:
                 return
             log.info("aborting transaction %s: open longer than %d ms", txn_id, current.timeout_ms)
@@ -219,7 +225,7 @@ class TransactionCoordinator:
     async def _retry_completion(self, txn_id: str) -> None:
         async with self._lock(txn_id):
             meta = self.transactions.get(txn_id)
-            step = None if meta is None else self.machine.recover(meta, _now_ms())
+            step = None if meta is None else self.machine.recover(meta, self._clock.wall_ms())
             if step is None:
                 return
             try:
@@ -230,7 +236,7 @@ class TransactionCoordinator:
     async def _forget(self, txn_id: str) -> None:
         async with self._lock(txn_id):
             meta = self.transactions.get(txn_id)
-            if meta is None or not self.machine.id_expired(meta, _now_ms(), self._id_expiration_ms):
+            if meta is None or not self.machine.id_expired(meta, self._clock.wall_ms(), self._id_expiration_ms):
                 return
             try:
                 self._check_owned(txn_id)
@@ -255,12 +261,8 @@ class TransactionCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if self.owned is not None and txn_id is not None:
-            partition = self.store.partition_for(txn_id)
-            if partition in self._partition_loads:
-                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-            if partition not in self.owned:
-                return ErrorCode.NOT_COORDINATOR
+        if txn_id is not None:
+            return self.partitions.error(self.store.partition_for(txn_id))
         return None
 
     def status(self, txn_id: str) -> int | None:
@@ -330,7 +332,7 @@ class TransactionCoordinator:
             await asyncio.gather(*waits)
         for partition in offsets_partitions:
             groups.complete_txn(partition, markers.producer_id, commit=markers.commit)
-        now = _now_ms()
+        now = self._clock.wall_ms()
         for group, offsets in markers.offsets.items():
             if not offsets:
                 continue
@@ -380,7 +382,7 @@ class TransactionCoordinator:
                 new_id = await self._broker.allocate_producer_id()
             step = self.machine.init_producer(
                 meta, transactional_id=txn_id, timeout_ms=timeout_ms, producer_id=producer_id,
-                producer_epoch=producer_epoch, new_producer_id=new_id, now=_now_ms())
+                producer_epoch=producer_epoch, new_producer_id=new_id, now=self._clock.wall_ms())
             if step.error != ErrorCode.NONE:
                 return step.error, -1, -1
             try:
@@ -396,7 +398,7 @@ class TransactionCoordinator:
         if error is not None:
             return error
         step = await self._run(txn_id, lambda meta: self.machine.add_partitions(
-            meta, producer_id, producer_epoch, partitions, _now_ms()))
+            meta, producer_id, producer_epoch, partitions, self._clock.wall_ms()))
         return step.error
 
     async def add_offsets(self, txn_id: str, producer_id: int, producer_epoch: int,
@@ -406,7 +408,7 @@ class TransactionCoordinator:
             return error
         offsets_partition = (OFFSETS_TOPIC, self._broker.groups.store.partition_for(group_id))
         step = await self._run(txn_id, lambda meta: self.machine.add_partitions(
-            meta, producer_id, producer_epoch, {offsets_partition}, _now_ms(), group=group_id))
+            meta, producer_id, producer_epoch, {offsets_partition}, self._clock.wall_ms(), group=group_id))
         return step.error
 
     async def check_txn_offset_commit(self, txn_id: str, producer_id: int, producer_epoch: int,
@@ -432,7 +434,7 @@ class TransactionCoordinator:
         if error is not None:
             return error
         step = await self._run(txn_id, lambda meta: self.machine.end_txn(
-            meta, producer_id, producer_epoch, commit, _now_ms()))
+            meta, producer_id, producer_epoch, commit, self._clock.wall_ms()))
         return step.error
 
     def check_produce(self, txn_id: str, producer_id: int, producer_epoch: int,

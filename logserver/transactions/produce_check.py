@@ -9,7 +9,7 @@ from kafkaproto import ErrorCode
 from kafkaproto.batch import BATCH_HEADER_SIZE, TRANSACTIONAL_MASK
 
 if TYPE_CHECKING:
-    from logserver.broker import Broker
+    from logserver.services import BrokerServices
 
 _ATTRIBUTES = 21
 _PRODUCER_ID = 43
@@ -23,7 +23,7 @@ def is_transactional(records: memoryview | None) -> bool:
             and bool(records[_ATTRIBUTES + 1] & TRANSACTIONAL_MASK))
 
 
-def transactional_produce_error(broker: Broker, transactional_id: str | None, topic: str,
+def transactional_produce_error(broker: BrokerServices, transactional_id: str | None, topic: str,
                                 partition: int, records: memoryview | None) -> int:
     """An error code for a transactional batch that may not be appended, else NONE (0).
 

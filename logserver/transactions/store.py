@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from kafkaproto import ErrorCode
 from kafkaproto.records import build_batch
-from logserver.groups.store import java_string_hash, kafka_partition_for
+from logserver.internal_topics import TXN_STATE_TOPIC, java_string_hash, kafka_partition_for
 from logserver.storage.api import Storage, TopicExistsError
 from logserver.storage.replay import replay_partition
 from logserver.transactions.metadata import TxnMetadata
@@ -25,7 +25,6 @@ from logserver.transactions.records import decode_key, decode_value, encode_key,
 
 log = logging.getLogger(__name__)
 
-TXN_STATE_TOPIC = "__transaction_state"
 _APPEND_API_VERSION = 9
 
 

@@ -55,15 +55,17 @@ class PacketReader:
     def __init__(self, max_packet_size: int = MAX_REMAINING_LENGTH + 5, version: int = 0) -> None:
         self.max_packet_size = max_packet_size
         self.version = version
-        self._buf = bytearray()
+        #: the start of a packet not complete yet; None while nothing waits (an idle
+        #: connection holds no buffer: issue 27)
+        self._buf: bytearray | None = None
         #: an error found after earlier packets of the same feed; raised by the next feed
         self.error: MqttError | None = None
-        #: PUBLISH topic names seen lately, raw -> checked str
-        self._topics: dict[bytes, str] = {}
+        #: PUBLISH topic names seen lately, raw -> checked str; made on the first PUBLISH
+        self._topics: dict[bytes, str] | None = None
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        return len(self._buf) if self._buf is not None else 0
 
     def feed(self, data: bytes) -> list[Packet]:
         """Append ``data``; return every complete packet now available, in order.
@@ -73,8 +75,13 @@ class PacketReader:
         """
         if self.error is not None:
             raise self.error
-        buf = self._buf
-        buf += data
+        pending = self._buf
+        buf: bytes | bytearray
+        if pending is not None:
+            pending += data
+            buf = pending
+        else:
+            buf = data
         out: list[Packet] = []
         pos = 0
         n = len(buf)
@@ -123,8 +130,13 @@ class PacketReader:
                 raise
             self.error = exc
         finally:
-            if pos:
-                del buf[:pos]
+            if pos >= n:
+                self._buf = None
+            elif pending is not None:
+                if pos:
+                    del pending[:pos]
+            else:
+                self._buf = bytearray(buf[pos:])
         return out
 
     # ---- per packet type -------------------------------------------------------
@@ -218,12 +230,15 @@ class PacketReader:
         end = len(body)
         # a device sends to the same few topics: their names are decoded and checked once
         pos = 2 + ((body[0] << 8) | body[1]) if end >= 2 else end + 1
-        topic = self._topics.get(body[2:pos]) if pos <= end else None
+        topics = self._topics
+        if topics is None:
+            topics = self._topics = {}
+        topic = topics.get(body[2:pos]) if pos <= end else None
         if topic is None:
             topic, pos = read_utf8(body, 0, end)
-            if len(self._topics) >= _TOPICS_KEPT:
-                self._topics.clear()
-            self._topics[body[2:pos]] = topic
+            if len(topics) >= _TOPICS_KEPT:
+                topics.clear()
+            topics[body[2:pos]] = topic
         packet_id = 0
         if qos:
             if pos + 2 > end:

@@ -9,11 +9,10 @@ down) restarts its log there and catches up instead of asking for offsets foreve
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from helpers.cluster_txn import read_to_ends
 from helpers.clusterprocs import Cluster
 from helpers.kafkaclient import BlockingClient
 from helpers.waiting import wait_until
@@ -119,25 +118,8 @@ def test_follower_below_the_leaders_log_start_restarts_there_and_catches_up(clus
 
 def _read_all(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
     """Every record a consumer with this isolation level gets, up to each partition's end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}",
-                         "isolation.level": isolation, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10,
-                                                  cached=False)[1] for p in range(partitions)}
-        values: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while True:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-            positions = consumer.position([TopicPartition(topic, p) for p in range(partitions)])
-            if all(tp.offset >= ends[tp.partition] for tp in positions):
-                return values
-            assert time.monotonic() < deadline, f"stuck at {positions}, ends {ends}"
-    finally:
-        consumer.close()
+    return read_to_ends({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}",
+                         "isolation.level": isolation}, topic, range(partitions))
 
 
 def test_transactions_commit_and_abort_across_partition_leaders(cluster):

@@ -23,6 +23,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
+from helpers.cluster_txn import read_to_ends
 from helpers.clusterprocs import Cluster
 from helpers.kafkaclient import BlockingClient
 from helpers.sasl_cluster import MECHANISM, add_sasl_listeners
@@ -172,21 +173,4 @@ def test_acls_apply_on_every_partition_leader_with_sasl_principals(secured):
 
 def _read_as(cluster: Cluster, user: str) -> list[bytes]:
     """Everything in the topic, read again by ``user`` to each partition's end."""
-    consumer = Consumer({**sasl_config(cluster, user), "group.id": f"{user}-group",
-                         "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(3)])
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10,
-                                                  cached=False)[1] for p in range(3)}
-        values: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while True:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-            positions = consumer.position([TopicPartition(TOPIC, p) for p in range(3)])
-            if all(tp.offset >= ends[tp.partition] for tp in positions):
-                return values
-            assert time.monotonic() < deadline, f"stuck at {positions}, ends {ends}"
-    finally:
-        consumer.close()
+    return read_to_ends({**sasl_config(cluster, user), "group.id": f"{user}-group"}, TOPIC, range(3))

@@ -20,7 +20,7 @@ import os
 from collections import Counter
 
 import pytest
-from helpers.faultrun.checker import PROPERTIES, summary
+from helpers.faultrun.checker import PROPERTIES, client_resends, summary
 from helpers.faultrun.history import ABORTED, COMMITTED, parse_plain
 from helpers.faultrun.run import COMMIT_GROUP, RunFailed, run
 from helpers.faultrun.schedule import KINDS
@@ -47,6 +47,8 @@ def test_fault_run_keeps_every_property(tmp_path, record_property):
     for name, errors in report.client_errors.items():  # retried or counted, never a property
         print(f"  {name}: {dict(errors.most_common(8))}")
     record_property("seed", seed)
+    # librdkafka's re-sends after an epoch bump (checker.client_resends): counted, allowed
+    record_property("client_resends", len(client_resends(report.history)))
     for kind, count, _, _, _ in report.per_fault():
         record_property(f"faults.{kind}", count)
     if not report.ok:

@@ -72,18 +72,28 @@ def read_committed(bootstrap: str, topic: str) -> list[bytes]:
     """Every record a read_committed consumer gets, up to each partition's high watermark:
     it gets there only once no transaction is open below it."""
     ends = high_watermarks(bootstrap, topic)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
+    return read_to_ends({"bootstrap.servers": bootstrap, "group.id": "reader",
+                         "isolation.level": "read_committed"}, topic, range(PARTITIONS), ends)
+
+
+def read_to_ends(config: dict[str, object], topic: str, partitions: Iterable[int],
+                 ends: dict[int, int] | None = None) -> list[bytes]:
+    """Every record value a consumer made from ``config`` gets from the start of each
+    partition up to ``ends`` (by default the high watermarks it reads itself)."""
+    wanted = list(partitions)
+    consumer = Consumer({**config, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        if ends is None:
+            ends = {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10,
+                                                          cached=False)[1]) for p in wanted}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in wanted])
         values: list[bytes] = []
         deadline = time.monotonic() + 60
         while True:
             message = consumer.poll(0.5)
             if message is not None and message.error() is None:
                 values.append(message.value())
-            positions = consumer.position([TopicPartition(topic, p) for p in range(PARTITIONS)])
+            positions = consumer.position([TopicPartition(topic, p) for p in wanted])
             if all(tp.offset >= ends[tp.partition] or ends[tp.partition] == 0 for tp in positions):
                 return values
             assert time.monotonic() < deadline, f"stuck at {positions}, ends {ends}"

@@ -1,4 +1,4 @@
-"""The real Java client (kafka-clients) for tests: the programs in tests/java, compiled
+"""The real Java client (kafka-clients) for tests: the programs in tests/helpers/java, compiled
 with javac against the kafka-clients jar and run with java.
 
 The kafka-clients jar comes from ``$SPARK_KAFKA_JARS_ROOT/spark-4.3`` (default: the folder
@@ -9,6 +9,8 @@ Anything missing fails the test with what to set, never skips it.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -19,6 +21,9 @@ JAVA_DIR = Path(__file__).resolve().parent / "java"
 CLIENT_SET = "spark-4.3"
 #: kafka-clients' runtime dependencies, found in pyspark's jars folder
 DEPENDENCIES = ("slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-")
+#: short-lived JVMs (javac, the test programs): the quick JIT tier and the serial collector
+#: spend a third less CPU than the defaults on a run of a few seconds (CI's 2 cores are shared)
+JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
 def jars_root() -> Path:
@@ -53,16 +58,46 @@ def _tool(name: str) -> str:
     return path
 
 
+#: (program, build dir) -> the command that runs it: each program compiles once a process
+_compiled: dict[tuple[str, Path], list[str]] = {}
+
+
 def compile_java(program: str, build_dir: Path, timeout: float = 180.0) -> list[str]:
-    """Compile tests/helpers/java/``program``.java into ``build_dir``; the command that runs it."""
+    """Compile tests/helpers/java/``program``.java (and the classes of that folder it uses)
+    into ``build_dir``, once per process and folder; the command that runs it."""
+    known = _compiled.get((program, build_dir))
+    if known is not None:
+        return known
     jars = os.pathsep.join(str(p) for p in classpath())
     build_dir.mkdir(parents=True, exist_ok=True)
     compiled = subprocess.run(
-        [_tool("javac"), "-d", str(build_dir), "-cp", jars, str(JAVA_DIR / f"{program}.java")],
+        [_tool("javac"), *(f"-J{flag}" for flag in JVM_FLAGS), "-d", str(build_dir), "-cp", jars,
+         "-sourcepath", str(JAVA_DIR), str(JAVA_DIR / f"{program}.java")],
         capture_output=True, text=True, timeout=timeout, check=False)
     if compiled.returncode != 0:
         raise AssertionError(f"javac {program}.java failed:\n{compiled.stderr[-3000:]}")
-    return [_tool("java"), "-cp", os.pathsep.join([str(build_dir), jars]), program]
+    command = [_tool("java"), *JVM_FLAGS, "-cp", os.pathsep.join([str(build_dir), jars]), program]
+    _compiled[(program, build_dir)] = command
+    return command
+
+
+def compile_shared(program: str, root: Path) -> list[str]:
+    """``program`` compiled once for every process sharing ``root`` (the pytest-xdist
+    workers of one run): into a folder named by a hash of the sources and the jars, under
+    a file lock, skipped when that folder is complete. The command that runs it."""
+    digest = hashlib.sha256()
+    for item in [*sorted(JAVA_DIR.glob("*.java")), *classpath()]:
+        digest.update(str(item).encode() + b"\0" + item.read_bytes())
+    build_dir = root / f"java-{program}-{digest.hexdigest()[:16]}"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{build_dir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = build_dir / ".compiled"
+        if not done.exists():
+            compile_java(program, build_dir)
+            done.touch()
+    jars = os.pathsep.join(str(p) for p in classpath())
+    return [_tool("java"), *JVM_FLAGS, "-cp", os.pathsep.join([str(build_dir), jars]), program]
 
 
 def run_java(program: str, build_dir: Path, *args: str,
@@ -78,3 +113,19 @@ def start_java(program: str, build_dir: Path, *args: str) -> subprocess.Popen[st
     return subprocess.Popen([*compile_java(program, build_dir), *args], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             bufsize=1)
+
+
+def run_facts(command: list[str], *args: str, timeout: float = 90.0) -> dict[str, str]:
+    """Run a compiled program that prints "fact NAME=VALUE" lines (tests/helpers/java/
+    ClientTier.java) and ends with "done ..."; its facts, or AssertionError with its output."""
+    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout,
+                          check=False)
+    output = f"stdout:\n{done.stdout[-6000:]}\nstderr:\n{done.stderr[-6000:]}"
+    assert done.returncode == 0 and "\ndone " in f"\n{done.stdout}", (
+        f"{' '.join(command[-1:] + list(args))} exited {done.returncode}\n{output}")
+    facts: dict[str, str] = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("fact "):
+            name, _, value = line[5:].partition("=")
+            facts[name] = value
+    return facts

@@ -1,22 +1,21 @@
-"""A blocking Kafka client for tests: a socket around the sans-I/O core ``kafkaproto.client``.
+"""A blocking Kafka client for tests: the project's blocking client (commonlib.kafkaclient).
 
-The core matches every response to the oldest request still waiting, so a response to a
-request that should have had none (acks=0), or one out of order, fails the test.
-Below it: Produce, ListOffsets and Fetch requests of one partition for it, and a produce
-retried while a new leader still answers NOT_LEADER_OR_FOLLOWER.
+Its sans-I/O core matches every response to the oldest request still waiting, so a
+response to a request that should have had none (acks=0), or one out of order, fails the
+test. Below it: Produce, ListOffsets and Fetch requests of one partition for it, and a
+produce retried (with the project's Backoff) while a new leader still answers
+NOT_LEADER_OR_FOLLOWER. Tests that must bypass our code use helpers.rawwire instead.
 """
 
 from __future__ import annotations
 
-import socket
 import time
-from collections import deque
 from typing import Any
 
+from commonlib.kafkaclient import Backoff, BlockingConnection, Failures
 from helpers.rawwire import record_batch
 from helpers.serverproc import HOST
 from kafkaproto import ApiKey, ErrorCode
-from kafkaproto.client import ClientConnection, Response
 from kafkaproto.messages import (
     FetchRequest,
     ListOffsetsRequest,
@@ -24,40 +23,17 @@ from kafkaproto.messages import (
 )
 
 
-class BlockingClient:
+class BlockingClient(BlockingConnection):
     """One connection; ``send``/``recv`` apart so that requests can overlap."""
 
     def __init__(self, port: int, client_id: str = "tests", timeout: float = 30.0,
                  host: str = HOST) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.core = ClientConnection(client_id)
-        self._responses: deque[Response] = deque()
-
-    def send(self, api_key: int, version: int, body: Any, *, expect_response: bool = True) -> int:
-        """Sends a request; returns its correlation id (no answer for acks=0: say so)."""
-        correlation_id, frame = self.core.request(api_key, version, body,
-                                                  expect_response=expect_response)
-        self.sock.sendall(frame)
-        return correlation_id
-
-    def recv(self) -> Any:
-        """The body of the next response (to the oldest request still waiting)."""
-        while not self._responses:
-            data = self.sock.recv(1 << 16)
-            if not data:
-                raise ConnectionError("server closed the connection")
-            self._responses.extend(self.core.receive_data(data))
-        response = self._responses.popleft()
-        if response.error is not None:
-            raise response.error
-        return response.body
+        super().__init__(host, port, client_id=client_id, timeout=timeout)
 
     def call(self, api_key: int, version: int, body: Any) -> Any:
+        """Send, then the body of the next response (whichever request it answers)."""
         self.send(api_key, version, body)
         return self.recv()
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def produce_request(topic: str, partition: int, values: list[bytes], acks: int = -1,
@@ -72,12 +48,13 @@ def produce_to_leader(client: BlockingClient, request: ProduceRequest) -> int:
     """The error code of a produce, retried while the new leader is still opening its log
     (NOT_LEADER_OR_FOLLOWER is retriable; clients retry it the same way)."""
     deadline = time.monotonic() + 20
+    failures = Failures(Backoff())  # retry.backoff.ms, retry.backoff.max.ms
     while True:
         response = client.call(ApiKey.PRODUCE, 7, request)
         error = response.responses[0].partition_responses[0].error_code
         if error != ErrorCode.NOT_LEADER_OR_FOLLOWER or time.monotonic() > deadline:
             return int(error)
-        time.sleep(0.1)
+        time.sleep(failures.failed())
 
 
 def list_offsets_request(topic: str, partition: int, timestamp: int = -1) -> ListOffsetsRequest:

@@ -17,7 +17,7 @@ from helpers.serverproc import HOST, ServerProcess
 from helpers.waiting import wait_until
 
 from kafkaproto import ApiKey
-from kafkaproto.client import RetryPolicy
+from kafkaproto.client import Backoff
 from kafkaproto.messages import FetchRequest, ListGroupsRequest
 from logserver.cluster.peer_links import PeerLinks, PeerUnreachable
 
@@ -46,7 +46,7 @@ def test_kept_connections_backoff_and_close(server: ServerProcess, topic_name: s
     address = (HOST, server.port)
 
     async def scenario() -> None:
-        links = PeerLinks("peer-links-test", RetryPolicy(backoff_s=30.0, backoff_max_s=30.0))
+        links = PeerLinks("peer-links-test", Backoff(30_000, 30_000))
         for _ in range(3):
             [answer] = await links.ask(address, [LIST_GROUPS], 10)
             assert answer.error_code == 0

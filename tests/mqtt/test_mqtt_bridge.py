@@ -300,7 +300,7 @@ def test_records_parked_for_metadata_are_acknowledged_only_once_all_are_in_the_l
     """The uplink producer's records for a topic whose metadata it does not have yet
     share one future; it resolves only when every batch they landed in (several here:
     small batches, 3 partitions) is acknowledged, and the log holds every record."""
-    from mqtt_bridge.kafka_client import KafkaClient
+    from commonlib.kafkaclient import KafkaClient
     from mqtt_bridge.kafka_producer import Producer
 
     topic = f"parked-{uuid.uuid4().hex[:8]}"
@@ -308,7 +308,7 @@ def test_records_parked_for_metadata_are_acknowledged_only_once_all_are_in_the_l
     pad = b"." * 94  # 3000 records of 100 bytes: about 21 batches of 20 kB
 
     async def run() -> tuple[int, int, int]:
-        client = KafkaClient(module_server.bootstrap)
+        client = KafkaClient(module_server.bootstrap, client_id="mqtt-bridge")
         producer = Producer(client, batch_bytes=20_000)
         producer.start()
         try:

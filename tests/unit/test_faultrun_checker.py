@@ -4,7 +4,7 @@ transaction visible, committed offset going back, stale read) is caught and name
 
 from __future__ import annotations
 
-from helpers.faultrun.checker import check, summary
+from helpers.faultrun.checker import check, client_resends, summary
 from helpers.faultrun.history import (
     ABORTED,
     COMMITTED,
@@ -71,6 +71,48 @@ def test_duplicate_record():
     h.log[0].append((4, plain_value("b", 0)))
     assert "duplicate" in props(h)
     assert summary(check(h))["duplicate"] == 1
+
+
+def resent() -> History:
+    """Seed 8 of the fault run, in small: producer "a" (id 7) stored a:1 at offset 2 under
+    epoch 0 but was answered "possibly persisted"; a retry burst split by a leader change
+    got OUT_OF_ORDER_SEQUENCE_NUMBER for a later batch, librdkafka bumped the epoch and
+    sent a:1 again as epoch 1 sequence 0 (offset 4), acknowledged there, a:2 after it."""
+    h = good()
+    h.log[0] = [(0, plain_value("a", 0)), (1, plain_value("b", 0)), (2, plain_value("a", 1)),
+                (3, plain_value("b", 1)), (4, plain_value("a", 1)), (5, plain_value("a", 2))]
+    h.writers = {0: {0: (7, 0, 0), 1: (8, 0, 0), 2: (7, 0, 1), 3: (8, 0, 1), 4: (7, 1, 0),
+                     5: (7, 1, 1)},
+                 1: {0: (9, 0, 0), 1: (9, 0, 1)}}
+    h.acks = [Ack(0, 0, plain_value("a", 0), 1.0), Ack(0, 1, plain_value("b", 0), 1.1),
+              Ack(0, 3, plain_value("b", 1), 2.1), Ack(0, 4, plain_value("a", 1), 3.0),
+              Ack(0, 5, plain_value("a", 2), 3.0), Ack(1, 1, plain_value("c", 1), 2.5)]
+    return h
+
+
+def test_a_record_resent_by_the_client_under_a_new_epoch_is_no_broker_duplicate():
+    h = resent()
+    assert check(h) == []
+    assert client_resends(h) == {plain_value("a", 1): [(0, 2, (7, 0, 1)), (0, 4, (7, 1, 0))]}
+
+
+def test_the_same_epoch_and_sequence_stored_twice_is_the_brokers_duplicate():
+    h = resent()
+    h.writers[0][4] = (7, 0, 1)  # deduplication failed within one epoch
+    assert props(h) == {"duplicate", "order"}
+    assert client_resends(h) == {}
+
+
+def test_a_copy_acknowledged_and_then_stored_again_is_a_duplicate():
+    h = resent()
+    h.acks.append(Ack(0, 2, plain_value("a", 1), 2.0))  # the client was told it is at 2
+    assert props(h) == {"duplicate", "order"}
+
+
+def test_a_duplicate_without_its_writers_known_is_a_duplicate():
+    h = resent()
+    del h.writers[0][2]
+    assert props(h) == {"duplicate", "order"}
 
 
 def test_reordered_records_of_one_producer():

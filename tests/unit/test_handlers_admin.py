@@ -134,6 +134,6 @@ def test_dynamic_broker_configs_cluster_default_and_this_broker() -> None:
         config = broker.storage.topic_config("b")
         assert config is not None and config.retention_ms == 60000  # the cluster default again
         assert broker.storage.broker_overrides().cluster_default == {
-            "log.retention.ms": "60000", "log.cleanup.policy": "compact,delete"}
+            "log.retention.ms": "60000", "log.cleanup.policy": "delete,compact"}  # APPEND keeps the order, as Kafka
 
     with_broker(scenario)

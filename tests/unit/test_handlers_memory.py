@@ -192,6 +192,24 @@ def test_metadata_auto_creates_and_init_producer_id() -> None:
     with_broker(scenario)
 
 
+def test_metadata_by_topic_id_ignores_the_names_beside() -> None:
+    """Java's AdminClient.describeTopics(TopicCollection.ofTopicIds(...)) sends each id with
+    the name "" (its default): Kafka answers by id, names ignored, each id once."""
+    async def scenario(broker: Broker) -> None:
+        await call(create_topics.handle, broker, ApiKey.CREATE_TOPICS, 7, create_request("named", 2))
+        known, unknown = broker.storage.topic_id("named"), bytes(range(1, 17))
+        response = await call(metadata.handle, broker, ApiKey.METADATA, 12, MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name="", topic_id=known),
+                    MetadataRequest.MetadataRequestTopic(name="", topic_id=unknown),
+                    MetadataRequest.MetadataRequestTopic(name="", topic_id=known)],
+            allow_auto_topic_creation=True, include_topic_authorized_operations=False))
+        assert [(t.error_code, t.name, t.topic_id, len(t.partitions)) for t in response.topics] == [
+            (ErrorCode.NONE, "named", known, 2), (ErrorCode.UNKNOWN_TOPIC_ID, None, unknown, 0)]
+        assert broker.storage.partition_count("") is None
+
+    with_broker(scenario)
+
+
 def test_offsets_store_on_the_memory_engine() -> None:
     async def scenario(broker: Broker) -> None:
         store = OffsetsStore(broker)

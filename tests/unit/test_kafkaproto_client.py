@@ -10,6 +10,7 @@ import pytest
 from kafkaproto import ApiKey, ErrorCode, decode_request, decode_request_header, encode_response
 from kafkaproto.client import (
     ApiVersionTable,
+    Backoff,
     ClientConnection,
     KafkaConnectionError,
     KafkaError,
@@ -168,8 +169,8 @@ def test_retry_table_follows_kafka(code: ErrorCode, retry: Retry) -> None:
 
 
 def test_retry_policy_decisions() -> None:
-    policy = RetryPolicy(backoff_s=0.1, backoff_max_s=1.0, timeout_s=10.0)
-    assert [policy.backoff(n) for n in (1, 2, 3, 4, 5)] == [0.1, 0.2, 0.4, 0.8, 1.0]
+    policy = RetryPolicy(Backoff(100, 1000, jitter=0.0), timeout_s=10.0)
+    assert [policy.delay_s(n) for n in (1, 2, 3, 4, 5)] == [0.1, 0.2, 0.4, 0.8, 1.0]
     decision = policy.decide(ErrorCode.NOT_LEADER_OR_FOLLOWER, 2, 1.0)
     assert decision.retry and decision.delay_s == 0.2 and decision.refresh_metadata
     assert not policy.decide(ErrorCode.NOT_LEADER_OR_FOLLOWER, 2, 10.0).retry  # timed out

@@ -2,8 +2,10 @@
 
 1. ``lost`` / ``duplicate``: every acknowledged record is in the final log at the offset
    it was acknowledged with (one acknowledged without an offset, in its partition); no
-   value is stored twice (acknowledged or not).
-2. ``order``: per partition, each producer's records are in the order it sent them.
+   value is stored twice (acknowledged or not), except a client's re-send under a new
+   producer epoch (below).
+2. ``order``: per partition, each producer's records are in the order it sent them (a
+   client's re-send under a new epoch aside).
 3. ``aborted-visible`` / ``partial-transaction``: read_committed shows no record of an
    aborted transaction, and every transaction all or nothing (a committed one all);
    the transactional group never shows an offset only an aborted transaction sent.
@@ -11,6 +13,18 @@
    down, and never reads below a commit acknowledged before the read was asked.
 5. ``stale-read``: a partition's end offset, asked of its leader, never lies at or below
    a record acknowledged before the question was asked.
+
+A value stored twice by one producer under two producer epochs, the earlier copy never
+acknowledged and the later one the only one acknowledged, is the client's re-send, not a
+broker fault (``client_resends``; counted and shown, not a violation): librdkafka bumps an
+idempotent producer's epoch when a batch after its first unacknowledged one is answered
+OUT_OF_ORDER_SEQUENCE_NUMBER (a retry burst split by a leader change: the batches before
+it refused, NOT_LEADER_OR_FOLLOWER or NOT_ENOUGH_REPLICAS, before any append) and re-sends
+that first batch under the new epoch from sequence 0 although it had been answered
+"possibly persisted" and was stored; Kafka deduplicates within one epoch only (KIP-360),
+so no broker can recognise it (librdkafka issue #4953; the Java client retries there
+without a bump). The same value twice under one epoch and sequence, or a copy
+acknowledged before being stored again, stays a ``duplicate``: that is the broker's.
 
 Pure: no clients, no clock; tests/unit/test_faultrun_checker.py feeds it bad histories.
 """
@@ -56,14 +70,48 @@ def _lost_and_duplicates(h: History) -> list[Violation]:
         if found != ack.value:
             out.append(Violation("lost", f"{ack.value!r} acknowledged at {ack.partition}@"
                                  f"{ack.offset}, the log has {found!r} there"))
+    resent = client_resends(h)
     for log in (h.log, h.committed_log):
         counts = Counter(v for records in log.values() for _, v in records)
-        out += [Violation("duplicate", f"{v!r} stored {n} times") for v, n in counts.items() if n > 1]
+        out += [Violation("duplicate", f"{v!r} stored {n} times") for v, n in counts.items()
+                if n > 1 and not (log is h.log and v in resent)]
+    return out
+
+
+def client_resends(h: History) -> dict[bytes, list[tuple[int, int, tuple[int, int, int]]]]:
+    """Values of ``h.log`` stored more than once that are a client's re-send under a new
+    producer epoch (module docstring): value -> its copies as (partition, offset, (producer
+    id, epoch, sequence)), in log order."""
+    copies: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
+    for partition, records in h.log.items():
+        for offset, value in records:
+            copies[value].append((partition, offset))
+    acked: dict[bytes, set[tuple[int, int | None]]] = defaultdict(set)
+    for ack in h.acks:
+        acked[ack.value].add((ack.partition, ack.offset))
+    out = {}
+    for value, where in copies.items():
+        if len(where) < 2:
+            continue
+        where.sort()
+        writers = [h.writers.get(p, {}).get(o) for p, o in where]
+        if any(w is None for w in writers) or len({p for p, _ in where}) != 1:
+            continue
+        known = [w for w in writers if w is not None]
+        ids = {w[0] for w in known}
+        epochs = [w[1] for w in known]
+        last = where[-1]
+        if len(ids) != 1 or min(ids) < 0 or any(a >= b for a, b in zip(epochs, epochs[1:], strict=False)):
+            continue
+        if not acked[value] <= {last}:  # an earlier copy, or one without offset, acknowledged
+            continue
+        out[value] = [(p, o, w) for (p, o), w in zip(where, known, strict=True)]
     return out
 
 
 def _order(h: History) -> list[Violation]:
     out = []
+    resent = {(p, o) for copies in client_resends(h).values() for p, o, _ in copies[1:]}
     for partition, records in sorted(h.log.items()):
         last: dict[str, tuple[int, int]] = {}  # producer -> (seq, offset)
         previous_offset = -1
@@ -72,6 +120,8 @@ def _order(h: History) -> list[Violation]:
                 out.append(Violation("order", f"partition {partition}: offset {offset} read "
                                      f"after {previous_offset}"))
             previous_offset = offset
+            if (partition, offset) in resent:  # the client's re-send: out of order by design
+                continue
             producer, seq = parse_plain(value)
             if producer in last and seq <= last[producer][0]:
                 out.append(Violation("order", f"partition {partition}: {value!r} at {offset} "

@@ -90,6 +90,9 @@ class History:
     end_reads: list[EndRead] = field(default_factory=list)
     #: the idempotent topic read in full at the end (read_uncommitted): partition -> [(offset, value)]
     log: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
+    #: who wrote each record of ``log``: partition -> offset -> (producer id, producer
+    #: epoch, sequence), from the final log's batch headers (faultrun.batches)
+    writers: dict[int, dict[int, tuple[int, int, int]]] = field(default_factory=dict)
     #: the transactional topic read in full at the end with read_committed
     committed_log: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
     #: the transactional group, whose offsets come from transactions only

@@ -25,7 +25,8 @@ from helpers.clusterprocs import Cluster, EtcdProcess
 from helpers.waiting import wait_until
 from logserver.groups.store import kafka_partition_for
 
-from .checker import Violation, check, summary
+from .batches import read_writers
+from .checker import Violation, check, client_resends, summary
 from .history import History
 from .nemesis import INTERNAL_PARTITIONS, OFFSETS, TXN_STATE, Done, Nemesis
 from .schedule import KINDS, NEEDS_NETNS, Step, plan
@@ -86,6 +87,12 @@ class Report:
         lines.append("checker: " + ("OK" if self.ok else "FAILED") + " "
                      + ", ".join(f"{p}={n}" for p, n in verdict.items()))
         lines += [f"  {v}" for v in self.violations[:20]]
+        resent = client_resends(h)
+        lines.append(f"re-sent by the client under a new producer epoch (librdkafka's epoch "
+                     f"bump, no violation): {len(resent)}")
+        lines += [f"  {v!r} at " + ", ".join(f"{p}@{o} (producer {w[0]} epoch {w[1]} seq {w[2]})"
+                                            for p, o, w in copies)
+                  for v, copies in list(resent.items())[:10]]
         return "\n".join(lines)
 
     def timeline(self) -> str:
@@ -174,6 +181,17 @@ def _setup(cluster: Cluster) -> tuple[str, str]:
     return txn_id, group
 
 
+def _writers(cluster: Cluster, log: dict[int, list[tuple[int, bytes]]]) -> dict[int, dict[int, tuple[int, int, int]]]:
+    """Producer id, epoch and sequence of every record read, from each partition's leader."""
+    meta = cluster.metadata()
+    out = {}
+    for partition, records in log.items():
+        leader = meta.brokers[meta.topics[PLAIN].partitions[partition].leader]
+        end = records[-1][0] + 1 if records else 0
+        out[partition] = read_writers(leader.host, leader.port, PLAIN, partition, end)
+    return out
+
+
 def _committed_or_none(consumer: Consumer) -> list | None:
     try:
         return consumer.committed([TopicPartition(PLAIN, 0)], timeout=5)
@@ -252,6 +270,7 @@ def run(root: Path, seed: int, *, faults: int | None = None, duration_s: float |
         finishing = time.monotonic()
         nemesis.wait_whole()
         history.log = read_all(cluster.bootstrap, PLAIN, PARTITIONS, "read_uncommitted")
+        history.writers = _writers(cluster, history.log)
         history.committed_log = read_all(cluster.bootstrap, TXN, PARTITIONS, "read_committed")
         report.check_s = time.monotonic() - finishing
     report.violations = check(history)
