@@ -33,6 +33,7 @@ from kafkaproto.batch import (
 )
 from kafkaproto.control import build_marker
 from kafkaproto.validate import validate_batch
+from logserver.internal_topics import INTERNAL_TOPICS
 from logserver.log.errors import OffsetOutOfRangeError
 from logserver.log.producer_state import Decision, Verdict
 from logserver.log.transaction_index import AbortedTxnEntry
@@ -120,7 +121,7 @@ class PartitionLog(Protocol):
 class Partition:
     __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
                  "max_message_bytes", "_before_max_ms", "_after_max_ms", "_offload", "_tail",
-                 "_recompression",
+                 "_recompression", "_defer_first_append",
                  "_retired", "bytes_in", "messages_in", "bytes_out",
                  "replicated_hw", "leader_epoch")
 
@@ -143,6 +144,10 @@ class Partition:
         # The last append still waiting for its validation; later ones queue behind it.
         self._tail: asyncio.Task[AppendResult] | None = None
         self._retired = False
+        # A first append makes the partition's directory (lazily made partitions) with a
+        # data-directory fsync: off the loop, deferred like an offloaded batch. Not for
+        # the internal topics, whose coordinators append synchronously (once per partition).
+        self._defer_first_append = topic not in INTERNAL_TOPICS
         # Kafka's BrokerTopicMetrics, counted per batch (admin /metrics sums them per topic):
         # bytes of appended batches, records in them, and record bytes handed to fetchers.
         self.bytes_in = 0
@@ -192,8 +197,9 @@ class Partition:
         real result to await.
         """
         offload = self._offload
-        if self._tail is not None or self.log.directory_pending or self._recompression.wanted(
-            records) or (offload is not None and records is not None and offload.takes(records)):
+        if self._tail is not None or self._recompression.wanted(records) or (
+            offload is not None and records is not None and offload.takes(records)
+        ) or (self._defer_first_append and self.log.directory_pending):
             previous = self._tail
             task = asyncio.get_running_loop().create_task(
                 self._append_later(records, produce_version, previous))

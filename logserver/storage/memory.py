@@ -81,6 +81,11 @@ class MemoryLog:
         self.producer_state = ProducerStateManager(Path(f"memory:{name}"),
                                                    config.producer_id_expiration_ms)
 
+    directory_pending = False  # nothing on disk to make
+
+    def prepare_directory(self) -> None:
+        pass
+
     @property
     def log_start_offset(self) -> int:
         return self._start
