@@ -33,7 +33,6 @@ from kafkaproto.batch import (
 )
 from kafkaproto.control import build_marker
 from kafkaproto.validate import validate_batch
-from logserver.internal_topics import INTERNAL_TOPICS
 from logserver.log.errors import OffsetOutOfRangeError
 from logserver.log.producer_state import Decision, Verdict
 from logserver.log.transaction_index import AbortedTxnEntry
@@ -121,7 +120,7 @@ class PartitionLog(Protocol):
 class Partition:
     __slots__ = ("topic", "index", "log", "config", "_waiters", "log_append_time",
                  "max_message_bytes", "_before_max_ms", "_after_max_ms", "_offload", "_tail",
-                 "_recompression", "_defer_first_append",
+                 "_recompression",
                  "_retired", "bytes_in", "messages_in", "bytes_out",
                  "replicated_hw", "leader_epoch")
 
@@ -144,10 +143,6 @@ class Partition:
         # The last append still waiting for its validation; later ones queue behind it.
         self._tail: asyncio.Task[AppendResult] | None = None
         self._retired = False
-        # A first append makes the partition's directory (lazily made partitions) with a
-        # data-directory fsync: off the loop, deferred like an offloaded batch. Not for
-        # the internal topics, whose coordinators append synchronously (once per partition).
-        self._defer_first_append = topic not in INTERNAL_TOPICS
         # Kafka's BrokerTopicMetrics, counted per batch (admin /metrics sums them per topic):
         # bytes of appended batches, records in them, and record bytes handed to fetchers.
         self.bytes_in = 0
@@ -187,19 +182,20 @@ class Partition:
 
     # -- produce ------------------------------------------------------------------------
 
-    def append(self, records: memoryview | None, produce_version: int) -> AppendResult:
+    def append(self, records: memoryview | None, produce_version: int, *,
+               defer_io: bool = False) -> AppendResult:
         """Validate one produce request's batch and append it, or say why not.
 
         A batch the offload takes (zstd, at least its ``min_bytes``), a batch the topic's
-        ``compression.type`` has recompressed, the first batch of a partition never
-        written (its directory is made on a thread), and any batch behind one, is
-        validated and appended later, in arrival order: the result then has ``deferred`` set, the
+        ``compression.type`` has recompressed, with ``defer_io`` the first batch of a
+        partition never written (its directory and files are made on a thread: fsyncs of
+        tens of milliseconds), and any batch behind one, is validated and appended later, in arrival order: the result then has ``deferred`` set, the
         real result to await.
         """
         offload = self._offload
         if self._tail is not None or self._recompression.wanted(records) or (
             offload is not None and records is not None and offload.takes(records)
-        ) or (self._defer_first_append and self.log.directory_pending):
+        ) or (defer_io and self.log.directory_pending):
             previous = self._tail
             task = asyncio.get_running_loop().create_task(
                 self._append_later(records, produce_version, previous))

@@ -65,7 +65,9 @@ def handle(broker: BrokerServices, header: RequestHeader, request: ProduceReques
             if txn_error:
                 partitions.append(PartitionResponse(index=data.index, error_code=txn_error, base_offset=-1))
                 continue
-            result = broker.storage.append(topic.name, data.index, records, header.api_version)
+            # acks=0: appended before the connection's next request is read, as Kafka does.
+            result = broker.storage.append(topic.name, data.index, records, header.api_version,
+                                           defer_io=acks != 0)
             partition = _partition_response(data.index, result)
             partitions.append(partition)
             if result.deferred is not None:  # validated off the event loop: filled in later

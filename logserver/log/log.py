@@ -625,11 +625,15 @@ class Log:
         fsync_dir(directory.parent)  # the directory's entry, as a creation used to sync it
 
     def prepare_directory(self) -> None:
-        """Make a never-written partition's directory before its first append (on a
-        thread: the data directory's fsync takes tens of milliseconds on a real disk)."""
+        """Make a never-written partition's directory and first segment's files before its
+        first append (on a thread: their directory fsyncs take tens of milliseconds on a
+        real disk, the event loop's whole budget)."""
         with self._lock:
             if self.directory_pending:
                 self.ensure_directory()
+            seg = self._local.active_segment
+            if seg.lazy:
+                seg.fd  # noqa: B018 - opening a lazy segment creates its files
 
     def unflushed(self) -> tuple[list[Segment], bool]:
         """What the next flush will sync: the segments, and whether the directory too."""

@@ -206,9 +206,11 @@ class Storage(Protocol):
     # -- partitions (hot path) ------------------------------------------------------------
 
     def append(self, topic: str, partition: int, records: memoryview | None,
-               produce_version: int) -> AppendResult:
+               produce_version: int, *, defer_io: bool = False) -> AppendResult:
         """Validate one produce batch and append it (idempotence checked); ``wait`` is what
-        the acknowledgement must wait for under the durability setting."""
+        the acknowledgement must wait for under the durability setting. ``defer_io``: a
+        caller that awaits ``deferred`` lets a partition's first append make its files on
+        a thread (the Produce handler when a response is awaited)."""
         ...
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,

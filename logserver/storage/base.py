@@ -204,14 +204,14 @@ class PartitionedStorage:
         return None
 
     def append(self, topic: str, partition: int, records: memoryview | None,
-               produce_version: int) -> AppendResult:
+               produce_version: int, *, defer_io: bool = False) -> AppendResult:
         found = self._partition(topic, partition)
         if found is None:
             return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                 message=f"no partition {partition} of topic {topic!r}")
         state, part = found
         try:
-            result = part.append(records, produce_version)
+            result = part.append(records, produce_version, defer_io=defer_io)
         except OSError as exc:  # disk full or I/O error; the segment cut the partial write off
             log.error("append to %s-%d failed: %s", topic, partition, exc)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"write failed: {exc.strerror}")
