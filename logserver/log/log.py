@@ -368,8 +368,13 @@ class Log:
         if self._write_failed is not None:
             self._forget_failed_writes()
         writer = self._writer
+        # A lazy segment's first append creates its files inline, with their fsyncs, so
+        # the write is done when append returns (an acks=0 write is then visible to the
+        # connection's next request, as in Kafka); a Produce that awaits its answer had
+        # them made on a thread before (Partition, ``defer_io``).
         if writer is not None and (
-            self._submitted != self._completed or len(batch) >= writer.min_bytes
+            self._submitted != self._completed
+            or (len(batch) >= writer.min_bytes and not self._local.active_segment.lazy)
         ):
             base, next_offset = self._append_on_writer(writer, batch, header, max_ts, now,
                                                       leader_epoch)
