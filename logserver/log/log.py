@@ -368,14 +368,15 @@ class Log:
         if self._write_failed is not None:
             self._forget_failed_writes()
         writer = self._writer
-        # A lazy segment's first append creates its files inline, with their fsyncs, so
-        # the write is done when append returns (an acks=0 write is then visible to the
-        # connection's next request, as in Kafka); a Produce that awaits its answer had
-        # them made on a thread before (Partition, ``defer_io``).
         if writer is not None and (
-            self._submitted != self._completed
-            or (len(batch) >= writer.min_bytes and not self._local.active_segment.lazy)
+            self._submitted != self._completed or len(batch) >= writer.min_bytes
         ):
+            if self._submitted == self._completed and self._local.active_segment.lazy:
+                # The files (and their fsyncs) made here, not in the queued write: that
+                # stays as short as on a written partition, so an acks=0 write is on disk
+                # by the connection's next request as before lazy partitions. A Produce
+                # that awaits its answer had them made on a thread (Partition, defer_io).
+                self.prepare_directory()
             base, next_offset = self._append_on_writer(writer, batch, header, max_ts, now,
                                                       leader_epoch)
         else:
