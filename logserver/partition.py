@@ -79,8 +79,9 @@ class PartitionLog(Protocol):
     def check_producer(self, header: BatchHeader) -> Decision: ...
 
     def append(self, batch: memoryview, header: BatchHeader, *,
-               leader_epoch: int | None = LEADER_EPOCH) -> int:
-        """``leader_epoch`` is stamped on the batch; None keeps the batch's own."""
+               leader_epoch: int | None = LEADER_EPOCH, queue: bool = True) -> int:
+        """``leader_epoch`` is stamped on the batch; None keeps the batch's own.
+        ``queue=False``: written before returning unless writes are already queued."""
         ...
 
     def read(self, offset: int, max_bytes: int, *, min_one: bool,
@@ -206,7 +207,7 @@ class Partition:
         if isinstance(checked, AppendResult):
             return checked
         assert records is not None  # _validate refuses None
-        return self._append_valid(records, checked, produce_version)
+        return self._append_valid(records, checked, produce_version, queue=defer_io)
 
     def retire(self) -> None:
         """The partition is being deleted: appends still waiting for validation fail."""
@@ -291,7 +292,7 @@ class Partition:
             return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
 
     def _append_valid(self, records: memoryview, header: BatchHeader, produce_version: int,
-                      produced_codec: int | None = None) -> AppendResult:
+                      produced_codec: int | None = None, *, queue: bool = True) -> AppendResult:
         """``produced_codec``: the codec the producer used, when the broker recompressed."""
         codec = header.compression if produced_codec is None else produced_codec
         if codec == Compression.ZSTD and produce_version < ZSTD_MIN_PRODUCE_VERSION:
@@ -309,7 +310,9 @@ class Partition:
         if self.log_append_time:
             append_time = int(time.time() * 1000)
             set_log_append_time(records, 0, append_time)
-        base_offset = self.log.append(records, header, leader_epoch=self.leader_epoch)
+        # Without defer_io (acks=0, the coordinators) the write is done on return: an
+        # acks=0 write is seen by the connection's next request, as in Kafka.
+        base_offset = self.log.append(records, header, leader_epoch=self.leader_epoch, queue=queue)
         self.bytes_in += len(records)
         self.messages_in += header.record_count
         self.wake_waiters()

@@ -347,7 +347,7 @@ class Log:
 
     def append(
         self, batch: bytearray | memoryview, header: BatchHeader, *, now_ms: int | None = None,
-        leader_epoch: int | None = LEADER_EPOCH,
+        leader_epoch: int | None = LEADER_EPOCH, queue: bool = True,
     ) -> int:
         """Assign offsets to one validated batch and write it; returns its base offset.
 
@@ -357,7 +357,7 @@ class Log:
         timestamp is re-read from the bytes, so a header parsed before the broker
         applied LogAppendTime is fine. Producer state is updated here; call
         ``check_producer`` first. With a writer, a batch of at least its ``min_bytes``
-        (or any batch behind a queued one) is only queued for writing: ``batch`` must
+        (unless ``queue`` is False) or any batch behind a queued one is only queued: ``batch`` must
         stay unchanged until ``write_barrier()`` is done, and ``log_end_offset`` moves
         then.
         """
@@ -369,7 +369,7 @@ class Log:
             self._forget_failed_writes()
         writer = self._writer
         if writer is not None and (
-            self._submitted != self._completed or len(batch) >= writer.min_bytes
+            self._submitted != self._completed or (queue and len(batch) >= writer.min_bytes)
         ):
             if self._submitted == self._completed and self._local.active_segment.lazy:
                 # The files (and their fsyncs) made here, not in the queued write: that

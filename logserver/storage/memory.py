@@ -102,7 +102,7 @@ class MemoryLog:
         return self.producer_state.check(header)
 
     def append(self, batch: memoryview, header: BatchHeader, *,
-               leader_epoch: int | None = LEADER_EPOCH) -> int:
+               leader_epoch: int | None = LEADER_EPOCH, queue: bool = True) -> int:
         base = self._end
         set_base_offset(batch, 0, base)
         if leader_epoch is not None:
