@@ -15,6 +15,7 @@ import pyspark
 import pytest
 from helpers.spark_support import (
     REPO_ROOT,
+    TEST_JAVA_OPTIONS,
     in_ci,
     kafka_jars_dir,
     no_connector,
@@ -272,7 +273,8 @@ def test_spark_submit_runs_the_examples_and_keeps_its_master() -> None:
         pytest.fail("spark-submit not found: pyspark installs it next to python")
     env = {"PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
     r = subprocess.run(
-        [submit, "--master", "local[1]", "--conf", "spark.ui.enabled=false", str(REPO_ROOT / "spark_examples" / "session.py"), "--check"],
+        [submit, "--master", "local[1]", "--conf", "spark.ui.enabled=false", "--driver-java-options", TEST_JAVA_OPTIONS,
+         str(REPO_ROOT / "spark_examples" / "session.py"), "--check"],
         capture_output=True, text=True, timeout=120, env=env, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL,
     )
     assert "mode: spark-submit" in r.stdout, r.stdout + r.stderr
