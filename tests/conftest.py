@@ -18,6 +18,7 @@ import itertools
 import os
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 from helpers.serverproc import ServerProcess
@@ -46,6 +47,24 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("spark-session"))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _longest_first(items)
+
+
+_DURATIONS = Path(__file__).with_name("durations.txt")
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    """Under xdist, the tests tests/durations.txt lists as long go first, longest first; the
+    rest keep their order. Workers take tests in collection order (the spark-session group,
+    the largest unit, first of all), so a 100 s test collected late would start near the end
+    and run on alone while the other workers idle. Every worker collects the same order."""
+    seconds: dict[str, float] = {}
+    for line in _DURATIONS.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            value, nodeid = line.split(maxsplit=1)
+            seconds[nodeid] = float(value)
+    items.sort(key=lambda item: -seconds.get(item.nodeid, 0.0))  # stable: the rest keep their order
 
 
 def _own_port_range() -> None:

@@ -58,7 +58,7 @@ export PATH="$PWD/.venv/bin:$PATH"   # the console scripts (logserver, mqtt-brid
 # them compiled this tree's modules from source again (about 0.3 s of CPU per server start,
 # a few thousand processes per run; docs/testing.md). Python still reads the .pyc files
 # and recompiles any whose source changed since.
-"$PY" -m compileall -q -j 0 kafkaproto logserver mqtt_bridge spark_examples tests >/dev/null
+"$PY" -m compileall -q -j 0 commonlib kafkaproto logserver mqtt_bridge spark_examples tests >/dev/null
 # The same for the codecs a server compiles before it listens (kafkaproto/code_cache.py:
 # about 0.4 s of CPU per server start).
 "$PY" -c "from kafkaproto import code_cache, registry; registry.precompile(); code_cache.save(force=True)"
