@@ -28,6 +28,14 @@ GRPC_OPTIONS = {
     "grpc.max_reconnect_backoff_ms": 1000,
 }
 Entry = tuple[bytes, bytes | None, int]  # key, value (None: deleted), mod revision
+# Our own deadline on every etcd call: aetcd's timeout is a gRPC deadline on unary calls
+# only, and its watcher awaits a bounded request queue and a lock with none (a watch
+# stream stuck after etcd came back once hung a broker's session and watch for good).
+CALL_TIMEOUT_S = 10.0
+CLOSE_TIMEOUT_S = 2.0
+# What a call on a broken or stuck channel raises: the channel is then replaced.
+CHANNEL_ERRORS = (aetcd.ConnectionFailedError, aetcd.ConnectionTimeoutError,
+                  aetcd.WatchTimeoutError, TimeoutError)
 
 
 def parse_endpoints(text: str) -> list[tuple[str, int]]:
@@ -53,6 +61,7 @@ class EtcdStore:
         # have outlived this + TTL at etcd either.
         self.renewed_at = 0.0
         self._stray: set[asyncio.Task[Any]] = set()  # renewals outlived by their verdict
+        self._reconnecting = asyncio.Lock()
 
     async def connect(self) -> None:
         last: Exception | None = None
@@ -75,24 +84,34 @@ class EtcdStore:
 
     async def close(self) -> None:
         if self.client is not None:
-            await self.client.close()
+            await discard(self.client)
 
-    async def reconnect(self) -> None:
+    async def reconnect(self, failed: Any = None) -> None:
         """A new channel: gRPC's own reconnection backs off for up to minutes after etcd
-        was down, far longer than a broker session."""
-        old = self.client
-        await self.connect()
+        was down, far longer than a broker session. ``failed``: the client a call failed
+        on; if another caller replaced it meanwhile, that new one is kept."""
+        async with self._reconnecting:
+            if failed is not None and self.client is not failed:
+                return
+            old = self.client
+            await self.connect()
+            log.info("etcd: new channel to %s", self.endpoints)
         if old is not None:
-            with contextlib.suppress(Exception):
-                await old.close()
+            await discard(old)
 
-    async def _call(self, operation: Callable[[Any], Awaitable[T]]) -> T:
-        """``operation(client)``, once more on a fresh channel if etcd was unreachable."""
+    async def _call(self, operation: Callable[[Any], Awaitable[T]], *,
+                    timeout: float | None = CALL_TIMEOUT_S) -> T:
+        """``operation(client)`` within ``timeout``; on a broken or stuck channel a fresh
+        one replaces it, and the operation is tried once more there if etcd said it was
+        unreachable (a timed-out call may have been applied: the caller decides)."""
+        client = self.client
         try:
-            return await operation(self.client)
-        except aetcd.ConnectionFailedError:
-            await self.reconnect()
-            return await operation(self.client)
+            return await asyncio.wait_for(operation(client), timeout)
+        except CHANNEL_ERRORS as exc:
+            await self.reconnect(client)
+            if not isinstance(exc, aetcd.ConnectionFailedError):
+                raise
+        return await asyncio.wait_for(operation(self.client), timeout)
 
     # -- lease ----------------------------------------------------------------------------
 
@@ -152,7 +171,9 @@ class EtcdStore:
                 refreshing.add_done_callback(self._stray_done)
 
     async def _refresh(self, lease_id: int) -> Any:
-        return await self._call(lambda c: c.refresh_lease(lease_id))
+        # Bounded by gRPC's own deadline: cancelling the keep-alive stream mid-way would
+        # leave gRPC's request task pending.
+        return await self._call(lambda c: c.refresh_lease(lease_id), timeout=None)
 
     def _stray_done(self, task: asyncio.Task[Any]) -> None:
         self._stray.discard(task)
@@ -225,4 +246,21 @@ class EtcdStore:
                 deleted = event.kind == "DELETE"
                 yield event.kv.key, None if deleted else event.kv.value, int(event.kv.mod_revision)
         finally:
-            await watch.cancel()
+            with contextlib.suppress(Exception):  # the watcher's lock may be held for good
+                await asyncio.wait_for(watch.cancel(), CLOSE_TIMEOUT_S)
+
+
+async def discard(client: Any) -> None:
+    """Close an aetcd client, bounded: its watcher's shutdown waits for a lock and a
+    bounded queue that a stuck watch stream may hold for ever; then close the channel
+    under it (which ends every call on it)."""
+    try:
+        await asyncio.wait_for(client.close(), CLOSE_TIMEOUT_S)
+        return
+    except Exception as exc:
+        log.warning("etcd: closing the old channel did not finish (%r); closing it under "
+                    "its watcher", exc)
+    channel = client.channel
+    if channel is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(channel.close(), CLOSE_TIMEOUT_S)

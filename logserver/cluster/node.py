@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from kafkaproto import ErrorCode
 from logserver.cluster import reassignment
 from logserver.cluster.broker_configs import ClusterBrokerDefaults
-from logserver.cluster.etcd import EtcdStore, parse_endpoints
+from logserver.cluster.etcd import CLOSE_TIMEOUT_S, EtcdStore, parse_endpoints
 from logserver.cluster.fetcher import ReplicaFetcher
 from logserver.cluster.identity import join_cluster_id
 from logserver.cluster.known_brokers import KnownBrokers
@@ -44,6 +44,7 @@ from logserver.cluster.replica_stats import ReplicaStats
 from logserver.cluster.replication import LeaderReplica
 from logserver.cluster.security_sync import ClusterSecurity
 from logserver.cluster.shutdown import without_replica
+from logserver.cluster.supervise import Backoff, supervised
 from logserver.cluster.throttle import ReplicationThrottle
 from logserver.cluster.topic_configs import apply_topic_configs
 from logserver.cluster.txn_state_migration import check_local_txn_state
@@ -105,6 +106,8 @@ class ClusterNode:
         self._seen_topics: set[str] = set()
         self._emptied: set[tuple[str, int]] = set()
         self._tasks: list[asyncio.Task[Any]] = []
+        self._watch_task: asyncio.Task[Any] | None = None
+        self._watch_from = 0  # the next revision the watch is to see
         self._dirty = asyncio.Event()
         self._checkpoint = Path(config.data_dir) / CHECKPOINT_FILE
         self._saved_hw: dict[tuple[str, int], int] = self._load_checkpoint()
@@ -174,11 +177,12 @@ class ClusterNode:
             self.broker_defaults.apply(key, value)
         self.known_brokers.observe(self.model)
         loop = asyncio.get_running_loop()
+        self._watch_from = revision + 1
+        self._watch_task = loop.create_task(supervised("etcd watch", self._watch))
         self._tasks = [
-            loop.create_task(self._watch(revision + 1)),
-            loop.create_task(self._session()),
-            loop.create_task(self._reconcile_loop()),
-            loop.create_task(self._periodic()),
+            loop.create_task(supervised("etcd session", self._session)),
+            loop.create_task(supervised("reconciliation", self._reconcile_loop)),
+            loop.create_task(supervised("periodic checks", self._periodic)),
         ]
         self._dirty.set()
         # Joined once the first reconciliation ran on the whole picture (Kafka's broker
@@ -232,6 +236,8 @@ class ClusterNode:
         return True
 
     async def close(self) -> None:
+        if self._watch_task is not None:
+            self._tasks.append(self._watch_task)
         fetcher_tasks = [t for _, t in self._sources.values()]
         for task in [*self._tasks, *fetcher_tasks, *self._creating.values()]:
             task.cancel()
@@ -247,11 +253,15 @@ class ClusterNode:
 
     async def _session(self) -> None:
         """Keep the lease alive; when it is lost (paused or cut off past the session
-        timeout), stop leading at once, then register again under a new lease and lead
+        timeout), stop leading at once, then register again under a new lease, with
+        backoff for as long as it takes, resume the watch on a fresh stream and lead
         only what the controller gives us once the watch has caught up."""
         while True:
             await self.store.keep_alive(self.session_ttl_s, self._session_lost)
+            log.warning("node %d lost its etcd session: fenced (no leader, no coordinator) "
+                        "until it is registered again", self.node_id)
             lost = self.store.lease_id
+            backoff = Backoff(0.1, 5.0)
             while True:
                 try:
                     if self.store.lease_id == lost:
@@ -265,10 +275,26 @@ class ClusterNode:
                     self._fenced_below = await self.store.mod_revision(self.keys.broker(self.node_id))
                     break
                 except Exception as exc:
-                    log.warning("registering again failed (%s); retrying", exc)
-                    await asyncio.sleep(1)
+                    delay = backoff.next()
+                    log.warning("registering again failed (%r); retrying in %.1f s", exc, delay)
+                    await asyncio.sleep(delay)
+            await self._restart_watch()
             log.info("node %d registered again (session %x)", self.node_id, self.store.lease_id)
             self._dirty.set()
+
+    async def _restart_watch(self) -> None:
+        """A new watch stream from where the last one got: the old one may be stuck on
+        a channel etcd's restart left half-open, and we stay fenced until it catches up."""
+        old = self._watch_task
+        if old is not None:
+            old.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(old), CLOSE_TIMEOUT_S)
+            if not old.done():  # stuck in aetcd: cancelled again at close
+                log.warning("the old etcd watch did not end when cancelled; left behind")
+                self._tasks.append(old)
+        self._watch_task = asyncio.get_running_loop().create_task(
+            supervised("etcd watch", self._watch))
 
     @property
     def fenced(self) -> bool:
@@ -317,20 +343,24 @@ class ClusterNode:
 
     # -- the watch --------------------------------------------------------------------------
 
-    async def _watch(self, start_revision: int) -> None:
+    async def _watch(self) -> None:
         while True:
+            start_revision = self._watch_from
             try:
                 async for key, value, mod in self.store.watch(self.keys.root, start_revision):
                     if self.model.apply(key, value, mod) == "brokers":
                         self.known_brokers.observe(self.model)
                     self.security.apply(key, value)
                     self.broker_defaults.apply(key, value)
-                    start_revision = mod + 1
+                    self._watch_from = mod + 1
                     self._dirty.set()
+                log.info("etcd watch ended (its channel replaced); resuming from revision %d",
+                         self._watch_from)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("etcd watch broke (%s); resuming from revision %d", exc, start_revision)
+                log.warning("etcd watch broke (%r); resuming from revision %d", exc,
+                            self._watch_from)
                 await asyncio.sleep(0.5)
 
     async def _reconcile_loop(self) -> None:
