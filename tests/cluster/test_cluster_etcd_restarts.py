@@ -58,11 +58,11 @@ def test_every_broker_registers_again_after_each_etcd_kill(cluster, etcd):
 
     with Writer(cluster.bootstrap, "restarts"):
         for round_ in range(1, ROUNDS + 1):
-            lost, back = count("lost its etcd session"), count("registered again (session")
+            lost, back = count("session is lost"), count("registered again (session")
             etcd.kill9()
             try:
                 # Down past the session timeout: every broker has lost its session.
-                wait_until(lambda lost=lost: all(count("lost its etcd session")[n] > lost[n]
+                wait_until(lambda lost=lost: all(count("session is lost")[n] > lost[n]
                                                  for n in brokers), 30,
                            f"round {round_}: every broker to lose its session")
             finally:
