@@ -72,11 +72,11 @@ class EtcdStore:
                 await client.status()
             except Exception as exc:  # try the next endpoint
                 last = exc
-                await client.close()
+                await discard(client)
                 continue
             except BaseException:  # cancelled (a bounded keepalive): leave no channel open
                 with contextlib.suppress(Exception):
-                    await client.close()
+                    await discard(client)
                 raise
             self.client = client
             return
