@@ -106,12 +106,12 @@ class EtcdStore:
         unreachable (a timed-out call may have been applied: the caller decides)."""
         client = self.client
         try:
-            return await asyncio.wait_for(operation(client), timeout)
+            return await bounded(operation(client), timeout)
         except CHANNEL_ERRORS as exc:
             await self.reconnect(client)
             if not isinstance(exc, aetcd.ConnectionFailedError):
                 raise
-        return await asyncio.wait_for(operation(self.client), timeout)
+        return await bounded(operation(self.client), timeout)
 
     # -- lease ----------------------------------------------------------------------------
 
@@ -247,7 +247,7 @@ class EtcdStore:
                 yield event.kv.key, None if deleted else event.kv.value, int(event.kv.mod_revision)
         finally:
             with contextlib.suppress(Exception):  # the watcher's lock may be held for good
-                await asyncio.wait_for(watch.cancel(), CLOSE_TIMEOUT_S)
+                await bounded(watch.cancel(), CLOSE_TIMEOUT_S)
 
 
 async def discard(client: Any) -> None:
@@ -255,7 +255,7 @@ async def discard(client: Any) -> None:
     bounded queue that a stuck watch stream may hold for ever; then close the channel
     under it (which ends every call on it)."""
     try:
-        await asyncio.wait_for(client.close(), CLOSE_TIMEOUT_S)
+        await bounded(client.close(), CLOSE_TIMEOUT_S)
         return
     except Exception as exc:
         log.warning("etcd: closing the old channel did not finish (%r); closing it under "
@@ -263,4 +263,42 @@ async def discard(client: Any) -> None:
     channel = client.channel
     if channel is not None:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(channel.close(), CLOSE_TIMEOUT_S)
+            await bounded(channel.close(), CLOSE_TIMEOUT_S)
+
+
+_left: set[asyncio.Task[Any]] = set()  # timed-out calls, cancelled, not waited for
+
+
+async def bounded(call: Awaitable[T], timeout: float | None) -> T:
+    """``await call``, or TimeoutError after ``timeout`` seconds (None: unbounded).
+
+    Not ``asyncio.wait_for``: before Python 3.12 it waits for the cancelled call to end,
+    and aetcd's watcher shutdown swallows a cancellation (``await`` of its stream task
+    under ``except CancelledError: pass``) and may then wait on: the caller hung for
+    good (a broker's session, seen in the fault run). Here the timed-out call is
+    cancelled and left to end on its own; its outcome is retrieved, never raised."""
+    if timeout is None:
+        return await call
+    task = asyncio.ensure_future(call)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except BaseException:  # we were cancelled: the call goes too
+        task.cancel()
+        _leave(task)
+        raise
+    if task in done:
+        return task.result()
+    task.cancel()
+    _leave(task)
+    raise TimeoutError(f"etcd call not done in {timeout:.0f} s")
+
+
+def _leave(task: asyncio.Task[Any]) -> None:
+    _left.add(task)
+    task.add_done_callback(_left_done)
+
+
+def _left_done(task: asyncio.Task[Any]) -> None:
+    _left.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("an abandoned etcd call ended with %r", task.exception())

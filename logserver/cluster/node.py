@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from kafkaproto import ErrorCode
 from logserver.cluster import reassignment
 from logserver.cluster.broker_configs import ClusterBrokerDefaults
-from logserver.cluster.etcd import CLOSE_TIMEOUT_S, EtcdStore, parse_endpoints
+from logserver.cluster.etcd import CLOSE_TIMEOUT_S, EtcdStore, bounded, parse_endpoints
 from logserver.cluster.fetcher import ReplicaFetcher
 from logserver.cluster.identity import join_cluster_id
 from logserver.cluster.known_brokers import KnownBrokers
@@ -269,7 +269,7 @@ class ClusterNode:
                         # at the latest when etcd expires it; a restarted etcd even renews
                         # it): end it, so that registering need not wait for it.
                         with contextlib.suppress(Exception):
-                            await asyncio.wait_for(self.store.revoke(), self.session_ttl_s)
+                            await bounded(self.store.revoke(), self.session_ttl_s)
                     await self.store.grant_lease(self.session_ttl_s)
                     await self._register()
                     self._fenced_below = await self.store.mod_revision(self.keys.broker(self.node_id))
