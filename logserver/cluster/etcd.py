@@ -68,8 +68,10 @@ class EtcdStore:
         for host, port in self.endpoints:
             client = aetcd.Client(host=host, port=port, timeout=5, options=GRPC_OPTIONS)
             try:
-                await client.connect()
-                await client.status()
+                # Bounded here too: a status call on a channel stuck connecting was seen
+                # to outlive its gRPC deadline, holding up every reconnection after it.
+                await bounded(client.connect(), CALL_TIMEOUT_S)
+                await bounded(client.status(), CALL_TIMEOUT_S)
             except Exception as exc:  # try the next endpoint
                 last = exc
                 await discard(client)
@@ -94,7 +96,7 @@ class EtcdStore:
             if failed is not None and self.client is not failed:
                 return
             old = self.client
-            await self.connect()
+            await bounded(self.connect(), CALL_TIMEOUT_S * (len(self.endpoints) + 1))
             log.info("etcd: new channel to %s", self.endpoints)
         if old is not None:
             await discard(old)
