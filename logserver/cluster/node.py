@@ -44,7 +44,7 @@ from logserver.cluster.replica_stats import ReplicaStats
 from logserver.cluster.replication import LeaderReplica
 from logserver.cluster.security_sync import ClusterSecurity
 from logserver.cluster.shutdown import without_replica
-from logserver.cluster.supervise import Backoff, supervised
+from logserver.cluster.supervise import Backoff, StallWatch, supervised
 from logserver.cluster.throttle import ReplicationThrottle
 from logserver.cluster.topic_configs import apply_topic_configs
 from logserver.cluster.txn_state_migration import check_local_txn_state
@@ -108,6 +108,8 @@ class ClusterNode:
         self._tasks: list[asyncio.Task[Any]] = []
         self._watch_task: asyncio.Task[Any] | None = None
         self._watch_from = 0  # the next revision the watch is to see
+        self._session_task: asyncio.Task[Any] | None = None
+        self._unregistered = StallWatch(10 * self.session_ttl_s)
         self._dirty = asyncio.Event()
         self._checkpoint = Path(config.data_dir) / CHECKPOINT_FILE
         self._saved_hw: dict[tuple[str, int], int] = self._load_checkpoint()
@@ -179,8 +181,9 @@ class ClusterNode:
         loop = asyncio.get_running_loop()
         self._watch_from = revision + 1
         self._watch_task = loop.create_task(supervised("etcd watch", self._watch))
+        self._session_task = loop.create_task(supervised("etcd session", self._session))
         self._tasks = [
-            loop.create_task(supervised("etcd session", self._session)),
+            self._session_task,
             loop.create_task(supervised("reconciliation", self._reconcile_loop)),
             loop.create_task(supervised("periodic checks", self._periodic)),
         ]
@@ -279,6 +282,7 @@ class ClusterNode:
                     log.warning("registering again failed (%r); retrying in %.1f s", exc, delay)
                     await asyncio.sleep(delay)
             await self._restart_watch()
+            self._unregistered.stop()
             log.info("node %d registered again (session %x)", self.node_id, self.store.lease_id)
             self._dirty.set()
 
@@ -306,6 +310,7 @@ class ClusterNode:
         (Kafka's fenced broker): Produce and Fetch get NOT_LEADER_OR_FOLLOWER, group and
         transaction requests NOT_COORDINATOR, until we are registered again."""
         self._fenced_below = 2**63 - 1
+        self._unregistered.start()
         for where in list(self.leaders):
             self._resign(where)
 
@@ -379,6 +384,8 @@ class ClusterNode:
     async def _periodic(self) -> None:
         while True:
             await asyncio.sleep(CHECK_INTERVAL_S)
+            self._unregistered.check(f"node {self.node_id} not registered again",
+                                     [self._session_task, self._watch_task])
             now = _now_ms()
             for where, leader in list(self.leaders.items()):
                 gone = leader.to_remove(now, self.lag_max_ms)

@@ -9,7 +9,9 @@ while it went on serving requests.
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
@@ -42,3 +44,31 @@ async def supervised(name: str, loop: Callable[[], Awaitable[None]]) -> None:
         except Exception:
             log.exception("%s failed; starting it again", name)
         await asyncio.sleep(backoff.next())
+
+
+class StallWatch:
+    """Says, with the stacks of the tasks involved, when something that should end soon
+    (getting a session again) has not ended after ``limit_s``: an await that never
+    returns logs nothing by itself. Once per ``limit_s``."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self.since: float | None = None
+        self._told = 0.0
+
+    def start(self) -> None:
+        self.since, self._told = time.monotonic(), 0.0
+
+    def stop(self) -> None:
+        self.since = None
+
+    def check(self, what: str, tasks: list[asyncio.Task[object] | None]) -> None:
+        now = time.monotonic()
+        if self.since is None or now - self.since < self.limit_s or now - self._told < self.limit_s:
+            return
+        self._told = now
+        stacks = io.StringIO()
+        for task in tasks:
+            if task is not None and not task.done():
+                task.print_stack(limit=30, file=stacks)
+        log.warning("%s for %.0f s; where it waits:\n%s", what, now - self.since, stacks.getvalue())
