@@ -62,6 +62,9 @@ class EtcdStore:
         self.renewed_at = 0.0
         self._stray: set[asyncio.Task[Any]] = set()  # renewals outlived by their verdict
         self._reconnecting = asyncio.Lock()
+        # Called once a new channel replaced the old one: a watch stream on the old one
+        # may never hear that it closed (gRPC cancels it; aetcd then delivers nothing).
+        self.on_new_channel: Callable[[], None] | None = None
 
     async def connect(self) -> None:
         last: Exception | None = None
@@ -100,6 +103,8 @@ class EtcdStore:
             log.info("etcd: new channel to %s", self.endpoints)
         if old is not None:
             await discard(old)
+            if self.on_new_channel is not None:
+                self.on_new_channel()
 
     async def _call(self, operation: Callable[[Any], Awaitable[T]], *,
                     timeout: float | None = CALL_TIMEOUT_S) -> T:
@@ -272,15 +277,14 @@ _left: set[asyncio.Task[Any]] = set()  # timed-out calls, cancelled, not waited 
 
 
 async def bounded(call: Awaitable[T], timeout: float | None) -> T:
-    """``await call``, or TimeoutError after ``timeout`` seconds (None: unbounded).
+    """``await call``, or TimeoutError after ``timeout`` seconds (None: unbounded), or
+    ConnectionError if the call was cancelled by someone else.
 
     Not ``asyncio.wait_for``: before Python 3.12 it waits for the cancelled call to end,
     and aetcd's watcher shutdown swallows a cancellation (``await`` of its stream task
     under ``except CancelledError: pass``) and may then wait on: the caller hung for
     good (a broker's session, seen in the fault run). Here the timed-out call is
     cancelled and left to end on its own; its outcome is retrieved, never raised."""
-    if timeout is None:
-        return await call
     task = asyncio.ensure_future(call)
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout)
@@ -289,6 +293,10 @@ async def bounded(call: Awaitable[T], timeout: float | None) -> T:
         _leave(task)
         raise
     if task in done:
+        if task.cancelled():
+            # Not us: gRPC cancels the calls of a channel another task closed (a
+            # reconnection). A CancelledError here would end the caller's loop silently.
+            raise ConnectionError("etcd call cancelled: its channel was closed")
         return task.result()
     task.cancel()
     _leave(task)

@@ -181,6 +181,7 @@ class ClusterNode:
         loop = asyncio.get_running_loop()
         self._watch_from = revision + 1
         self._watch_task = loop.create_task(supervised("etcd watch", self._watch))
+        self.store.on_new_channel = self._new_watch_elsewhere
         self._session_task = loop.create_task(supervised("etcd session", self._session))
         self._tasks = [
             self._session_task,
@@ -285,6 +286,19 @@ class ClusterNode:
             self._unregistered.stop()
             log.info("node %d registered again (session %x)", self.node_id, self.store.lease_id)
             self._dirty.set()
+
+    def _new_watch_elsewhere(self) -> None:
+        """A new etcd channel: a watch stream left on the old one may wait for ever, so
+        the watch starts again on the new one (unless it is the watch that replaced it:
+        it resumes there by itself)."""
+        old = self._watch_task
+        if old is None or old is asyncio.current_task():
+            return
+        old.cancel()
+        # awaited at close if it has not ended by then
+        self._tasks = [t for t in self._tasks if not t.done()] + [old]
+        self._watch_task = asyncio.get_running_loop().create_task(
+            supervised("etcd watch", self._watch))
 
     async def _restart_watch(self) -> None:
         """A new watch stream from where the last one got: the old one may be stuck on

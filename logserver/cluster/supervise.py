@@ -40,7 +40,12 @@ async def supervised(name: str, loop: Callable[[], Awaitable[None]]) -> None:
             await loop()
             log.error("%s ended unexpectedly; starting it again", name)
         except asyncio.CancelledError:
-            raise
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # we are being stopped
+            # Not a stop: a cancellation leaked from a library call (gRPC cancels the
+            # calls of a closed channel). Ending here would end the loop silently.
+            log.exception("%s got a stray cancellation; starting it again", name)
         except Exception:
             log.exception("%s failed; starting it again", name)
         await asyncio.sleep(backoff.next())
