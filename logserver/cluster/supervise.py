@@ -75,5 +75,22 @@ class StallWatch:
         stacks = io.StringIO()
         for task in tasks:
             if task is not None and not task.done():
-                task.print_stack(limit=30, file=stacks)
+                print(f"{task.get_name()}:", *awaiting(task), sep="\n  ", file=stacks)
         log.warning("%s for %.0f s; where it waits:\n%s", what, now - self.since, stacks.getvalue())
+
+
+def awaiting(task: asyncio.Task[object]) -> list[str]:
+    """The chain of awaits a suspended task is in, outermost first (``print_stack``
+    shows only the outermost coroutine of a suspended task)."""
+    out = []
+    step: object = task.get_coro()
+    for _ in range(50):
+        frame = getattr(step, "cr_frame", None) or getattr(step, "ag_frame", None)
+        if frame is None:
+            out.append(f"waits on {step!r}"[:300])
+            break
+        out.append(f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        step = getattr(step, "cr_await", None) or getattr(step, "ag_await", None)
+        if step is None:
+            break
+    return out
