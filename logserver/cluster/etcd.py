@@ -33,6 +33,14 @@ GRPC_OPTIONS = {
 #: topic creation): the project's one Backoff, as gRPC's reconnects above.
 ETCD_BACKOFF = Backoff(100, 1000)
 Entry = tuple[bytes, bytes | None, int]  # key, value (None: deleted), mod revision
+# Our own deadline on every etcd call: aetcd's timeout is a gRPC deadline on unary calls
+# only, and its watcher awaits a bounded request queue and a lock with none (a watch
+# stream stuck after etcd came back once hung a broker's session and watch for good).
+CALL_TIMEOUT_S = 10.0
+CLOSE_TIMEOUT_S = 2.0
+# What a call on a broken or stuck channel raises: the channel is then replaced.
+CHANNEL_ERRORS = (aetcd.ConnectionFailedError, aetcd.ConnectionTimeoutError,
+                  aetcd.WatchTimeoutError, TimeoutError)
 
 
 def parse_endpoints(text: str) -> list[tuple[str, int]]:
@@ -58,21 +66,27 @@ class EtcdStore:
         # have outlived this + TTL at etcd either.
         self.renewed_at = 0.0
         self._stray: set[asyncio.Task[Any]] = set()  # renewals outlived by their verdict
+        self._reconnecting = asyncio.Lock()
+        # Called once a new channel replaced the old one: a watch stream on the old one
+        # may never hear that it closed (gRPC cancels it; aetcd then delivers nothing).
+        self.on_new_channel: Callable[[], None] | None = None
 
     async def connect(self) -> None:
         last: Exception | None = None
         for host, port in self.endpoints:
             client = aetcd.Client(host=host, port=port, timeout=5, options=GRPC_OPTIONS)
             try:
-                await client.connect()
-                await client.status()
+                # Bounded here too: a status call on a channel stuck connecting was seen
+                # to outlive its gRPC deadline, holding up every reconnection after it.
+                await bounded(client.connect(), CALL_TIMEOUT_S)
+                await bounded(client.status(), CALL_TIMEOUT_S)
             except Exception as exc:  # try the next endpoint
                 last = exc
-                await client.close()
+                await discard(client)
                 continue
             except BaseException:  # cancelled (a bounded keepalive): leave no channel open
                 with contextlib.suppress(Exception):
-                    await client.close()
+                    await discard(client)
                 raise
             self.client = client
             return
@@ -80,24 +94,36 @@ class EtcdStore:
 
     async def close(self) -> None:
         if self.client is not None:
-            await self.client.close()
+            await discard(self.client)
 
-    async def reconnect(self) -> None:
+    async def reconnect(self, failed: Any = None) -> None:
         """A new channel: gRPC's own reconnection backs off for up to minutes after etcd
-        was down, far longer than a broker session."""
-        old = self.client
-        await self.connect()
+        was down, far longer than a broker session. ``failed``: the client a call failed
+        on; if another caller replaced it meanwhile, that new one is kept."""
+        async with self._reconnecting:
+            if failed is not None and self.client is not failed:
+                return
+            old = self.client
+            await bounded(self.connect(), CALL_TIMEOUT_S * (len(self.endpoints) + 1))
+            log.info("etcd: new channel to %s", self.endpoints)
         if old is not None:
-            with contextlib.suppress(Exception):
-                await old.close()
+            await discard(old)
+            if self.on_new_channel is not None:
+                self.on_new_channel()
 
-    async def _call(self, operation: Callable[[Any], Awaitable[T]]) -> T:
-        """``operation(client)``, once more on a fresh channel if etcd was unreachable."""
+    async def _call(self, operation: Callable[[Any], Awaitable[T]], *,
+                    timeout: float | None = CALL_TIMEOUT_S) -> T:
+        """``operation(client)`` within ``timeout``; on a broken or stuck channel a fresh
+        one replaces it, and the operation is tried once more there if etcd said it was
+        unreachable (a timed-out call may have been applied: the caller decides)."""
+        client = self.client
         try:
-            return await operation(self.client)
-        except aetcd.ConnectionFailedError:
-            await self.reconnect()
-            return await operation(self.client)
+            return await bounded(operation(client), timeout)
+        except CHANNEL_ERRORS as exc:
+            await self.reconnect(client)
+            if not isinstance(exc, aetcd.ConnectionFailedError):
+                raise
+        return await bounded(operation(self.client), timeout)
 
     # -- lease ----------------------------------------------------------------------------
 
@@ -157,7 +183,9 @@ class EtcdStore:
                 refreshing.add_done_callback(self._stray_done)
 
     async def _refresh(self, lease_id: int) -> Any:
-        return await self._call(lambda c: c.refresh_lease(lease_id))
+        # Bounded by gRPC's own deadline: cancelling the keep-alive stream mid-way would
+        # leave gRPC's request task pending.
+        return await self._call(lambda c: c.refresh_lease(lease_id), timeout=None)
 
     def _stray_done(self, task: asyncio.Task[Any]) -> None:
         self._stray.discard(task)
@@ -230,4 +258,62 @@ class EtcdStore:
                 deleted = event.kind == "DELETE"
                 yield event.kv.key, None if deleted else event.kv.value, int(event.kv.mod_revision)
         finally:
-            await watch.cancel()
+            with contextlib.suppress(Exception):  # the watcher's lock may be held for good
+                await bounded(watch.cancel(), CLOSE_TIMEOUT_S)
+
+
+async def discard(client: Any) -> None:
+    """Close an aetcd client, bounded: its watcher's shutdown waits for a lock and a
+    bounded queue that a stuck watch stream may hold for ever; then close the channel
+    under it (which ends every call on it)."""
+    try:
+        await bounded(client.close(), CLOSE_TIMEOUT_S)
+        return
+    except Exception as exc:
+        log.warning("etcd: closing the old channel did not finish (%r); closing it under "
+                    "its watcher", exc)
+    channel = client.channel
+    if channel is not None:
+        with contextlib.suppress(Exception):
+            await bounded(channel.close(), CLOSE_TIMEOUT_S)
+
+
+_left: set[asyncio.Task[Any]] = set()  # timed-out calls, cancelled, not waited for
+
+
+async def bounded(call: Awaitable[T], timeout: float | None) -> T:
+    """``await call``, or TimeoutError after ``timeout`` seconds (None: unbounded), or
+    ConnectionError if the call was cancelled by someone else.
+
+    Not ``asyncio.wait_for``: before Python 3.12 it waits for the cancelled call to end,
+    and aetcd's watcher shutdown swallows a cancellation (``await`` of its stream task
+    under ``except CancelledError: pass``) and may then wait on: the caller hung for
+    good (a broker's session, seen in the fault run). Here the timed-out call is
+    cancelled and left to end on its own; its outcome is retrieved, never raised."""
+    task = asyncio.ensure_future(call)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except BaseException:  # we were cancelled: the call goes too
+        task.cancel()
+        _leave(task)
+        raise
+    if task in done:
+        if task.cancelled():
+            # Not us: gRPC cancels the calls of a channel another task closed (a
+            # reconnection). A CancelledError here would end the caller's loop silently.
+            raise ConnectionError("etcd call cancelled: its channel was closed")
+        return task.result()
+    task.cancel()
+    _leave(task)
+    raise TimeoutError(f"etcd call not done in {timeout:.0f} s")
+
+
+def _leave(task: asyncio.Task[Any]) -> None:
+    _left.add(task)
+    task.add_done_callback(_left_done)
+
+
+def _left_done(task: asyncio.Task[Any]) -> None:
+    _left.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("an abandoned etcd call ended with %r", task.exception())

@@ -20,10 +20,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkaproto import ErrorCode
-from kafkaproto.client import Failures
+from kafkaproto.client import Backoff, Failures
 from logserver.cluster import reassignment
 from logserver.cluster.broker_configs import ClusterBrokerDefaults
-from logserver.cluster.etcd import ETCD_BACKOFF, EtcdStore, parse_endpoints
+from logserver.cluster.etcd import (
+    CLOSE_TIMEOUT_S,
+    ETCD_BACKOFF,
+    EtcdStore,
+    bounded,
+    parse_endpoints,
+)
 from logserver.cluster.fetcher import ReplicaFetcher
 from logserver.cluster.identity import join_cluster_id
 from logserver.cluster.known_brokers import KnownBrokers
@@ -44,6 +50,7 @@ from logserver.cluster.replica_stats import ReplicaStats
 from logserver.cluster.replication import LeaderReplica
 from logserver.cluster.security_sync import ClusterSecurity
 from logserver.cluster.shutdown import without_replica
+from logserver.cluster.supervise import StallWatch, supervised
 from logserver.cluster.throttle import ReplicationThrottle
 from logserver.cluster.topic_configs import apply_topic_configs
 from logserver.cluster.txn_state_migration import check_local_txn_state
@@ -58,6 +65,8 @@ log = logging.getLogger(__name__)
 CHECK_INTERVAL_S = 0.5
 PRODUCER_ID_BLOCK = 1000
 CONNECT_TIMEOUT_S = 30.0
+# Registering again after a lost session: for as long as it takes, at most 5 s apart.
+REGISTER_BACKOFF = Backoff.seconds(0.1, 5.0)
 Source = tuple[int, str, int]  # a leader a fetcher replicates from: node id, host, port
 CLUSTER_OFFSETS_PARTITIONS = 50  # Kafka's default offsets.topic.num.partitions
 CLUSTER_TXN_STATE_PARTITIONS = 50  # Kafka's default transaction.state.log.num.partitions
@@ -101,6 +110,10 @@ class ClusterNode:
         self._seen_topics: set[str] = set()
         self._emptied: set[tuple[str, int]] = set()
         self._tasks: list[asyncio.Task[Any]] = []
+        self._watch_task: asyncio.Task[Any] | None = None
+        self._watch_from = 0  # the next revision the watch is to see
+        self._session_task: asyncio.Task[Any] | None = None
+        self._unregistered = StallWatch(10 * self.session_ttl_s)
         self._dirty = asyncio.Event()
         self._checkpoint = Path(config.data_dir) / CHECKPOINT_FILE
         self._saved_hw: dict[tuple[str, int], int] = self._load_checkpoint()
@@ -171,11 +184,14 @@ class ClusterNode:
             self.broker_defaults.apply(key, value)
         self.known_brokers.observe(self.model)
         loop = asyncio.get_running_loop()
+        self._watch_from = revision + 1
+        self._watch_task = loop.create_task(supervised("etcd watch", self._watch))
+        self.store.on_new_channel = self._new_watch_elsewhere
+        self._session_task = loop.create_task(supervised("etcd session", self._session))
         self._tasks = [
-            loop.create_task(self._watch(revision + 1)),
-            loop.create_task(self._session()),
-            loop.create_task(self._reconcile_loop()),
-            loop.create_task(self._periodic()),
+            self._session_task,
+            loop.create_task(supervised("reconciliation", self._reconcile_loop)),
+            loop.create_task(supervised("periodic checks", self._periodic)),
         ]
         self._dirty.set()
         # Joined once the first reconciliation ran on the whole picture (Kafka's broker
@@ -229,6 +245,8 @@ class ClusterNode:
         return True
 
     async def close(self) -> None:
+        if self._watch_task is not None:
+            self._tasks.append(self._watch_task)
         fetcher_tasks = [t for _, t in self._sources.values()]
         for task in [*self._tasks, *fetcher_tasks, *self._creating.values()]:
             task.cancel()
@@ -244,12 +262,15 @@ class ClusterNode:
 
     async def _session(self) -> None:
         """Keep the lease alive; when it is lost (paused or cut off past the session
-        timeout), stop leading at once, then register again under a new lease and lead
+        timeout), stop leading at once, then register again under a new lease, with
+        backoff for as long as it takes, resume the watch on a fresh stream and lead
         only what the controller gives us once the watch has caught up."""
         while True:
             await self.store.keep_alive(self.session_ttl_s, self._session_lost)
+            log.warning("node %d lost its etcd session: fenced (no leader, no coordinator) "
+                        "until it is registered again", self.node_id)
             lost = self.store.lease_id
-            failures = Failures(ETCD_BACKOFF)
+            failures = Failures(REGISTER_BACKOFF)
             while True:
                 try:
                     if self.store.lease_id == lost:
@@ -257,16 +278,46 @@ class ClusterNode:
                         # at the latest when etcd expires it; a restarted etcd even renews
                         # it): end it, so that registering need not wait for it.
                         with contextlib.suppress(Exception):
-                            await asyncio.wait_for(self.store.revoke(), self.session_ttl_s)
+                            await bounded(self.store.revoke(), self.session_ttl_s)
                     await self.store.grant_lease(self.session_ttl_s)
                     await self._register()
                     self._fenced_below = await self.store.mod_revision(self.keys.broker(self.node_id))
                     break
                 except Exception as exc:
-                    log.warning("registering again failed (%s); retrying", exc)
-                    await asyncio.sleep(failures.failed())
+                    delay = failures.failed()
+                    log.warning("registering again failed (%r); retrying in %.1f s", exc, delay)
+                    await asyncio.sleep(delay)
+            await self._restart_watch()
+            self._unregistered.stop()
             log.info("node %d registered again (session %x)", self.node_id, self.store.lease_id)
             self._dirty.set()
+
+    def _new_watch_elsewhere(self) -> None:
+        """A new etcd channel: a watch stream left on the old one may wait for ever, so
+        the watch starts again on the new one (unless it is the watch that replaced it:
+        it resumes there by itself)."""
+        old = self._watch_task
+        if old is None or old is asyncio.current_task():
+            return
+        old.cancel()
+        # awaited at close if it has not ended by then
+        self._tasks = [t for t in self._tasks if not t.done()] + [old]
+        self._watch_task = asyncio.get_running_loop().create_task(
+            supervised("etcd watch", self._watch))
+
+    async def _restart_watch(self) -> None:
+        """A new watch stream from where the last one got: the old one may be stuck on
+        a channel etcd's restart left half-open, and we stay fenced until it catches up."""
+        old = self._watch_task
+        if old is not None:
+            old.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(old), CLOSE_TIMEOUT_S)
+            if not old.done():  # stuck in aetcd: cancelled again at close
+                log.warning("the old etcd watch did not end when cancelled; left behind")
+                self._tasks.append(old)
+        self._watch_task = asyncio.get_running_loop().create_task(
+            supervised("etcd watch", self._watch))
 
     @property
     def fenced(self) -> bool:
@@ -278,6 +329,7 @@ class ClusterNode:
         (Kafka's fenced broker): Produce and Fetch get NOT_LEADER_OR_FOLLOWER, group and
         transaction requests NOT_COORDINATOR, until we are registered again."""
         self._fenced_below = 2**63 - 1
+        self._unregistered.start()
         for where in list(self.leaders):
             self._resign(where)
 
@@ -315,9 +367,10 @@ class ClusterNode:
 
     # -- the watch --------------------------------------------------------------------------
 
-    async def _watch(self, start_revision: int) -> None:
+    async def _watch(self) -> None:
         failures = Failures(ETCD_BACKOFF)
         while True:
+            start_revision = self._watch_from
             try:
                 async for key, value, mod in self.store.watch(self.keys.root, start_revision):
                     failures.succeeded()
@@ -325,12 +378,15 @@ class ClusterNode:
                         self.known_brokers.observe(self.model)
                     self.security.apply(key, value)
                     self.broker_defaults.apply(key, value)
-                    start_revision = mod + 1
+                    self._watch_from = mod + 1
                     self._dirty.set()
+                log.info("etcd watch ended (its channel replaced); resuming from revision %d",
+                         self._watch_from)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("etcd watch broke (%s); resuming from revision %d", exc, start_revision)
+                log.warning("etcd watch broke (%r); resuming from revision %d", exc,
+                            self._watch_from)
                 await asyncio.sleep(failures.failed())
 
     async def _reconcile_loop(self) -> None:
@@ -351,6 +407,8 @@ class ClusterNode:
     async def _periodic(self) -> None:
         while True:
             await asyncio.sleep(CHECK_INTERVAL_S)
+            self._unregistered.check(f"node {self.node_id} not registered again",
+                                     [self._session_task, self._watch_task])
             now = self.clock.monotonic_ms()
             for where, leader in list(self.leaders.items()):
                 gone = leader.to_remove(now, self.lag_max_ms)

@@ -236,3 +236,31 @@ def test_leader_cut_off_from_its_followers_only_refuses_acks_all(cluster, lab):
         client.close()
     assert [v for _, v in consume_all(cluster.bootstrap, "split", 2)] == [b"a", b"c"]
     _identical_replicas(cluster, "split")
+
+
+def test_a_killed_runs_namespaces_are_swept_by_the_next_lab(tmp_path):
+    """A test process SIGKILLed mid-run never deletes its namespaces; the next lab built
+    on this machine deletes those of tags whose process is gone, and only those."""
+    import signal
+    import subprocess
+    import sys
+
+    from helpers.netns import ip
+
+    script = ("import os, signal, sys; sys.path.insert(0, 'tests'); "
+              "from helpers.netns import NetLab; lab = NetLab(['a', 'b']).start(); "
+              "print(lab.tag, flush=True); os.kill(os.getpid(), signal.SIGKILL)")
+    killed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    tag = killed.stdout.strip()
+    left = {f"ls{tag}-hub", f"ls{tag}-a", f"ls{tag}-b"}
+
+    def names() -> set[str]:
+        return {line.split()[0] for line in ip("netns", "list").splitlines() if line.strip()}
+
+    assert left <= names()  # what a killed run leaves behind
+    with netlab(["c"]) as built:
+        assert not left & names()
+        assert set(built.namespaces.values()) | {built.hub} <= names()  # ours are kept
+    assert f"l{tag}r" not in ip("-o", "link", "show")

@@ -51,6 +51,41 @@ def _free_subnet() -> int:
     raise RuntimeError("no free 10.213.S.0/24 subnet for the test network")
 
 
+STALE_NAME = re.compile(r"^ls(\d+)-\S+")
+STALE_LINK = re.compile(r"^\d+: (l(\d+)r)[@:]")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale() -> list[str]:
+    """Delete the namespaces (and root veths) of labs whose test process is gone: one
+    killed (SIGKILL, a timeout) never ran ``close()``. Names carry the pid that made
+    them; a live pid's are left alone. Returns what was deleted."""
+    swept = []
+    for line in ip("netns", "list").splitlines():
+        match = STALE_NAME.match(line.strip())
+        if match is not None and not _alive(int(match.group(1))):
+            name = line.split()[0]
+            with contextlib.suppress(RuntimeError):  # another sweeper was first
+                ip("netns", "del", name)
+                swept.append(name)
+    for line in ip("-o", "link", "show").splitlines():
+        match = STALE_LINK.match(line)
+        if match is not None and not _alive(int(match.group(2))):
+            with contextlib.suppress(RuntimeError):
+                ip("link", "del", match.group(1))
+                swept.append(match.group(1))
+    return swept
+
+
 class NetLab:
     """Namespaces ``names`` joined by one bridge; see the module docstring."""
 
@@ -71,6 +106,7 @@ class NetLab:
             # for every lab on this machine: two labs built at once would pick the same.
             with open(SUBNET_LOCK, "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
+                sweep_stale()  # a killed run's namespaces, and the subnets they held
                 self.subnet = _free_subnet()
                 self._build()
         except BaseException:
