@@ -15,6 +15,7 @@ from helpers.cluster_clients import (
     consume_all,
     create,
     log_bytes,
+    produce_partitions,
     wait_for_progress,
 )
 from helpers.clusterprocs import Cluster
@@ -313,7 +314,11 @@ def test_brokers_serve_through_a_short_etcd_outage_and_step_down_past_the_sessio
 
 def test_topic_deletion_goes_through_etcd_to_every_broker(cluster):
     create(cluster, "doomed", partitions=2, rf=3)
-    assert all(b.partition_dir("doomed", 0).is_dir() for b in cluster.brokers.values())
+    # A partition's directory is made by its first append (partitions are made lazily):
+    # a record in each, acknowledged by all replicas, puts one on every broker.
+    produce_partitions(cluster.bootstrap, "doomed", [(0, b"a"), (1, b"b")])
+    assert all(b.partition_dir("doomed", p).is_dir()
+               for b in cluster.brokers.values() for p in (0, 1))
     admin = cluster.admin()
     admin.delete_topics(["doomed"])["doomed"].result(timeout=20)
     wait_until(lambda: "doomed" not in cluster.metadata().topics, 20, "the topic to disappear")
