@@ -17,6 +17,8 @@ from helpers.serverproc import ServerProcess
 from helpers.waiting import wait_until
 
 from logserver.cluster.txn_state_migration import MOVED_DIR
+from logserver.internal_topics import TXN_STATE_TOPIC as TXN_STATE
+from logserver.internal_topics import kafka_partition_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -86,9 +88,11 @@ def test_without_open_transactions_the_old_copy_is_moved_aside(tmp_path, etcd):
         assert len(moved) == 1 and any(moved[0].glob("*.log"))
         admin.create_topics([NewTopic("new-txns", 1, 1)])["new-txns"].result(timeout=20)
         _transaction(broker.bootstrap, "new-txns", commit=True)  # the same id, new coordinator
-        # the replicated topic, Kafka's layout: 50 partitions here now
-        wait_until(lambda: (data / "__transaction_state-49").is_dir(), 30,
-                   "the replicated __transaction_state's local copy")
+        # the replicated topic, Kafka's layout: 50 partitions now, and the id's partition
+        # (written by that transaction; the others are made by their first append) here
+        wait_until(lambda: len(admin.list_topics(timeout=10).topics[TXN_STATE].partitions) == 50
+                   and (data / f"{TXN_STATE}-{kafka_partition_for(TXN_ID, 50)}").is_dir(), 30,
+                   "the replicated __transaction_state's local copy", ignore=(KeyError,))
         assert broker.restart() == 0  # a replica of the replicated topic: left alone
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         wait_until(lambda: admin.list_topics(timeout=10).controller_id == 1, 30, "the controller")
