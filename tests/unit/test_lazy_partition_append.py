@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,17 @@ pytestmark = pytest.mark.timeout(60)
 
 def _batch(value: bytes) -> memoryview:
     return memoryview(bytearray(build_batch([(None, value, (), int(time.time() * 1000))])))
+
+
+@asynccontextmanager
+async def _opened(tmp_path: Path) -> AsyncIterator[SegmentLogStorage]:
+    storage = SegmentLogStorage(load_config({"log.dirs": str(tmp_path / "data")}, environ={}))
+    storage.open()
+    await storage.start()
+    try:
+        yield storage
+    finally:
+        await storage.close()
 
 
 def _record_directory_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -45,13 +58,9 @@ def _record_directory_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_the_first_append_to_a_new_partition_makes_its_directory_off_the_loop(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     threads = _record_directory_threads(monkeypatch)
-    config = load_config({"log.dirs": str(tmp_path / "data")}, environ={})
 
     async def main() -> None:
-        storage = SegmentLogStorage(config)
-        storage.open()
-        await storage.start()
-        try:
+        async with _opened(tmp_path) as storage:
             await storage.create_topic("events", 3, {})
             partition_dir = tmp_path / "data" / "events-1"
             assert not partition_dir.exists()  # made lazily
@@ -67,8 +76,6 @@ def test_the_first_append_to_a_new_partition_makes_its_directory_off_the_loop(
             assert storage.high_watermark("events", 1) == 2
             third = storage.append("events", 1, _batch(b"three"), 9, defer_io=True)
             assert third.deferred is None and third.error == ErrorCode.NONE  # inline again
-        finally:
-            await storage.close()
 
     asyncio.run(main())
     loop_thread = threading.main_thread().name
@@ -78,20 +85,14 @@ def test_the_first_append_to_a_new_partition_makes_its_directory_off_the_loop(
 def test_a_first_append_without_defer_io_stays_inline(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     threads = _record_directory_threads(monkeypatch)
-    config = load_config({"log.dirs": str(tmp_path / "data")}, environ={})
 
     async def main() -> None:
-        storage = SegmentLogStorage(config)
-        storage.open()
-        await storage.start()
-        try:
+        async with _opened(tmp_path) as storage:
             await storage.create_topic(OFFSETS_TOPIC, 2, {"cleanup.policy": "compact"})
             build = build_batch([(b"key", b"value", (), int(time.time() * 1000))])
             result = storage.append(OFFSETS_TOPIC, 0, memoryview(bytearray(build)), 9)  # a coordinator's
             assert result.deferred is None and result.error == ErrorCode.NONE
             assert result.base_offset == 0
-        finally:
-            await storage.close()
 
     asyncio.run(main())
     assert threads == [threading.main_thread().name]
