@@ -371,12 +371,6 @@ class Log:
         if writer is not None and (
             self._submitted != self._completed or (queue and len(batch) >= writer.min_bytes)
         ):
-            if self._submitted == self._completed and self._local.active_segment.lazy:
-                # The files (and their fsyncs) made here, not in the queued write: that
-                # stays as short as on a written partition, so an acks=0 write is on disk
-                # by the connection's next request as before lazy partitions. A Produce
-                # that awaits its answer had them made on a thread (Partition, defer_io).
-                self.prepare_directory()
             base, next_offset = self._append_on_writer(writer, batch, header, max_ts, now,
                                                       leader_epoch)
         else:
